@@ -1,0 +1,80 @@
+"""Child processes the CLI starts: an ingester per shard, run as `python -m mirror ingest`."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mirror.events.errors import LogUnavailable
+from mirror.events.jetstream import connect_nats
+from mirror.events.log_service import LogClient
+
+
+class IngesterProcess:
+    """`mirror ingest` in its own OS process, as in production; tests SIGKILL it."""
+
+    def __init__(self, nats_url: str, db_path: str | Path, *, shard: str = "0", log_path: str | Path | None = None) -> None:
+        self.nats_url = nats_url
+        self.db_path = Path(db_path)
+        self.shard = shard
+        self.log_path = Path(log_path) if log_path else self.db_path.with_suffix(".ingest.log")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30.0) -> "IngesterProcess":
+        command = [
+            sys.executable, "-m", "mirror", "ingest",
+            "--nats-url", self.nats_url, "--db", str(self.db_path), "--shard", self.shard,
+        ]
+        with open(self.log_path, "ab") as log_file:
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file)
+        asyncio.run(self._wait_ready(timeout))
+        return self
+
+    async def _wait_ready(self, timeout: float) -> None:
+        nc = await connect_nats(self.nats_url, name="mirror-ingest-probe")
+        client = LogClient(nc, shard=self.shard, timeout=1.0)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                if self.process is not None and self.process.poll() is not None:
+                    raise RuntimeError(
+                        f"ingester exited with {self.process.returncode}; see {self.log_path}:\n"
+                        + self.log_path.read_text(errors="replace")[-3000:]
+                    )
+                try:
+                    await client.stats()
+                    return
+                except LogUnavailable:
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.05)
+        finally:
+            await nc.close()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def kill(self) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None

@@ -1,0 +1,289 @@
+"""msgpack encoding of events, with validation and upcasting on read.
+
+A record is a msgpack map. Decoding checks every envelope field and every payload field
+against the payload class, so a corrupt or foreign record is a typed error that names the
+conversation and seq (when they can be read), never a half-built event. A record of an older
+schema version is passed through the registered upcasters, one version at a time, before the
+payload class sees it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import msgpack
+
+from .envelope import Event
+from .errors import CorruptEvent, InvalidIdentifier, UnknownEventType
+from .payloads import PAYLOAD_TYPES, Payload, Provenance
+
+RECORD_FORMAT = 1
+"""Version of the envelope layout itself (independent of each payload's schema version)."""
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+_PAYLOADS: dict[str, type[Payload]] = {cls.TYPE: cls for cls in PAYLOAD_TYPES}
+# (type, from_version) -> function turning a payload dict of that version into the next one.
+_UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def register_upcaster(event_type: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+    def register(function: Upcaster) -> Upcaster:
+        _UPCASTERS[(event_type, from_version)] = function
+        return function
+
+    return register
+
+
+@register_upcaster("turn", 1)
+def _turn_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    # The prototype stored the exchange as user/assistant and did not know which narrative
+    # the Talker saw; that is recorded as unknown (None), not guessed.
+    return {
+        "user_message": payload["user"],
+        "reply": payload["assistant"],
+        "narrative_seq": None,
+        "mode": payload.get("mode", "full"),
+    }
+
+
+def payload_class(event_type: str) -> type[Payload]:
+    try:
+        return _PAYLOADS[event_type]
+    except KeyError:
+        raise UnknownEventType(f"unknown event type {event_type!r}") from None
+
+
+# ---------------------------------------------------------------------------------- encode
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {
+    cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in (*PAYLOAD_TYPES, Provenance)
+}
+
+
+def _payload_to_dict(payload: Payload) -> dict[str, Any]:
+    return {name: getattr(payload, name) for name in _FIELD_NAMES[type(payload)]}
+
+
+def _provenance_to_dict(provenance: Provenance) -> dict[str, Any]:
+    return {name: getattr(provenance, name) for name in _FIELD_NAMES[Provenance]}
+
+
+def event_to_record(event: Event) -> dict[str, Any]:
+    return {
+        "f": RECORD_FORMAT,
+        "tenant": event.tenant,
+        "conversation": event.conversation,
+        "branch": event.branch,
+        "seq": event.seq,
+        "type": event.type,
+        "schema": event.schema_version,
+        "ts": float(event.timestamp),
+        "turn": event.turn,
+        "causation": event.causation,
+        "payload": _payload_to_dict(event.payload),
+        "provenance": None if event.provenance is None else _provenance_to_dict(event.provenance),
+    }
+
+
+def encode(event: Event) -> bytes:
+    return msgpack.packb(event_to_record(event), use_bin_type=True)
+
+
+# ---------------------------------------------------------------------------------- decode
+
+_Check = Callable[[Any], bool]
+
+
+def _checker(annotation: Any) -> _Check:
+    """A predicate for values of a (simple) annotated field type."""
+    origin = typing.get_origin(annotation)
+    if annotation is Any:
+        return lambda value: True
+    if annotation is float:
+        return lambda value: type(value) in (float, int)
+    if annotation in (str, int, bool):
+        return lambda value: type(value) is annotation
+    if origin is Literal:
+        allowed = frozenset(typing.get_args(annotation))
+        return lambda value: isinstance(value, str) and value in allowed
+    if origin in (typing.Union, types.UnionType):
+        options = [_checker(arg) for arg in typing.get_args(annotation)]
+        return lambda value: any(check(value) for check in options)
+    if annotation is type(None):
+        return lambda value: value is None
+    if origin is tuple:
+        args = typing.get_args(annotation)
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = _checker(args[0])
+            return lambda value: isinstance(value, (list, tuple)) and all(map(item, value))
+        items = [_checker(arg) for arg in args]
+        return lambda value: (
+            isinstance(value, (list, tuple))
+            and len(value) == len(items)
+            and all(check(v) for check, v in zip(items, value))
+        )
+    if origin is dict:
+        key_type, value_type = typing.get_args(annotation)
+        check_key, check_value = _checker(key_type), _checker(value_type)
+        return lambda value: isinstance(value, dict) and all(
+            check_key(k) and check_value(v) for k, v in value.items()
+        )
+    raise TypeError(f"no checker for {annotation!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Shape:
+    """How to check and build one dataclass from a plain dict."""
+
+    cls: type
+    checks: dict[str, _Check]
+    required: frozenset[str]
+    tuple_fields: frozenset[str]
+
+    @classmethod
+    def of(cls, target: type) -> "_Shape":
+        hints = typing.get_type_hints(target)
+        fields = [f for f in dataclasses.fields(target)]
+        required = frozenset(
+            f.name
+            for f in fields
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        )
+        tuple_fields = frozenset(
+            f.name
+            for f in fields
+            if any(typing.get_origin(arg) is tuple for arg in (hints[f.name], *typing.get_args(hints[f.name])))
+        )
+        return cls(target, {f.name: _checker(hints[f.name]) for f in fields}, required, tuple_fields)
+
+    def build(self, values: Any, fail: Callable[[str], Exception]) -> Any:
+        if not isinstance(values, dict):
+            raise fail(f"{self.cls.__name__} is not a map")
+        unknown = values.keys() - self.checks.keys()
+        if unknown:
+            raise fail(f"{self.cls.__name__} has unknown fields {sorted(map(str, unknown))}")
+        missing = self.required - values.keys()
+        if missing:
+            raise fail(f"{self.cls.__name__} lacks fields {sorted(missing)}")
+        for name, value in values.items():
+            if not self.checks[name](value):
+                raise fail(f"{self.cls.__name__}.{name} has a bad value {value!r:.80}")
+        if self.tuple_fields:
+            values = {
+                name: (tuple(value) if name in self.tuple_fields and isinstance(value, list) else value)
+                for name, value in values.items()
+            }
+        return self.cls(**values)
+
+
+_SHAPES: dict[type, _Shape] = {cls: _Shape.of(cls) for cls in (*PAYLOAD_TYPES, Provenance)}
+_ENVELOPE: dict[str, _Check] = {
+    "f": lambda v: v == RECORD_FORMAT,
+    "tenant": lambda v: type(v) is str,
+    "conversation": lambda v: type(v) is str,
+    "branch": lambda v: type(v) is str,
+    "seq": lambda v: type(v) is int,
+    "type": lambda v: type(v) is str,
+    "schema": lambda v: type(v) is int,
+    "ts": lambda v: type(v) in (float, int),
+    "turn": lambda v: type(v) is int,
+    "causation": lambda v: v is None or type(v) is str,
+    "payload": lambda v: isinstance(v, dict),
+    "provenance": lambda v: v is None or isinstance(v, dict),
+}
+
+
+def upcast(event_type: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """Bring ``payload`` of ``version`` up to the current schema version of ``event_type``."""
+    current = payload_class(event_type).VERSION
+    if version > current:
+        raise UnknownEventType(
+            f"{event_type!r} schema version {version} is newer than this build's {current}; "
+            "upgrade Mirror to read it"
+        )
+    while version < current:
+        try:
+            step = _UPCASTERS[(event_type, version)]
+        except KeyError:
+            raise UnknownEventType(
+                f"no upcaster for {event_type!r} from schema version {version}"
+            ) from None
+        try:
+            payload = step(payload)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptEvent(
+                f"{event_type!r} version {version} payload cannot be upcast: {exc!r}"
+            ) from exc
+        version += 1
+    return payload
+
+
+def record_to_event(record: Any) -> Event:
+    if not isinstance(record, dict):
+        raise CorruptEvent("event record is not a map")
+    where = {
+        "tenant": record.get("tenant"),
+        "conversation": record.get("conversation"),
+        "branch": record.get("branch"),
+        "seq": record.get("seq"),
+    }
+
+    def corrupt(reason: str) -> CorruptEvent:
+        return CorruptEvent(f"corrupt event record: {reason}", **where)
+
+    missing = _ENVELOPE.keys() - record.keys()
+    if missing:
+        raise corrupt(f"missing envelope fields {sorted(missing)}")
+    for name, check in _ENVELOPE.items():
+        if not check(record[name]):
+            raise corrupt(f"envelope field {name!r} has a bad value {record[name]!r:.80}")
+    try:
+        cls = payload_class(record["type"])
+        fields = upcast(record["type"], record["schema"], record["payload"])
+    except UnknownEventType as exc:
+        raise UnknownEventType(str(exc), **where) from None
+    except CorruptEvent as exc:
+        raise corrupt(str(exc)) from None
+    payload = _SHAPES[cls].build(fields, corrupt)
+    provenance = None
+    if record["provenance"] is not None:
+        provenance = _SHAPES[Provenance].build(record["provenance"], corrupt)
+    try:
+        return Event(
+            tenant=record["tenant"],
+            conversation=record["conversation"],
+            branch=record["branch"],
+            seq=record["seq"],
+            payload=payload,
+            timestamp=float(record["ts"]),
+            turn=record["turn"],
+            causation=record["causation"],
+            provenance=provenance,
+        )
+    except InvalidIdentifier as exc:
+        raise corrupt(str(exc)) from None
+
+
+def unpack(data: bytes) -> Any:
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except (msgpack.exceptions.ExtraData, msgpack.exceptions.FormatError, msgpack.exceptions.StackError, ValueError, TypeError) as exc:
+        raise CorruptEvent(f"event record is not valid msgpack: {exc}") from None
+
+
+def decode(data: bytes) -> Event:
+    """Decode one record; raises :class:`CorruptEvent` or :class:`UnknownEventType`."""
+    return record_to_event(unpack(data))
+
+
+def to_json_ready(event: Event) -> Mapping[str, Any]:
+    """The record as plain JSON-compatible values (tuples become lists), for APIs and tools."""
+    record = event_to_record(event)
+    record["id"] = event.id
+    return record

@@ -1,0 +1,405 @@
+"""DuckDB adapter of the log port, owned by one process (DuckDB allows one writer).
+
+Every DuckDB call runs on one worker thread owned by the log, so the ingest transaction and
+the reads it serves never interleave on the connection, and the asyncio loop that feeds the
+log keeps fetching from NATS while DuckDB works (DuckDB releases the GIL while it runs).
+
+Ingest is exactly-once: a batch of events and the consumer's stream offset are written in one
+transaction. A batch that was committed but not acknowledged to NATS is redelivered after a
+crash and skipped by offset; an event already present (same primary key, same bytes) is
+ignored; one present with *other* bytes is a divergent duplicate and goes to
+``rejected_events`` rather than silently replacing or shadowing anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import duckdb
+import pyarrow as pa
+
+from .codec import decode
+from .envelope import Event
+from .errors import LogError
+from .ids import StreamKey, validate_identifier
+from .log import ConversationSummary, Loaded, LogStats, Snapshot, check_range
+from .payloads import Fork
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    tenant VARCHAR NOT NULL,
+    conversation VARCHAR NOT NULL,
+    branch VARCHAR NOT NULL,
+    seq BIGINT NOT NULL,
+    event_id VARCHAR NOT NULL,
+    type VARCHAR NOT NULL,
+    schema_version INTEGER NOT NULL,
+    ts DOUBLE NOT NULL,
+    turn INTEGER NOT NULL,
+    stream_seq BIGINT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (tenant, conversation, branch, seq)
+);
+CREATE TABLE IF NOT EXISTS snapshots (
+    tenant VARCHAR NOT NULL,
+    conversation VARCHAR NOT NULL,
+    branch VARCHAR NOT NULL,
+    seq BIGINT NOT NULL,
+    projection_version INTEGER NOT NULL,
+    state BLOB NOT NULL,
+    created_at DOUBLE NOT NULL,
+    PRIMARY KEY (tenant, conversation, branch, seq, projection_version)
+);
+CREATE TABLE IF NOT EXISTS ingest_offsets (
+    consumer VARCHAR PRIMARY KEY,
+    stream VARCHAR NOT NULL,
+    stream_seq BIGINT NOT NULL,
+    updated_at DOUBLE NOT NULL
+);
+CREATE TABLE IF NOT EXISTS branches (
+    tenant VARCHAR NOT NULL,
+    conversation VARCHAR NOT NULL,
+    branch VARCHAR NOT NULL,
+    parent_branch VARCHAR,
+    fork_seq BIGINT,
+    prompt_set VARCHAR,
+    created_at DOUBLE NOT NULL,
+    PRIMARY KEY (tenant, conversation, branch)
+);
+CREATE TABLE IF NOT EXISTS rejected_events (
+    stream VARCHAR NOT NULL,
+    stream_seq BIGINT NOT NULL,
+    subject VARCHAR NOT NULL,
+    error VARCHAR NOT NULL,
+    data BLOB NOT NULL,
+    rejected_at DOUBLE NOT NULL,
+    PRIMARY KEY (stream, stream_seq)
+);
+"""
+
+_EVENT_COLUMNS = pa.schema(
+    [
+        ("tenant", pa.string()),
+        ("conversation", pa.string()),
+        ("branch", pa.string()),
+        ("seq", pa.int64()),
+        ("event_id", pa.string()),
+        ("type", pa.string()),
+        ("schema_version", pa.int32()),
+        ("ts", pa.float64()),
+        ("turn", pa.int32()),
+        ("stream_seq", pa.int64()),
+        ("data", pa.binary()),
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class IngestRecord:
+    """One consumed stream message that decoded into an event."""
+
+    event: Event
+    stream_seq: int
+    subject: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedRecord:
+    """One consumed stream message that is not a valid event (kept, never dropped)."""
+
+    stream_seq: int
+    subject: str
+    error: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    inserted: int
+    duplicates: int
+    rejected: int
+
+
+class DuckDBEventLog:
+    """The event log in one DuckDB file. Only one process may open it for writing."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="duckdb")
+        try:
+            self._con = self._executor.submit(self._open).result()
+        except duckdb.Error as exc:
+            self._executor.shutdown()
+            raise LogError(
+                f"cannot open the event log {self.path}: {exc}; only one process may own it "
+                "(is another `mirror ingest` running on this file?)"
+            ) from exc
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        con = duckdb.connect(str(self.path))
+        con.execute(SCHEMA)
+        return con
+
+    async def _run(self, function: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+    def close_sync(self) -> None:
+        def close() -> None:
+            self._con.execute("CHECKPOINT")
+            self._con.close()
+
+        self._executor.submit(close).result()
+        self._executor.shutdown()
+
+    async def close(self) -> None:
+        await self._run(lambda: (self._con.execute("CHECKPOINT"), self._con.close()))
+        self._executor.shutdown()
+
+    # --------------------------------------------------------------------- ingest
+
+    async def committed_offset(self, consumer: str) -> int:
+        return await self._run(self._committed_offset, consumer)
+
+    def _committed_offset(self, consumer: str) -> int:
+        row = self._con.execute(
+            "SELECT stream_seq FROM ingest_offsets WHERE consumer = ?", [consumer]
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    async def commit_batch(
+        self,
+        consumer: str,
+        stream: str,
+        offset: int,
+        records: Sequence[IngestRecord],
+        rejected: Sequence[RejectedRecord] = (),
+    ) -> CommitResult:
+        """Insert ``records`` and move ``consumer``'s offset to ``offset``, atomically."""
+        return await self._run(self._commit_batch, consumer, stream, offset, records, rejected)
+
+    def _commit_batch(
+        self,
+        consumer: str,
+        stream: str,
+        offset: int,
+        records: Sequence[IngestRecord],
+        rejected: Sequence[RejectedRecord],
+    ) -> CommitResult:
+        # Within one batch a primary key may appear once; a second message for the same
+        # (tenant, conversation, branch, seq) is a duplicate if its bytes match, else divergent.
+        unique: dict[tuple[str, str, str, int], IngestRecord] = {}
+        rejected = list(rejected)
+        duplicates = 0
+        for record in records:
+            event = record.event
+            pk = (event.tenant, event.conversation, event.branch, event.seq)
+            first = unique.get(pk)
+            if first is None:
+                unique[pk] = record
+            elif first.data == record.data:
+                duplicates += 1
+            else:
+                rejected.append(_divergent(record))
+        batch = list(unique.values())
+        now = time.time()
+        con = self._con
+        con.begin()
+        try:
+            inserted = 0
+            if batch:
+                table = pa.table(_columns(batch), schema=_EVENT_COLUMNS)
+                con.register("ingest_batch", table)
+                try:
+                    inserted = con.execute(
+                        "INSERT INTO events SELECT * FROM ingest_batch ON CONFLICT DO NOTHING"
+                    ).fetchone()[0]
+                    if inserted < len(batch):
+                        # Already present: fine if identical (a redelivery), else divergent.
+                        clashes = con.execute(
+                            "SELECT b.stream_seq FROM ingest_batch b JOIN events e "
+                            "USING (tenant, conversation, branch, seq) "
+                            "WHERE e.data <> b.data"
+                        ).fetchall()
+                        by_stream_seq = {r.stream_seq: r for r in batch}
+                        rejected.extend(_divergent(by_stream_seq[row[0]]) for row in clashes)
+                        duplicates += len(batch) - inserted - len(clashes)
+                    self._record_branches(con, batch, now)
+                finally:
+                    con.unregister("ingest_batch")
+            if rejected:
+                con.executemany(
+                    "INSERT INTO rejected_events VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    [[stream, r.stream_seq, r.subject, r.error, r.data, now] for r in rejected],
+                )
+                for r in rejected:
+                    log.error("rejected stream message %s on %s: %s", r.stream_seq, r.subject, r.error)
+            con.execute(
+                "INSERT INTO ingest_offsets VALUES (?, ?, ?, ?) ON CONFLICT (consumer) "
+                "DO UPDATE SET stream_seq = excluded.stream_seq, updated_at = excluded.updated_at",
+                [consumer, stream, offset, now],
+            )
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
+        return CommitResult(inserted=inserted, duplicates=duplicates, rejected=len(rejected))
+
+    @staticmethod
+    def _record_branches(con: duckdb.DuckDBPyConnection, batch: Sequence[IngestRecord], now: float) -> None:
+        """A branch is born with its seq 1: a fork's first event says where it came from."""
+        forks = [
+            [r.event.tenant, r.event.conversation, r.event.branch, r.event.payload.parent_branch,
+             r.event.payload.fork_seq, r.event.payload.prompt_set, r.event.timestamp]
+            for r in batch
+            if r.event.seq == 1 and isinstance(r.event.payload, Fork)
+        ]
+        if forks:
+            con.executemany("INSERT INTO branches VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", forks)
+        con.execute(
+            "INSERT INTO branches SELECT tenant, conversation, branch, NULL, NULL, NULL, ts "
+            "FROM ingest_batch WHERE seq = 1 ON CONFLICT DO NOTHING"
+        )
+
+    # --------------------------------------------------------------------- reads
+
+    async def read(
+        self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
+    ) -> list[Event]:
+        check_range(after_seq, until_seq, limit)
+        return [decode(data) for data in await self.read_raw(key, after_seq=after_seq, until_seq=until_seq, limit=limit)]
+
+    async def read_raw(
+        self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
+    ) -> list[bytes]:
+        check_range(after_seq, until_seq, limit)
+        return await self._run(self._read_raw, key, after_seq, until_seq, limit)
+
+    def _read_raw(self, key: StreamKey, after_seq: int, until_seq: int | None, limit: int | None) -> list[bytes]:
+        sql = (
+            "SELECT data FROM events WHERE tenant = ? AND conversation = ? AND branch = ? "
+            "AND seq > ? AND seq <= ? ORDER BY seq"
+        )
+        params: list[Any] = [key.tenant, key.conversation, key.branch, after_seq, until_seq if until_seq is not None else 2**62]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [row[0] for row in self._con.execute(sql, params).fetchall()]
+
+    async def last_seq(self, key: StreamKey) -> int:
+        return await self._run(self._last_seq, key)
+
+    def _last_seq(self, key: StreamKey) -> int:
+        row = self._con.execute(
+            "SELECT max(seq) FROM events WHERE tenant = ? AND conversation = ? AND branch = ?",
+            [key.tenant, key.conversation, key.branch],
+        ).fetchone()
+        return 0 if row is None or row[0] is None else int(row[0])
+
+    async def load(self, key: StreamKey, *, projection_version: int | None = None) -> Loaded:
+        snapshot, raw = await self._run(self._load, key, projection_version)
+        return Loaded(key=key, snapshot=snapshot, events=tuple(decode(data) for data in raw))
+
+    def _load(self, key: StreamKey, projection_version: int | None) -> tuple[Snapshot | None, list[bytes]]:
+        sql = (
+            "SELECT seq, projection_version, state FROM snapshots "
+            "WHERE tenant = ? AND conversation = ? AND branch = ?"
+        )
+        params: list[Any] = [key.tenant, key.conversation, key.branch]
+        if projection_version is not None:
+            sql += " AND projection_version = ?"
+            params.append(projection_version)
+        row = self._con.execute(sql + " ORDER BY seq DESC LIMIT 1", params).fetchone()
+        snapshot = None if row is None else Snapshot(key, int(row[0]), int(row[1]), bytes(row[2]))
+        return snapshot, self._read_raw(key, snapshot.seq if snapshot else 0, None, None)
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        await self._run(self._save_snapshot, snapshot)
+
+    def _save_snapshot(self, snapshot: Snapshot) -> None:
+        key = snapshot.key
+        last = self._last_seq(key)
+        if snapshot.seq > last:
+            raise LogError(
+                f"snapshot of {key} at seq {snapshot.seq} is ahead of the committed log "
+                f"(last seq {last}); snapshot only committed events"
+            )
+        self._con.execute(
+            "INSERT INTO snapshots VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [key.tenant, key.conversation, key.branch, snapshot.seq, snapshot.projection_version,
+             snapshot.state, time.time()],
+        )
+
+    async def conversations(self, tenant: str) -> list[ConversationSummary]:
+        validate_identifier("tenant", tenant)
+        return await self._run(self._conversations, tenant)
+
+    def _conversations(self, tenant: str) -> list[ConversationSummary]:
+        rows = self._con.execute(
+            "SELECT conversation, list(DISTINCT branch ORDER BY branch), count(*), "
+            "max(seq) FILTER (WHERE branch = 'main'), max(ts) "
+            "FROM events WHERE tenant = ? GROUP BY conversation ORDER BY conversation",
+            [tenant],
+        ).fetchall()
+        return [
+            ConversationSummary(
+                conversation=row[0], branches=tuple(row[1]), events=int(row[2]),
+                last_seq=int(row[3] or 0), updated_at=float(row[4]),
+            )
+            for row in rows
+        ]
+
+    async def stats(self) -> LogStats:
+        return await self._run(self._stats)
+
+    def _stats(self) -> LogStats:
+        events, conversations = self._con.execute(
+            "SELECT count(*), count(DISTINCT (tenant, conversation)) FROM events"
+        ).fetchone()
+        rejected = self._con.execute("SELECT count(*) FROM rejected_events").fetchone()[0]
+        offsets = dict(self._con.execute("SELECT consumer, stream_seq FROM ingest_offsets").fetchall())
+        return LogStats(events=int(events), conversations=int(conversations), rejected=int(rejected), offsets=offsets)
+
+    async def rejected(self) -> list[tuple[int, str, str]]:
+        return await self._run(
+            lambda: self._con.execute(
+                "SELECT stream_seq, subject, error FROM rejected_events ORDER BY stream_seq"
+            ).fetchall()
+        )
+
+
+def _divergent(record: IngestRecord) -> RejectedRecord:
+    event = record.event
+    return RejectedRecord(
+        stream_seq=record.stream_seq,
+        subject=record.subject,
+        error=f"divergent duplicate of {event.key}#{event.seq}: the log holds other bytes at that seq",
+        data=record.data,
+    )
+
+
+def _columns(batch: Sequence[IngestRecord]) -> dict[str, list[Any]]:
+    return {
+        "tenant": [r.event.tenant for r in batch],
+        "conversation": [r.event.conversation for r in batch],
+        "branch": [r.event.branch for r in batch],
+        "seq": [r.event.seq for r in batch],
+        "event_id": [r.event.id for r in batch],
+        "type": [r.event.type for r in batch],
+        "schema_version": [r.event.schema_version for r in batch],
+        "ts": [r.event.timestamp for r in batch],
+        "turn": [r.event.turn for r in batch],
+        "stream_seq": [r.stream_seq for r in batch],
+        "data": [r.data for r in batch],
+    }

@@ -1,0 +1,104 @@
+"""Errors of the event layer.
+
+    MirrorError
+    └── EventError
+        ├── InvalidIdentifier        an id that must never reach a subject or a file name
+        ├── CodecError
+        │   ├── CorruptEvent         bytes that are not a valid event record
+        │   └── UnknownEventType     a type (or schema version) this build cannot read
+        ├── AppendConflict           another writer appended first: the fence rejected us
+        ├── BusError                 the broker failed or did not answer
+        └── LogError
+            └── LogUnavailable       the log's owner did not answer a read
+
+Every error carries the identifiers it is about and says how to fix the problem.
+"""
+
+from __future__ import annotations
+
+
+class MirrorError(Exception):
+    """Root of every error Mirror raises on purpose."""
+
+
+class EventError(MirrorError):
+    """Something went wrong recording, moving or reading events."""
+
+
+class InvalidIdentifier(EventError, ValueError):
+    def __init__(self, kind: str, value: object, reason: str) -> None:
+        self.kind = kind
+        self.value = value
+        self.reason = reason
+        super().__init__(
+            f"invalid {kind} {value!r}: {reason}; use 1-64 characters from [A-Za-z0-9_-]"
+        )
+
+
+class CodecError(EventError):
+    """An event record could not be encoded or decoded."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tenant: str | None = None,
+        conversation: str | None = None,
+        branch: str | None = None,
+        seq: int | None = None,
+    ) -> None:
+        self.tenant = tenant
+        self.conversation = conversation
+        self.branch = branch
+        self.seq = seq
+        where = ""
+        if conversation is not None:
+            where = f" (tenant={tenant} conversation={conversation} branch={branch} seq={seq})"
+        super().__init__(message + where)
+
+
+class CorruptEvent(CodecError):
+    """The bytes are not a well-formed event record."""
+
+
+class UnknownEventType(CodecError):
+    """The record names a type or schema version this build has no class or upcaster for."""
+
+
+class AppendConflict(EventError):
+    """The append was fenced off: the conversation's log moved since this writer last saw it.
+
+    The writer must stop, reload the conversation and decide again; it must never retry the
+    same events blindly, because another writer owns the sequence now.
+    """
+
+    def __init__(
+        self,
+        tenant: str,
+        conversation: str,
+        branch: str,
+        *,
+        expected_seq: int,
+        detail: str,
+    ) -> None:
+        self.tenant = tenant
+        self.conversation = conversation
+        self.branch = branch
+        self.expected_seq = expected_seq
+        self.detail = detail
+        super().__init__(
+            f"append to {tenant}/{conversation}/{branch} at seq {expected_seq} was fenced: "
+            f"{detail}; another writer appended first - reload the conversation and retry"
+        )
+
+
+class BusError(EventError):
+    """The message broker failed or did not answer in time."""
+
+
+class LogError(EventError):
+    """The event log failed to read or write."""
+
+
+class LogUnavailable(LogError):
+    """The process that owns the log did not answer; is `mirror ingest` running?"""

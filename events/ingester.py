@@ -1,0 +1,222 @@
+"""The ingester: moves events from the JetStream stream into the DuckDB log, exactly once.
+
+One ingester per shard owns its DuckDB file. It pulls batches from its consumer, inserts each
+batch together with the stream offset in one transaction, and only then acknowledges the
+messages. The offset in DuckDB is the truth about progress: on every start the consumer is
+recreated to deliver from ``offset + 1``, so a crash between commit and ack costs nothing and
+a crash before commit loses nothing (the messages are still in the stream).
+
+After a batch is committed the stream's copy of older messages on each touched subject is
+purged, keeping the newest committed message per subject, which writers' fences rely on.
+
+The ingester also serves the log's reads (:mod:`mirror.events.log_service`), since the process
+that owns a DuckDB file is the only one that may open it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from .codec import decode
+from .duckdb_log import DuckDBEventLog, IngestRecord, RejectedRecord
+from .errors import CodecError
+from .jetstream import STREAM_SUBJECTS, JetStreamBus, StreamSettings, ensure_stream
+from .log_service import LogService
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class IngesterSettings:
+    shard: str = "0"
+    filter_subjects: tuple[str, ...] = (STREAM_SUBJECTS,)
+    batch_size: int = 2000
+    fetch_timeout_s: float = 0.25
+    compact_interval_s: float = 2.0
+    max_ack_pending: int = 50_000
+    queue_depth: int = 4
+
+    @property
+    def consumer(self) -> str:
+        return f"ingest-{self.shard}"
+
+
+class Ingester:
+    def __init__(
+        self,
+        nc: NatsClient,
+        event_log: DuckDBEventLog,
+        settings: IngesterSettings = IngesterSettings(),
+        stream: StreamSettings = StreamSettings(),
+    ) -> None:
+        self.nc = nc
+        self.js = nc.jetstream(timeout=10)
+        self.log = event_log
+        self.settings = settings
+        self.stream = stream
+        self.bus = JetStreamBus(nc, stream)
+        self.service = LogService(nc, event_log, shard=settings.shard)
+        self.committed_offset = 0
+        self.committed_events = 0
+        self._batches: asyncio.Queue[list[Msg]] = asyncio.Queue(maxsize=settings.queue_depth)
+        self._to_compact: dict[str, int] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
+        self._progress = asyncio.Condition()
+
+    async def start(self) -> None:
+        await self.bus._retrying(ensure_stream, self.js, self.stream)
+        self.committed_offset = await self.log.committed_offset(self.settings.consumer)
+        await self._recreate_consumer()
+        self._subscription = await self.js.pull_subscribe_bind(
+            durable=self.settings.consumer, stream=self.stream.name
+        )
+        await self.service.start()
+        self._tasks = [
+            asyncio.create_task(self._fetch_loop(), name="ingest-fetch"),
+            asyncio.create_task(self._commit_loop(), name="ingest-commit"),
+            asyncio.create_task(self._compact_loop(), name="ingest-compact"),
+        ]
+        log.info(
+            "ingester %s started: %s from stream seq %d into %s",
+            self.settings.shard, ",".join(self.settings.filter_subjects), self.committed_offset + 1, self.log.path,
+        )
+
+    async def _recreate_consumer(self) -> None:
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await self.js.delete_consumer(self.stream.name, self.settings.consumer)
+        subjects = list(self.settings.filter_subjects)
+        config = ConsumerConfig(
+            durable_name=self.settings.consumer,
+            ack_policy=AckPolicy.ALL,
+            ack_wait=60,
+            max_ack_pending=self.settings.max_ack_pending,
+            filter_subject=subjects[0] if len(subjects) == 1 else None,
+            filter_subjects=subjects if len(subjects) > 1 else None,
+        )
+        if self.committed_offset:
+            config.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
+            config.opt_start_seq = self.committed_offset + 1
+        await self.js.add_consumer(self.stream.name, config)
+
+    async def _fetch_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                messages = await self._subscription.fetch(
+                    self.settings.batch_size, timeout=self.settings.fetch_timeout_s
+                )
+            except (nats.errors.TimeoutError, asyncio.TimeoutError):
+                continue
+            except nats.errors.Error as exc:
+                log.warning("fetch failed, retrying: %r", exc)
+                await asyncio.sleep(0.2)
+                continue
+            await self._batches.put(messages)
+
+    async def _commit_loop(self) -> None:
+        while True:
+            messages = await self._batches.get()
+            try:
+                await self._commit(messages)
+            finally:
+                self._batches.task_done()
+
+    async def _commit(self, messages: list[Msg]) -> None:
+        records: list[IngestRecord] = []
+        rejected: list[RejectedRecord] = []
+        newest = self.committed_offset
+        for message in messages:
+            stream_seq = message.metadata.sequence.stream
+            if stream_seq <= self.committed_offset:
+                continue  # committed before a crash, redelivered: already in the log
+            newest = max(newest, stream_seq)
+            try:
+                records.append(IngestRecord(decode(message.data), stream_seq, message.subject, message.data))
+            except CodecError as exc:
+                rejected.append(RejectedRecord(stream_seq, message.subject, str(exc), message.data))
+        if newest > self.committed_offset:
+            result = await self.log.commit_batch(
+                self.settings.consumer, self.stream.name, newest, records, rejected
+            )
+            self.committed_offset = newest
+            self.committed_events += result.inserted
+            for record in records:
+                self._to_compact[record.subject] = max(self._to_compact.get(record.subject, 0), record.stream_seq)
+            async with self._progress:
+                self._progress.notify_all()
+        # AckAll: acknowledging the newest message acknowledges the batch, after the commit.
+        with contextlib.suppress(nats.errors.Error):
+            await messages[-1].ack()
+
+    async def _compact_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.compact_interval_s)
+            await self.compact()
+
+    async def compact(self) -> None:
+        """Purge committed messages from the stream, keeping each subject's newest one."""
+        pending, self._to_compact = self._to_compact, {}
+        for subject, stream_seq in pending.items():
+            try:
+                await self.bus.compact(subject, below_stream_seq=stream_seq)
+            except Exception as exc:  # compaction is an optimisation: never fatal
+                log.warning("compaction of %s failed: %r", subject, exc)
+
+    async def wait_for_offset(self, stream_seq: int, timeout: float) -> bool:
+        """Wait until everything up to ``stream_seq`` is committed (tests and benchmarks)."""
+        async with self._progress:
+            try:
+                await asyncio.wait_for(
+                    self._progress.wait_for(lambda: self.committed_offset >= stream_seq), timeout
+                )
+            except asyncio.TimeoutError:
+                return False
+        return True
+
+    async def stop(self) -> None:
+        """Stop fetching, commit what was fetched, stop serving reads."""
+        self._stopping.set()
+        fetch, commit, compact = self._tasks
+        await fetch
+        await self._batches.join()
+        for task in (commit, compact):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.service.stop()
+        with contextlib.suppress(nats.errors.Error):
+            await self._subscription.unsubscribe()
+        log.info("ingester %s stopped at stream seq %d", self.settings.shard, self.committed_offset)
+
+
+async def run_ingester(
+    nats_url: str,
+    db_path: str,
+    settings: IngesterSettings = IngesterSettings(),
+    stream: StreamSettings = StreamSettings(),
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run an ingester until ``stop`` is set (or forever): the body of ``mirror ingest``."""
+    from .jetstream import connect_nats
+
+    nc = await connect_nats(nats_url, name=f"mirror-ingest-{settings.shard}")
+    event_log = DuckDBEventLog(db_path)
+    ingester = Ingester(nc, event_log, settings, stream)
+    try:
+        await ingester.start()
+        await (stop or asyncio.Event()).wait()
+        await ingester.stop()
+    finally:
+        await event_log.close()
+        with contextlib.suppress(Exception):
+            await nc.drain()

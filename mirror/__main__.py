@@ -1,0 +1,3 @@
+from mirror.actors.cli import main
+
+main()

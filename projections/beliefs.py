@@ -1,0 +1,217 @@
+"""Beliefs: confidence arithmetic and decay, as pure functions of events and their timestamps.
+
+The cognition layer decides *what* happened to a belief (the dedup gate picks ``reinforce``,
+the contradiction check picks ``consistent`` or ``contradict``) and records it as a
+:class:`~mirror.events.payloads.Belief` event. This module decides *what that does to the
+numbers*, so every replay of the same log computes the same beliefs.
+
+Invariants:
+
+* ``0 <= confidence <= CONFIDENCE_CAP`` for every belief, whatever the payload says.
+* A contradiction never overwrites: the new belief and the beliefs it opposes are all kept,
+  and an open review item records each opposed pair with the seq that found it.
+* Decay is never stored. ``strength(belief, now)`` is computed from ``last_reinforced`` when
+  asked, so folding is independent of wall-clock time and decay is monotone in ``now``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from mirror.events.payloads import Belief, MemoryType
+
+from ._frozen import FrozenMap
+from .constants import (
+    BELIEF_HALF_LIFE_DAYS,
+    BELIEF_STRENGTH_FLOOR,
+    CONFIDENCE_CAP,
+    CONFIDENCE_MIN,
+    CONSISTENT_BOOST,
+    RECALLED_HALF_LIFE_FACTOR,
+    RECALLS_TO_EXTEND_HALF_LIFE,
+    REINFORCE_STEP,
+    SECONDS_PER_DAY,
+)
+from .errors import UnhandledEvent
+
+
+@dataclass(frozen=True, slots=True)
+class BeliefState:
+    """One belief as the log has shaped it so far.
+
+    ``created`` and ``last_reinforced`` are event timestamps (epoch seconds); decay counts from
+    ``last_reinforced``. ``recall_count`` only grows.
+    """
+
+    belief_id: str
+    statement: str
+    memory_type: MemoryType
+    confidence: float
+    created: float
+    last_reinforced: float
+    recall_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewItem:
+    """An open contradiction: ``belief_id`` (recorded at ``seq``) opposes ``opposed_id``.
+
+    Both beliefs stay in state; the item stays open until an event that resolves reviews
+    exists (none does yet), so it is never dropped by the projection.
+    """
+
+    belief_id: str
+    opposed_id: str
+    seq: int
+    kind: str = "contradiction"
+
+    @property
+    def key(self) -> ReviewKey:
+        return (self.belief_id, self.opposed_id)
+
+
+ReviewKey = tuple[str, str]
+Beliefs = FrozenMap[str, BeliefState]
+ReviewItems = FrozenMap[ReviewKey, ReviewItem]
+
+
+# -------------------------------------------------------------------------------- arithmetic
+
+
+def clamp_confidence(value: float) -> float:
+    """``value`` forced into [CONFIDENCE_MIN, CONFIDENCE_CAP]; NaN counts as no confidence."""
+    if math.isnan(value):
+        return CONFIDENCE_MIN
+    return min(CONFIDENCE_CAP, max(CONFIDENCE_MIN, float(value)))
+
+
+def half_life_days(belief: BeliefState) -> float:
+    """The belief's half-life: by memory type, multiplied once it has been recalled enough."""
+    days = BELIEF_HALF_LIFE_DAYS[belief.memory_type]
+    if belief.recall_count >= RECALLS_TO_EXTEND_HALF_LIFE:
+        days *= RECALLED_HALF_LIFE_FACTOR
+    return days
+
+
+def strength(belief: BeliefState, now: float) -> float:
+    """``max(floor, 0.5 ** (age_days / half_life))``, age counted from ``last_reinforced``.
+
+    A ``now`` before the last reinforcement counts as age 0 (strength 1): clocks differ, and
+    decay must never make a belief stronger than fresh.
+    """
+    age_days = max(0.0, (now - belief.last_reinforced) / SECONDS_PER_DAY)
+    return max(BELIEF_STRENGTH_FLOOR[belief.memory_type], 0.5 ** (age_days / half_life_days(belief)))
+
+
+def effective_confidence(belief: BeliefState, now: float) -> float:
+    """What the belief is worth at ``now``: its confidence scaled by its strength."""
+    return belief.confidence * strength(belief, now)
+
+
+# ------------------------------------------------------------------------------- operations
+
+
+def _new_belief(payload: Belief, timestamp: float) -> BeliefState:
+    return BeliefState(
+        belief_id=payload.belief_id,
+        statement=payload.statement,
+        memory_type=payload.memory_type,
+        confidence=clamp_confidence(payload.confidence),
+        created=timestamp,
+        last_reinforced=timestamp,
+    )
+
+
+def _reinforced(belief: BeliefState, timestamp: float) -> BeliefState:
+    return replace(
+        belief,
+        confidence=clamp_confidence(belief.confidence + REINFORCE_STEP),
+        last_reinforced=timestamp,
+    )
+
+
+def _assert_or_reinforce(beliefs: Beliefs, payload: Belief, timestamp: float) -> Beliefs:
+    # The dedup gate may send "assert" for a belief that already exists, and "reinforce" for
+    # one this branch never saw (e.g. after a fork): both mean "this belief, once more".
+    existing = beliefs.get(payload.belief_id)
+    if existing is None:
+        return beliefs.set(payload.belief_id, _new_belief(payload, timestamp))
+    return beliefs.set(payload.belief_id, _reinforced(existing, timestamp))
+
+
+def _others(payload: Belief) -> tuple[str, ...]:
+    # Related ids in first-seen order, without repeats and without the belief itself.
+    return tuple(i for i in dict.fromkeys(payload.related) if i != payload.belief_id)
+
+
+def _on_assert(beliefs: Beliefs, reviews: ReviewItems, payload: Belief, seq: int, timestamp: float):
+    return _assert_or_reinforce(beliefs, payload, timestamp), reviews
+
+
+def _on_recall(beliefs: Beliefs, reviews: ReviewItems, payload: Belief, seq: int, timestamp: float):
+    # Recalling an unknown belief changes nothing: there is nothing to make last longer.
+    existing = beliefs.get(payload.belief_id)
+    if existing is None:
+        return beliefs, reviews
+    return beliefs.set(payload.belief_id, replace(existing, recall_count=existing.recall_count + 1)), reviews
+
+
+def _on_consistent(beliefs: Beliefs, reviews: ReviewItems, payload: Belief, seq: int, timestamp: float):
+    # The boost raises confidence but does not reset the related beliefs' decay clocks: they
+    # were supported, not observed again.
+    beliefs = _assert_or_reinforce(beliefs, payload, timestamp)
+    boosted = [
+        (other, replace(beliefs[other], confidence=clamp_confidence(beliefs[other].confidence + CONSISTENT_BOOST)))
+        for other in _others(payload)
+        if other in beliefs
+    ]
+    return beliefs.set_many(boosted), reviews
+
+
+def _on_contradict(beliefs: Beliefs, reviews: ReviewItems, payload: Belief, seq: int, timestamp: float):
+    # Never last-write-wins: keep the new belief, leave the opposed ones untouched, and open
+    # one review item per opposed belief. A contradiction seen again keeps its first item.
+    beliefs = _assert_or_reinforce(beliefs, payload, timestamp)
+    opened = [
+        ((payload.belief_id, other), ReviewItem(payload.belief_id, other, seq))
+        for other in _others(payload)
+        if (payload.belief_id, other) not in reviews
+    ]
+    return beliefs, (reviews.set_many(opened) if opened else reviews)
+
+
+_OPERATIONS: dict[str, Callable[..., tuple[Beliefs, ReviewItems]]] = {
+    "assert": _on_assert,
+    "reinforce": _on_assert,
+    "recall": _on_recall,
+    "consistent": _on_consistent,
+    "contradict": _on_contradict,
+}
+
+
+def apply_belief(
+    beliefs: Beliefs, reviews: ReviewItems, payload: Belief, *, seq: int, timestamp: float
+) -> tuple[Beliefs, ReviewItems]:
+    """The beliefs and review items after one belief event at ``seq`` stamped ``timestamp``."""
+    try:
+        operation = _OPERATIONS[payload.operation]
+    except KeyError:
+        raise UnhandledEvent(
+            f"belief operation {payload.operation!r} (seq {seq}) has no handler; "
+            f"known operations are {sorted(_OPERATIONS)}"
+        ) from None
+    return operation(beliefs, reviews, payload, seq, timestamp)
+
+
+__all__ = [
+    "BeliefState",
+    "ReviewItem",
+    "ReviewKey",
+    "clamp_confidence",
+    "half_life_days",
+    "strength",
+    "effective_confidence",
+    "apply_belief",
+]

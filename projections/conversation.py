@@ -1,0 +1,197 @@
+"""``apply(state, event) -> state``: the one place a conversation's state changes.
+
+``apply`` checks that the event continues the state (same stream, seq ``last_seq + 1``),
+hands the payload to its handler (``functools.singledispatch`` on the payload type, one
+handler per event type), then records the bookkeeping every event shares: ``last_seq``,
+``last_timestamp`` and the per-type counter.
+
+Invariants: ``apply`` is pure and total over valid events; it never mutates ``state``;
+``fold(b, fold(a, s)) == fold(a + b, s)`` for any split of a valid sequence; a failed
+thinking step (``ThinkerFailed``) never replaces the narrative, threads or reflection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from functools import singledispatch
+
+from mirror.events.envelope import Event
+from mirror.events.payloads import (
+    Belief,
+    Edge,
+    Fork,
+    Insight,
+    Monologue,
+    Narrative,
+    Payload,
+    Reflection,
+    ThinkerFailed,
+    Turn,
+)
+
+from .beliefs import apply_belief
+from .edges import apply_edge
+from .errors import EmptyFold, OutOfOrderEvent, UnhandledEvent
+from .monologue import MonologueEntry, Threads, append_bounded
+from .state import (
+    ConversationState,
+    FailureInfo,
+    ForkInfo,
+    Limits,
+    PendingInsight,
+    ReflectionRecord,
+    TurnRecord,
+    initial_state,
+    keep_last,
+)
+
+
+def apply(state: ConversationState, event: Event) -> ConversationState:
+    """The state after ``event``; raises :class:`OutOfOrderEvent` if it does not continue it."""
+    key = state.key
+    if (
+        event.seq != state.last_seq + 1
+        or event.tenant != key.tenant
+        or event.conversation != key.conversation
+        or event.branch != key.branch
+    ):
+        raise OutOfOrderEvent(
+            key.tenant,
+            key.conversation,
+            key.branch,
+            expected_seq=state.last_seq + 1,
+            actual_seq=event.seq,
+            event_tenant=event.tenant,
+            event_conversation=event.conversation,
+            event_branch=event.branch,
+        )
+    state = _apply_payload(event.payload, state, event)
+    counters = state.counters
+    by_type = counters.events_by_type
+    return replace(
+        state,
+        last_seq=event.seq,
+        last_timestamp=event.timestamp,
+        counters=replace(counters, events_by_type=by_type.set(event.type, by_type.get(event.type, 0) + 1)),
+    )
+
+
+def fold(
+    events: Iterable[Event], state: ConversationState | None = None, *, limits: Limits | None = None
+) -> ConversationState:
+    """Apply ``events`` in order to ``state``.
+
+    Without a state, folding starts from ``initial_state`` of the first event's stream with
+    ``limits`` (default :class:`Limits`); ``limits`` is ignored when a state is given, since
+    the state carries the limits it was folded with.
+    """
+    iterator = iter(events)
+    if state is None:
+        first = next(iterator, None)
+        if first is None:
+            raise EmptyFold("fold needs at least one event or a state to start from")
+        state = apply(initial_state(first.key, limits), first)
+    for event in iterator:
+        state = apply(state, event)
+    return state
+
+
+# ---------------------------------------------------------------------------------- handlers
+
+
+@singledispatch
+def _apply_payload(payload: Payload, state: ConversationState, event: Event) -> ConversationState:
+    raise UnhandledEvent(
+        f"no projection handler for event type {type(payload).__name__!r} at "
+        f"{event.tenant}/{event.conversation}/{event.branch} seq {event.seq}; "
+        "register one on mirror.projections.conversation._apply_payload"
+    )
+
+
+@_apply_payload.register
+def _on_turn(payload: Turn, state: ConversationState, event: Event) -> ConversationState:
+    record = TurnRecord(event.seq, payload.user_message, payload.reply, payload.narrative_seq)
+    counters = state.counters
+    return replace(
+        state,
+        turn_count=state.turn_count + 1,
+        recent_turns=keep_last((*state.recent_turns, record), state.limits.recent_turns),
+        counters=replace(counters, turns_since_reflection=counters.turns_since_reflection + 1),
+    )
+
+
+@_apply_payload.register
+def _on_monologue(payload: Monologue, state: ConversationState, event: Event) -> ConversationState:
+    threads = Threads(payload.reasoning, payload.memory, payload.goal)
+    limits = state.limits
+    history, tokens = append_bounded(
+        state.monologue_history,
+        state.monologue_tokens,
+        MonologueEntry(event.seq, threads),
+        budget=limits.monologue_token_budget,
+        trim_above_percent=limits.monologue_trim_above_percent,
+        trim_to_percent=limits.monologue_trim_to_percent,
+    )
+    return replace(state, threads=threads, threads_seq=event.seq, monologue_history=history, monologue_tokens=tokens)
+
+
+@_apply_payload.register
+def _on_narrative(payload: Narrative, state: ConversationState, event: Event) -> ConversationState:
+    # The controller regenerates the whole narrative: replace, never append.
+    return replace(state, narrative=payload.text, narrative_seq=event.seq)
+
+
+@_apply_payload.register
+def _on_belief(payload: Belief, state: ConversationState, event: Event) -> ConversationState:
+    beliefs, reviews = apply_belief(
+        state.beliefs, state.review_items, payload, seq=event.seq, timestamp=event.timestamp
+    )
+    return replace(state, beliefs=beliefs, review_items=reviews)
+
+
+@_apply_payload.register
+def _on_edge(payload: Edge, state: ConversationState, event: Event) -> ConversationState:
+    return replace(state, edges=apply_edge(state.edges, payload, timestamp=event.timestamp))
+
+
+@_apply_payload.register
+def _on_insight(payload: Insight, state: ConversationState, event: Event) -> ConversationState:
+    pending = (*state.pending_insights, PendingInsight(event.seq, payload.text))
+    return replace(state, pending_insights=keep_last(pending, state.limits.pending_insights))
+
+
+@_apply_payload.register
+def _on_reflection(payload: Reflection, state: ConversationState, event: Event) -> ConversationState:
+    # A reflection that ran consumed the pending insights and restarts the cooldown whether
+    # or not its snapshot passed validation; only an accepted one replaces the snapshot.
+    record = ReflectionRecord(
+        event.seq, payload.accepted, payload.reason, payload.unique_ratio, payload.insights_used
+    )
+    state = replace(
+        state,
+        pending_insights=(),
+        last_reflection=record,
+        counters=replace(state.counters, turns_since_reflection=0),
+    )
+    if payload.accepted:
+        state = replace(state, reflection_snapshot=payload.snapshot, reflection_snapshot_seq=event.seq)
+    return state
+
+
+@_apply_payload.register
+def _on_thinker_failed(payload: ThinkerFailed, state: ConversationState, event: Event) -> ConversationState:
+    failure = FailureInfo(
+        event.seq, payload.stage, payload.error_type, payload.message, payload.attempt, payload.for_turn
+    )
+    counters = replace(state.counters, thinker_failures=state.counters.thinker_failures + 1)
+    return replace(state, last_failure=failure, counters=counters)
+
+
+@_apply_payload.register
+def _on_fork(payload: Fork, state: ConversationState, event: Event) -> ConversationState:
+    info = ForkInfo(event.seq, payload.parent_branch, payload.fork_seq, payload.prompt_set, payload.reason)
+    return replace(state, fork=info)
+
+
+__all__ = ["apply", "fold"]

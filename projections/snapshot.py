@@ -1,0 +1,161 @@
+"""Snapshots: a folded state as msgpack bytes, and back.
+
+A snapshot is a cache of a fold, never truth. Invariant, for any valid events ``a + b``::
+
+    fold(b, state_from_snapshot(snapshot_bytes(fold(a)))) == fold(a + b)
+
+The bytes carry ``PROJECTION_VERSION``. Any change to what ``apply`` computes (a handler, a
+constant, a field) must bump it: old snapshots then raise :class:`StaleSnapshot` and callers
+refold from the log instead of resuming from a state this build would not have produced.
+
+Records are positional lists in dataclass field order, so the format is compact and a field
+added without a version bump fails loudly (wrong arity) instead of loading half a state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+import msgpack
+
+from mirror.events.ids import StreamKey
+
+from ._frozen import FrozenMap
+from .beliefs import BeliefState, ReviewItem
+from .edges import EdgeState
+from .errors import CorruptSnapshot, StaleSnapshot
+from .monologue import MonologueEntry, Threads, history_tokens
+from .state import (
+    ConversationState,
+    Counters,
+    FailureInfo,
+    ForkInfo,
+    Limits,
+    PendingInsight,
+    ReflectionRecord,
+    TurnRecord,
+)
+
+PROJECTION_VERSION = 1
+"""Bump on any change to what the conversation projection computes or how it is stored."""
+
+_PROJECTION_NAME = "conversation"
+
+
+def _flat(record: Any) -> list[Any] | None:
+    """A record whose fields are all scalars, as the list of its field values."""
+    return None if record is None else [getattr(record, item.name) for item in fields(record)]
+
+
+def _checked(cls: type, values: Any) -> list[Any]:
+    if not isinstance(values, list) or len(values) != len(fields(cls)):
+        raise CorruptSnapshot(f"{cls.__name__} record has the wrong shape: {values!r:.80}")
+    return values
+
+
+def _unflat(cls: type, values: Any) -> Any:
+    return None if values is None else cls(*_checked(cls, values))
+
+
+def _edge_record(edge: EdgeState) -> list[Any]:
+    *scalars, contradicted_by = _flat(edge)
+    return [*scalars, [list(key) for key in contradicted_by]]
+
+
+def _edge_from(values: Any) -> EdgeState:
+    *scalars, contradicted_by = _checked(EdgeState, values)
+    return EdgeState(*scalars, tuple(tuple(key) for key in contradicted_by))
+
+
+def _state_record(state: ConversationState) -> dict[str, Any]:
+    return {
+        "key": [state.key.tenant, state.key.conversation, state.key.branch],
+        "limits": _flat(state.limits),
+        "last_seq": state.last_seq,
+        "last_timestamp": state.last_timestamp,
+        "turn_count": state.turn_count,
+        "recent_turns": [_flat(turn) for turn in state.recent_turns],
+        "narrative": state.narrative,
+        "narrative_seq": state.narrative_seq,
+        "threads": _flat(state.threads),
+        "threads_seq": state.threads_seq,
+        "monologue_history": [[entry.seq, _flat(entry.threads)] for entry in state.monologue_history],
+        "beliefs": [_flat(belief) for belief in state.beliefs.values()],
+        "review_items": [_flat(item) for item in state.review_items.values()],
+        "edges": [_edge_record(edge) for edge in state.edges.values()],
+        "pending_insights": [_flat(insight) for insight in state.pending_insights],
+        "reflection_snapshot": state.reflection_snapshot,
+        "reflection_snapshot_seq": state.reflection_snapshot_seq,
+        "last_reflection": _flat(state.last_reflection),
+        "counters": [
+            dict(state.counters.events_by_type),
+            state.counters.thinker_failures,
+            state.counters.turns_since_reflection,
+        ],
+        "last_failure": _flat(state.last_failure),
+        "fork": _flat(state.fork),
+    }
+
+
+def _state_from(record: dict[str, Any]) -> ConversationState:
+    history = tuple(MonologueEntry(seq, _unflat(Threads, threads)) for seq, threads in record["monologue_history"])
+    beliefs = (_unflat(BeliefState, values) for values in record["beliefs"])
+    reviews = (_unflat(ReviewItem, values) for values in record["review_items"])
+    edges = (_edge_from(values) for values in record["edges"])
+    by_type, failures, since_reflection = record["counters"]
+    return ConversationState(
+        key=StreamKey(*record["key"]),
+        limits=_unflat(Limits, record["limits"]),
+        last_seq=record["last_seq"],
+        last_timestamp=record["last_timestamp"],
+        turn_count=record["turn_count"],
+        recent_turns=tuple(_unflat(TurnRecord, values) for values in record["recent_turns"]),
+        narrative=record["narrative"],
+        narrative_seq=record["narrative_seq"],
+        threads=_unflat(Threads, record["threads"]),
+        threads_seq=record["threads_seq"],
+        monologue_history=history,
+        monologue_tokens=history_tokens(history),
+        beliefs=FrozenMap((belief.belief_id, belief) for belief in beliefs),
+        review_items=FrozenMap((item.key, item) for item in reviews),
+        edges=FrozenMap((edge.key, edge) for edge in edges),
+        pending_insights=tuple(_unflat(PendingInsight, values) for values in record["pending_insights"]),
+        reflection_snapshot=record["reflection_snapshot"],
+        reflection_snapshot_seq=record["reflection_snapshot_seq"],
+        last_reflection=_unflat(ReflectionRecord, record["last_reflection"]),
+        counters=Counters(FrozenMap(by_type), failures, since_reflection),
+        last_failure=_unflat(FailureInfo, record["last_failure"]),
+        fork=_unflat(ForkInfo, record["fork"]),
+    )
+
+
+def snapshot_bytes(state: ConversationState) -> bytes:
+    """``state`` as msgpack bytes tagged with ``PROJECTION_VERSION``."""
+    envelope = {"projection": _PROJECTION_NAME, "version": PROJECTION_VERSION, "state": _state_record(state)}
+    return msgpack.packb(envelope, use_bin_type=True)
+
+
+def state_from_snapshot(data: bytes) -> ConversationState:
+    """The state ``snapshot_bytes`` wrote.
+
+    Raises :class:`StaleSnapshot` for another projection version and
+    :class:`CorruptSnapshot` for anything that is not a snapshot; both mean "refold".
+    """
+    try:
+        envelope = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several unrelated types for bad input
+        raise CorruptSnapshot(f"snapshot is not valid msgpack: {exc}") from None
+    if not isinstance(envelope, dict) or envelope.get("projection") != _PROJECTION_NAME:
+        raise CorruptSnapshot("bytes are not a conversation projection snapshot; refold from the log")
+    if envelope.get("version") != PROJECTION_VERSION:
+        raise StaleSnapshot(envelope.get("version"), PROJECTION_VERSION)
+    try:
+        return _state_from(envelope["state"])
+    except CorruptSnapshot:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise CorruptSnapshot(f"snapshot state is malformed ({exc!r}); refold from the log") from None
+
+
+__all__ = ["PROJECTION_VERSION", "snapshot_bytes", "state_from_snapshot"]

@@ -1,0 +1,173 @@
+"""The state of one conversation branch, as folded from its events.
+
+Every class here is a frozen dataclass holding tuples and :class:`FrozenMap` s, so a state can
+be shared, cached, pickled to a Ray actor or kept as a time-travel view without copying: no
+later ``apply`` can change it.
+
+Memory bound: everything except beliefs, edges and review items is O(1) in the length of the
+conversation — recent turns, monologue history and pending insights are cut to the
+:class:`Limits`, counters are keyed by event type, and "latest" fields are replaced. Beliefs,
+edges and review items grow only with *distinct* items, never with repetitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from mirror.events.ids import StreamKey
+
+from ._frozen import FrozenMap
+from .beliefs import BeliefState, ReviewItem, ReviewKey
+from .edges import EdgeKey, EdgeState
+from .errors import InvalidLimits
+from .monologue import MonologueEntry, Threads
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The bounds that keep a conversation's state O(1) in its length.
+
+    ``recent_turns``: turns kept verbatim. ``monologue_token_budget`` with
+    ``monologue_trim_above_percent`` / ``monologue_trim_to_percent``: when the monologue
+    history's estimated tokens exceed the first percentage of the budget, the oldest entries go
+    until it is at or under the second. ``pending_insights``: insights kept while waiting for a
+    reflection (oldest dropped first if reflection never comes).
+    """
+
+    recent_turns: int = 20
+    monologue_token_budget: int = 10_000
+    monologue_trim_above_percent: int = 90
+    monologue_trim_to_percent: int = 80
+    pending_insights: int = 50
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if type(value) is not int or value < 0:
+                raise InvalidLimits(f"Limits.{item.name} must be a whole number >= 0, got {value!r}")
+        if not 0 < self.monologue_trim_to_percent <= self.monologue_trim_above_percent <= 100:
+            raise InvalidLimits(
+                "monologue percentages must satisfy 0 < trim_to <= trim_above <= 100, got "
+                f"trim_to={self.monologue_trim_to_percent} trim_above={self.monologue_trim_above_percent}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """One exchange kept in the recent-turns window; ``narrative_seq`` is what the Talker saw."""
+
+    seq: int
+    user_message: str
+    reply: str
+    narrative_seq: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInsight:
+    seq: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReflectionRecord:
+    """The last reflection that ran, whether or not its snapshot was accepted."""
+
+    seq: int
+    accepted: bool
+    reason: str
+    unique_ratio: float
+    insights_used: int
+
+
+@dataclass(frozen=True, slots=True)
+class FailureInfo:
+    """The last thinker failure; the state it would have replaced is still in force."""
+
+    seq: int
+    stage: str
+    error_type: str
+    message: str
+    attempt: int
+    for_turn: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ForkInfo:
+    """Where this branch came from: ``parent_branch`` after ``fork_seq``, re-thought with ``prompt_set``."""
+
+    seq: int
+    parent_branch: str
+    fork_seq: int
+    prompt_set: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """Running counts. ``turns_since_reflection`` resets when any reflection runs (cooldown)."""
+
+    events_by_type: FrozenMap[str, int] = field(default_factory=FrozenMap)
+    thinker_failures: int = 0
+    turns_since_reflection: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationState:
+    """Everything the runtime needs about one (tenant, conversation, branch) at ``last_seq``.
+
+    ``last_seq`` is 0 before the first event; the next event must carry ``last_seq + 1``.
+    ``narrative_seq`` / ``threads_seq`` are the seqs of the events that produced the current
+    narrative and threads (``None`` until one exists). ``reflection_snapshot`` is the last
+    *accepted* reflection; ``last_reflection`` the last one that ran.
+    """
+
+    key: StreamKey
+    limits: Limits = field(default_factory=Limits)
+    last_seq: int = 0
+    last_timestamp: float | None = None
+    turn_count: int = 0
+    recent_turns: tuple[TurnRecord, ...] = ()
+    narrative: str | None = None
+    narrative_seq: int | None = None
+    threads: Threads | None = None
+    threads_seq: int | None = None
+    monologue_history: tuple[MonologueEntry, ...] = ()
+    monologue_tokens: int = 0
+    beliefs: FrozenMap[str, BeliefState] = field(default_factory=FrozenMap)
+    review_items: FrozenMap[ReviewKey, ReviewItem] = field(default_factory=FrozenMap)
+    edges: FrozenMap[EdgeKey, EdgeState] = field(default_factory=FrozenMap)
+    pending_insights: tuple[PendingInsight, ...] = ()
+    reflection_snapshot: str | None = None
+    reflection_snapshot_seq: int | None = None
+    last_reflection: ReflectionRecord | None = None
+    counters: Counters = field(default_factory=Counters)
+    last_failure: FailureInfo | None = None
+    fork: ForkInfo | None = None
+
+    @property
+    def next_seq(self) -> int:
+        return self.last_seq + 1
+
+
+def initial_state(key: StreamKey, limits: Limits | None = None) -> ConversationState:
+    """The state of ``key`` before its first event."""
+    return ConversationState(key=key, limits=Limits() if limits is None else limits)
+
+
+def keep_last(items: tuple, count: int) -> tuple:
+    """The last ``count`` items (none when ``count`` is 0; ``items[-0:]`` would keep all)."""
+    return items[max(0, len(items) - count) :]
+
+
+__all__ = [
+    "Limits",
+    "TurnRecord",
+    "PendingInsight",
+    "ReflectionRecord",
+    "FailureInfo",
+    "ForkInfo",
+    "Counters",
+    "ConversationState",
+    "initial_state",
+    "keep_last",
+]
