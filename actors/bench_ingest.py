@@ -18,7 +18,9 @@ from typing import Any
 
 from rich.progress import Progress
 
+from mirror.events.bus import Head
 from mirror.events.codec import encode
+from mirror.events.errors import AppendConflict
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
 from mirror.events.jetstream import JetStreamBus, StreamSettings, connect_nats
@@ -92,16 +94,18 @@ async def _run(config: IngestBenchConfig, nats_url: str, db_path: Path) -> dict[
         started = time.perf_counter()
         results = await bus.append_many([(key, events, head) for (key, events), head in zip(batches, heads)])
         published = time.perf_counter() - started
-        conflicts = sum(not hasattr(result, "fence") for result in results)
-        committed = 0
+        conflicts = sum(isinstance(result, AppendConflict) for result in results)
+        last_stream_seq = max(result.fence for result in results if isinstance(result, Head))
+        offset = 0
         with Progress(transient=True, disable=not config.show_progress) as progress:
-            task = progress.add_task("ingesting", total=total)
-            while committed < total and time.perf_counter() - started < config.timeout_s:
-                committed = (await client.stats()).events
-                progress.update(task, completed=committed)
-                if committed < total:
-                    await asyncio.sleep(0.01)
+            task = progress.add_task("ingesting", total=last_stream_seq)
+            while offset < last_stream_seq and time.perf_counter() - started < config.timeout_s:
+                offset = await client.committed_offset()
+                progress.update(task, completed=offset)
+                if offset < last_stream_seq:
+                    await asyncio.sleep(0.005)
         end_to_end = time.perf_counter() - started
+        committed = (await client.stats()).events
         raw_after = await _raw_publish_rate(bus, payloads, config.in_flight)
     finally:
         await bus.close()

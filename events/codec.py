@@ -18,6 +18,7 @@ from typing import Any, Literal
 import msgpack
 
 from .envelope import Event
+from .ids import validate_identifier
 from .errors import CorruptEvent, InvalidIdentifier, UnknownEventType
 from .payloads import PAYLOAD_TYPES, Payload, Provenance
 
@@ -162,18 +163,22 @@ class _Shape:
         )
         return cls(target, {f.name: _checker(hints[f.name]) for f in fields}, required, tuple_fields)
 
-    def build(self, values: Any, fail: Callable[[str], Exception]) -> Any:
-        if not isinstance(values, dict):
+    def check(self, values: Any, fail: Callable[[str], Exception]) -> None:
+        """Raise ``fail(reason)`` unless ``values`` is a valid field map for ``cls``."""
+        if type(values) is not dict:
             raise fail(f"{self.cls.__name__} is not a map")
-        unknown = values.keys() - self.checks.keys()
-        if unknown:
-            raise fail(f"{self.cls.__name__} has unknown fields {sorted(map(str, unknown))}")
-        missing = self.required - values.keys()
-        if missing:
-            raise fail(f"{self.cls.__name__} lacks fields {sorted(missing)}")
+        keys = values.keys()
+        if not keys <= self.checks.keys():
+            raise fail(f"{self.cls.__name__} has unknown fields {sorted(map(str, keys - self.checks.keys()))}")
+        if not self.required <= keys:
+            raise fail(f"{self.cls.__name__} lacks fields {sorted(self.required - keys)}")
+        checks = self.checks
         for name, value in values.items():
-            if not self.checks[name](value):
+            if not checks[name](value):
                 raise fail(f"{self.cls.__name__}.{name} has a bad value {value!r:.80}")
+
+    def build(self, values: dict[str, Any]) -> Any:
+        """Build ``cls`` from a map that passed :meth:`check`."""
         if self.tuple_fields:
             values = {
                 name: (tuple(value) if name in self.tuple_fields and isinstance(value, list) else value)
@@ -197,6 +202,8 @@ _ENVELOPE: dict[str, _Check] = {
     "payload": lambda v: isinstance(v, dict),
     "provenance": lambda v: v is None or isinstance(v, dict),
 }
+_ENVELOPE_KEYS = frozenset(_ENVELOPE)
+_ENVELOPE_ITEMS = tuple(_ENVELOPE.items())
 
 
 def upcast(event_type: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
@@ -224,50 +231,79 @@ def upcast(event_type: str, version: int, payload: dict[str, Any]) -> dict[str, 
     return payload
 
 
-def record_to_event(record: Any) -> Event:
-    if not isinstance(record, dict):
-        raise CorruptEvent("event record is not a map")
-    where = {
-        "tenant": record.get("tenant"),
-        "conversation": record.get("conversation"),
-        "branch": record.get("branch"),
-        "seq": record.get("seq"),
-    }
+@dataclasses.dataclass(frozen=True, slots=True)
+class CheckedRecord:
+    """A record that passed every check: its envelope, and its payload at the current version."""
+
+    record: dict[str, Any]
+    payload_class: type[Payload]
+    payload: dict[str, Any]
+
+
+def _corruption(record: Any) -> Callable[[str], CorruptEvent]:
+    where: dict[str, Any] = {}
+    if isinstance(record, dict):
+        where = {name: record.get(name) for name in ("tenant", "conversation", "branch", "seq")}
 
     def corrupt(reason: str) -> CorruptEvent:
         return CorruptEvent(f"corrupt event record: {reason}", **where)
 
-    missing = _ENVELOPE.keys() - record.keys()
-    if missing:
-        raise corrupt(f"missing envelope fields {sorted(missing)}")
-    for name, check in _ENVELOPE.items():
-        if not check(record[name]):
-            raise corrupt(f"envelope field {name!r} has a bad value {record[name]!r:.80}")
-    try:
-        cls = payload_class(record["type"])
-        fields = upcast(record["type"], record["schema"], record["payload"])
-    except UnknownEventType as exc:
-        raise UnknownEventType(str(exc), **where) from None
-    except CorruptEvent as exc:
-        raise corrupt(str(exc)) from None
-    payload = _SHAPES[cls].build(fields, corrupt)
-    provenance = None
-    if record["provenance"] is not None:
-        provenance = _SHAPES[Provenance].build(record["provenance"], corrupt)
-    try:
-        return Event(
-            tenant=record["tenant"],
-            conversation=record["conversation"],
-            branch=record["branch"],
-            seq=record["seq"],
-            payload=payload,
-            timestamp=float(record["ts"]),
-            turn=record["turn"],
-            causation=record["causation"],
-            provenance=provenance,
+    return corrupt
+
+
+def check_record(record: Any) -> CheckedRecord:
+    """Check a decoded record completely without building objects (the ingester's path).
+
+    Raises :class:`CorruptEvent` or :class:`UnknownEventType` naming conversation and seq.
+    """
+    if type(record) is not dict:
+        raise CorruptEvent("event record is not a map")
+    if record.keys() != _ENVELOPE_KEYS:
+        missing = _ENVELOPE_KEYS - record.keys()
+        extra = record.keys() - _ENVELOPE_KEYS
+        raise _corruption(record)(
+            f"missing envelope fields {sorted(missing)}" if missing else f"unknown envelope fields {sorted(map(str, extra))}"
         )
-    except InvalidIdentifier as exc:
-        raise corrupt(str(exc)) from None
+    for name, check in _ENVELOPE_ITEMS:
+        if not check(record[name]):
+            raise _corruption(record)(f"envelope field {name!r} has a bad value {record[name]!r:.80}")
+    try:
+        validate_identifier("tenant", record["tenant"])
+        validate_identifier("conversation", record["conversation"])
+        validate_identifier("branch", record["branch"])
+        if record["seq"] < 1 or record["turn"] < 0:
+            raise InvalidIdentifier("seq", record["seq"], "seq counts from 1 and turn from 0")
+        cls = payload_class(record["type"])
+        fields = record["payload"]
+        if record["schema"] != cls.VERSION:
+            fields = upcast(record["type"], record["schema"], fields)
+    except UnknownEventType as exc:
+        raise UnknownEventType(
+            str(exc), tenant=record["tenant"], conversation=record["conversation"],
+            branch=record["branch"], seq=record["seq"],
+        ) from None
+    except (CorruptEvent, InvalidIdentifier) as exc:
+        raise _corruption(record)(str(exc)) from None
+    _SHAPES[cls].check(fields, _corruption(record))
+    if record["provenance"] is not None:
+        _SHAPES[Provenance].check(record["provenance"], _corruption(record))
+    return CheckedRecord(record, cls, fields)
+
+
+def record_to_event(record: Any) -> Event:
+    checked = check_record(record)
+    provenance = record["provenance"]
+    return Event(
+        tenant=record["tenant"],
+        conversation=record["conversation"],
+        branch=record["branch"],
+        seq=record["seq"],
+        payload=_SHAPES[checked.payload_class].build(checked.payload),
+        timestamp=float(record["ts"]),
+        turn=record["turn"],
+        causation=record["causation"],
+        provenance=None if provenance is None else _SHAPES[Provenance].build(provenance),
+    )
 
 
 def unpack(data: bytes) -> Any:
@@ -275,6 +311,11 @@ def unpack(data: bytes) -> Any:
         return msgpack.unpackb(data, raw=False, strict_map_key=True)
     except (msgpack.exceptions.ExtraData, msgpack.exceptions.FormatError, msgpack.exceptions.StackError, ValueError, TypeError) as exc:
         raise CorruptEvent(f"event record is not valid msgpack: {exc}") from None
+
+
+def check(data: bytes) -> CheckedRecord:
+    """Unpack and check one record without building the event."""
+    return check_record(unpack(data))
 
 
 def decode(data: bytes) -> Event:

@@ -25,10 +25,10 @@ from typing import Any, Callable, TypeVar
 import duckdb
 import pyarrow as pa
 
-from .codec import decode
+from .codec import check, decode
 from .envelope import Event
 from .errors import LogError
-from .ids import StreamKey, validate_identifier
+from .ids import StreamKey, event_id, validate_identifier
 from .log import ConversationSummary, Loaded, LogStats, Snapshot, check_range
 from .payloads import Fork
 
@@ -106,12 +106,26 @@ _EVENT_COLUMNS = pa.schema(
 
 @dataclass(frozen=True, slots=True)
 class IngestRecord:
-    """One consumed stream message that decoded into an event."""
+    """One consumed stream message whose record passed every codec check.
 
-    event: Event
+    ``record`` is the unpacked msgpack map (envelope fields by name); ``data`` the exact bytes,
+    which are what the log stores. Build with :meth:`of`, which runs the checks.
+    """
+
+    record: dict[str, Any]
     stream_seq: int
     subject: str
     data: bytes
+
+    @classmethod
+    def of(cls, data: bytes, stream_seq: int, subject: str) -> "IngestRecord":
+        """Raises :class:`CodecError` when ``data`` is not a valid event record."""
+        return cls(check(data).record, stream_seq, subject, data)
+
+    @property
+    def primary_key(self) -> tuple[str, str, str, int]:
+        record = self.record
+        return record["tenant"], record["conversation"], record["branch"], record["seq"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,8 +217,7 @@ class DuckDBEventLog:
         rejected = list(rejected)
         duplicates = 0
         for record in records:
-            event = record.event
-            pk = (event.tenant, event.conversation, event.branch, event.seq)
+            pk = record.primary_key
             first = unique.get(pk)
             if first is None:
                 unique[pk] = record
@@ -259,11 +272,14 @@ class DuckDBEventLog:
     @staticmethod
     def _record_branches(con: duckdb.DuckDBPyConnection, batch: Sequence[IngestRecord], now: float) -> None:
         """A branch is born with its seq 1: a fork's first event says where it came from."""
+        firsts = [r.record for r in batch if r.record["seq"] == 1]
+        if not firsts:
+            return
         forks = [
-            [r.event.tenant, r.event.conversation, r.event.branch, r.event.payload.parent_branch,
-             r.event.payload.fork_seq, r.event.payload.prompt_set, r.event.timestamp]
-            for r in batch
-            if r.event.seq == 1 and isinstance(r.event.payload, Fork)
+            [r["tenant"], r["conversation"], r["branch"], r["payload"].get("parent_branch"),
+             r["payload"].get("fork_seq"), r["payload"].get("prompt_set"), r["ts"]]
+            for r in firsts
+            if r["type"] == Fork.TYPE
         ]
         if forks:
             con.executemany("INSERT INTO branches VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", forks)
@@ -380,26 +396,27 @@ class DuckDBEventLog:
 
 
 def _divergent(record: IngestRecord) -> RejectedRecord:
-    event = record.event
+    tenant, conversation, branch, seq = record.primary_key
     return RejectedRecord(
         stream_seq=record.stream_seq,
         subject=record.subject,
-        error=f"divergent duplicate of {event.key}#{event.seq}: the log holds other bytes at that seq",
+        error=f"divergent duplicate of {tenant}/{conversation}/{branch}#{seq}: the log holds other bytes at that seq",
         data=record.data,
     )
 
 
 def _columns(batch: Sequence[IngestRecord]) -> dict[str, list[Any]]:
+    records = [r.record for r in batch]
     return {
-        "tenant": [r.event.tenant for r in batch],
-        "conversation": [r.event.conversation for r in batch],
-        "branch": [r.event.branch for r in batch],
-        "seq": [r.event.seq for r in batch],
-        "event_id": [r.event.id for r in batch],
-        "type": [r.event.type for r in batch],
-        "schema_version": [r.event.schema_version for r in batch],
-        "ts": [r.event.timestamp for r in batch],
-        "turn": [r.event.turn for r in batch],
+        "tenant": [r["tenant"] for r in records],
+        "conversation": [r["conversation"] for r in records],
+        "branch": [r["branch"] for r in records],
+        "seq": [r["seq"] for r in records],
+        "event_id": [event_id(r["tenant"], r["conversation"], r["branch"], r["seq"]) for r in records],
+        "type": [r["type"] for r in records],
+        "schema_version": [r["schema"] for r in records],
+        "ts": [float(r["ts"]) for r in records],
+        "turn": [r["turn"] for r in records],
         "stream_seq": [r.stream_seq for r in batch],
         "data": [r.data for r in batch],
     }

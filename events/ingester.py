@@ -27,10 +27,10 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from .codec import decode
 from .duckdb_log import DuckDBEventLog, IngestRecord, RejectedRecord
 from .errors import CodecError
 from .jetstream import STREAM_SUBJECTS, JetStreamBus, StreamSettings, ensure_stream
+from ._pull import PullFeed
 from .log_service import LogService
 
 log = logging.getLogger(__name__)
@@ -40,15 +40,35 @@ log = logging.getLogger(__name__)
 class IngesterSettings:
     shard: str = "0"
     filter_subjects: tuple[str, ...] = (STREAM_SUBJECTS,)
-    batch_size: int = 2000
+    batch_size: int = 5000
     fetch_timeout_s: float = 0.25
-    compact_interval_s: float = 2.0
+    compact_interval_s: float = 10.0
     max_ack_pending: int = 50_000
-    queue_depth: int = 4
+    queue_depth: int = 2
 
     @property
     def consumer(self) -> str:
         return f"ingest-{self.shard}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Decoded:
+    records: list[IngestRecord]
+    rejected: list[RejectedRecord]
+    newest: int
+    last_message: Msg
+
+
+def _stream_seq(message: Msg) -> int:
+    """The stream sequence from the ack subject, without building nats-py's metadata object.
+
+    ``$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ts>.<pending>``;
+    other layouts (domains, account hashes) go through nats-py's parser.
+    """
+    tokens = message.reply.split(".")
+    if len(tokens) == 9 and tokens[1] == "ACK":
+        return int(tokens[5])
+    return message.metadata.sequence.stream
 
 
 class Ingester:
@@ -65,10 +85,11 @@ class Ingester:
         self.settings = settings
         self.stream = stream
         self.bus = JetStreamBus(nc, stream)
-        self.service = LogService(nc, event_log, shard=settings.shard)
+        self.service = LogService(nc, event_log, shard=settings.shard, progress=lambda: self.committed_offset)
         self.committed_offset = 0
         self.committed_events = 0
-        self._batches: asyncio.Queue[list[Msg]] = asyncio.Queue(maxsize=settings.queue_depth)
+        self._batches: asyncio.Queue[_Decoded] = asyncio.Queue(maxsize=settings.queue_depth)
+        self._decoded_offset = 0
         self._to_compact: dict[str, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
@@ -78,12 +99,15 @@ class Ingester:
         await self.bus._retrying(ensure_stream, self.js, self.stream)
         self.committed_offset = await self.log.committed_offset(self.settings.consumer)
         await self._recreate_consumer()
-        self._subscription = await self.js.pull_subscribe_bind(
-            durable=self.settings.consumer, stream=self.stream.name
+        self._decoded_offset = self.committed_offset
+        self._feed = PullFeed(
+            self.nc, self.stream.name, self.settings.consumer,
+            batch=self.settings.batch_size, max_buffered=4 * self.settings.batch_size,
         )
+        await self._feed.start()
         await self.service.start()
         self._tasks = [
-            asyncio.create_task(self._fetch_loop(), name="ingest-fetch"),
+            asyncio.create_task(self._decode_loop(), name="ingest-decode"),
             asyncio.create_task(self._commit_loop(), name="ingest-commit"),
             asyncio.create_task(self._compact_loop(), name="ingest-compact"),
         ]
@@ -109,54 +133,51 @@ class Ingester:
             config.opt_start_seq = self.committed_offset + 1
         await self.js.add_consumer(self.stream.name, config)
 
-    async def _fetch_loop(self) -> None:
+    async def _decode_loop(self) -> None:
+        """Take what the feed has, decode it, hand it to the commit loop (overlapping DuckDB)."""
         while not self._stopping.is_set():
+            messages = await self._feed.take(self.settings.batch_size, self.settings.fetch_timeout_s)
+            if messages:
+                await self._batches.put(self._decode(messages))
+
+    def _decode(self, messages: list[Msg]) -> _Decoded:
+        records: list[IngestRecord] = []
+        rejected: list[RejectedRecord] = []
+        newest = self._decoded_offset
+        for message in messages:
+            stream_seq = _stream_seq(message)
+            if stream_seq <= newest:
+                continue  # committed before a crash and redelivered, or delivered twice
+            newest = stream_seq
             try:
-                messages = await self._subscription.fetch(
-                    self.settings.batch_size, timeout=self.settings.fetch_timeout_s
-                )
-            except (nats.errors.TimeoutError, asyncio.TimeoutError):
-                continue
-            except nats.errors.Error as exc:
-                log.warning("fetch failed, retrying: %r", exc)
-                await asyncio.sleep(0.2)
-                continue
-            await self._batches.put(messages)
+                records.append(IngestRecord.of(message.data, stream_seq, message.subject))
+            except CodecError as exc:
+                rejected.append(RejectedRecord(stream_seq, message.subject, str(exc), message.data))
+        self._decoded_offset = newest
+        return _Decoded(records, rejected, newest, messages[-1])
 
     async def _commit_loop(self) -> None:
         while True:
-            messages = await self._batches.get()
+            decoded = await self._batches.get()
             try:
-                await self._commit(messages)
+                await self._commit(decoded)
             finally:
                 self._batches.task_done()
 
-    async def _commit(self, messages: list[Msg]) -> None:
-        records: list[IngestRecord] = []
-        rejected: list[RejectedRecord] = []
-        newest = self.committed_offset
-        for message in messages:
-            stream_seq = message.metadata.sequence.stream
-            if stream_seq <= self.committed_offset:
-                continue  # committed before a crash, redelivered: already in the log
-            newest = max(newest, stream_seq)
-            try:
-                records.append(IngestRecord(decode(message.data), stream_seq, message.subject, message.data))
-            except CodecError as exc:
-                rejected.append(RejectedRecord(stream_seq, message.subject, str(exc), message.data))
-        if newest > self.committed_offset:
+    async def _commit(self, decoded: _Decoded) -> None:
+        if decoded.newest > self.committed_offset:
             result = await self.log.commit_batch(
-                self.settings.consumer, self.stream.name, newest, records, rejected
+                self.settings.consumer, self.stream.name, decoded.newest, decoded.records, decoded.rejected
             )
-            self.committed_offset = newest
+            self.committed_offset = decoded.newest
             self.committed_events += result.inserted
-            for record in records:
-                self._to_compact[record.subject] = max(self._to_compact.get(record.subject, 0), record.stream_seq)
+            for record in decoded.records:
+                self._to_compact[record.subject] = record.stream_seq
             async with self._progress:
                 self._progress.notify_all()
         # AckAll: acknowledging the newest message acknowledges the batch, after the commit.
         with contextlib.suppress(nats.errors.Error):
-            await messages[-1].ack()
+            await decoded.last_message.ack()
 
     async def _compact_loop(self) -> None:
         while True:
@@ -195,7 +216,7 @@ class Ingester:
                 await task
         await self.service.stop()
         with contextlib.suppress(nats.errors.Error):
-            await self._subscription.unsubscribe()
+            await self._feed.stop()
         log.info("ingester %s stopped at stream seq %d", self.settings.shard, self.committed_offset)
 
 

@@ -50,10 +50,13 @@ def _key(args: dict[str, Any]) -> StreamKey:
 class LogService:
     """Answers read requests against a :class:`~mirror.events.duckdb_log.DuckDBEventLog`."""
 
-    def __init__(self, nc: NatsClient, event_log: Any, *, shard: str) -> None:
+    def __init__(
+        self, nc: NatsClient, event_log: Any, *, shard: str, progress: Callable[[], int] | None = None
+    ) -> None:
         self.nc = nc
         self.log = event_log
         self.shard = shard
+        self._progress = progress
         self._subscription: Subscription | None = None
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
             "read": self._read,
@@ -62,6 +65,7 @@ class LogService:
             "conversations": self._conversations,
             "save_snapshot": self._save_snapshot,
             "stats": self._stats,
+            "progress": self._committed_offset,
         }
 
     async def start(self) -> None:
@@ -120,6 +124,12 @@ class LogService:
 
     async def _save_snapshot(self, args: dict[str, Any]) -> None:
         await self.log.save_snapshot(Snapshot(_key(args), args["seq"], args["projection_version"], args["state"]))
+
+    async def _committed_offset(self, args: dict[str, Any]) -> int:
+        """The stream sequence committed so far, from memory: cheap enough to poll."""
+        if self._progress is None:
+            raise LogError("this log service does not track ingest progress")
+        return self._progress()
 
     async def _stats(self, args: dict[str, Any]) -> dict[str, Any]:
         stats: LogStats = await self.log.stats()
@@ -188,6 +198,19 @@ class LogClient:
             "save_snapshot", **self._key_args(snapshot.key), seq=snapshot.seq,
             projection_version=snapshot.projection_version, state=snapshot.state,
         )
+
+    async def committed_offset(self) -> int:
+        """The stream sequence up to which the ingester has committed everything."""
+        return int(await self._call("progress"))
+
+    async def wait_committed(self, stream_seq: int, timeout: float, poll_s: float = 0.005) -> bool:
+        """Wait until everything up to ``stream_seq`` is in the log (read-your-writes)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while await self.committed_offset() < stream_seq:
+            if asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(poll_s)
+        return True
 
     async def stats(self) -> LogStats:
         answer = await self._call("stats")
