@@ -91,16 +91,26 @@ class InMemoryBus:
 
     async def append(self, key: StreamKey, events: Sequence[Event], head: Head) -> Head:
         check_batch(key, events, head.next_seq(key))
+        encoded = [(event.seq, encode(event)) for event in events]
         async with self._lock:
             records = self.records.setdefault(key, [])
-            if head.fence != len(records):
+            # A retry of an append that (partly) landed finds its own records after the fence.
+            landed = records[head.fence : head.fence + len(encoded)]
+            if landed != encoded[: len(landed)]:
                 raise AppendConflict(
                     key.tenant, key.conversation, key.branch,
                     expected_seq=head.next_seq(key),
                     detail=f"stream holds {len(records)} events, writer expected {head.fence}",
                 )
-            records.extend((event.seq, encode(event)) for event in events)
-            return Head(last_seq=events[-1].seq if events else head.last_seq, fence=len(records))
+            if len(landed) < len(encoded) and head.fence + len(landed) != len(records):
+                raise AppendConflict(
+                    key.tenant, key.conversation, key.branch,
+                    expected_seq=head.next_seq(key) + len(landed),
+                    detail=f"stream holds {len(records)} events, writer expected {head.fence + len(landed)}",
+                )
+            records.extend(encoded[len(landed) :])
+            fence = head.fence + len(encoded)
+            return Head(last_seq=events[-1].seq if events else head.last_seq, fence=fence)
 
     async def append_many(
         self, batches: Sequence[tuple[StreamKey, Sequence[Event], Head]]

@@ -299,7 +299,7 @@ class JetStreamBus:
         try:
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception_type(TRANSIENT_ERRORS),
-                wait=wait_exponential_jitter(initial=0.05, max=1.0),
+                wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
                 stop=stop_after_delay(self.settings.retry_deadline_s),
                 reraise=True,
             ):

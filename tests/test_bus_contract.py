@@ -1,0 +1,134 @@
+"""The bus port's contract, run against every adapter (in-memory and real JetStream)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from mirror.events.bus import Head
+from mirror.events.envelope import Event, make_event
+from mirror.events.errors import AppendConflict
+from mirror.events.ids import StreamKey
+from mirror.events.payloads import Narrative, Turn
+
+KEY = StreamKey("acme", "conversation-1")
+
+
+def events(key: StreamKey, first: int, count: int, *, tag: str = "") -> list[Event]:
+    return [
+        make_event(key, seq, Turn(f"message {seq}{tag}", f"reply {seq}{tag}"), turn=seq, timestamp=1000.0 + seq)
+        for seq in range(first, first + count)
+    ]
+
+
+async def fresh_head(bus, key: StreamKey) -> Head:  # type: ignore[no-untyped-def]
+    head = await bus.head(key)
+    return head if head.last_seq is not None else head.with_last_seq(0)
+
+
+async def test_a_new_stream_has_no_head(bus) -> None:  # type: ignore[no-untyped-def]
+    head = await bus.head(KEY)
+    assert head.last_seq is None
+    with pytest.raises(ValueError, match="take the last seq from the log"):
+        head.next_seq(KEY)
+
+
+async def test_appends_advance_the_head(bus) -> None:  # type: ignore[no-untyped-def]
+    head = await fresh_head(bus, KEY)
+    head = await bus.append(KEY, events(KEY, 1, 3), head)
+    assert head.last_seq == 3
+    head = await bus.append(KEY, events(KEY, 4, 2), head)
+    assert head.last_seq == 5
+    assert (await bus.head(KEY)) == head
+
+
+async def test_a_stale_writer_gets_a_conflict_and_appends_nothing(bus) -> None:  # type: ignore[no-untyped-def]
+    stale = await fresh_head(bus, KEY)
+    current = await bus.append(KEY, events(KEY, 1, 2), stale)
+    with pytest.raises(AppendConflict) as caught:
+        await bus.append(KEY, events(KEY, 1, 2, tag="-other"), stale)
+    assert caught.value.conversation == KEY.conversation
+    assert caught.value.expected_seq == 1
+    assert await bus.head(KEY) == current
+
+
+async def test_two_concurrent_writers_never_both_win(bus) -> None:  # type: ignore[no-untyped-def]
+    head = await fresh_head(bus, KEY)
+    results = await asyncio.gather(
+        bus.append(KEY, events(KEY, 1, 3, tag="-a"), head),
+        bus.append(KEY, events(KEY, 1, 3, tag="-b"), head),
+        return_exceptions=True,
+    )
+    winners = [r for r in results if isinstance(r, Head)]
+    losers = [r for r in results if isinstance(r, AppendConflict)]
+    assert len(winners) == 1 and len(losers) == 1, results
+    assert (await bus.head(KEY)).last_seq == 3
+
+
+async def test_a_retried_append_is_not_doubled(bus) -> None:  # type: ignore[no-untyped-def]
+    head = await fresh_head(bus, KEY)
+    batch = events(KEY, 1, 3)
+    first = await bus.append(KEY, batch, head)
+    again = await bus.append(KEY, batch, head)  # e.g. the ack was lost and the writer retries
+    assert again == first
+    partial = await bus.append(KEY, batch[:1], head)  # a retry of a prefix is recognised too
+    assert partial.last_seq == 1
+    assert (await bus.head(KEY)) == first
+
+
+async def test_a_retry_that_landed_in_part_completes_the_rest(bus) -> None:  # type: ignore[no-untyped-def]
+    head = await fresh_head(bus, KEY)
+    batch = events(KEY, 1, 4)
+    await bus.append(KEY, batch[:2], head)  # the writer crashed after two of four landed
+    done = await bus.append(KEY, batch, head)
+    assert done.last_seq == 4
+    assert (await bus.head(KEY)) == done
+
+
+async def test_other_content_at_a_taken_seq_is_a_conflict(bus) -> None:  # type: ignore[no-untyped-def]
+    head = await fresh_head(bus, KEY)
+    await bus.append(KEY, events(KEY, 1, 2), head)
+    with pytest.raises(AppendConflict):
+        await bus.append(KEY, events(KEY, 1, 2, tag="-divergent"), head)
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (lambda: events(KEY, 2, 1), "breaks the sequence"),
+        (lambda: events(StreamKey("acme", "other"), 1, 1), "does not belong"),
+        (lambda: [*events(KEY, 1, 1), *events(KEY, 3, 1)], "breaks the sequence"),
+    ],
+)
+async def test_a_malformed_batch_is_refused_and_changes_nothing(bus, bad, message) -> None:  # type: ignore[no-untyped-def]
+    head = await fresh_head(bus, KEY)
+    with pytest.raises(ValueError, match=message):
+        await bus.append(KEY, bad(), head)
+    assert (await bus.head(KEY)).last_seq is None
+
+
+async def test_append_many_keeps_order_per_conversation_and_reports_conflicts(bus) -> None:  # type: ignore[no-untyped-def]
+    keys = [StreamKey("acme", f"c{index}") for index in range(20)]
+    heads = [await fresh_head(bus, key) for key in keys]
+    results = await bus.append_many([(key, events(key, 1, 5), head) for key, head in zip(keys, heads)])
+    assert all(isinstance(result, Head) and result.last_seq == 5 for result in results)
+    # Same stale heads again, other content: every one conflicts, nothing changes.
+    stale = await bus.append_many([(key, events(key, 1, 1, tag="-x"), head) for key, head in zip(keys, heads)])
+    assert all(isinstance(result, AppendConflict) for result in stale)
+    assert [await bus.head(key) for key in keys] == results
+
+
+async def test_streams_are_independent(bus) -> None:  # type: ignore[no-untyped-def]
+    other = StreamKey("acme", KEY.conversation, "experiment")
+    tenant = StreamKey("globex", KEY.conversation)
+    for key in (KEY, other, tenant):
+        await bus.append(key, events(key, 1, 2), await fresh_head(bus, key))
+    assert {(await bus.head(key)).last_seq for key in (KEY, other, tenant)} == {2}
+
+
+async def test_payload_types_travel_unchanged(bus) -> None:  # type: ignore[no-untyped-def]
+    head = await fresh_head(bus, KEY)
+    narrative = make_event(KEY, 1, Narrative("I hold that the user avoids peanuts.", monologue_seq=None))
+    head = await bus.append(KEY, [narrative], head)
+    assert head.last_seq == 1

@@ -1,0 +1,224 @@
+"""The ingester against a real nats-server and real DuckDB files: exactly once, whatever arrives."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import duckdb
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mirror.events.bus import Head
+from mirror.events.codec import encode
+from mirror.events.duckdb_log import DuckDBEventLog
+from mirror.events.envelope import Event, make_event
+from mirror.events.errors import AppendConflict
+from mirror.events.ids import StreamKey
+from mirror.events.ingester import Ingester, IngesterSettings
+from mirror.events.jetstream import JetStreamBus, StreamSettings, connect_nats, subject_for
+from mirror.events.log_service import LogClient
+from mirror.events.payloads import Fork, Turn
+
+from .conftest import reset_stream
+
+NO_COMPACTION = IngesterSettings(compact_interval_s=3600)
+
+
+def turns(key: StreamKey, first: int, count: int, tag: str = "") -> list[Event]:
+    return [
+        make_event(key, seq, Turn(f"hello {seq}{tag}", f"hi {seq}{tag}"), turn=seq, timestamp=2000.0 + seq)
+        for seq in range(first, first + count)
+    ]
+
+
+@contextlib.asynccontextmanager
+async def ingesting(url: str, db_path: Path, settings: IngesterSettings = NO_COMPACTION) -> AsyncIterator[Ingester]:
+    nc = await connect_nats(url, name="test-ingester")
+    event_log = DuckDBEventLog(db_path)
+    ingester = Ingester(nc, event_log, settings)
+    await ingester.start()
+    try:
+        yield ingester
+    finally:
+        await ingester.stop()
+        await event_log.close()
+        await nc.close()
+
+
+async def stream_last_seq(bus: JetStreamBus) -> int:
+    return (await bus.js.stream_info(bus.settings.name)).state.last_seq
+
+
+async def flushed(ingester: Ingester, bus: JetStreamBus) -> None:
+    assert await ingester.wait_for_offset(await stream_last_seq(bus), timeout=30)
+
+
+def log_rows(db_path: Path) -> list[tuple[str, str, str, int, bytes]]:
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        return con.execute(
+            "SELECT tenant, conversation, branch, seq, data FROM events ORDER BY tenant, conversation, branch, seq"
+        ).fetchall()
+
+
+def expected_rows(batches: dict[StreamKey, list[Event]]) -> list[tuple[str, str, str, int, bytes]]:
+    return sorted(
+        (key.tenant, key.conversation, key.branch, event.seq, encode(event))
+        for key, events in batches.items()
+        for event in events
+    )
+
+
+async def test_every_acknowledged_event_is_committed_once(nats_url: str, db_path: Path) -> None:
+    bus = await JetStreamBus.connect(nats_url)
+    batches = {StreamKey("acme", f"c{index}"): turns(StreamKey("acme", f"c{index}"), 1, 7) for index in range(12)}
+    async with ingesting(nats_url, db_path) as ingester:
+        results = await bus.append_many([(key, events, Head(0, 0)) for key, events in batches.items()])
+        assert all(isinstance(result, Head) for result in results)
+        await flushed(ingester, bus)
+    await bus.close()
+    assert log_rows(db_path) == expected_rows(batches)
+
+
+async def test_reads_are_served_by_the_owner_of_the_file(nats_url: str, db_path: Path) -> None:
+    bus = await JetStreamBus.connect(nats_url)
+    key = StreamKey("acme", "reader")
+    fork_key = StreamKey("acme", "reader", "experiment")
+    fork = make_event(fork_key, 1, Fork(parent_branch="main", fork_seq=3, prompt_set="v2", reason="test"))
+    async with ingesting(nats_url, db_path) as ingester:
+        await bus.append(key, turns(key, 1, 10), Head(0, 0))
+        await bus.append(fork_key, [fork], Head(0, 0))
+        await flushed(ingester, bus)
+        client = LogClient(bus.nc)
+        assert [event.seq for event in await client.read(key, after_seq=3, until_seq=6)] == [4, 5, 6]
+        assert await client.last_seq(key) == 10
+        loaded = await client.load(key)
+        assert loaded.snapshot is None and [event.seq for event in loaded.events] == list(range(1, 11))
+        (summary,) = await client.conversations("acme")
+        assert summary.conversation == "reader" and set(summary.branches) == {"main", "experiment"}
+        assert await client.conversations("globex") == []
+        with pytest.raises(ValueError, match="tenant"):
+            await client.conversations("bad.tenant")
+    await bus.close()
+
+
+async def test_duplicated_and_divergent_messages(nats_url: str, db_path: Path) -> None:
+    """Copies of a message are ignored; other bytes at a taken seq are kept aside, not merged."""
+    bus = await JetStreamBus.connect(nats_url)
+    key = StreamKey("acme", "dupes")
+    events = turns(key, 1, 3)
+    async with ingesting(nats_url, db_path) as ingester:
+        await bus.append(key, events, Head(0, 0))
+        # Raw publishes without message id or fence: the stream stores them as new messages.
+        await bus.js.publish(subject_for(key), encode(events[1]))
+        await bus.js.publish(subject_for(key), encode(turns(key, 2, 1, tag="-divergent")[0]))
+        await bus.js.publish(subject_for(key), b"\x93not an event")
+        await flushed(ingester, bus)
+        rejected = await ingester.log.rejected()
+    await bus.close()
+    assert log_rows(db_path) == expected_rows({key: events})
+    reasons = sorted(reason for _, _, reason in rejected)
+    assert len(reasons) == 2
+    assert any("divergent duplicate" in reason for reason in reasons)
+    assert any("corrupt" in reason or "msgpack" in reason for reason in reasons)
+
+
+async def test_redelivery_after_a_crash_between_commit_and_ack(nats_url: str, db_path: Path) -> None:
+    bus = await JetStreamBus.connect(nats_url)
+    keys = [StreamKey("acme", f"r{index}") for index in range(4)]
+    batches = {key: turns(key, 1, 5) for key in keys}
+    async with ingesting(nats_url, db_path) as ingester:
+        await bus.append_many([(key, events, Head(0, 0)) for key, events in batches.items()])
+        await flushed(ingester, bus)
+    # Forget the committed offset: the restarted ingester is handed everything again.
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("DELETE FROM ingest_offsets")
+    async with ingesting(nats_url, db_path) as ingester:
+        await flushed(ingester, bus)
+        assert ingester.committed_events == 0  # every redelivered event was already there
+    await bus.close()
+    assert log_rows(db_path) == expected_rows(batches)
+
+
+async def test_the_fence_holds_after_compaction_and_ingestion(nats_url: str, db_path: Path) -> None:
+    bus = await JetStreamBus.connect(nats_url)
+    key = StreamKey("acme", "fenced")
+    async with ingesting(nats_url, db_path) as ingester:
+        stale = Head(0, 0)
+        head = await bus.append(key, turns(key, 1, 6), stale)
+        await flushed(ingester, bus)
+        await ingester.compact()
+        info = await bus.js.stream_info(bus.settings.name)
+        assert info.state.messages == 1  # only the newest message of the subject is kept
+        assert await bus.head(key) == head  # the head is still read from the stream alone
+        older = Head(3, head.fence - 3)
+        for writer in (stale, older):
+            with pytest.raises(AppendConflict):
+                await bus.append(key, turns(key, writer.last_seq + 1, 1, tag="-stale"), writer)
+        head = await bus.append(key, turns(key, 7, 2), head)
+        await flushed(ingester, bus)
+    await bus.close()
+    assert [row[3] for row in log_rows(db_path)] == list(range(1, 9))
+
+
+async def test_restart_resumes_from_the_committed_offset(nats_url: str, db_path: Path) -> None:
+    bus = await JetStreamBus.connect(nats_url)
+    key = StreamKey("acme", "resume")
+    async with ingesting(nats_url, db_path) as ingester:
+        head = await bus.append(key, turns(key, 1, 5), Head(0, 0))
+        await flushed(ingester, bus)
+    head = await bus.append(key, turns(key, 6, 5), head)  # written while no ingester runs
+    async with ingesting(nats_url, db_path) as ingester:
+        assert ingester.committed_offset == 5
+        await flushed(ingester, bus)
+        assert ingester.committed_events == 5
+    await bus.close()
+    assert [row[3] for row in log_rows(db_path)] == list(range(1, 11))
+
+
+# --------------------------------------------------------------------------------- property
+
+appends = st.lists(
+    st.tuples(st.integers(0, 3), st.integers(1, 4)), min_size=1, max_size=12
+)  # (conversation index, events in the append)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    plan=appends,
+    duplicates=st.lists(st.integers(0, 10_000), max_size=6),
+    forget_offset=st.booleans(),
+)
+def test_ingest_is_idempotent_under_duplicates_and_redelivery(nats_server, plan, duplicates, forget_offset) -> None:  # type: ignore[no-untyped-def]
+    asyncio.run(_idempotence_scenario(nats_server.url, plan, duplicates, forget_offset))
+
+
+async def _idempotence_scenario(url: str, plan, duplicates, forget_offset) -> None:  # type: ignore[no-untyped-def]
+    await reset_stream(url)
+    db_path = Path(tempfile.mkdtemp(prefix="mirror-idem-")) / "log.duckdb"
+    bus = await JetStreamBus.connect(url, StreamSettings())
+    keys = [StreamKey("prop", f"c{index}") for index in range(4)]
+    heads = {key: Head(0, 0) for key in keys}
+    written: dict[StreamKey, list[Event]] = {key: [] for key in keys}
+    async with ingesting(url, db_path) as ingester:
+        for index, count in plan:
+            key = keys[index]
+            events = turns(key, heads[key].last_seq + 1, count)
+            heads[key] = await bus.append(key, events, heads[key])
+            written[key].extend(events)
+        every = [event for events in written.values() for event in events]
+        for pick in duplicates:  # the same bytes arrive again as separate stream messages
+            event = every[pick % len(every)]
+            await bus.js.publish(subject_for(event.key), encode(event))
+        await flushed(ingester, bus)
+    if forget_offset:
+        with duckdb.connect(str(db_path)) as con:
+            con.execute("DELETE FROM ingest_offsets")
+        async with ingesting(url, db_path) as ingester:
+            await flushed(ingester, bus)
+    await bus.close()
+    assert log_rows(db_path) == expected_rows(written)
