@@ -43,7 +43,7 @@ class PullFeed:
         consumer: str,
         *,
         batch: int = 2000,
-        expires_s: float = 5.0,
+        expires_s: float = 2.0,
         max_buffered: int = 8000,
     ) -> None:
         self.nc = nc

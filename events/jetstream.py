@@ -337,15 +337,42 @@ class JetStreamBus:
     async def append(self, key: StreamKey, events: Sequence[Event], head: Head) -> Head:
         check_batch(key, events, head.next_seq(key))
         subject = subject_for(key)
+        encoded = [encode(event) for event in events]
         fence = head.fence
-        for event in events:
-            data = encode(event)
+        index = 0
+        while index < len(events):
+            event, data = events[index], encoded[index]
             try:
-                fence = await self._publish_fenced(key, subject, event, data, fence)
-            except TRANSIENT_ERRORS:
-                # Same message id and fence: a copy that did land is recognised, not doubled.
-                fence = await self._retrying(self._publish_fenced, key, subject, event, data, fence)
+                try:
+                    fence = await self._publish_fenced(key, subject, event, data, fence)
+                except TRANSIENT_ERRORS:
+                    # Same message id and fence: a copy that did land is recognised, not doubled.
+                    fence = await self._retrying(self._publish_fenced, key, subject, event, data, fence)
+            except AppendConflict:
+                landed = await self._landed_part(subject, events, encoded)
+                if landed is None or landed[0] < index:
+                    raise
+                index, fence = landed
+            index += 1
         return Head(last_seq=events[-1].seq if events else head.last_seq, fence=fence)
+
+    async def _landed_part(
+        self, subject: str, events: Sequence[Event], encoded: Sequence[bytes]
+    ) -> tuple[int, int] | None:
+        """Is the subject's newest message one of this batch's own events? (index, stream seq)
+
+        A retry whose first attempt landed, after compaction removed the older messages it
+        would be compared with: each event is fenced on the previous one, so if event k is
+        the newest message, events before it landed too. Anything else is another writer.
+        """
+        try:
+            last = await self.js.get_last_msg(self.settings.name, subject, direct=True)
+        except nats.js.errors.NotFoundError:
+            return None
+        for index in range(len(events) - 1, -1, -1):
+            if encoded[index] == last.data:
+                return index, last.seq
+        return None
 
     async def _publish_fenced(
         self, key: StreamKey, subject: str, event: Event, data: bytes, fence: int
