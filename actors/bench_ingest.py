@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import tempfile
 import time
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ class IngestBenchConfig:
 def workload(config: IngestBenchConfig) -> list[tuple[StreamKey, list[Event]]]:
     """Conversations shaped like Mirror's: a turn, then the monologue and narrative it caused."""
     per_conversation = max(1, config.events // config.conversations)
+    tenant = f"bench-{secrets.token_hex(4)}"  # a fresh tenant per run, also on a shared broker
     provenance = Provenance(
         model="bench-model", prompt_set="bench", request_fingerprint="0" * 64,
         parameters={"temperature": 0.7, "max_tokens": 3000}, latency_ms=812.5,
@@ -52,7 +54,7 @@ def workload(config: IngestBenchConfig) -> list[tuple[StreamKey, list[Event]]]:
     )
     batches = []
     for index in range(config.conversations):
-        key = StreamKey("bench", f"conversation-{index}")
+        key = StreamKey(tenant, f"conversation-{index}")
         events = []
         for seq in range(1, per_conversation + 1):
             turn = (seq - 1) // 3
@@ -105,7 +107,7 @@ async def _run(config: IngestBenchConfig, nats_url: str, db_path: Path) -> dict[
                 if offset < last_stream_seq:
                     await asyncio.sleep(0.005)
         end_to_end = time.perf_counter() - started
-        committed = (await client.stats()).events
+        committed = sum(summary.events for summary in await client.conversations(batches[0][0].tenant))
         raw_after = await _raw_publish_rate(bus, payloads, config.in_flight)
     finally:
         await bus.close()

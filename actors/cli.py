@@ -46,7 +46,7 @@ def ingest(
     subjects: list[str] = typer.Option(
         ["mirror.*.*.*"], "--subject", help="Subjects this shard ingests, e.g. 'mirror.acme.*.*' (repeatable)."
     ),
-    batch_size: int = typer.Option(2000, "--batch-size", min=1, help="Messages per fetch and per DuckDB transaction."),
+    batch_size: int = typer.Option(5000, "--batch-size", min=1, help="Messages per fetch and per DuckDB transaction."),
     log_level: str = LOG_LEVEL,
 ) -> None:
     """Move events from JetStream into the DuckDB log, exactly once, and serve the log's reads."""
@@ -145,4 +145,11 @@ def log_read(
 
 
 def main() -> None:
-    app()
+    """Entry point: a Mirror error is one clear line on stderr and exit status 2, not a traceback."""
+    from mirror.events.errors import MirrorError
+
+    try:
+        app()
+    except (MirrorError, ValueError) as exc:
+        typer.echo(f"mirror: error: {exc}", err=True)
+        raise SystemExit(2) from None

@@ -189,7 +189,7 @@ class _Shape:
 
 _SHAPES: dict[type, _Shape] = {cls: _Shape.of(cls) for cls in (*PAYLOAD_TYPES, Provenance)}
 _ENVELOPE: dict[str, _Check] = {
-    "f": lambda v: v == RECORD_FORMAT,
+    "f": lambda v: type(v) is int and v == RECORD_FORMAT,
     "tenant": lambda v: type(v) is str,
     "conversation": lambda v: type(v) is str,
     "branch": lambda v: type(v) is str,

@@ -111,24 +111,35 @@ class MirrorNatsClient(NatsClient):
     _parse_header_lines = staticmethod(_parse_header_lines)
 
 
-async def connect_nats(url: str, *, name: str = "mirror") -> NatsClient:
-    """A connection that keeps reconnecting for as long as the process lives."""
+async def connect_nats(url: str, *, name: str = "mirror", first_connect_timeout_s: float = 10.0) -> NatsClient:
+    """A connection that, once made, keeps reconnecting for as long as the process lives.
+
+    The first connection must succeed within ``first_connect_timeout_s``; otherwise
+    :class:`BusError` says which URL could not be reached (nats-py alone would retry forever).
+    """
 
     async def report_error(exc: Exception) -> None:
         log.debug("nats connection error: %r", exc)
 
     nc = MirrorNatsClient()
     try:
-        await nc.connect(
-            url,
-            name=name,
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=0.25,
-            connect_timeout=5,
-            error_cb=report_error,
+        await asyncio.wait_for(
+            nc.connect(
+                url,
+                name=name,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.25,
+                connect_timeout=5,
+                error_cb=report_error,
+            ),
+            first_connect_timeout_s,
         )
-    except (OSError, nats.errors.Error) as exc:
-        raise BusError(f"cannot connect to NATS at {url}: {exc!r}; is nats-server running?") from exc
+    except (OSError, nats.errors.Error, asyncio.TimeoutError) as exc:
+        with contextlib.suppress(Exception):
+            await nc.close()
+        raise BusError(
+            f"cannot connect to NATS at {url} within {first_connect_timeout_s}s: {exc!r}; is nats-server running?"
+        ) from exc
     return nc
 
 

@@ -1,0 +1,15 @@
+# Sourced by scripts/main and scripts/test: make .venv with Mirror installed (idempotent).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON="${PYTHON:-python3}"
+EXTRAS="${1:-}"
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Mirror needs Python 3.11 or newer")'
+if [ ! -x "$ROOT/.venv/bin/python" ]; then
+    "$PYTHON" -m venv "$ROOT/.venv"
+fi
+STAMP="$ROOT/.venv/.mirror-installed${EXTRAS:+-$EXTRAS}"
+if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
+    "$ROOT/.venv/bin/python" -m pip install --quiet --upgrade pip
+    "$ROOT/.venv/bin/python" -m pip install --quiet -e "$ROOT${EXTRAS:+[$EXTRAS]}"
+    touch "$STAMP"
+fi
