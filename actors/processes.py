@@ -14,6 +14,15 @@ from mirror.events.jetstream import connect_nats
 from mirror.events.log_service import LogClient
 
 
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the parent dies, so a killed benchmark leaves no orphan."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 class IngesterProcess:
     """`mirror ingest` in its own OS process, as in production; tests SIGKILL it."""
 
@@ -30,7 +39,9 @@ class IngesterProcess:
             "--nats-url", self.nats_url, "--db", str(self.db_path), "--shard", self.shard,
         ]
         with open(self.log_path, "ab") as log_file:
-            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file)
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, preexec_fn=_die_with_parent
+            )
         asyncio.run(self._wait_ready(timeout))
         return self
 

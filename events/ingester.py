@@ -45,6 +45,7 @@ class IngesterSettings:
     compact_interval_s: float = 10.0
     max_ack_pending: int = 50_000
     queue_depth: int = 2
+    stop_timeout_s: float = 15.0
 
     @property
     def consumer(self) -> str:
@@ -236,8 +237,13 @@ async def run_ingester(
     try:
         await ingester.start()
         await (stop or asyncio.Event()).wait()
-        await ingester.stop()
+        try:
+            # Bounded: with the broker gone, stopping must not wait for it forever. Whatever
+            # was not committed is still in the stream and is delivered again next start.
+            await asyncio.wait_for(ingester.stop(), settings.stop_timeout_s)
+        except asyncio.TimeoutError:
+            log.warning("ingester %s did not stop within %ss; exiting anyway", settings.shard, settings.stop_timeout_s)
     finally:
         await event_log.close()
         with contextlib.suppress(Exception):
-            await nc.drain()
+            await asyncio.wait_for(nc.close(), 5)

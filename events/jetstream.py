@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,11 +24,11 @@ import nats
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client as NatsClient
-from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
+from ._publisher import HEADER_EXPECTED_LAST_SUBJECT_SEQUENCE, HEADER_MSG_ID, Chain, ChainedAppends, PipelinedPublisher
 from .bus import Head, check_batch
 from .codec import decode, encode
 from .envelope import Event
@@ -41,10 +39,6 @@ log = logging.getLogger(__name__)
 
 SUBJECT_ROOT = "mirror"
 STREAM_SUBJECTS = f"{SUBJECT_ROOT}.*.*.*"
-HEADER_MSG_ID = "Nats-Msg-Id"
-HEADER_EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
-HEADER_STATUS = "Status"
-STATUS_NO_RESPONDERS = "503"
 ERR_WRONG_LAST_SEQUENCE = 10071
 """JetStream's error code when an expected-last-sequence header does not match."""
 
@@ -161,129 +155,6 @@ async def ensure_stream(js: JetStreamContext, settings: StreamSettings) -> None:
         log.info("created JetStream stream %s on %s", settings.name, STREAM_SUBJECTS)
 
 
-class _Window:
-    """A FIFO counting semaphore with O(1) wake-ups.
-
-    asyncio.Semaphore scans its waiters on every release; with a thousand conversations
-    waiting on a window of 512 that scan was the publisher's largest cost.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._free = size
-        self._waiters: deque[asyncio.Future[None]] = deque()
-
-    async def acquire(self) -> None:
-        if self._free > 0 and not self._waiters:
-            self._free -= 1
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            await waiter  # release() hands its slot straight to us
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.release()  # the slot arrived as we were cancelled: pass it on
-            raise
-
-    def release(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-        self._free += 1
-
-
-@dataclass(frozen=True, slots=True)
-class Ack:
-    """What a JetStream publish ack says that an append needs (cheaper than nats-py's PubAck)."""
-
-    seq: int
-    duplicate: bool
-
-
-class PipelinedPublisher:
-    """JetStream publishes whose acks are awaited together: one reply inbox, one future per ack.
-
-    nats-py's ``publish_async`` leaves the future pending forever when the server answers with
-    an API error (its reply handler raises instead of setting the exception), and a fenced
-    append must see those errors, so Mirror routes the acks itself. ``max_in_flight`` bounds
-    the publishes awaiting an ack at once. Deadlines are enforced by one sweeper task over a
-    FIFO of (deadline, token) instead of a timer per publish, which cost more than the publish.
-    """
-
-    SWEEP_INTERVAL_S = 0.1
-
-    def __init__(self, nc: NatsClient, max_in_flight: int) -> None:
-        self.nc = nc
-        self._window = _Window(max_in_flight)
-        self._pending: dict[str, asyncio.Future[Ack]] = {}
-        self._deadlines: deque[tuple[float, str]] = deque()
-        self._next_token = 0
-        self._prefix: str | None = None
-        self._sweeper: asyncio.Task[None] | None = None
-
-    async def _start(self) -> str:
-        if self._prefix is None:
-            prefix = self.nc.new_inbox()
-            await self.nc.subscribe(prefix + ".*", cb=self._on_reply)
-            self._prefix = prefix
-            self._sweeper = asyncio.create_task(self._sweep(), name="mirror-publish-deadlines")
-        return self._prefix
-
-    async def close(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-            self._sweeper = None
-
-    async def _sweep(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(self.SWEEP_INTERVAL_S)
-            now = loop.time()
-            while self._deadlines and self._deadlines[0][0] <= now:
-                _, token = self._deadlines.popleft()
-                future = self._pending.pop(token, None)
-                if future is not None and not future.done():
-                    future.set_exception(nats.errors.TimeoutError())
-
-    async def publish(self, subject: str, data: bytes, headers: dict[str, str], timeout: float) -> Ack:
-        prefix = self._prefix or await self._start()
-        await self._window.acquire()
-        try:
-            self._next_token += 1
-            token = str(self._next_token)
-            loop = asyncio.get_running_loop()
-            future: asyncio.Future[Ack] = loop.create_future()
-            self._pending[token] = future
-            self._deadlines.append((loop.time() + timeout, token))
-            try:
-                await self.nc.publish(subject, data, reply=f"{prefix}.{token}", headers=headers)
-                return await future
-            finally:
-                self._pending.pop(token, None)
-        finally:
-            self._window.release()
-
-    async def _on_reply(self, msg: Msg) -> None:
-        future = self._pending.pop(msg.subject.rpartition(".")[2], None)
-        if future is None or future.done():
-            return
-        if msg.headers and msg.headers.get(HEADER_STATUS) == STATUS_NO_RESPONDERS:
-            future.set_exception(nats.js.errors.NoStreamResponseError())
-            return
-        try:
-            response = json.loads(msg.data)
-            if "error" in response:
-                future.set_exception(nats.js.errors.APIError(**response["error"]))
-            else:
-                future.set_result(Ack(response["seq"], response.get("duplicate", False)))
-        except (ValueError, TypeError, KeyError) as exc:
-            future.set_exception(BusError(f"unreadable JetStream ack: {exc!r}"))
-
-
 class JetStreamBus:
     """Appends events to JetStream with fencing, deduplication and pipelining."""
 
@@ -347,10 +218,15 @@ class JetStreamBus:
 
     async def append(self, key: StreamKey, events: Sequence[Event], head: Head) -> Head:
         check_batch(key, events, head.next_seq(key))
-        subject = subject_for(key)
         encoded = [encode(event) for event in events]
-        fence = head.fence
-        index = 0
+        fence = await self._append_from(key, events, encoded, 0, head.fence)
+        return Head(last_seq=events[-1].seq if events else head.last_seq, fence=fence)
+
+    async def _append_from(
+        self, key: StreamKey, events: Sequence[Event], encoded: Sequence[bytes], index: int, fence: int
+    ) -> int:
+        """Publish ``events[index:]`` one by one, fenced; returns the last stream sequence."""
+        subject = subject_for(key)
         while index < len(events):
             event, data = events[index], encoded[index]
             try:
@@ -365,7 +241,7 @@ class JetStreamBus:
                     raise
                 index, fence = landed
             index += 1
-        return Head(last_seq=events[-1].seq if events else head.last_seq, fence=fence)
+        return fence
 
     async def _landed_part(
         self, subject: str, events: Sequence[Event], encoded: Sequence[bytes]
@@ -420,15 +296,35 @@ class JetStreamBus:
     async def append_many(
         self, batches: Sequence[tuple[StreamKey, Sequence[Event], Head]]
     ) -> list[Head | AppendConflict]:
-        """Many conversations at once: up to ``max_in_flight`` publishes awaiting their acks."""
+        """Many conversations at once, up to ``max_in_flight`` publishing, order kept per stream.
 
-        async def one(key: StreamKey, events: Sequence[Event], head: Head) -> Head | AppendConflict:
-            try:
-                return await self.append(key, events, head)
-            except AppendConflict as conflict:
-                return conflict
+        Clean acks drive each conversation's next publish from the reply callback
+        (:class:`~mirror.events._publisher.ChainedAppends`); any other answer hands that
+        conversation to the general path of :meth:`append` from the event it reached.
+        """
+        encoded: list[list[bytes]] = []
+        chains: list[Chain] = []
+        for key, events, head in batches:
+            check_batch(key, events, head.next_seq(key))
+            data = [encode(event) for event in events]
+            encoded.append(data)
+            chains.append(Chain(subject_for(key), data, [event.id for event in events], head.fence))
+        where = {id(chain): position for position, chain in enumerate(chains)}
 
-        return list(await asyncio.gather(*(one(*batch) for batch in batches)))
+        async def fallback(chain: Chain) -> int:
+            key, events, _ = batches[where[id(chain)]]
+            return await self._append_from(key, events, chain.encoded, chain.index, chain.fence)
+
+        runner = ChainedAppends(self._publisher, self.settings.publish_timeout_s, fallback)
+        results: list[Head | AppendConflict] = []
+        for (key, events, head), outcome in zip(batches, await runner.run(chains)):
+            if isinstance(outcome, AppendConflict):
+                results.append(outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                results.append(Head(last_seq=events[-1].seq if events else head.last_seq, fence=outcome))
+        return results
 
     # ------------------------------------------------------------------------- retention
 

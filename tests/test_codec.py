@@ -429,12 +429,12 @@ def mutated_records(draw: st.DrawFn) -> tuple[str, str, dict[str, Any]]:
 
 
 @given(mutated_records())
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_mutated_records_decode_or_raise_codec_error(mutation: tuple[str, str, dict[str, Any]]) -> None:
     where, action, record = mutation
     event = _decode_or_codec_error(pack(record))
-    # Every envelope field is required and no other is allowed.
-    if where == "envelope" and action in ("drop", "add"):
+    # Every envelope field is required, and no map takes a field its class does not have.
+    if action == "add" or (where == "envelope" and action == "drop"):
         assert event is None
 
 

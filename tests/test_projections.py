@@ -72,7 +72,7 @@ from mirror.projections.monologue import (
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes, state_from_snapshot
 from mirror.projections.state import ConversationState, Limits, PendingInsight, TurnRecord, initial_state
 
-from .strategies import BELIEF_POOL, MEMORY_TYPES, NODE_POOL, any_limits, event_sequences, msgpack_values, stream_keys
+from .strategies import BELIEF_POOL, MEMORY_TYPES, any_limits, event_sequences, msgpack_values, stream_keys
 
 DAY = SECONDS_PER_DAY
 T0 = 1_700_000_000.0
@@ -290,7 +290,7 @@ def model(log: list[Event], limits: Limits) -> dict[str, Any]:
 
 
 @given(event_sequences(), any_limits)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_state_agrees_with_a_model_of_the_log(log: list[Event], limits: Limits) -> None:
     state = fold(log, limits=limits)
     expected = model(log, limits)
