@@ -10,6 +10,7 @@ payload class sees it.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -93,7 +94,14 @@ def event_to_record(event: Event) -> dict[str, Any]:
 
 
 def encode(event: Event) -> bytes:
-    return msgpack.packb(event_to_record(event), use_bin_type=True)
+    """Raises :class:`CorruptEvent` for values msgpack cannot carry (e.g. integers over 64 bits)."""
+    try:
+        return msgpack.packb(event_to_record(event), use_bin_type=True)
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise CorruptEvent(
+            f"event cannot be encoded: {exc}", tenant=event.tenant, conversation=event.conversation,
+            branch=event.branch, seq=event.seq,
+        ) from exc
 
 
 # ---------------------------------------------------------------------------------- decode
@@ -107,7 +115,7 @@ def _checker(annotation: Any) -> _Check:
     if annotation is Any:
         return lambda value: True
     if annotation is float:
-        return lambda value: type(value) in (float, int)
+        return lambda value: type(value) is int or (type(value) is float and math.isfinite(value))
     if annotation in (str, int, bool):
         return lambda value: type(value) is annotation
     if origin is Literal:
@@ -196,7 +204,7 @@ _ENVELOPE: dict[str, _Check] = {
     "seq": lambda v: type(v) is int,
     "type": lambda v: type(v) is str,
     "schema": lambda v: type(v) is int,
-    "ts": lambda v: type(v) in (float, int),
+    "ts": lambda v: type(v) is int or (type(v) is float and math.isfinite(v)),
     "turn": lambda v: type(v) is int,
     "causation": lambda v: v is None or type(v) is str,
     "payload": lambda v: isinstance(v, dict),

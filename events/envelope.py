@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
 from .errors import InvalidIdentifier
 from .ids import MAIN_BRANCH, StreamKey, event_id, validate_identifier
 from .payloads import Payload, Provenance
+
+
+MAX_SEQ = 2**63 - 1
+"""Largest seq or turn: the log stores them as BIGINT."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +38,12 @@ class Event:
         validate_identifier("tenant", self.tenant)
         validate_identifier("conversation", self.conversation)
         validate_identifier("branch", self.branch)
-        if type(self.seq) is not int or self.seq < 1:
-            raise InvalidIdentifier("seq", self.seq, "seq is a whole number from 1")
-        if type(self.turn) is not int or self.turn < 0:
-            raise InvalidIdentifier("turn", self.turn, "turn is a whole number from 0")
+        if type(self.seq) is not int or not 1 <= self.seq <= MAX_SEQ:
+            raise InvalidIdentifier("seq", self.seq, f"seq is a whole number from 1 to {MAX_SEQ}")
+        if type(self.turn) is not int or not 0 <= self.turn <= MAX_SEQ:
+            raise InvalidIdentifier("turn", self.turn, f"turn is a whole number from 0 to {MAX_SEQ}")
+        if type(self.timestamp) not in (float, int) or not math.isfinite(self.timestamp):
+            raise InvalidIdentifier("timestamp", self.timestamp, "timestamp is a finite number of seconds")
 
     @property
     def type(self) -> str:

@@ -142,15 +142,16 @@ def apply_edge(edges: Edges, payload: Edge, *, timestamp: float) -> Edges:
 def edge_confidence(edge: EdgeState, now: float) -> float:
     """The edge's confidence at ``now``.
 
-    Reinforced within ``EDGE_DECAY_EXEMPT_DAYS``: the stored confidence. Otherwise
-    ``confidence * 0.5 ** (days_since_reinforcement / EDGE_HALF_LIFE_DAYS)``, held at
+    Reinforced within ``EDGE_DECAY_EXEMPT_DAYS``: the stored confidence. After that, decay
+    starts from where the exemption ended (no step down on day 7):
+    ``confidence * 0.5 ** ((days_since_reinforcement - exempt_days) / EDGE_HALF_LIFE_DAYS)``, held at
     ``EDGE_CONFIDENCE_FLOOR`` — unless the stored confidence is already below the floor, in
     which case it is returned as it is (decay never raises an edge).
     """
     days = max(0.0, (now - edge.last_reinforced) / SECONDS_PER_DAY)
     if days <= EDGE_DECAY_EXEMPT_DAYS:
         return edge.confidence
-    decayed = edge.confidence * 0.5 ** (days / EDGE_HALF_LIFE_DAYS)
+    decayed = edge.confidence * 0.5 ** ((days - EDGE_DECAY_EXEMPT_DAYS) / EDGE_HALF_LIFE_DAYS)
     return max(min(EDGE_CONFIDENCE_FLOOR, edge.confidence), decayed)
 
 

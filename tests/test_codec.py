@@ -540,3 +540,28 @@ def test_record_to_event_checks_like_decode() -> None:
     with pytest.raises(CorruptEvent):
         check_record([valid_record()])
     assert record_to_event(valid_record()) == decode(pack(valid_record()))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_numbers_are_refused_on_both_sides(bad: float) -> None:
+    key = StreamKey("acme", "numbers")
+    with pytest.raises(InvalidIdentifier, match="timestamp"):
+        make_event(key, 1, Turn("hi", "hello"), timestamp=bad)
+    good = make_event(key, 1, Belief("b1", "assert", "I like tea", "standard", confidence=0.6), timestamp=1.0)
+    record = msgpack.unpackb(encode(good), raw=False)
+    record["payload"]["confidence"] = bad
+    with pytest.raises(CorruptEvent, match="confidence"):
+        decode(msgpack.packb(record))
+    record = msgpack.unpackb(encode(good), raw=False)
+    record["ts"] = bad
+    with pytest.raises(CorruptEvent, match="ts"):
+        decode(msgpack.packb(record))
+
+
+def test_values_msgpack_cannot_carry_are_a_codec_error() -> None:
+    event = make_event(StreamKey("acme", "big"), 1, Turn("hi", "hello"), timestamp=1.0)
+    huge = Provenance("m", "p", "f" * 64, {"seed": 2**70}, 1.0, 1, 1)
+    with pytest.raises(CorruptEvent, match="cannot be encoded"):
+        encode(dataclasses.replace(event, provenance=huge))
+    with pytest.raises(InvalidIdentifier, match="seq"):
+        make_event(StreamKey("acme", "big"), 2**64, Turn("hi", "hello"))

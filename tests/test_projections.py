@@ -626,8 +626,9 @@ def test_edge_decay_exemption_half_life_and_floor() -> None:
     assert edge_confidence(edge, T0) == 0.6
     assert edge_confidence(edge, T0 + 7 * DAY) == 0.6  # exempt for the first seven days
     assert edge_confidence(edge, T0 + 7 * DAY + 1) < 0.6
-    assert edge_confidence(edge, T0 + 90 * DAY) == pytest.approx(0.3)
-    assert edge_confidence(edge, T0 + 180 * DAY) == pytest.approx(0.15)
+    assert edge_confidence(edge, T0 + 7 * DAY + 1) == pytest.approx(0.6, abs=1e-6)  # no step on day 7
+    assert edge_confidence(edge, T0 + 97 * DAY) == pytest.approx(0.3)  # one half-life after the exemption
+    assert edge_confidence(edge, T0 + 187 * DAY) == pytest.approx(0.15)
     assert edge_confidence(edge, T0 + 1_000 * DAY) == EDGE_CONFIDENCE_FLOOR
 
 
