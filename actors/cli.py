@@ -74,6 +74,41 @@ def nats(
         _run_until_signal(lambda stop: stop.wait())
 
 
+@app.command("sim-llm")
+def sim_llm(
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (loopback unless you mean it)."),
+    port: int = typer.Option(8099, "--port", min=0, max=65535, help="Port; 0 picks a free one."),
+    latency: str = typer.Option(
+        "fixed:0", "--latency", help="fixed:MS, uniform:LO,HI or lognormal:MEDIAN_MS,SIGMA (milliseconds)."
+    ),
+    faults: list[str] = typer.Option(
+        [], "--fault", help="KIND=RATE, KIND one of 429, 500, timeout, malformed, empty (repeatable), e.g. 500=0.1."
+    ),
+    script: str = typer.Option("", "--script", help="Faults for the next chat calls in order, e.g. ok,429,timeout."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the per-call fault and latency draws."),
+    timeout_hang: float = typer.Option(30.0, "--timeout-hang", min=0, help="Seconds a timeout fault holds a request."),
+    model: str = typer.Option("mirror-sim", "--model", help="Model name /v1/models lists (any requested name is answered)."),
+    embedding_dim: int = typer.Option(64, "--embedding-dim", help="Embedding length unless a request sets 'dimensions'."),
+    log_level: str = LOG_LEVEL,
+) -> None:
+    """Serve a deterministic OpenAI-compatible LLM simulator (chat, embeddings, injected faults)."""
+    from .sim_llm import SimLLMServer, SimSettings, parse_fault_rate, parse_script
+
+    configure_logging(log_level)
+    settings = SimSettings(
+        latency=latency,
+        fault_rates=tuple(parse_fault_rate(fault) for fault in faults),
+        script=parse_script(script),
+        seed=seed,
+        timeout_hang_s=timeout_hang,
+        model=model,
+        embedding_dim=embedding_dim,
+    )
+    with SimLLMServer(settings, host=host, port=port, log_level=log_level, access_log=True) as server:
+        typer.echo(f"mirror sim-llm at {server.base_url} (model {settings.model}); Ctrl-C stops it")
+        _run_until_signal(lambda stop: stop.wait())
+
+
 @bench_app.command("ingest")
 def bench_ingest(
     events: int = typer.Option(30_000, "--events", min=1, help="Events to publish in all."),

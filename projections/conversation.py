@@ -97,6 +97,8 @@ def fold(
     return state
 
 
+THREADS_ONLY = "threads_only"
+
 # ---------------------------------------------------------------------------------- handlers
 
 
@@ -116,6 +118,8 @@ def _on_turn(payload: Turn, state: ConversationState, event: Event) -> Conversat
     return replace(
         state,
         turn_count=state.turn_count + 1,
+        first_user_message=payload.user_message if state.first_user_message is None else state.first_user_message,
+        mode=payload.mode,
         recent_turns=keep_last((*state.recent_turns, record), state.limits.recent_turns),
         counters=replace(counters, turns_since_reflection=counters.turns_since_reflection + 1),
     )
@@ -133,13 +137,22 @@ def _on_monologue(payload: Monologue, state: ConversationState, event: Event) ->
         trim_above_percent=limits.monologue_trim_above_percent,
         trim_to_percent=limits.monologue_trim_to_percent,
     )
-    return replace(state, threads=threads, threads_seq=event.seq, monologue_history=history, monologue_tokens=tokens)
+    state = replace(state, threads=threads, threads_seq=event.seq, monologue_history=history, monologue_tokens=tokens)
+    if state.mode == THREADS_ONLY:  # no controller in this mode: the threads complete the thinking
+        state = replace(state, thought_turn=_later(state.thought_turn, event.turn))
+    return state
 
 
 @_apply_payload.register
 def _on_narrative(payload: Narrative, state: ConversationState, event: Event) -> ConversationState:
     # The controller regenerates the whole narrative: replace, never append.
-    return replace(state, narrative=payload.text, narrative_seq=event.seq)
+    return replace(
+        state, narrative=payload.text, narrative_seq=event.seq, thought_turn=_later(state.thought_turn, event.turn)
+    )
+
+
+def _later(current: int | None, turn: int) -> int:
+    return turn if current is None else max(current, turn)
 
 
 @_apply_payload.register

@@ -37,7 +37,7 @@ from .state import (
     TurnRecord,
 )
 
-PROJECTION_VERSION = 1
+PROJECTION_VERSION = 2
 """Bump on any change to what the conversation projection computes or how it is stored."""
 
 _PROJECTION_NAME = "conversation"
@@ -75,6 +75,9 @@ def _state_record(state: ConversationState) -> dict[str, Any]:
         "last_seq": state.last_seq,
         "last_timestamp": state.last_timestamp,
         "turn_count": state.turn_count,
+        "first_user_message": state.first_user_message,
+        "mode": state.mode,
+        "thought_turn": state.thought_turn,
         "recent_turns": [_flat(turn) for turn in state.recent_turns],
         "narrative": state.narrative,
         "narrative_seq": state.narrative_seq,
@@ -110,6 +113,9 @@ def _state_from(record: dict[str, Any]) -> ConversationState:
         last_seq=record["last_seq"],
         last_timestamp=record["last_timestamp"],
         turn_count=record["turn_count"],
+        first_user_message=record["first_user_message"],
+        mode=record["mode"],
+        thought_turn=record["thought_turn"],
         recent_turns=tuple(_unflat(TurnRecord, values) for values in record["recent_turns"]),
         narrative=record["narrative"],
         narrative_seq=record["narrative_seq"],

@@ -116,6 +116,10 @@ class ConversationState:
     """Everything the runtime needs about one (tenant, conversation, branch) at ``last_seq``.
 
     ``last_seq`` is 0 before the first event; the next event must carry ``last_seq + 1``.
+    ``first_user_message`` is kept for the Thinker's bounded history (the papers keep it);
+    ``mode`` is the cognitive mode of the latest turn; ``thought_turn`` is the latest turn
+    (0-based, the envelope's ``turn``) whose thinking completed: a narrative, or the threads in
+    ``threads_only`` mode. ``turn_count - 1 > thought_turn`` means thinking is behind.
     ``narrative_seq`` / ``threads_seq`` are the seqs of the events that produced the current
     narrative and threads (``None`` until one exists). ``reflection_snapshot`` is the last
     *accepted* reflection; ``last_reflection`` the last one that ran.
@@ -126,6 +130,9 @@ class ConversationState:
     last_seq: int = 0
     last_timestamp: float | None = None
     turn_count: int = 0
+    first_user_message: str | None = None
+    mode: str | None = None
+    thought_turn: int | None = None
     recent_turns: tuple[TurnRecord, ...] = ()
     narrative: str | None = None
     narrative_seq: int | None = None

@@ -1,0 +1,438 @@
+"""`mirror sim-llm`: a deterministic OpenAI-compatible LLM, served over loopback HTTP.
+
+Why it exists: no model provider is reachable from tests and benchmarks, and a real one is
+neither deterministic nor free. This is the one permitted stand-in, and it is a real HTTP
+server, so the client under test runs its real transport, timeouts and retries.
+
+Endpoints (all JSON):
+
+    POST /v1/chat/completions   OpenAI request and response shape (one choice, no streaming)
+    POST /v1/embeddings         unit vectors from a hashed bag of words (`dimensions` honoured)
+    GET  /v1/models             the configured model
+    GET  /healthz               {"status": "ok"}
+    POST /_sim/script           {"faults": ["429", "ok", ...]} appended to the fault script
+    POST /_sim/reset            clear counters and script; the fault sequence starts again
+    GET  /_sim/stats            calls, chat_calls, embedding_calls, faults, in_flight,
+                                max_in_flight, authorized_calls, bad_requests, script
+
+Invariants:
+
+- Content is a pure function of the request's model, messages, temperature, max_tokens,
+  max_completion_tokens, response_format and seed: the same request gets byte-identical
+  content (and id and `created`) from any server with any settings.
+- Faults and latency are a pure function of (settings, call index): the script is consumed
+  first, then a PRNG seeded by (seed, index) draws from `fault_rates`. Only chat completions
+  take faults; every model call (chat or embeddings) takes latency. Bad requests (400) take
+  neither and do not advance the index.
+- The Authorization header is only ever tested for presence: never logged, stored or echoed.
+
+`response_format` json_schema support: type (or a list of types), object with properties,
+required and additionalProperties (false, true or a schema); string with minLength,
+maxLength and format (date-time, date, email, uri, uuid); integer and number with minimum,
+maximum and exclusive bounds; boolean; null; enum; const; array with items, minItems,
+maxItems and uniqueItems; anyOf/oneOf; local $ref. `pattern` and `multipleOf` are ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import socket
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from . import _sim_content as content
+from ._sim_settings import (
+    FAULT_KINDS,
+    MAX_EMBEDDING_DIM,
+    NO_FAULT,
+    LatencyModel,
+    SimSettings,
+    drawn_fault,
+    parse_fault_rate,
+    parse_latency,
+    parse_script,
+    stream_rng,
+)
+from .errors import SimServerUnavailable, UnsatisfiableSchema
+
+__all__ = [
+    "FAULT_KINDS", "NO_FAULT", "LatencyModel", "SimLLMServer", "SimSettings", "bind_socket", "create_app",
+    "drawn_fault", "parse_fault_rate", "parse_latency", "parse_script",
+]
+
+log = logging.getLogger(__name__)
+
+HTTP_BAD_REQUEST = 400
+HTTP_TOO_MANY_REQUESTS = 429
+HTTP_SERVER_ERROR = 500
+HTTP_GATEWAY_TIMEOUT = 504
+
+
+class _BadRequest(Exception):
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+def _error(status: int, message: str, kind: str, *, param: str | None = None, code: str | None = None) -> JSONResponse:
+    """An OpenAI-style error body: {"error": {"message", "type", "param", "code"}}."""
+    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}}, status_code=status)
+
+
+@dataclass
+class _SimState:
+    """The server's mutable counters; touched only from its event loop, so it needs no lock."""
+
+    settings: SimSettings
+    latency: LatencyModel
+    script: deque[str] = field(default_factory=deque)
+    chat_calls: int = 0
+    embedding_calls: int = 0
+    authorized_calls: int = 0
+    bad_requests: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 0))
+
+    @property
+    def calls(self) -> int:
+        return self.chat_calls + self.embedding_calls
+
+    def begin_call(self, request: Request, *, chat: bool) -> tuple[str, float]:
+        """Count one model call; return its fault and latency (seconds), fixed by its index."""
+        latency = self.latency.sample_seconds(stream_rng(self.settings.seed, self.calls, "latency"))
+        if "authorization" in request.headers:
+            self.authorized_calls += 1
+        if not chat:
+            self.embedding_calls += 1
+            return NO_FAULT, latency
+        fault = self.script.popleft() if self.script else drawn_fault(self.settings, self.chat_calls)
+        self.chat_calls += 1
+        if fault != NO_FAULT:
+            self.faults[fault] += 1
+        return fault, latency
+
+    @contextlib.contextmanager
+    def flight(self) -> Iterator[None]:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+
+    def reset(self) -> None:
+        self.script.clear()
+        self.chat_calls = self.embedding_calls = self.authorized_calls = self.bad_requests = 0
+        self.max_in_flight = self.in_flight
+        self.faults = dict.fromkeys(FAULT_KINDS, 0)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls, "chat_calls": self.chat_calls, "embedding_calls": self.embedding_calls,
+            "faults": dict(self.faults), "in_flight": self.in_flight, "max_in_flight": self.max_in_flight,
+            "authorized_calls": self.authorized_calls, "bad_requests": self.bad_requests, "script": list(self.script),
+        }
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise _BadRequest(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise _BadRequest("request body must be a JSON object")
+    return body
+
+
+def _check_chat(body: Mapping[str, Any]) -> None:
+    """Reject what OpenAI would reject, and what the simulator cannot answer (streaming)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _BadRequest("'messages' is required: a non-empty list of {role, content} objects", "messages")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise _BadRequest(f"messages[{index}] must be an object with a string 'role'", f"messages[{index}]")
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = body.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise _BadRequest(f"'{name}' must be a positive integer", name)
+    if body.get("stream"):
+        raise _BadRequest("streaming is not supported by mirror sim-llm; send stream=false", "stream")
+    response_format = body.get("response_format")
+    if response_format is None:
+        return
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind not in ("text", "json_object", "json_schema"):
+        raise _BadRequest("'response_format.type' must be text, json_object or json_schema", "response_format")
+    if kind == "json_schema":
+        wrapper = response_format.get("json_schema")
+        if not isinstance(wrapper, dict) or not isinstance(wrapper.get("schema"), dict):
+            raise _BadRequest("'response_format.json_schema.schema' must be a JSON schema object", "response_format")
+
+
+def _embedding_inputs(body: Mapping[str, Any]) -> list[str]:
+    value = body.get("input")
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        return [json.dumps(value)]  # one input given as token ids
+    if isinstance(value, list) and value and all(isinstance(item, (str, list)) for item in value):
+        return [item if isinstance(item, str) else json.dumps(item) for item in value]
+    raise _BadRequest("'input' is required: a string or a non-empty list of strings", "input")
+
+
+def _model(body: Mapping[str, Any], settings: SimSettings) -> str:
+    """The model a response names: the one asked for (the simulator plays any), else the configured one."""
+    asked = body.get("model")
+    return asked if isinstance(asked, str) and asked else settings.model
+
+
+def create_app(settings: SimSettings) -> Starlette:
+    """The simulator as an ASGI app; the state lives in the app, so two apps never share it."""
+    state = _SimState(settings, parse_latency(settings.latency), script=deque(settings.script))
+
+    async def sleep_or_disconnect(request: Request, seconds: float) -> None:
+        """Hold a `timeout` fault until the hang ends or the client gives up, whichever is first."""
+
+        async def disconnected() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(disconnected(), seconds)
+
+    async def chat_completions(request: Request) -> JSONResponse:
+        try:
+            body = await _json_body(request)
+            _check_chat(body)
+            response = content.chat_completion(body, content.request_digest(body), _model(body, settings))
+        except (_BadRequest, UnsatisfiableSchema) as exc:
+            state.bad_requests += 1
+            param = getattr(exc, "param", "response_format")
+            return _error(HTTP_BAD_REQUEST, str(exc), "invalid_request_error", param=param)
+        fault, latency = state.begin_call(request, chat=True)
+        with state.flight():
+            await asyncio.sleep(latency)
+            if fault == "timeout":
+                await sleep_or_disconnect(request, settings.timeout_hang_s)
+                return _error(HTTP_GATEWAY_TIMEOUT, "the simulated model timed out", "timeout", code="timeout")
+            if fault == "429":
+                return _error(HTTP_TOO_MANY_REQUESTS, "rate limit reached (simulated)", "rate_limit_error",
+                              code="rate_limit_exceeded")
+            if fault == "500":
+                return _error(HTTP_SERVER_ERROR, "the server had an error processing your request (simulated)",
+                              "server_error")
+            text = response["choices"][0]["message"]["content"]
+            if fault == "malformed":
+                response = content.with_content(response, content.garble(text))
+            elif fault == "empty":
+                response = content.with_content(response, "")
+            return JSONResponse(response)
+
+    async def embeddings(request: Request) -> JSONResponse:
+        try:
+            body = await _json_body(request)
+            inputs = _embedding_inputs(body)
+            dimensions = body.get("dimensions", settings.embedding_dim)
+            if isinstance(dimensions, bool) or not isinstance(dimensions, int) or not 1 <= dimensions <= MAX_EMBEDDING_DIM:
+                raise _BadRequest(f"'dimensions' must be an integer in 1..{MAX_EMBEDDING_DIM}", "dimensions")
+            encoding = body.get("encoding_format", "float")
+            if encoding not in ("float", "base64"):
+                raise _BadRequest("'encoding_format' must be float or base64", "encoding_format")
+        except _BadRequest as exc:
+            state.bad_requests += 1
+            return _error(HTTP_BAD_REQUEST, exc.message, "invalid_request_error", param=exc.param)
+        _, latency = state.begin_call(request, chat=False)
+        with state.flight():
+            await asyncio.sleep(latency)
+            data = []
+            for index, text in enumerate(inputs):
+                vector = content.embedding(text, dimensions)
+                encoded: object = vector
+                if encoding == "base64":
+                    encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+                data.append({"object": "embedding", "index": index, "embedding": encoded})
+            tokens = sum(content.estimate_tokens(text) for text in inputs)
+            return JSONResponse({"object": "list", "data": data, "model": _model(body, settings),
+                                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+    async def models(request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [
+            {"id": settings.model, "object": "model", "created": 1_700_000_000, "owned_by": "mirror-sim"}]})
+
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def append_script(request: Request) -> JSONResponse:
+        try:
+            body = await _json_body(request)
+            faults = body.get("faults")
+            if not isinstance(faults, list) or not all(f in (NO_FAULT, *FAULT_KINDS) for f in faults):
+                raise _BadRequest(f"'faults' must be a list of {NO_FAULT}, {', '.join(FAULT_KINDS)}", "faults")
+        except _BadRequest as exc:
+            return _error(HTTP_BAD_REQUEST, exc.message, "invalid_request_error", param=exc.param)
+        state.script.extend(faults)
+        return JSONResponse({"script": list(state.script)})
+
+    async def reset(request: Request) -> JSONResponse:
+        state.reset()
+        return JSONResponse(state.stats())
+
+    async def stats(request: Request) -> JSONResponse:
+        return JSONResponse(state.stats())
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        """Unknown paths and methods answer in OpenAI's error shape too, so clients parse them."""
+        status = exc.status_code if isinstance(exc, HTTPException) else HTTP_SERVER_ERROR
+        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+        return _error(status, f"{request.method} {request.url.path}: {detail}", "invalid_request_error")
+
+    return Starlette(exception_handlers={HTTPException: http_error}, routes=[
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/_sim/script", append_script, methods=["POST"]),
+        Route("/_sim/reset", reset, methods=["POST"]),
+        Route("/_sim/stats", stats, methods=["GET"]),
+    ])
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening socket bound before uvicorn starts, so port 0 yields a known free port."""
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and
+    # without it every response waits ~40 ms for a delayed ACK (Nagle).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise SimServerUnavailable(f"http://{host}:{port}", str(exc), "choose another --host/--port") from exc
+    sock.listen(2048)
+    return sock
+
+
+def _uvicorn_config(settings: SimSettings, log_level: str, *, access_log: bool) -> uvicorn.Config:
+    # log_config=None keeps Mirror's logging setup instead of uvicorn's own handlers.
+    return uvicorn.Config(create_app(settings), log_config=None, log_level=log_level.lower(), access_log=access_log,
+                          lifespan="off", timeout_graceful_shutdown=1.0)
+
+
+class SimLLMServer:
+    """The simulator on a free loopback port, served by uvicorn in a background thread.
+
+    `start()` returns once `/healthz` answers; `stop()` waits for the thread (in-flight requests
+    get at most a second). Both are synchronous and quick, so async tests may call them too.
+    """
+
+    def __init__(self, settings: SimSettings | None = None, *, host: str = "127.0.0.1", port: int = 0,
+                 start_timeout: float = 10.0, log_level: str = "warning", access_log: bool = False) -> None:
+        self.settings = settings if settings is not None else SimSettings()
+        self.host = host
+        self.port = port
+        self.start_timeout = start_timeout
+        self.log_level = log_level
+        self.access_log = access_log
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self._admin: httpx.Client | None = None  # one client: building one per call costs ~30 ms
+
+    @property
+    def url(self) -> str:
+        """The root, e.g. http://127.0.0.1:40123 (admin endpoints live under it)."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """What an OpenAI client takes as its base URL: the root plus /v1."""
+        return f"{self.url}/v1"
+
+    def start(self) -> SimLLMServer:
+        if self._thread is not None:
+            return self
+        self._socket = bind_socket(self.host, self.port)
+        self.port = self._socket.getsockname()[1]
+        self._server = uvicorn.Server(_uvicorn_config(self.settings, self.log_level, access_log=self.access_log))
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
+                                        name=f"mirror-sim-llm-{self.port}", daemon=True)
+        self._thread.start()
+        self._admin = httpx.Client(base_url=self.url, timeout=5.0)
+        self._wait_healthy(self._admin)
+        return self
+
+    def _wait_healthy(self, client: httpx.Client) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        last_error = "no answer yet"
+        while time.monotonic() < deadline:
+            if self._thread is None or not self._thread.is_alive():
+                self.stop()
+                raise SimServerUnavailable(self.url, "the server thread exited", "see the log above")
+            try:
+                if client.get("/healthz", timeout=0.5).status_code == 200:
+                    return
+            except httpx.TransportError as exc:
+                last_error = repr(exc)
+            time.sleep(0.01)
+        self.stop()
+        raise SimServerUnavailable(self.url, f"no /healthz answer within {self.start_timeout}s ({last_error})",
+                                   "raise start_timeout on a slow machine")
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("mirror sim-llm at %s did not stop within %.1fs", self.url, timeout)
+        if self._socket is not None:
+            self._socket.close()
+        if self._admin is not None:
+            self._admin.close()
+        self._server = self._thread = self._socket = self._admin = None
+
+    def _admin_client(self) -> httpx.Client:
+        if self._admin is None:
+            raise SimServerUnavailable(self.url, "the server is not running", "call start() first")
+        return self._admin
+
+    def stats(self) -> dict[str, Any]:
+        """GET /_sim/stats."""
+        return self._admin_client().get("/_sim/stats").raise_for_status().json()
+
+    def script(self, *faults: str) -> list[str]:
+        """POST /_sim/script: the next chat calls get these faults ("ok" for none), in order."""
+        return self._admin_client().post("/_sim/script", json={"faults": list(faults)}).raise_for_status().json()["script"]
+
+    def reset(self) -> dict[str, Any]:
+        """POST /_sim/reset: zero the counters, drop the script, restart the fault sequence."""
+        return self._admin_client().post("/_sim/reset").raise_for_status().json()
+
+    def __enter__(self) -> SimLLMServer:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.stop()

@@ -1,0 +1,141 @@
+"""Errors of the cognition layer.
+
+    MirrorError
+    └── CognitionError
+        └── LLMError                     a call to the language model did not give a usable answer
+            ├── LLMUnavailable           connection failures, 5xx, or retries exhausted
+            │   ├── LLMTimeout           the last attempt timed out
+            │   └── LLMRateLimited       the last attempt was answered 429 Too Many Requests
+            ├── LLMRequestRejected       a 4xx other than 429: the request itself is wrong (never retried)
+            ├── LLMBadResponse           a 2xx whose envelope is unreadable, or whose content is empty
+            └── StructuredOutputError    content that is not the requested JSON object
+        PromptSetError                   a prompt-set directory is missing, incomplete or malformed
+
+``LLMTimeout`` and ``LLMRateLimited`` are kinds of ``LLMUnavailable``: all three are raised only
+after the client has spent its retries, so ``except LLMUnavailable`` catches "the model could not
+be reached" whatever the last failure was, and the subclass says which.
+
+No message, attribute or ``repr`` here ever holds an API key; text that came from the provider is
+passed through :func:`redact` by the adapter before it reaches an error.
+"""
+
+from __future__ import annotations
+
+from mirror.events.errors import MirrorError
+
+MAX_CONTENT_IN_ERROR = 2000
+"""How much raw model output a :class:`StructuredOutputError` keeps (characters)."""
+EXCERPT_IN_MESSAGE = 200
+"""How much raw model output or provider text appears in an error's message (characters)."""
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with every occurrence of ``secret`` replaced, for provider messages that echo keys."""
+    if secret:
+        return text.replace(secret, "***")
+    return text
+
+
+def excerpt(text: str, limit: int = EXCERPT_IN_MESSAGE) -> str:
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+class CognitionError(MirrorError):
+    """Something went wrong deciding what to think."""
+
+
+class LLMError(CognitionError):
+    """A call to the language model did not give a usable answer."""
+
+
+class LLMUnavailable(LLMError):
+    """The model could not be reached: connection errors, 5xx answers, and every retry spent."""
+
+    def __init__(
+        self,
+        base_url: str,
+        attempts: int,
+        detail: str,
+        hint: str = "check that the server is running and reachable, or raise max_retries",
+    ) -> None:
+        self.base_url = base_url
+        self.attempts = attempts
+        self.detail = detail
+        super().__init__(f"LLM at {base_url} unavailable after {attempts} attempt(s): {detail}; {hint}")
+
+
+class LLMTimeout(LLMUnavailable):
+    """The last attempt did not finish within the client's timeout."""
+
+    def __init__(self, base_url: str, attempts: int, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        super().__init__(
+            base_url, attempts, f"timed out after {timeout_s:g}s", "raise timeout_s for slow models or long answers"
+        )
+
+
+class LLMRateLimited(LLMUnavailable):
+    """The provider kept answering 429; lower max_concurrency or wait for the quota to refill."""
+
+    def __init__(self, base_url: str, attempts: int, detail: str) -> None:
+        super().__init__(
+            base_url, attempts, f"rate limited (429): {detail}", "lower max_concurrency or raise the provider's quota"
+        )
+
+
+class LLMRequestRejected(LLMError):
+    """The provider refused the request (a 4xx other than 429); retrying would not help."""
+
+    def __init__(self, base_url: str, status: int, provider_message: str) -> None:
+        self.base_url = base_url
+        self.status = status
+        self.provider_message = provider_message
+        super().__init__(
+            f"LLM at {base_url} rejected the request with {status}: {excerpt(provider_message)}; "
+            "check the model name, parameters and API key"
+        )
+
+
+class LLMBadResponse(LLMError):
+    """The provider answered 2xx, but with an envelope we cannot read or with empty content."""
+
+    def __init__(self, detail: str, *, base_url: str | None = None) -> None:
+        self.base_url = base_url
+        self.detail = detail
+        where = f" at {base_url}" if base_url else ""
+        super().__init__(f"LLM{where} gave an unusable response: {detail}; check the server's logs and model")
+
+
+class StructuredOutputError(LLMError):
+    """The content is not a JSON object matching the requested schema; nothing was guessed.
+
+    ``content`` keeps the raw output (truncated to :data:`MAX_CONTENT_IN_ERROR` characters) so a
+    failure can be recorded and inspected; ``path`` locates the offending value (``$.a[0].b``).
+    """
+
+    def __init__(self, reason: str, content: str, *, path: str = "$", schema_name: str | None = None) -> None:
+        self.reason = reason
+        self.path = path
+        self.schema_name = schema_name
+        self.content = content[:MAX_CONTENT_IN_ERROR]
+        what = f"schema {schema_name!r}" if schema_name else "a JSON object"
+        super().__init__(
+            f"model output does not match {what} at {path}: {reason}; output was {excerpt(content)!r}. "
+            "Tighten the prompt or use structured_output='json_schema' with a server that enforces it"
+        )
+
+
+__all__ = [
+    "CognitionError",
+    "LLMError",
+    "LLMUnavailable",
+    "LLMTimeout",
+    "LLMRateLimited",
+    "LLMRequestRejected",
+    "LLMBadResponse",
+    "StructuredOutputError",
+]
+
+
+class PromptSetError(CognitionError):
+    """A prompt-set directory is missing, incomplete, or has a template that cannot be filled."""

@@ -1,0 +1,150 @@
+"""The LLM port: what cognition asks of a language model, whatever serves it.
+
+Adapters: :class:`mirror.cognition.openai_client.OpenAIChatClient` (any OpenAI-compatible HTTP
+API) and, for replay, recorded responses looked up by :meth:`ChatRequest.fingerprint`.
+
+Invariant: the fingerprint covers exactly what reaches the model — messages, model,
+temperature, max_tokens, JSON schema and seed — so two requests with equal fingerprints are the
+same question. ``prompt_set`` is a label for humans and forks, and API keys live in the adapter's
+settings; neither is part of a request's identity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from mirror.events.payloads import Provenance
+from mirror.projections.monologue import estimate_tokens
+
+Role = Literal["system", "user", "assistant"]
+ROLES: frozenset[str] = frozenset({"system", "user", "assistant"})
+
+
+def canonical_json(value: object) -> str:
+    """Sorted keys, no whitespace, unicode kept: one text per value, for hashing."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _thaw(value: Any) -> Any:
+    """A plain, deep copy of a JSON-like value (mappings become dicts, sequences lists)."""
+    if isinstance(value, Mapping):
+        return {str(key): _thaw(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_thaw(item) for item in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: Role
+    content: str
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"chat message role {self.role!r} is not one of {sorted(ROLES)}")
+        if not isinstance(self.content, str):
+            raise TypeError(f"chat message content must be str, got {type(self.content).__name__}")
+
+    def as_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True, slots=True)
+class JsonSchema:
+    """A named JSON schema the answer must match (OpenAI ``response_format.json_schema``).
+
+    The schema is copied on construction, so changing the caller's dict later changes neither
+    what is sent nor the request's fingerprint.
+    """
+
+    name: str
+    schema: Mapping[str, Any] = field(hash=False)
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("a JSON schema needs a name (OpenAI requires one)")
+        copied = _thaw(self.schema)
+        canonical_json(copied)  # fails early on values JSON cannot carry
+        object.__setattr__(self, "schema", MappingProxyType(copied))
+
+    def as_dict(self) -> dict[str, Any]:
+        return _thaw(self.schema)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    messages: tuple[ChatMessage, ...]
+    model: str
+    temperature: float = 0.7
+    max_tokens: int = 3000
+    json_schema: JsonSchema | None = None
+    prompt_set: str = ""
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.messages, tuple):
+            object.__setattr__(self, "messages", tuple(self.messages))
+        if not self.messages:
+            raise ValueError("a chat request needs at least one message")
+        if not self.model:
+            raise ValueError("a chat request needs a model name")
+        if not 0 <= self.temperature <= 2:
+            raise ValueError(f"temperature {self.temperature} is outside [0, 2]")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {self.max_tokens}")
+
+    def identity(self) -> dict[str, Any]:
+        """Everything that reaches the model, as plain JSON values."""
+        return {
+            "messages": [message.as_dict() for message in self.messages],
+            "model": self.model,
+            "temperature": float(self.temperature),
+            "max_tokens": int(self.max_tokens),
+            "json_schema": (
+                None
+                if self.json_schema is None
+                else {"name": self.json_schema.name, "schema": self.json_schema.as_dict()}
+            ),
+            "seed": self.seed,
+        }
+
+    def fingerprint(self) -> str:
+        """sha256 hex of the canonical JSON of :meth:`identity`; what replay looks responses up by."""
+        return hashlib.sha256(canonical_json(self.identity()).encode("utf-8")).hexdigest()
+
+    def prompt_text(self) -> str:
+        return "\n".join(message.content for message in self.messages)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResponse:
+    """The model's answer and where it came from; ``provenance.response`` equals ``content``."""
+
+    content: str
+    provenance: Provenance
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A language model. Adapters translate their backend's failures into ``LLMError``s."""
+
+    async def chat(self, request: ChatRequest) -> ChatResponse: ...
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+__all__ = [
+    "Role",
+    "ChatMessage",
+    "JsonSchema",
+    "ChatRequest",
+    "ChatResponse",
+    "LLM",
+    "canonical_json",
+    "estimate_tokens",
+]

@@ -1,0 +1,353 @@
+"""httpx adapter of the LLM port for OpenAI-compatible APIs (vLLM, Ollama, llama.cpp, hosted).
+
+One :class:`httpx.AsyncClient` per adapter, its connection pool sized to ``max_concurrency``,
+and a semaphore of the same size held around each HTTP attempt (not around backoff sleeps), so
+no more than ``max_concurrency`` requests are ever in flight to the provider.
+
+Retries (tenacity, exponential backoff with jitter) cover what may succeed later: 429, 5xx,
+timeouts and connection errors. A 429's ``Retry-After`` is honoured, capped at
+``backoff_max_s``. Any other 4xx is the request's fault and is raised at once as
+:class:`LLMRequestRejected`. When the retries are spent the last failure is raised as
+:class:`LLMTimeout`, :class:`LLMRateLimited` or :class:`LLMUnavailable`.
+
+The API key is sent as a bearer token and appears nowhere else: not in ``repr``, log lines,
+provenance or error messages (provider text is redacted before it reaches an error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http import HTTPStatus
+from typing import Any, Literal
+
+import httpx
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+from mirror.events.payloads import Provenance
+
+from .errors import (
+    LLMBadResponse,
+    LLMRateLimited,
+    LLMRequestRejected,
+    LLMTimeout,
+    LLMUnavailable,
+    excerpt,
+    redact,
+)
+from .llm import ChatRequest, ChatResponse, estimate_tokens
+from .structured import chat_json
+
+log = logging.getLogger(__name__)
+
+StructuredOutputMode = Literal["json_schema", "json_object", "none"]
+CHAT_PATH = "chat/completions"
+EMBEDDINGS_PATH = "embeddings"
+HEADER_AUTHORIZATION = "Authorization"
+HEADER_RETRY_AFTER = "Retry-After"
+
+
+@dataclass(frozen=True, slots=True)
+class LLMSettings:
+    """Where the model is served and how hard to try. ``base_url`` ends in ``/v1``.
+
+    ``model`` is the default model: :meth:`OpenAIChatClient.embed` uses it, and callers build
+    :class:`ChatRequest`s with it (a request's own ``model`` is what is sent, since it is part of
+    the request's fingerprint). ``structured_output`` says how a request's JSON schema is passed:
+    ``json_schema`` (strict schema, vLLM/OpenAI/llama.cpp), ``json_object`` (JSON mode only) or
+    ``none`` (rely on the prompt; :func:`parse_json_object` still validates).
+    """
+
+    base_url: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    timeout_s: float = 60
+    connect_timeout_s: float = 5
+    max_retries: int = 4
+    backoff_initial_s: float = 0.2
+    backoff_max_s: float = 5
+    max_concurrency: int = 16
+    structured_output: StructuredOutputMode = "json_schema"
+
+    def __post_init__(self) -> None:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url {self.base_url!r} must start with http:// or https://")
+        if self.max_retries < 0 or self.max_concurrency < 1:
+            raise ValueError("max_retries must be >= 0 and max_concurrency >= 1")
+        if self.structured_output not in ("json_schema", "json_object", "none"):
+            raise ValueError(f"structured_output {self.structured_output!r} is not json_schema, json_object or none")
+
+
+class _Transient(Exception):
+    """One failed attempt that may succeed if repeated; translated to a public error at the end."""
+
+    def __init__(
+        self,
+        kind: Literal["timeout", "rate_limited", "server", "connection"],
+        detail: str,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+        self.retry_after_s = retry_after_s
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP-date), or ``None``."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
+
+
+class OpenAIChatClient:
+    """The LLM port over an OpenAI-compatible HTTP API.
+
+    Counters (since construction): ``calls`` — chat and embed calls made, ``retries`` — extra
+    attempts after a transient failure (so HTTP requests sent = calls + retries),
+    ``prompt_tokens`` and ``completion_tokens`` — as reported by the provider, or estimated
+    with :func:`estimate_tokens` when it reports no usage.
+    """
+
+    def __init__(self, settings: LLMSettings, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.settings = settings
+        headers = {HEADER_AUTHORIZATION: f"Bearer {settings.api_key}"} if settings.api_key else {}
+        self._http = httpx.AsyncClient(
+            base_url=settings.base_url,
+            headers=headers,
+            timeout=httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
+            limits=httpx.Limits(
+                max_connections=settings.max_concurrency,
+                max_keepalive_connections=settings.max_concurrency,
+            ),
+            transport=transport,
+        )
+        self._slots = asyncio.Semaphore(settings.max_concurrency)
+        self._backoff = wait_exponential_jitter(
+            multiplier=settings.backoff_initial_s, max=settings.backoff_max_s, jitter=settings.backoff_initial_s
+        )
+        self.calls = 0
+        self.retries = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIChatClient(base_url={self.settings.base_url!r}, model={self.settings.model!r}, "
+            f"max_concurrency={self.settings.max_concurrency}, calls={self.calls}, retries={self.retries})"
+        )
+
+    @property
+    def model(self) -> str:
+        return self.settings.model
+
+    async def __aenter__(self) -> OpenAIChatClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # --- the port -------------------------------------------------------------------------
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        self.calls += 1
+        mode = self._structured_mode(request)
+        started = time.perf_counter()
+        envelope = await self._post_with_retries(CHAT_PATH, self._chat_body(request, mode))
+        latency_ms = (time.perf_counter() - started) * 1000
+        content = self._content_of(envelope)
+        prompt_tokens, completion_tokens = self._usage_of(envelope, request, content)
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        parameters: dict[str, float | int | str] = {
+            "temperature": float(request.temperature),
+            "max_tokens": request.max_tokens,
+            "structured_output": mode,
+        }
+        if request.seed is not None:
+            parameters["seed"] = request.seed
+        provenance = Provenance(
+            model=request.model,
+            prompt_set=request.prompt_set,
+            request_fingerprint=request.fingerprint(),
+            parameters=parameters,
+            latency_ms=latency_ms,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            response=content,
+        )
+        return ChatResponse(content=content, provenance=provenance)
+
+    async def chat_json(self, request: ChatRequest) -> tuple[dict[str, Any], ChatResponse]:
+        """:meth:`chat`, then the answer read as the request's JSON schema (see :func:`chat_json`)."""
+        return await chat_json(self, request)
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        self.calls += 1
+        envelope = await self._post_with_retries(EMBEDDINGS_PATH, {"model": self.settings.model, "input": list(texts)})
+        try:
+            rows = sorted(envelope["data"], key=lambda row: row["index"])
+            vectors = [[float(number) for number in row["embedding"]] for row in rows]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LLMBadResponse(f"embeddings envelope without data[].embedding ({exc!r})",
+                                 base_url=self.settings.base_url) from exc
+        if len(vectors) != len(texts):
+            raise LLMBadResponse(f"asked for {len(texts)} embeddings, got {len(vectors)}",
+                                 base_url=self.settings.base_url)
+        usage = envelope.get("usage")
+        tokens = usage.get("prompt_tokens") if isinstance(usage, Mapping) else None
+        self.prompt_tokens += tokens if isinstance(tokens, int) else sum(estimate_tokens(text) for text in texts)
+        return vectors
+
+    # --- request and response shapes ------------------------------------------------------
+
+    def _structured_mode(self, request: ChatRequest) -> StructuredOutputMode:
+        return "none" if request.json_schema is None else self.settings.structured_output
+
+    @staticmethod
+    def _chat_body(request: ChatRequest, mode: StructuredOutputMode) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": [message.as_dict() for message in request.messages],
+            "temperature": request.temperature,
+            "max_tokens": request.max_tokens,
+        }
+        if request.seed is not None:
+            body["seed"] = request.seed
+        if request.json_schema is not None and mode == "json_schema":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": request.json_schema.name, "schema": request.json_schema.as_dict(), "strict": True},
+            }
+        elif request.json_schema is not None and mode == "json_object":
+            body["response_format"] = {"type": "json_object"}
+        return body
+
+    def _content_of(self, envelope: Mapping[str, Any]) -> str:
+        try:
+            content = envelope["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise LLMBadResponse(f"no choices[0].message.content in {excerpt(str(envelope))}",
+                                 base_url=self.settings.base_url) from exc
+        if content is not None and not isinstance(content, str):
+            raise LLMBadResponse(f"content is {type(content).__name__}, not text", base_url=self.settings.base_url)
+        if not content or not content.strip():
+            raise LLMBadResponse("the model returned empty content (is max_tokens too small?)",
+                                 base_url=self.settings.base_url)
+        return content
+
+    @staticmethod
+    def _usage_of(envelope: Mapping[str, Any], request: ChatRequest, content: str) -> tuple[int, int]:
+        usage = envelope.get("usage")
+        usage = usage if isinstance(usage, Mapping) else {}
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if not isinstance(prompt, int) or isinstance(prompt, bool) or prompt <= 0:
+            prompt = estimate_tokens(request.prompt_text())
+        if not isinstance(completion, int) or isinstance(completion, bool) or completion <= 0:
+            completion = estimate_tokens(content)
+        return prompt, completion
+
+    # --- transport, retries, translation --------------------------------------------------
+
+    async def _post_with_retries(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.settings.max_retries + 1),
+            wait=self._wait,
+            retry=retry_if_exception_type(_Transient),
+            before_sleep=self._before_sleep,
+            reraise=True,
+        )
+        try:
+            return await retrying(self._post_once, path, body)
+        except _Transient as failure:
+            raise self._exhausted(failure, retrying.statistics.get("attempt_number", 1)) from failure
+
+    async def _post_once(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        settings = self.settings
+        async with self._slots:
+            try:
+                async with asyncio.timeout(settings.timeout_s):
+                    response = await self._http.post(path, json=body)
+            except (httpx.TimeoutException, TimeoutError) as exc:
+                raise _Transient("timeout", f"no answer within {settings.timeout_s:g}s") from exc
+            except httpx.TransportError as exc:
+                raise _Transient("connection", f"{type(exc).__name__}: {redact(str(exc), settings.api_key)}") from exc
+        status = response.status_code
+        if status == HTTPStatus.TOO_MANY_REQUESTS:
+            retry_after = parse_retry_after(response.headers.get(HEADER_RETRY_AFTER))
+            raise _Transient("rate_limited", self._provider_message(response), retry_after)
+        if status >= HTTPStatus.INTERNAL_SERVER_ERROR:
+            raise _Transient("server", f"{status}: {self._provider_message(response)}")
+        if not response.is_success:
+            raise LLMRequestRejected(settings.base_url, status, self._provider_message(response))
+        try:
+            envelope = response.json()
+        except ValueError as exc:
+            raise LLMBadResponse(f"body is not JSON: {excerpt(response.text)!r}", base_url=settings.base_url) from exc
+        if not isinstance(envelope, dict):
+            raise LLMBadResponse(f"body is JSON {type(envelope).__name__}, not an object", base_url=settings.base_url)
+        return envelope
+
+    def _provider_message(self, response: httpx.Response) -> str:
+        """The provider's own words (OpenAI ``error.message`` or the body), with the key redacted."""
+        message = response.text
+        try:
+            error = response.json().get("error")
+        except (ValueError, AttributeError):
+            error = None
+        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+            message = error["message"]
+        elif isinstance(error, str):
+            message = error
+        return excerpt(redact(message.strip() or response.reason_phrase, self.settings.api_key))
+
+    def _wait(self, state: RetryCallState) -> float:
+        failure = state.outcome.exception() if state.outcome else None
+        if isinstance(failure, _Transient) and failure.retry_after_s is not None:
+            return min(failure.retry_after_s, self.settings.backoff_max_s)
+        return self._backoff(state)
+
+    def _before_sleep(self, state: RetryCallState) -> None:
+        self.retries += 1
+        failure = state.outcome.exception() if state.outcome else None
+        log.warning(
+            "LLM %s attempt %d/%d failed (%s: %s); retrying in %.2fs",
+            self.settings.base_url,
+            state.attempt_number,
+            self.settings.max_retries + 1,
+            getattr(failure, "kind", "error"),
+            getattr(failure, "detail", failure),
+            state.upcoming_sleep,
+        )
+
+    def _exhausted(self, failure: _Transient, attempts: int) -> LLMUnavailable:
+        base_url = self.settings.base_url
+        if failure.kind == "timeout":
+            return LLMTimeout(base_url, attempts, self.settings.timeout_s)
+        if failure.kind == "rate_limited":
+            return LLMRateLimited(base_url, attempts, failure.detail)
+        return LLMUnavailable(base_url, attempts, failure.detail)
+
+
+__all__ = ["LLMSettings", "OpenAIChatClient", "StructuredOutputMode", "parse_retry_after"]
