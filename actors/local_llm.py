@@ -30,6 +30,11 @@ from .errors import LocalModelUnavailable
 log = logging.getLogger(__name__)
 
 LOCAL_MODEL_NAME = "gemma-3-270m-q4_k_m"
+STRUCTURED_OUTPUT = "json_object_schema"
+"""How llama-cpp-python's server takes a JSON schema (it becomes a grammar)."""
+LOCAL_TALKER_MAX_TOKENS = 256
+"""A base model of this size rambles until the limit; short replies keep a turn in seconds."""
+LOCAL_THINKER_MAX_TOKENS = 512
 
 
 def local_model_installed() -> bool:
@@ -83,7 +88,7 @@ class LocalLLMServer:
         path = model_path()
         command = [
             sys.executable, "-m", "llama_cpp.server",
-            "--model", str(path), "--model_alias", LOCAL_MODEL_NAME,
+            "--model", str(path), "--model_alias", LOCAL_MODEL_NAME, "--chat_format", "gemma",
             "--host", self.settings.host, "--port", str(self.port),
             "--n_ctx", str(self.settings.context_tokens), "--n_threads", str(self.settings.threads),
         ]

@@ -48,7 +48,9 @@ MONOLOGUE_SCHEMA = JsonSchema(
     {
         "type": "object",
         "properties": {
-            name: {"type": "string", "minLength": 1, "maxLength": THREAD_MAX_CHARS}
+            # No maxLength: llama.cpp turns it into a grammar rule repeated that many times,
+            # which its parser refuses; the length is checked after parsing instead.
+            name: {"type": "string", "minLength": 1}
             for name in ("reasoning", "memory", "goal")
         },
         "required": ["reasoning", "memory", "goal"],
@@ -247,6 +249,8 @@ async def think(
             threads = Threads(*(str(fields[name]).strip() for name in ("reasoning", "memory", "goal")))
             if not all((threads.reasoning, threads.memory, threads.goal)):
                 raise UnusableOutput("a monologue thread is empty")
+            if max(map(len, (threads.reasoning, threads.memory, threads.goal))) > THREAD_MAX_CHARS:
+                raise UnusableOutput(f"a monologue thread is longer than {THREAD_MAX_CHARS} characters")
         except LLMError as exc:
             return Thinking(turn, (_failure("monologue", exc, attempt, turn),))
         thoughts.append(Thought(Monologue(threads.reasoning, threads.memory, threads.goal), response.provenance))

@@ -45,7 +45,7 @@ from .structured import chat_json
 
 log = logging.getLogger(__name__)
 
-StructuredOutputMode = Literal["json_schema", "json_object", "none"]
+StructuredOutputMode = Literal["json_schema", "json_object_schema", "json_object", "none"]
 CHAT_PATH = "chat/completions"
 EMBEDDINGS_PATH = "embeddings"
 HEADER_AUTHORIZATION = "Authorization"
@@ -59,7 +59,9 @@ class LLMSettings:
     ``model`` is the default model: :meth:`OpenAIChatClient.embed` uses it, and callers build
     :class:`ChatRequest`s with it (a request's own ``model`` is what is sent, since it is part of
     the request's fingerprint). ``structured_output`` says how a request's JSON schema is passed:
-    ``json_schema`` (strict schema, vLLM/OpenAI/llama.cpp), ``json_object`` (JSON mode only) or
+    ``json_schema`` (strict schema: OpenAI, vLLM, llama.cpp's own server), ``json_object_schema``
+    (``{"type": "json_object", "schema": …}``, as llama-cpp-python's server takes it, where the
+    schema becomes a grammar), ``json_object`` (JSON mode only) or
     ``none`` (rely on the prompt; :func:`parse_json_object` still validates).
     """
 
@@ -79,8 +81,10 @@ class LLMSettings:
             raise ValueError(f"base_url {self.base_url!r} must start with http:// or https://")
         if self.max_retries < 0 or self.max_concurrency < 1:
             raise ValueError("max_retries must be >= 0 and max_concurrency >= 1")
-        if self.structured_output not in ("json_schema", "json_object", "none"):
-            raise ValueError(f"structured_output {self.structured_output!r} is not json_schema, json_object or none")
+        if self.structured_output not in ("json_schema", "json_object_schema", "json_object", "none"):
+            raise ValueError(
+                f"structured_output {self.structured_output!r} is not json_schema, json_object_schema, json_object or none"
+            )
 
 
 class _Transient(Exception):
@@ -240,6 +244,8 @@ class OpenAIChatClient:
                 "type": "json_schema",
                 "json_schema": {"name": request.json_schema.name, "schema": request.json_schema.as_dict(), "strict": True},
             }
+        elif request.json_schema is not None and mode == "json_object_schema":
+            body["response_format"] = {"type": "json_object", "schema": request.json_schema.as_dict()}
         elif request.json_schema is not None and mode == "json_object":
             body["response_format"] = {"type": "json_object"}
         return body
