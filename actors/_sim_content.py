@@ -125,13 +125,17 @@ def chat_completion(body: Mapping[str, Any], digest: bytes, model: str) -> dict[
     """The whole `chat.completion` object for a validated request: a pure function of both.
 
     JSON answers are never cut to `max_tokens`: a truncated instance would not validate, and
-    truncation is what the `malformed` fault is for.
+    truncation is what the `malformed` fault is for. A `json_object` format that carries a
+    `schema` (llama-cpp-python's form, where the schema becomes a grammar) is answered like
+    `json_schema`.
     """
     rng = rng_for(digest)
     response_format = body.get("response_format") or {"type": "text"}
     finish_reason = "stop"
     if response_format["type"] == "json_schema":
         content = json.dumps(instance(response_format["json_schema"]["schema"], rng), ensure_ascii=False)
+    elif response_format["type"] == "json_object" and "schema" in response_format:
+        content = json.dumps(instance(response_format["schema"], rng), ensure_ascii=False)
     elif response_format["type"] == "json_object":
         content = json.dumps(json_object(rng), ensure_ascii=False)
     else:
@@ -159,16 +163,35 @@ def with_content(response: dict[str, Any], content: str, *, prompt_tokens: int |
     return {**response, "choices": [choice], "usage": usage}
 
 
+def without_usage(response: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `response` with no `usage` field, as some OpenAI-compatible servers answer."""
+    return {key: value for key, value in response.items() if key != "usage"}
+
+
+def _text_of(content: object) -> str:
+    """The text of one message's content: a string, or the text parts of a part list joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return ""
+
+
+def last_user_text(messages: list[Mapping[str, Any]]) -> str:
+    """The text of the last `user` message ("" when there is none): what `echo_error` repeats."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return _text_of(message.get("content"))
+    return ""
+
+
 def prompt_characters(messages: list[Mapping[str, Any]]) -> int:
     """Characters of text in the messages: string contents and the text parts of part lists."""
-    total = 0
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            total += len(content)
-        elif isinstance(content, list):
-            total += sum(len(part.get("text", "")) for part in content if isinstance(part, Mapping))
-    return total
+    return sum(len(_text_of(message.get("content"))) for message in messages)
+
+
+GARBAGE_BODY = "<html><body><h1>502 Bad Gateway</h1><p>mirror sim-llm: a proxy's page, not JSON</p></body></html>"
+"""What a `garbage` fault answers with HTTP 200: a body no JSON parser accepts."""
 
 
 def garble(content: str) -> str:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from .errors import InvalidSimSetting
 
-FAULT_KINDS = ("429", "500", "timeout", "malformed", "empty")
+# What each fault does to a chat call is described in sim_llm's docstring.
+FAULT_KINDS = ("429", "500", "timeout", "malformed", "empty", "garbage", "no_choices", "no_usage", "echo_error")
 NO_FAULT = "ok"
 MAX_EMBEDDING_DIM = 8192
 _LATENCY_FORMS = "fixed:MS, uniform:LO,HI or lognormal:MEDIAN_MS,SIGMA (milliseconds), e.g. fixed:50"
@@ -78,6 +79,7 @@ class SimSettings:
     script: tuple[str, ...] = ()
     seed: int = 0
     timeout_hang_s: float = 30.0  # how long a `timeout` fault holds the request before its 504
+    retry_after_s: float | None = None  # when set, `429` faults carry a Retry-After header saying this
     model: str = "mirror-sim"
     embedding_dim: int = 64
 
@@ -95,6 +97,8 @@ class SimSettings:
                 raise InvalidSimSetting("script entry", entry, f"one of {NO_FAULT}, {', '.join(FAULT_KINDS)}")
         if not (math.isfinite(self.timeout_hang_s) and self.timeout_hang_s >= 0):
             raise InvalidSimSetting("timeout_hang_s", self.timeout_hang_s, "a finite number of seconds >= 0")
+        if self.retry_after_s is not None and not (math.isfinite(self.retry_after_s) and self.retry_after_s >= 0):
+            raise InvalidSimSetting("retry_after_s", self.retry_after_s, "None or a finite number of seconds >= 0")
         if not self.model:
             raise InvalidSimSetting("model", self.model, "a non-empty model name")
         if not 1 <= self.embedding_dim <= MAX_EMBEDDING_DIM:

@@ -5,7 +5,8 @@
         ├── InvalidSimSetting        a `mirror sim-llm` setting that cannot be parsed (also a ValueError)
         ├── SimServerUnavailable     the simulated LLM server could not listen or did not come up
         ├── UnsatisfiableSchema      a response_format schema no instance can satisfy (also a ValueError)
-        └── LocalModelUnavailable    the offline llama.cpp model is missing or did not start
+        ├── LocalModelUnavailable    the offline llama.cpp model is missing or did not start
+        └── Fenced                   a conversation lost the single-writer fence and stopped
 
 Every error names the setting or address it is about and says how to fix the problem.
 """
@@ -49,3 +50,13 @@ class UnsatisfiableSchema(ActorError, ValueError):
 
 class LocalModelUnavailable(ActorError):
     """The offline llama.cpp model is not installed or its server did not come up (see local_llm)."""
+
+
+class Fenced(ActorError):
+    """This conversation lost the single-writer fence: another writer appended. It stops for
+    good and a new one must reload the conversation; it never forks the sequence."""
+
+    def __init__(self, key: object, detail: str) -> None:
+        self.key = key
+        self.detail = detail
+        super().__init__(f"conversation {key} is fenced off and stopped: {detail}; reload it to continue")

@@ -4,7 +4,7 @@ Why it exists: no model provider is reachable from tests and benchmarks, and a r
 neither deterministic nor free. This is the one permitted stand-in, and it is a real HTTP
 server, so the client under test runs its real transport, timeouts and retries.
 
-Endpoints (all JSON):
+Endpoints (all JSON, save for the `garbage` fault):
 
     POST /v1/chat/completions   OpenAI request and response shape (one choice, no streaming)
     POST /v1/embeddings         unit vectors from a hashed bag of words (`dimensions` honoured)
@@ -13,7 +13,27 @@ Endpoints (all JSON):
     POST /_sim/script           {"faults": ["429", "ok", ...]} appended to the fault script
     POST /_sim/reset            clear counters and script; the fault sequence starts again
     GET  /_sim/stats            calls, chat_calls, embedding_calls, faults, in_flight,
-                                max_in_flight, authorized_calls, bad_requests, script
+                                max_in_flight, authorized_calls, bad_requests, script,
+                                response_formats, last_response_format
+
+`response_formats` counts the chat calls by the `response_format.type` they sent ("none" when
+they sent no `response_format`), so its values add up to `chat_calls`; `last_response_format`
+is the last chat call's `response_format` exactly as received (null when absent). Together they
+let a test see what a client sends for structured output.
+
+Faults (by `--script`/`/_sim/script` or `--fault KIND=RATE`), each taken by one chat call:
+
+    429         HTTP 429 rate_limit_error, with `Retry-After` when settings.retry_after_s is set
+    500         HTTP 500 server_error
+    timeout     holds the request for timeout_hang_s (or until the client leaves), then HTTP 504
+    malformed   HTTP 200 whose content is cut short: not valid JSON, even for a JSON format
+    empty       HTTP 200 whose content is ""
+    garbage     HTTP 200 whose body is not JSON at all (an HTML page, as a misrouted proxy sends)
+    no_choices  HTTP 200 whose envelope has `"choices": []` (as a content filter answers)
+    no_usage    HTTP 200, the normal completion without its `usage` field
+    echo_error  HTTP 400 invalid_request_error whose message repeats the last user message's
+                text, as providers quote what they reject; lets a test check that a client
+                redacts secrets from provider text. Headers are never echoed.
 
 Invariants:
 
@@ -22,15 +42,18 @@ Invariants:
   content (and id and `created`) from any server with any settings.
 - Faults and latency are a pure function of (settings, call index): the script is consumed
   first, then a PRNG seeded by (seed, index) draws from `fault_rates`. Only chat completions
-  take faults; every model call (chat or embeddings) takes latency. Bad requests (400) take
-  neither and do not advance the index.
-- The Authorization header is only ever tested for presence: never logged, stored or echoed.
+  take faults; every model call (chat or embeddings) takes latency. Bad requests (400s for
+  requests the simulator cannot answer, unlike the `echo_error` fault) take neither, are not
+  calls and do not advance the index.
+- The Authorization header is only ever tested for presence: never logged, stored or echoed
+  (`echo_error` repeats message text from the body, nothing from the headers).
 
-`response_format` json_schema support: type (or a list of types), object with properties,
-required and additionalProperties (false, true or a schema); string with minLength,
-maxLength and format (date-time, date, email, uri, uuid); integer and number with minimum,
-maximum and exclusive bounds; boolean; null; enum; const; array with items, minItems,
-maxItems and uniqueItems; anyOf/oneOf; local $ref. `pattern` and `multipleOf` are ignored.
+`response_format` json_schema support (also for llama-cpp-python's `{"type": "json_object",
+"schema": ...}`): type (or a list of types), object with properties, required and
+additionalProperties (false, true or a schema); string with minLength, maxLength and format
+(date-time, date, email, uri, uuid); integer and number with minimum, maximum and exclusive
+bounds; boolean; null; enum; const; array with items, minItems, maxItems and uniqueItems;
+anyOf/oneOf; local $ref. `pattern` and `multipleOf` are ignored.
 """
 
 from __future__ import annotations
@@ -55,7 +78,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from . import _sim_content as content
@@ -84,6 +107,8 @@ HTTP_BAD_REQUEST = 400
 HTTP_TOO_MANY_REQUESTS = 429
 HTTP_SERVER_ERROR = 500
 HTTP_GATEWAY_TIMEOUT = 504
+HEADER_RETRY_AFTER = "Retry-After"
+NO_RESPONSE_FORMAT = "none"  # the `response_formats` key of chat calls that sent none
 
 
 class _BadRequest(Exception):
@@ -93,9 +118,16 @@ class _BadRequest(Exception):
         self.param = param
 
 
-def _error(status: int, message: str, kind: str, *, param: str | None = None, code: str | None = None) -> JSONResponse:
+def _error(status: int, message: str, kind: str, *, param: str | None = None, code: str | None = None,
+           headers: Mapping[str, str] | None = None) -> JSONResponse:
     """An OpenAI-style error body: {"error": {"message", "type", "param", "code"}}."""
-    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}}, status_code=status)
+    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}}, status_code=status,
+                        headers=headers)
+
+
+def _retry_after_header(seconds: float) -> str:
+    """`Retry-After` delta-seconds, to the millisecond: 100.0 -> "100", 0.25 -> "0.25"."""
+    return f"{seconds:.3f}".rstrip("0").rstrip(".")
 
 
 @dataclass
@@ -112,19 +144,26 @@ class _SimState:
     in_flight: int = 0
     max_in_flight: int = 0
     faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 0))
+    response_formats: dict[str, int] = field(default_factory=dict)
+    last_response_format: Any = None
 
     @property
     def calls(self) -> int:
         return self.chat_calls + self.embedding_calls
 
-    def begin_call(self, request: Request, *, chat: bool) -> tuple[str, float]:
-        """Count one model call; return its fault and latency (seconds), fixed by its index."""
+    def begin_call(self, request: Request, chat_body: Mapping[str, Any] | None = None) -> tuple[str, float]:
+        """Count one model call (a chat call when given its body); return its fault and latency
+        (seconds), fixed by its index."""
         latency = self.latency.sample_seconds(stream_rng(self.settings.seed, self.calls, "latency"))
         if "authorization" in request.headers:
             self.authorized_calls += 1
-        if not chat:
+        if chat_body is None:
             self.embedding_calls += 1
             return NO_FAULT, latency
+        response_format = chat_body.get("response_format")
+        kind = response_format["type"] if response_format is not None else NO_RESPONSE_FORMAT  # checked by _check_chat
+        self.response_formats[kind] = self.response_formats.get(kind, 0) + 1
+        self.last_response_format = response_format
         fault = self.script.popleft() if self.script else drawn_fault(self.settings, self.chat_calls)
         self.chat_calls += 1
         if fault != NO_FAULT:
@@ -145,12 +184,15 @@ class _SimState:
         self.chat_calls = self.embedding_calls = self.authorized_calls = self.bad_requests = 0
         self.max_in_flight = self.in_flight
         self.faults = dict.fromkeys(FAULT_KINDS, 0)
+        self.response_formats = {}
+        self.last_response_format = None
 
     def stats(self) -> dict[str, Any]:
         return {
             "calls": self.calls, "chat_calls": self.chat_calls, "embedding_calls": self.embedding_calls,
             "faults": dict(self.faults), "in_flight": self.in_flight, "max_in_flight": self.max_in_flight,
             "authorized_calls": self.authorized_calls, "bad_requests": self.bad_requests, "script": list(self.script),
+            "response_formats": dict(self.response_formats), "last_response_format": self.last_response_format,
         }
 
 
@@ -189,6 +231,8 @@ def _check_chat(body: Mapping[str, Any]) -> None:
         wrapper = response_format.get("json_schema")
         if not isinstance(wrapper, dict) or not isinstance(wrapper.get("schema"), dict):
             raise _BadRequest("'response_format.json_schema.schema' must be a JSON schema object", "response_format")
+    if kind == "json_object" and "schema" in response_format and not isinstance(response_format["schema"], dict):
+        raise _BadRequest("'response_format.schema' must be a JSON schema object when given", "response_format")
 
 
 def _embedding_inputs(body: Mapping[str, Any]) -> list[str]:
@@ -222,7 +266,10 @@ def create_app(settings: SimSettings) -> Starlette:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(disconnected(), seconds)
 
-    async def chat_completions(request: Request) -> JSONResponse:
+    rate_limit_headers = {} if settings.retry_after_s is None else {
+        HEADER_RETRY_AFTER: _retry_after_header(settings.retry_after_s)}
+
+    async def chat_completions(request: Request) -> Response:
         try:
             body = await _json_body(request)
             _check_chat(body)
@@ -231,7 +278,7 @@ def create_app(settings: SimSettings) -> Starlette:
             state.bad_requests += 1
             param = getattr(exc, "param", "response_format")
             return _error(HTTP_BAD_REQUEST, str(exc), "invalid_request_error", param=param)
-        fault, latency = state.begin_call(request, chat=True)
+        fault, latency = state.begin_call(request, body)
         with state.flight():
             await asyncio.sleep(latency)
             if fault == "timeout":
@@ -239,15 +286,25 @@ def create_app(settings: SimSettings) -> Starlette:
                 return _error(HTTP_GATEWAY_TIMEOUT, "the simulated model timed out", "timeout", code="timeout")
             if fault == "429":
                 return _error(HTTP_TOO_MANY_REQUESTS, "rate limit reached (simulated)", "rate_limit_error",
-                              code="rate_limit_exceeded")
+                              code="rate_limit_exceeded", headers=rate_limit_headers)
             if fault == "500":
                 return _error(HTTP_SERVER_ERROR, "the server had an error processing your request (simulated)",
                               "server_error")
+            if fault == "echo_error":
+                echoed = content.last_user_text(body["messages"])
+                return _error(HTTP_BAD_REQUEST, f"request rejected (simulated): {echoed}", "invalid_request_error",
+                              param="messages")
+            if fault == "garbage":
+                return Response(content.GARBAGE_BODY, media_type="text/html")
             text = response["choices"][0]["message"]["content"]
             if fault == "malformed":
                 response = content.with_content(response, content.garble(text))
             elif fault == "empty":
                 response = content.with_content(response, "")
+            elif fault == "no_choices":
+                response = {**response, "choices": []}
+            elif fault == "no_usage":
+                response = content.without_usage(response)
             return JSONResponse(response)
 
     async def embeddings(request: Request) -> JSONResponse:
@@ -263,7 +320,7 @@ def create_app(settings: SimSettings) -> Starlette:
         except _BadRequest as exc:
             state.bad_requests += 1
             return _error(HTTP_BAD_REQUEST, exc.message, "invalid_request_error", param=exc.param)
-        _, latency = state.begin_call(request, chat=False)
+        _, latency = state.begin_call(request)
         with state.flight():
             await asyncio.sleep(latency)
             data = []

@@ -129,7 +129,7 @@ class OpenAIChatClient:
     with :func:`estimate_tokens` when it reports no usage.
     """
 
-    def __init__(self, settings: LLMSettings, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, settings: LLMSettings) -> None:
         self.settings = settings
         headers = {HEADER_AUTHORIZATION: f"Bearer {settings.api_key}"} if settings.api_key else {}
         self._http = httpx.AsyncClient(
@@ -140,7 +140,6 @@ class OpenAIChatClient:
                 max_connections=settings.max_concurrency,
                 max_keepalive_connections=settings.max_concurrency,
             ),
-            transport=transport,
         )
         self._slots = asyncio.Semaphore(settings.max_concurrency)
         self._backoff = wait_exponential_jitter(

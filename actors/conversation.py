@@ -1,0 +1,232 @@
+"""One live conversation: answer at once, think in the background, append every fact fenced.
+
+:class:`Conversation` is plain asyncio, so it runs inside a Ray actor (``ConversationActor``
+in :mod:`mirror.actors.ray_actors`) or directly in a test. On start it rebuilds its state from
+the log (snapshot + tail, through the ingester's read API) and then from the part of the
+stream the ingester has not committed yet, so a restarted or re-activated conversation
+continues exactly where the last one stopped.
+
+A turn: the Talker replies from the newest narrative; the ``turn`` event is appended and
+acknowledged *before* the reply is returned; then the Thinker runs in the background, one
+thinking step after another, emitting monologue / narrative / thinker_failed events. A new turn
+never waits for it unless asked (``sync=True``, the papers' benchmark setting).
+
+Single writer: every append is fenced. A conversation that loses the fence (another writer
+appended) stops for good — :class:`Fenced` — and must be replaced by one that reloads; it
+never forks the sequence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import nats.js.errors
+
+from mirror.cognition.errors import LLMError
+from mirror.cognition.mirror import MirrorConfig, talk, think
+from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
+from mirror.cognition.prompts import PromptSet, default_prompt_set, load_prompt_set
+from mirror.events.bus import Head
+from mirror.events.codec import decode
+from mirror.events.envelope import Event, make_event
+from mirror.events.errors import AppendConflict
+from mirror.events.ids import StreamKey
+from mirror.events.jetstream import JetStreamBus, StreamSettings, connect_nats, subject_for
+from mirror.events.log import Snapshot
+from mirror.events.log_service import LogClient
+from mirror.projections.conversation import apply, fold
+from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes, state_from_snapshot
+from mirror.projections.state import ConversationState, initial_state
+
+from .errors import Fenced
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """Everything a conversation needs to run; built once at the edge (CLI, tests)."""
+
+    nats_url: str
+    llm: LLMSettings
+    shard: str = "0"
+    mode: str = "full"
+    prompts_dir: str | None = None
+    talker_max_tokens: int = 1024
+    thinker_max_tokens: int = 3000
+    snapshot_every: int = 200
+    thinking_attempts: int = 3
+    stream: StreamSettings = field(default_factory=StreamSettings)
+
+
+class Conversation:
+    """The state and the writer of one (tenant, conversation, branch)."""
+
+    def __init__(self, key: StreamKey, settings: RuntimeSettings) -> None:
+        self.key = key
+        self.settings = settings
+        self.state: ConversationState = initial_state(key)
+        self.head = Head(0, 0)
+        self.fenced: AppendConflict | None = None
+        self._append_lock = asyncio.Lock()
+        self._thinker: asyncio.Task[None] | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.config = MirrorConfig(
+            model=settings.llm.model, mode=settings.mode,  # type: ignore[arg-type]
+            talker_max_tokens=settings.talker_max_tokens, thinker_max_tokens=settings.thinker_max_tokens,
+        )
+        self.prompts: PromptSet = (
+            load_prompt_set(settings.prompts_dir) if settings.prompts_dir else default_prompt_set()
+        )
+
+    # ------------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> "Conversation":
+        self.nc = await connect_nats(self.settings.nats_url, name=f"mirror-conversation-{self.key.conversation}")
+        self.bus = JetStreamBus(self.nc, self.settings.stream)
+        self.log = LogClient(self.nc, shard=self.settings.shard)
+        self.llm = OpenAIChatClient(self.settings.llm)
+        await self._rebuild()
+        if self._behind():
+            self._start_thinking()  # a step left unthought by the previous incarnation
+        return self
+
+    async def stop(self) -> None:
+        if self._thinker is not None:
+            self._thinker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._thinker
+        await self.llm.aclose()
+        await self.bus.close()
+
+    async def _rebuild(self) -> None:
+        loaded = await self.log.load(self.key, projection_version=PROJECTION_VERSION)
+        state = initial_state(self.key)
+        if loaded.snapshot is not None:
+            state = state_from_snapshot(loaded.snapshot.state)
+        state = fold(loaded.events, state)
+        state = await self._fold_uncommitted(state)
+        head = await self.bus.head(self.key)
+        if head.last_seq is not None and head.last_seq != state.last_seq:
+            raise Fenced(self.key, f"stream ends at seq {head.last_seq} but the rebuilt state at {state.last_seq}")
+        self.state = state
+        self.head = Head(state.last_seq, head.fence)
+        log.info("%s rebuilt at seq %d (snapshot %s, %d events from the log)",
+                 self.key, state.last_seq, loaded.snapshot.seq if loaded.snapshot else None, len(loaded.events))
+
+    async def _fold_uncommitted(self, state: ConversationState) -> ConversationState:
+        """Events still only in the stream: the ingester keeps them there until committed."""
+        subject = subject_for(self.key)
+        stream_seq = 1
+        while True:
+            try:
+                message = await self.bus.js.get_msg(
+                    self.settings.stream.name, seq=stream_seq, subject=subject, next=True, direct=True
+                )
+            except nats.js.errors.NotFoundError:
+                return state
+            event = decode(message.data)
+            if event.seq == state.last_seq + 1:
+                state = apply(state, event)
+            stream_seq = message.seq + 1
+
+    # ------------------------------------------------------------------------ turns
+
+    async def turn(self, message: str, *, sync: bool = False) -> dict[str, Any]:
+        """Reply to ``message``; the ``turn`` event is acknowledged before this returns."""
+        self._check_not_fenced()
+        if sync:
+            await self._idle.wait()
+        said = await talk(self.state, message, self.llm, self.prompts, self.config)
+        async with self._append_lock:
+            event = make_event(self.key, self.state.last_seq + 1, said.turn, turn=self.state.turn_count,
+                               provenance=said.provenance)
+            await self._append([event])
+        self._start_thinking()
+        return {"reply": said.reply, "turn": event.turn, "seq": event.seq, "narrative_seq": said.turn.narrative_seq}
+
+    async def _append(self, events: list[Event]) -> None:
+        """Append under the lock; losing the fence stops this conversation for good."""
+        try:
+            self.head = await self.bus.append(self.key, events, self.head)
+        except AppendConflict as conflict:
+            self.fenced = conflict
+            log.warning("%s was fenced off: %s", self.key, conflict)
+            raise Fenced(self.key, str(conflict)) from conflict
+        self.state = fold(events, self.state)
+        if self.state.last_seq // self.settings.snapshot_every > (self.state.last_seq - len(events)) // self.settings.snapshot_every:
+            await self._save_snapshot()
+
+    async def _save_snapshot(self) -> None:
+        with contextlib.suppress(Exception):  # a snapshot is a cache: failing to write one is harmless
+            await self.log.save_snapshot(
+                Snapshot(self.key, self.state.last_seq, PROJECTION_VERSION, snapshot_bytes(self.state))
+            )
+
+    def _check_not_fenced(self) -> None:
+        if self.fenced is not None:
+            raise Fenced(self.key, str(self.fenced))
+
+    # ------------------------------------------------------------------------ thinking
+
+    def _behind(self) -> bool:
+        if self.config.mode == "baseline" or self.state.turn_count == 0:
+            return False
+        thought = -1 if self.state.thought_turn is None else self.state.thought_turn
+        return thought < self.state.turn_count - 1
+
+    def _start_thinking(self) -> None:
+        if self.config.mode == "baseline" or (self._thinker is not None and not self._thinker.done()):
+            return
+        self._idle.clear()
+        self._thinker = asyncio.create_task(self._think_until_current(), name=f"thinker-{self.key}")
+
+    async def _think_until_current(self) -> None:
+        """Think about the newest turn until it is thought through (or attempts run out)."""
+        attempt = 0
+        try:
+            while self._behind() and self.fenced is None:
+                target = self.state.turn_count
+                attempt += 1
+                try:
+                    thinking = await think(self.state, self.llm, self.prompts, self.config, attempt=attempt)
+                except LLMError as exc:  # think() records LLM failures itself; this is a safety net
+                    log.warning("%s thinking failed: %r", self.key, exc)
+                    break
+                async with self._append_lock:
+                    await self._append(thinking.events(self.key, self.state.last_seq + 1))
+                if thinking.ok:
+                    attempt = 0
+                elif attempt >= self.settings.thinking_attempts and self.state.turn_count == target:
+                    break  # left for the next turn (or re-activation) to retry
+        except Fenced:
+            pass
+        except Exception:
+            log.exception("%s thinker crashed", self.key)
+        finally:
+            self._idle.set()
+
+    async def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no thinking is running (tests, sync mode, passivation)."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def summary(self) -> dict[str, Any]:
+        state = self.state
+        return {
+            "tenant": self.key.tenant, "conversation": self.key.conversation, "branch": self.key.branch,
+            "turns": state.turn_count, "last_seq": state.last_seq, "narrative": state.narrative,
+            "narrative_seq": state.narrative_seq, "thought_turn": state.thought_turn,
+            "thinking": not self._idle.is_set(), "mode": self.config.mode,
+            "last_failure": None if state.last_failure is None else state.last_failure.message,
+            "updated_at": state.last_timestamp or time.time(),
+        }

@@ -1,0 +1,108 @@
+"""A live conversation against real NATS, a real ingester process and the simulator over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from mirror.actors.conversation import Conversation, RuntimeSettings
+from mirror.actors.errors import Fenced
+from mirror.actors.processes import IngesterProcess
+from mirror.actors.sim_llm import SimLLMServer, SimSettings
+from mirror.cognition.openai_client import LLMSettings
+from mirror.events.ids import StreamKey
+from mirror.events.jetstream import JetStreamBus
+from mirror.events.log_service import LogClient
+from mirror.events.payloads import Monologue, Narrative, Turn
+from mirror.events.nats_server import EmbeddedNats
+from mirror.projections.conversation import fold
+
+from .conftest import reset_stream
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimLLMServer]:
+    with SimLLMServer(SimSettings(latency="fixed:20")) as server:
+        yield server
+
+
+@pytest.fixture
+async def runtime(nats_server: EmbeddedNats, sim: SimLLMServer, tmp_path: Path) -> AsyncIterator[RuntimeSettings]:
+    await reset_stream(nats_server.url)
+    ingester = await asyncio.to_thread(IngesterProcess(nats_server.url, tmp_path / "log.duckdb", shard="conv").start)
+    try:
+        yield RuntimeSettings(
+            nats_url=nats_server.url, shard="conv",
+            llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1, backoff_initial_s=0.01),
+        )
+    finally:
+        ingester.stop()
+
+
+async def log_events(settings: RuntimeSettings, key: StreamKey) -> list:  # type: ignore[type-arg]
+    bus = await JetStreamBus.connect(settings.nats_url)
+    client = LogClient(bus.nc, shard=settings.shard)
+    assert await client.wait_committed((await bus.head(key)).fence, timeout=30)
+    events = await client.read(key)
+    await bus.close()
+    return events
+
+
+async def test_a_turn_is_acknowledged_then_thought_about(runtime: RuntimeSettings) -> None:
+    key = StreamKey("acme", "live")
+    conversation = await Conversation(key, runtime).start()
+    try:
+        first = await conversation.turn("I am allergic to peanuts.")
+        assert first["reply"] and first["seq"] == 1 and first["narrative_seq"] is None
+        assert await conversation.wait_idle(30)
+        second = await conversation.turn("Suggest a snack.", sync=True)
+        assert second["narrative_seq"] == 3  # sync: the first turn was thought through first
+        assert await conversation.wait_idle(30)
+        state = conversation.state
+    finally:
+        await conversation.stop()
+    events = await log_events(runtime, key)
+    assert [type(e.payload) for e in events] == [Turn, Monologue, Narrative, Turn, Monologue, Narrative]
+    assert events[3].payload.narrative_seq == 3  # the second turn saw the first narrative
+    assert fold(events) == state
+
+
+async def test_a_restarted_conversation_continues_where_the_last_stopped(runtime: RuntimeSettings) -> None:
+    key = StreamKey("acme", "restart")
+    first = await Conversation(key, runtime).start()
+    await first.turn("Remember: my name is Ada.")
+    await first.wait_idle(30)
+    before = first.state
+    await first.stop()
+    second = await Conversation(key, runtime).start()  # rebuilt from the log and the stream
+    try:
+        assert second.state == before
+        reply = await second.turn("What is my name?")
+        assert reply["seq"] == before.last_seq + 1
+        await second.wait_idle(30)
+    finally:
+        await second.stop()
+
+
+async def test_two_writers_on_one_conversation_never_fork_it(runtime: RuntimeSettings) -> None:
+    key = StreamKey("acme", "contested")
+    one = await Conversation(key, runtime).start()
+    two = await Conversation(key, runtime).start()
+    try:
+        await one.turn("Hello from one")
+        await one.wait_idle(30)
+        with pytest.raises(Fenced):
+            await two.turn("Hello from two")  # its head is stale: fenced, nothing appended
+        with pytest.raises(Fenced):
+            await two.turn("Again")  # and it stays stopped
+        await one.turn("Still me")
+        await one.wait_idle(30)
+    finally:
+        await one.stop()
+        await two.stop()
+    events = await log_events(runtime, key)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert all(e.payload.user_message != "Hello from two" for e in events if isinstance(e.payload, Turn))
