@@ -1,7 +1,9 @@
 """The LLM port and its OpenAI-compatible adapter, against the real simulator over HTTP.
 
-Pure tests (fingerprints, strict JSON reading) need no server; the rest start a
-:class:`SimLLMServer` on a free loopback port per test and read its admin stats.
+Pure tests (fingerprints, strict JSON reading, redaction, ``Retry-After`` parsing) need no
+server; the rest start a :class:`SimLLMServer` on a free loopback port per test, script its
+faults and read its admin stats. No test fakes the transport: the simulator is the only
+stand-in for a provider.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ import dataclasses
 import json
 import logging
 import string
+from datetime import datetime, timezone
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -36,6 +39,7 @@ from mirror.cognition import (
     StructuredOutputError,
     parse_json_object,
 )
+from mirror.cognition.errors import EXCERPT_IN_MESSAGE, redact
 from mirror.cognition.openai_client import parse_retry_after
 
 API_KEY = "sk-test-0123456789abcdef-SECRET"
@@ -190,10 +194,20 @@ def test_structured_error_truncates_raw_content() -> None:
 
 def test_retry_after_parsing() -> None:
     assert parse_retry_after("2") == 2.0
-    assert parse_retry_after("0.5") == 0.5
+    assert parse_retry_after(" 0.5 ") == 0.5
+    assert parse_retry_after("-3") == 0.0
     assert parse_retry_after("garbage") is None
     assert parse_retry_after(None) is None
+    assert parse_retry_after("") is None
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+    now = datetime(2015, 10, 21, 7, 27, 30, tzinfo=timezone.utc)
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=now) == 30.0
+
+
+def test_redact_replaces_every_occurrence_and_only_a_real_secret() -> None:
+    text = f"Incorrect API key provided: {API_KEY}. You sent {API_KEY}."
+    assert redact(text, API_KEY) == "Incorrect API key provided: ***. You sent ***."
+    assert redact(text, None) == redact(text, "") == text
 
 
 simple_values = st.fixed_dictionaries(
@@ -270,9 +284,9 @@ def start_sim() -> Iterator[Any]:
 async def make_client() -> AsyncIterator[Any]:
     clients: list[OpenAIChatClient] = []
 
-    def make(base_url: str, *, transport: httpx.AsyncBaseTransport | None = None, **overrides: Any) -> OpenAIChatClient:
+    def make(base_url: str, **overrides: Any) -> OpenAIChatClient:
         options: dict[str, Any] = {"api_key": API_KEY, "timeout_s": 5.0, **FAST_RETRIES, **overrides}
-        client = OpenAIChatClient(LLMSettings(base_url=base_url, model="sim-1", **options), transport=transport)
+        client = OpenAIChatClient(LLMSettings(base_url=base_url, model="sim-1", **options))
         clients.append(client)
         return client
 
@@ -427,78 +441,102 @@ async def test_api_key_is_sent_but_never_shown(
     assert all(API_KEY not in text for text in shown)
 
 
-async def test_provider_text_echoing_the_key_is_redacted(make_client: Any) -> None:
-    def handler(http_request: httpx.Request) -> httpx.Response:
-        assert http_request.headers["Authorization"] == f"Bearer {API_KEY}"
-        return httpx.Response(401, json={"error": {"message": f"Incorrect API key provided: {API_KEY}"}})
+# The prefix the simulator puts before an echoed message; padding a message by this much less
+# than the excerpt limit puts the key across the point where an error's excerpt is cut.
+ECHO_PREFIX = "request rejected (simulated): "
 
-    client = make_client("http://provider.test/v1", transport=httpx.MockTransport(handler))
+
+@pytest.mark.parametrize("padding", [0, EXCERPT_IN_MESSAGE - len(ECHO_PREFIX) - 10])
+async def test_provider_text_echoing_the_key_is_redacted(start_sim: Any, make_client: Any, padding: int) -> None:
+    # The provider quotes what it rejects; here the quoted text holds the key. Redaction must
+    # come before the excerpt is cut, or a key across the cut would leave its prefix behind.
+    sim = start_sim(script=("echo_error",))
+    client = make_client(sim.base_url)
     with pytest.raises(LLMRequestRejected) as caught:
-        await client.chat(request())
-    assert caught.value.status == 401 and API_KEY not in str(caught.value) and "***" in str(caught.value)
-
-
-def chat_envelope(content: str, usage: dict[str, int] | None = None) -> dict[str, Any]:
-    envelope: dict[str, Any] = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
-    if usage is not None:
-        envelope["usage"] = usage
-    return envelope
+        await client.chat(request(text="x" * padding + f"{API_KEY} is not a valid key"))
+    error = caught.value
+    shown = [str(error), repr(error), error.provider_message]
+    assert error.status == 400 and "***" in error.provider_message and "request rejected" in error.provider_message
+    assert all(API_KEY[:8] not in text for text in shown)
+    stats = sim.stats()
+    assert stats["faults"]["echo_error"] == stats["authorized_calls"] == stats["calls"] == 1 and client.retries == 0
 
 
 @pytest.mark.parametrize(
-    ("mode", "expected"),
+    ("mode", "sent", "schema_enforced"),
     [
-        ("json_schema", {"type": "json_schema", "json_schema": {"name": "threads", "schema": THREADS_SCHEMA, "strict": True}}),
-        ("json_object", {"type": "json_object"}),
-        ("none", None),
+        ("json_schema", {"type": "json_schema", "json_schema": {"name": "threads", "schema": THREADS_SCHEMA, "strict": True}},
+         True),
+        ("json_object_schema", {"type": "json_object", "schema": THREADS_SCHEMA}, True),
+        ("json_object", {"type": "json_object"}, False),
+        ("none", None, False),
     ],
 )
-async def test_structured_output_modes(make_client: Any, mode: str, expected: dict[str, Any] | None) -> None:
-    bodies: list[dict[str, Any]] = []
+async def test_structured_output_modes(
+    start_sim: Any, make_client: Any, mode: str, sent: dict[str, Any] | None, schema_enforced: bool
+) -> None:
+    sim = start_sim()
+    client = make_client(sim.base_url, structured_output=mode)
+    if schema_enforced:
+        value, response = await client.chat_json(request())
+        assert set(value) == {"reasoning", "memory", "goal"}
+        assert response.provenance.parameters["structured_output"] == mode
+    else:  # the model was not held to the schema, so the client's own check refuses its answer
+        with pytest.raises(StructuredOutputError):
+            await client.chat_json(request())
+    assert sim.stats()["last_response_format"] == sent
 
-    def handler(http_request: httpx.Request) -> httpx.Response:
-        assert http_request.url.path == "/v1/chat/completions"
-        bodies.append(json.loads(http_request.content))
-        return httpx.Response(200, json=chat_envelope('{"reasoning": "r", "memory": "m", "goal": "g"}'))
-
-    client = make_client("http://provider.test/v1", transport=httpx.MockTransport(handler), structured_output=mode)
-    value, response = await client.chat_json(request())
-    assert value == {"reasoning": "r", "memory": "m", "goal": "g"}
-    assert bodies[0].get("response_format") == expected
-    assert bodies[0]["seed"] == 7 and bodies[0]["max_tokens"] == 300 and bodies[0]["model"] == "sim-1"
-    assert response.provenance.parameters["structured_output"] == mode
-    await client.chat(request(json_schema=None))
-    assert "response_format" not in bodies[1]
+    plain = await client.chat(request(json_schema=None))  # no schema: nothing to pass, whatever the mode
+    assert plain.provenance.parameters["structured_output"] == "none"
+    stats = sim.stats()
+    assert stats["last_response_format"] is None
+    assert stats["response_formats"] == Counter(["none" if sent is None else sent["type"], "none"])
 
 
-async def test_missing_usage_is_estimated(make_client: Any) -> None:
-    content = "I notice the river again."
-    transport = httpx.MockTransport(lambda _: httpx.Response(200, json=chat_envelope(content)))
-    client = make_client("http://provider.test/v1", transport=transport)
+async def test_request_parameters_reach_the_model(start_sim: Any, make_client: Any) -> None:
+    sim = start_sim()
+    client = make_client(sim.base_url)
+    base = (await client.chat(request(json_schema=None))).content
+    for change in ({"model": "sim-2"}, {"temperature": 0.2}, {"seed": 8}):
+        assert (await client.chat(request(json_schema=None, **change))).content != base, change
+    short = await client.chat(request(json_schema=None, max_tokens=3))
+    assert 0 < short.provenance.completion_tokens <= 3  # as the simulator counted them
+    assert sim.stats()["calls"] == 5
+
+
+async def test_missing_usage_is_estimated(start_sim: Any, make_client: Any) -> None:
+    sim = start_sim(script=("ok", "no_usage"))
+    client = make_client(sim.base_url)
     asked = request(json_schema=None)
-    response = await client.chat(asked)
-    assert response.provenance.completion_tokens == -(-len(content) // 4)
-    assert response.provenance.prompt_tokens == -(-len(asked.prompt_text()) // 4)
+    reported = await client.chat(asked)
+    estimated = await client.chat(asked)
+    assert estimated.content == reported.content
+    assert estimated.provenance.completion_tokens == -(-len(estimated.content) // 4)
+    assert estimated.provenance.prompt_tokens == -(-len(asked.prompt_text()) // 4)
+    assert client.completion_tokens == reported.provenance.completion_tokens + estimated.provenance.completion_tokens
+    assert sim.stats()["faults"]["no_usage"] == 1
+
+
+@pytest.mark.parametrize(("fault", "fragment"), [("garbage", "not JSON"), ("no_choices", r"no choices\[0\]")])
+async def test_unreadable_envelope_is_a_bad_response(start_sim: Any, make_client: Any, fault: str, fragment: str) -> None:
+    sim = start_sim(script=(fault,))
+    client = make_client(sim.base_url)
+    with pytest.raises(LLMBadResponse, match=fragment):
+        await client.chat(request())
+    assert sim.stats()["faults"][fault] == 1 and client.retries == 0
 
 
 @pytest.mark.parametrize(
-    ("body", "fragment"), [(b"<html>oops</html>", "not JSON"), (b'{"choices": []}', r"no choices\[0\]")]
+    ("retry_after_s", "backoff_max_s", "at_least", "at_most"), [(0.3, 5.0, 0.3, 2.0), (100.0, 0.05, 0.0, 1.0)]
 )
-async def test_unreadable_envelope_is_a_bad_response(make_client: Any, body: bytes, fragment: str) -> None:
-    client = make_client("http://provider.test/v1", transport=httpx.MockTransport(lambda _: httpx.Response(200, content=body)))
-    with pytest.raises(LLMBadResponse, match=fragment):
-        await client.chat(request())
-
-
-@pytest.mark.parametrize(("retry_after", "backoff_max_s", "at_least", "at_most"), [("0.3", 5.0, 0.3, 2.0), ("100", 0.05, 0.0, 1.0)])
 async def test_retry_after_is_honoured_and_capped(
-    make_client: Any, retry_after: str, backoff_max_s: float, at_least: float, at_most: float
+    start_sim: Any, make_client: Any, retry_after_s: float, backoff_max_s: float, at_least: float, at_most: float
 ) -> None:
-    answers = iter([httpx.Response(429, headers={"Retry-After": retry_after}), httpx.Response(200, json=chat_envelope("ok"))])
-    client = make_client(
-        "http://provider.test/v1", transport=httpx.MockTransport(lambda _: next(answers)), backoff_max_s=backoff_max_s
-    )
+    # Without the header the first backoff would be ~0.01 s (FAST_RETRIES), so 0.3 s is the header's doing.
+    sim = start_sim(script=("429",), retry_after_s=retry_after_s)
+    client = make_client(sim.base_url, backoff_max_s=backoff_max_s)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    assert (await client.chat(request(json_schema=None))).content == "ok"
+    assert (await client.chat(request(json_schema=None))).content
     assert at_least <= loop.time() - started < at_most and client.retries == 1
+    assert sim.stats()["faults"]["429"] == 1

@@ -1,5 +1,5 @@
 """`mirror sim-llm`, over real HTTP: pure content, schema-valid JSON, scripted and seeded faults,
-overlapping latency, embeddings, admin endpoints and the CLI."""
+Retry-After, overlapping latency, embeddings, admin endpoints and the CLI."""
 
 from __future__ import annotations
 
@@ -197,6 +197,10 @@ def test_richer_schemas_and_json_object(client: httpx.Client) -> None:
     assert violations(value, schema) == []
     anything = json.loads(content_of(client.post("/chat/completions", json=chat_body(response_format={"type": "json_object"}))))
     assert isinstance(anything, dict) and anything
+    # llama-cpp-python's form: a json_object format carrying a schema is held to the schema
+    llama_cpp_format = {"type": "json_object", "schema": schema}
+    value = json.loads(content_of(client.post("/chat/completions", json=chat_body(response_format=llama_cpp_format))))
+    assert violations(value, schema) == []
 
 
 def test_an_unsatisfiable_schema_is_a_400(client: httpx.Client) -> None:
@@ -262,11 +266,11 @@ def test_instances_also_satisfy_the_reference_validator(client: httpx.Client) ->
 
 
 def test_each_fault_kind_by_script(sim: SimLLMServer, fresh: httpx.Client) -> None:
-    assert sim.script("429", "500", "timeout", "malformed", "empty", "ok") == [
-        "429", "500", "timeout", "malformed", "empty", "ok"]
+    assert sim.script(*FAULT_KINDS, "ok") == [*FAULT_KINDS, "ok"]
     body = chat_body("faults please", response_format=schema_format(MONOLOGUE_SCHEMA))
     rate_limited = fresh.post("/chat/completions", json=body)
     assert rate_limited.status_code == 429 and rate_limited.json()["error"]["type"] == "rate_limit_error"
+    assert "retry-after" not in rate_limited.headers  # only when settings.retry_after_s is set
     failed = fresh.post("/chat/completions", json=body)
     assert failed.status_code == 500 and failed.json()["error"]["type"] == "server_error"
     started = time.monotonic()
@@ -276,11 +280,75 @@ def test_each_fault_kind_by_script(sim: SimLLMServer, fresh: httpx.Client) -> No
     with pytest.raises(json.JSONDecodeError):
         json.loads(malformed)
     assert content_of(fresh.post("/chat/completions", json=body)) == ""
-    healthy = content_of(fresh.post("/chat/completions", json=body))
+    garbage = fresh.post("/chat/completions", json=body)
+    assert garbage.status_code == 200 and garbage.headers["content-type"].startswith("text/html")
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(garbage.text)
+    no_choices = fresh.post("/chat/completions", json=body)
+    assert no_choices.status_code == 200 and no_choices.json()["choices"] == [] and "usage" in no_choices.json()
+    no_usage = fresh.post("/chat/completions", json=body)
+    assert "usage" not in no_usage.json()
+    echoed = fresh.post("/chat/completions", json=body)
+    assert echoed.status_code == 400 and echoed.json()["error"]["type"] == "invalid_request_error"
+    assert echoed.json()["error"]["message"].endswith("faults please")
+    healthy_response = fresh.post("/chat/completions", json=body)
+    healthy = content_of(healthy_response)
     assert violations(json.loads(healthy), MONOLOGUE_SCHEMA) == []
     assert malformed != healthy and healthy.startswith(malformed)
+    assert no_usage.json() == {key: value for key, value in healthy_response.json().items() if key != "usage"}
     stats = sim.stats()
-    assert stats["faults"] == dict.fromkeys(FAULT_KINDS, 1) and stats["chat_calls"] == 6 and stats["script"] == []
+    assert stats["faults"] == dict.fromkeys(FAULT_KINDS, 1) and stats["script"] == []
+    assert stats["chat_calls"] == len(FAULT_KINDS) + 1 and stats["bad_requests"] == 0  # echo_error is a call
+
+
+def test_echo_error_repeats_the_last_user_message_and_no_header(sim: SimLLMServer, fresh: httpx.Client) -> None:
+    sim.script("echo_error", "echo_error")
+    messages = [
+        {"role": "system", "content": "system text"},
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "an answer"},
+        {"role": "user", "content": [{"type": "text", "text": "second "}, {"type": "text", "text": "question"}]},
+    ]
+    reply = fresh.post("/chat/completions", json={"model": "m", "messages": messages},
+                       headers={"Authorization": f"Bearer {SECRET}"})
+    message = reply.json()["error"]["message"]
+    assert reply.status_code == 400 and message == "request rejected (simulated): second question"
+    assert SECRET not in reply.text and "Bearer" not in reply.text
+    without_user = fresh.post("/chat/completions", json={"model": "m", "messages": messages[:1]})
+    assert without_user.json()["error"]["message"] == "request rejected (simulated): "
+    assert sim.stats()["faults"]["echo_error"] == 2
+
+
+def test_retry_after_is_sent_with_429s_only_when_configured() -> None:
+    for seconds, header in ((0.25, "0.25"), (100.0, "100"), (0.0, "0")):
+        with SimLLMServer(SimSettings(script=("429", "500", "ok"), retry_after_s=seconds)) as server:
+            with httpx.Client(base_url=server.base_url, timeout=5) as http:
+                replies = [http.post("/chat/completions", json=chat_body()) for _ in range(3)]
+        assert [reply.status_code for reply in replies] == [429, 500, 200]
+        assert replies[0].headers["retry-after"] == header
+        assert "retry-after" not in replies[1].headers and "retry-after" not in replies[2].headers
+
+
+def test_response_formats_received_are_counted(sim: SimLLMServer, fresh: httpx.Client) -> None:
+    with_schema = {"type": "json_object", "schema": MONOLOGUE_SCHEMA, "extra": ["kept", "as", "sent"]}
+    for response_format in (None, {"type": "text"}, {"type": "json_object"}, schema_format(MONOLOGUE_SCHEMA),
+                            with_schema):
+        extra = {} if response_format is None else {"response_format": response_format}
+        assert fresh.post("/chat/completions", json=chat_body(**extra)).status_code == 200
+    assert sim.stats()["last_response_format"] == with_schema
+    sim.script("500")
+    assert fresh.post("/chat/completions", json=chat_body(response_format={"type": "json_object"})).status_code == 500
+    rejected = (schema_format({"enum": []}), {"type": "xml"}, {"type": "json_object", "schema": "not a schema"})
+    for response_format in rejected:  # bad requests are not calls, so they are not counted
+        assert fresh.post("/chat/completions", json=chat_body(response_format=response_format)).status_code == 400
+    stats = sim.stats()
+    assert stats["response_formats"] == {"none": 1, "text": 1, "json_object": 3, "json_schema": 1}
+    assert sum(stats["response_formats"].values()) == stats["chat_calls"] == 6
+    assert stats["last_response_format"] == {"type": "json_object"}
+    fresh.post("/chat/completions", json=chat_body())
+    assert sim.stats()["last_response_format"] is None
+    stats = sim.reset()
+    assert stats["response_formats"] == {} and stats["last_response_format"] is None
 
 
 def test_malformed_plain_text_is_not_json_either(sim: SimLLMServer, fresh: httpx.Client) -> None:
@@ -341,6 +409,11 @@ def test_settings_reject_bad_values_with_a_clear_message() -> None:
         SimSettings(fault_rates=(("429", 0.6), ("500", 0.6)))
     with pytest.raises(InvalidSimSetting, match="script entry"):
         SimSettings(script=("ok", "boom"))
+    assert SimSettings(script=("garbage", "no_choices", "no_usage", "echo_error")).script[-1] == "echo_error"
+    assert parse_fault_rate("echo_error=0.5") == ("echo_error", 0.5)
+    for bad_seconds in (-1.0, math.nan, math.inf):
+        with pytest.raises(InvalidSimSetting, match="retry_after_s"):
+            SimSettings(retry_after_s=bad_seconds)
 
 
 # ----------------------------------------------------------------------------- latency
@@ -394,14 +467,15 @@ def test_embeddings_are_deterministic_unit_vectors(client: httpx.Client) -> None
 def test_bad_requests_are_openai_style_400s_that_do_not_count(sim: SimLLMServer, fresh: httpx.Client) -> None:
     for body in (b"{not json", b"[1, 2]", json.dumps({"model": "m"}).encode(),
                  json.dumps(chat_body(max_tokens=0)).encode(), json.dumps(chat_body(stream=True)).encode(),
-                 json.dumps(chat_body(response_format={"type": "xml"})).encode()):
+                 json.dumps(chat_body(response_format={"type": "xml"})).encode(),
+                 json.dumps(chat_body(response_format={"type": "json_object", "schema": []})).encode()):
         response = fresh.post("/chat/completions", content=body, headers={"content-type": "application/json"})
         assert response.status_code == 400, body
         error = response.json()["error"]
         assert error["type"] == "invalid_request_error" and error["message"]
     assert "messages" in fresh.post("/chat/completions", json={"model": "m"}).json()["error"]["message"]
     stats = sim.stats()
-    assert stats["calls"] == 0 and stats["bad_requests"] == 7
+    assert stats["calls"] == 0 and stats["bad_requests"] == 8 and stats["response_formats"] == {}
 
 
 def test_authorization_is_counted_never_echoed(sim: SimLLMServer, fresh: httpx.Client) -> None:
@@ -429,7 +503,7 @@ def test_models_health_and_admin_endpoints(sim: SimLLMServer, fresh: httpx.Clien
     assert stats["script"] == [] and stats["calls"] == 0 and stats["faults"]["429"] == 0
     assert fresh.post("/chat/completions", json=chat_body()).status_code == 200
     assert set(sim.stats()) >= {"calls", "chat_calls", "embedding_calls", "faults", "in_flight", "max_in_flight",
-                                "authorized_calls"}
+                                "authorized_calls", "bad_requests", "script", "response_formats", "last_response_format"}
 
 
 # ----------------------------------------------------------------------------- CLI
