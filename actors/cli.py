@@ -18,6 +18,9 @@ app = typer.Typer(
 )
 bench_app = typer.Typer(help="Benchmarks that print one JSON object, measured against the raw limit of the same run.")
 log_app = typer.Typer(help="Read the event log through the ingester that owns it.")
+tenants_app = typer.Typer(help="Tenants and their bearer tokens (stored hashed).")
+app.add_typer(tenants_app, name="tenants")
+DATA_DIR = typer.Option(Path("data"), "--data", envvar="MIRROR_DATA", help="Data directory of the embedded stack.")
 app.add_typer(bench_app, name="bench")
 app.add_typer(log_app, name="log")
 
@@ -72,6 +75,71 @@ def nats(
     with EmbeddedNats(store, port=port) as server:
         typer.echo(f"nats-server with JetStream at {server.url} (store {store}); Ctrl-C stops it")
         _run_until_signal(lambda stop: stop.wait())
+
+
+@app.command()
+def up(
+    data: Path = DATA_DIR,
+    llm: str = typer.Option("local", "--llm", envvar="MIRROR_LLM_URL",
+                            help="'local' (offline Gemma, needs the \\[local] extra), 'sim', or an OpenAI-compatible base URL."),
+    model: str = typer.Option("", "--model", envvar="MIRROR_LLM_MODEL", help="Model name for a URL endpoint."),
+    port: int = typer.Option(8080, "--port", help="Gateway port on 127.0.0.1."),
+    nats_port: int = typer.Option(4222, "--nats-port", help="Embedded NATS port on 127.0.0.1."),
+    mode: str = typer.Option("full", "--mode", help="baseline, threads_only, controller_only or full."),
+    log_level: str = LOG_LEVEL,
+) -> None:
+    """Run the embedded stack: NATS, a local Ray head, the ingester, the LLM and the HTTP gateway.
+
+    Prints the gateway URL and a token for the default tenant; Ctrl-C stops everything; running
+    it again resumes the same data. The API key of a URL endpoint is read from MIRROR_LLM_API_KEY.
+    """
+    import os
+
+    from mirror.cognition.mirror import MODES
+
+    from .stack import EmbeddedStack, StackSettings, running_stack
+
+    configure_logging(log_level)
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    if running_stack(data):
+        raise ValueError(f"a stack is already running on {data} (see {data}/stack.json)")
+    settings = StackSettings(data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
+                             gateway_port=port, nats_port=nats_port, mode=mode)
+    with EmbeddedStack(settings) as stack:
+        typer.echo(f"Mirror is up at {stack.url} (API docs at {stack.url}/docs)")
+        typer.echo(f"tenant 'default', token: {stack.token}")
+        typer.echo(f"try: curl -H 'Authorization: Bearer {stack.token}' -d '{{\"message\": \"hello\"}}' "
+                   f"-H 'Content-Type: application/json' {stack.url}/v1/conversations/first/turns")
+        typer.echo("Ctrl-C stops everything")
+        _run_until_signal(lambda stop: stop.wait())
+
+
+@tenants_app.command("add")
+def tenants_add(tenant: str, data: Path = DATA_DIR) -> None:
+    """Create a bearer token for TENANT (shown once; only its hash is stored)."""
+    from .tenants import TenantRegistry
+
+    typer.echo(TenantRegistry(data / "tenants.json").add(tenant))
+
+
+@tenants_app.command("list")
+def tenants_list(data: Path = DATA_DIR) -> None:
+    """Tenants and their tokens' state (never the tokens)."""
+    from .tenants import TenantRegistry
+
+    for record in TenantRegistry(data / "tenants.json").list():
+        state = "revoked" if record.revoked else "active"
+        typer.echo(f"{record.tenant}\t{state}\ttoken sha256 {record.token_hash[:12]}…")
+
+
+@tenants_app.command("revoke")
+def tenants_revoke(tenant: str, data: Path = DATA_DIR) -> None:
+    """Revoke every token of TENANT; a running gateway refuses them at once."""
+    from .tenants import TenantRegistry
+
+    count = TenantRegistry(data / "tenants.json").revoke(tenant)
+    typer.echo(f"revoked {count} token(s) of {tenant}")
 
 
 @app.command("sim-llm")
@@ -136,7 +204,7 @@ def bench_ingest(
 @bench_app.command("pipeline")
 def bench_pipeline(
     llm: str = typer.Option("local", "--llm", envvar="MIRROR_LLM_URL",
-                            help="'local' (offline Gemma 3 270M, needs the [local] extra), 'sim', or an OpenAI-compatible base URL."),
+                            help="'local' (offline Gemma 3 270M, needs the \\[local] extra), 'sim', or an OpenAI-compatible base URL."),
     model: str = typer.Option("", "--model", envvar="MIRROR_LLM_MODEL", help="Model name for a URL endpoint."),
     mode: str = typer.Option("full", "--mode", help="baseline, threads_only, controller_only or full."),
     turns: int = typer.Option(3, "--turns", min=1, help="Turns of the scripted conversation."),

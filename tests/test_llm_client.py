@@ -465,8 +465,8 @@ async def test_provider_text_echoing_the_key_is_redacted(start_sim: Any, make_cl
 @pytest.mark.parametrize(
     ("mode", "sent", "schema_enforced"),
     [
-        ("json_schema", {"type": "json_schema", "json_schema": {"name": "threads", "schema": THREADS_SCHEMA, "strict": True}},
-         True),
+        ("json_schema",
+         {"type": "json_schema", "json_schema": {"name": "threads", "schema": THREADS_SCHEMA, "strict": True}}, True),
         ("json_object_schema", {"type": "json_object", "schema": THREADS_SCHEMA}, True),
         ("json_object", {"type": "json_object"}, False),
         ("none", None, False),
@@ -518,7 +518,9 @@ async def test_missing_usage_is_estimated(start_sim: Any, make_client: Any) -> N
 
 
 @pytest.mark.parametrize(("fault", "fragment"), [("garbage", "not JSON"), ("no_choices", r"no choices\[0\]")])
-async def test_unreadable_envelope_is_a_bad_response(start_sim: Any, make_client: Any, fault: str, fragment: str) -> None:
+async def test_unreadable_envelope_is_a_bad_response(
+    start_sim: Any, make_client: Any, fault: str, fragment: str
+) -> None:
     sim = start_sim(script=(fault,))
     client = make_client(sim.base_url)
     with pytest.raises(LLMBadResponse, match=fragment):
