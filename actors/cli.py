@@ -284,6 +284,120 @@ def log_read(
     asyncio.run(main())
 
 
+# ---------------------------------------------------------------------------- client commands
+# They reach a stack only over HTTP: the one recorded in --data (by `mirror up`), or --url/--token.
+
+events_app = typer.Typer(help="A conversation's events, from the HTTP API of a running stack.")
+app.add_typer(events_app, name="events")
+GATEWAY_URL = typer.Option(None, "--url", envvar="MIRROR_URL",
+                           help="Gateway URL; overrides the stack found in --data.")
+GATEWAY_TOKEN = typer.Option(None, "--token", envvar="MIRROR_TOKEN",
+                             help="Bearer token for --url (default: the token of the stack found in --data).")
+
+
+def _gateway_client(data: Path, url: str | None, token: str | None):  # type: ignore[no-untyped-def]
+    from .gateway_client import GatewayClient, find_stack
+
+    return GatewayClient(find_stack(data, url, token))
+
+
+@app.command()
+def demo(
+    llm: str = typer.Option(None, "--llm", envvar="MIRROR_LLM_URL", show_default="local if installed, else sim",
+                            help="LLM of the stack the demo starts when none runs: 'local', 'sim' or a base URL."),
+    model: str = typer.Option("", "--model", envvar="MIRROR_LLM_MODEL", help="Model name for a URL endpoint."),
+    data: Path = DATA_DIR,
+    url: str = GATEWAY_URL,
+    token: str = GATEWAY_TOKEN,
+    conversation: str = typer.Option(None, "--conversation", help="Conversation id (default: a fresh demo-<random>)."),
+    log_level: str = typer.Option("WARNING", "--log-level", envvar="MIRROR_LOG_LEVEL"),
+) -> None:
+    """Play a short conversation that tests memory of a safety constraint, showing the thinking after each turn.
+
+    Uses the stack running for --data (or --url); otherwise starts an embedded one on free ports
+    and stops it at the end. Turns are synchronous: each turn's thinking is done before the next.
+    """
+    import os
+
+    from rich.console import Console
+
+    from .client_commands import DemoSettings, demo_target, run_demo
+    from .gateway_client import GatewayClient, NoStackRunning, find_stack
+    from .local_llm import local_model_installed
+
+    configure_logging(log_level)
+    if conversation:
+        from mirror.events.ids import validate_identifier
+
+        validate_identifier("conversation", conversation)
+    try:
+        target = find_stack(data, url, token)
+    except NoStackRunning:
+        target = None
+    settings = DemoSettings(data_dir=data, llm=llm or ("local" if local_model_installed() else "sim"),
+                            llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"))
+    console = Console()
+    with demo_target(settings, target, console) as found, GatewayClient(found) as client:
+        run_demo(client, console, conversation=conversation)
+
+
+@app.command()
+def chat(
+    conversation: str = typer.Argument(None, help="Conversation id to continue (default: a fresh chat-<random>)."),
+    data: Path = DATA_DIR,
+    url: str = GATEWAY_URL,
+    token: str = GATEWAY_TOKEN,
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="After each reply, wait (with a spinner) for the Thinker."),
+) -> None:
+    """Chat with a running stack: replies at once, then a live indicator while the Thinker works.
+
+    Lines come from stdin (so it can be piped); /narrative, /events [N], /help, /quit.
+    """
+    from rich.console import Console
+
+    from .client_commands import run_chat
+
+    if conversation:
+        from mirror.events.ids import validate_identifier
+
+        validate_identifier("conversation", conversation)
+    with _gateway_client(data, url, token) as client:
+        run_chat(client, Console(), conversation, wait=wait)
+
+
+@events_app.command("tail")
+def events_tail(
+    conversation: str,
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events as they are published."),
+    after: int = typer.Option(0, "--after", min=0, help="Only events with a greater seq."),
+    data: Path = DATA_DIR,
+    url: str = GATEWAY_URL,
+    token: str = GATEWAY_TOKEN,
+) -> None:
+    """Print a conversation's events as JSON lines (committed ones; --follow then streams new ones until Ctrl-C)."""
+    from mirror.events.ids import validate_identifier
+
+    from .client_commands import tail_events
+
+    validate_identifier("conversation", conversation)
+    with _gateway_client(data, url, token) as client:
+        try:
+            tail_events(client, conversation, typer.echo, after=after, follow=follow)
+        except KeyboardInterrupt:
+            pass
+
+
+@app.command()
+def status(data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN) -> None:
+    """Whether a stack runs for --data, its URL, and each conversation of the tenant with its events."""
+    from rich.console import Console
+
+    from .client_commands import show_status
+
+    with _gateway_client(data, url, token) as client:
+        show_status(client, Console())
+
+
 def main() -> None:
     """Entry point: a Mirror error is one clear line on stderr and exit status 2, not a traceback."""
     from mirror.events.errors import MirrorError

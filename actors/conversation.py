@@ -43,7 +43,7 @@ from mirror.projections.conversation import apply, fold
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes, state_from_snapshot
 from mirror.projections.state import ConversationState, initial_state
 
-from .errors import Fenced
+from .errors import Fenced, Passivated
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,8 @@ class RuntimeSettings:
     thinker_max_tokens: int = 3000
     snapshot_every: int = 200
     thinking_attempts: int = 3
+    passivate_after_s: float = 300.0
+    max_live_actors: int = 256
     stream: StreamSettings = field(default_factory=StreamSettings)
 
 
@@ -73,6 +75,7 @@ class Conversation:
         self.state: ConversationState = initial_state(key)
         self.head = Head(0, 0)
         self.fenced: AppendConflict | None = None
+        self.passivating = False
         self._append_lock = asyncio.Lock()
         self._thinker: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
@@ -96,6 +99,15 @@ class Conversation:
         if self._behind():
             self._start_thinking()  # a step left unthought by the previous incarnation
         return self
+
+    async def passivate(self) -> None:
+        """Finish the thinking in progress, write a snapshot, stop (the next message re-activates)."""
+        self.passivating = True
+        await self._idle.wait()
+        async with self._append_lock:
+            if self.state.last_seq:
+                await self._save_snapshot()
+        await self.stop()
 
     async def stop(self) -> None:
         if self._thinker is not None:
@@ -141,6 +153,8 @@ class Conversation:
     async def turn(self, message: str, *, sync: bool = False) -> dict[str, Any]:
         """Reply to ``message``; the ``turn`` event is acknowledged before this returns."""
         self._check_not_fenced()
+        if self.passivating:
+            raise Passivated(self.key)
         if sync:
             await self._idle.wait()
         said = await talk(self.state, message, self.llm, self.prompts, self.config)

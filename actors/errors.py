@@ -6,7 +6,8 @@
         ├── SimServerUnavailable     the simulated LLM server could not listen or did not come up
         ├── UnsatisfiableSchema      a response_format schema no instance can satisfy (also a ValueError)
         ├── LocalModelUnavailable    the offline llama.cpp model is missing or did not start
-        └── Fenced                   a conversation lost the single-writer fence and stopped
+        ├── Fenced                   a conversation lost the single-writer fence and stopped
+        └── Passivated               a conversation is passivating: ask its new incarnation
 
 Every error names the setting or address it is about and says how to fix the problem.
 """
@@ -60,3 +61,11 @@ class Fenced(ActorError):
         self.key = key
         self.detail = detail
         super().__init__(f"conversation {key} is fenced off and stopped: {detail}; reload it to continue")
+
+
+class Passivated(ActorError):
+    """The conversation actor is passivating; get a fresh handle and ask again."""
+
+    def __init__(self, key: object) -> None:
+        self.key = key
+        super().__init__(f"conversation {key} is passivating; ask again to re-activate it")

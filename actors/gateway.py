@@ -105,6 +105,22 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
             return bus_head
         return last_seq
 
+    async def ask(key: StreamKey, method: str, *args: Any) -> Any:
+        """Call the conversation's actor; a passivating or vanished one is re-activated and asked again."""
+        from .ray_actors import is_passivated
+
+        for attempt in range(5):
+            try:
+                return await asyncio.wait_for(getattr(actors(key), method).remote(*args), settings.actor_timeout_s)
+            except Exception as exc:
+                cause = getattr(exc, "cause", None) or exc
+                if isinstance(cause, Fenced):
+                    raise HTTPException(409, f"conversation moved on elsewhere; retry: {cause}") from None
+                if not is_passivated(exc) or attempt == 4:
+                    raise
+                await asyncio.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
+
     @app.exception_handler(LogUnavailable)
     async def log_unavailable(request: Request, exc: LogUnavailable) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=503)
@@ -122,13 +138,7 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
         size = len(body.message.encode())
         if size > settings.max_message_bytes:
             raise HTTPException(413, f"message is {size} bytes; the limit is {settings.max_message_bytes}")
-        try:
-            return await asyncio.wait_for(actors(key).turn.remote(body.message, sync), settings.actor_timeout_s)
-        except Exception as exc:
-            cause = getattr(exc, "cause", None) or exc
-            if isinstance(cause, Fenced) or "Fenced" in type(cause).__name__:
-                raise HTTPException(409, f"conversation moved on elsewhere; retry: {cause}") from None
-            raise
+        return await ask(key, "turn", body.message, sync)
 
     @app.get("/v1/conversations")
     async def list_conversations(owner: Tenant) -> dict[str, Any]:
@@ -142,7 +152,7 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
     async def get_conversation(conversation: str, owner: Tenant) -> dict[str, Any]:
         key = key_of(owner, conversation)
         await existing(key)
-        summary = await actors(key).summary.remote()
+        summary = await ask(key, "summary")
         return {"id": conversation, **{k: v for k, v in summary.items() if k not in ("tenant", "conversation")}}
 
     @app.get("/v1/conversations/{conversation}/events")

@@ -19,17 +19,89 @@ from .conversation import Conversation, RuntimeSettings
 NAMESPACE = "mirror"
 
 
+DIRECTORY_NAME = "directory"
+
+
+@ray.remote(max_restarts=-1, max_concurrency=1000)
+class Directory:
+    """Which conversation actors are live, least recently used first, and the cap on them.
+
+    When a registration takes the count over ``max_live``, the least recently used actors are
+    asked to passivate (fire and forget: they finish their thinking and snapshot first).
+    """
+
+    def __init__(self, max_live: int) -> None:
+        from collections import OrderedDict
+
+        self.max_live = max_live
+        self.live: OrderedDict[str, None] = OrderedDict()
+        self.passivations = 0
+
+    def register(self, name: str) -> None:
+        self.live[name] = None
+        self.live.move_to_end(name)
+        while len(self.live) > self.max_live:
+            victim, _ = self.live.popitem(last=False)
+            self.passivations += 1
+            try:
+                ray.get_actor(victim, namespace=NAMESPACE).passivate.remote()
+            except ValueError:
+                pass  # already gone
+
+    def touch(self, name: str) -> None:
+        if name in self.live:
+            self.live.move_to_end(name)
+
+    def unregister(self, name: str) -> None:
+        self.live.pop(name, None)
+
+    def stats(self) -> dict[str, int]:
+        return {"live": len(self.live), "max_live": self.max_live, "passivations": self.passivations}
+
+
+def directory(max_live: int) -> Any:
+    return Directory.options(  # type: ignore[attr-defined]
+        name=DIRECTORY_NAME, namespace=NAMESPACE, get_if_exists=True, lifetime="detached",
+    ).remote(max_live)
+
+
 @ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=64)
 class ConversationActor:
+    """A virtual actor: activated by its first message, passivated when idle or crowded out."""
+
     def __init__(self, tenant: str, conversation: str, branch: str, settings: RuntimeSettings) -> None:
         self.key = StreamKey(tenant, conversation, branch)
+        self.name = actor_name(self.key)
         self.settings = settings
         self.conversation: Conversation | None = None
+        self.directory = directory(settings.max_live_actors)
+        self.last_active = 0.0
+        self._watchdog: Any = None
 
     async def _ready(self) -> Conversation:
+        import asyncio
+        import time
+
+        self.last_active = time.monotonic()
         if self.conversation is None:
             self.conversation = await Conversation(self.key, self.settings).start()
+            await self.directory.register.remote(self.name)
+            self._watchdog = asyncio.create_task(self._passivate_when_idle())
+        else:
+            self.directory.touch.remote(self.name)  # fire and forget: no extra wait per call
         return self.conversation
+
+    async def _passivate_when_idle(self) -> None:
+        import asyncio
+        import time
+
+        while True:
+            await asyncio.sleep(min(5.0, self.settings.passivate_after_s / 2))
+            idle = time.monotonic() - self.last_active
+            if idle >= self.settings.passivate_after_s and self.conversation is not None \
+                    and await self.conversation.wait_idle(0):
+                await self.passivate()
+                return
 
     async def turn(self, message: str, sync: bool = False) -> dict[str, Any]:
         return await (await self._ready()).turn(message, sync=sync)
@@ -50,6 +122,14 @@ class ConversationActor:
 
         return os.getpid()
 
+    async def passivate(self) -> None:
+        """Finish thinking, snapshot, leave: the name is free and the next message re-activates."""
+        if self.conversation is not None:
+            await self.conversation.passivate()
+            self.conversation = None
+        await self.directory.unregister.remote(self.name)
+        ray.actor.exit_actor()
+
     async def stop(self) -> None:
         if self.conversation is not None:
             await self.conversation.stop()
@@ -65,6 +145,16 @@ def conversation_actor(key: StreamKey, settings: RuntimeSettings) -> Any:
     return ConversationActor.options(  # type: ignore[attr-defined]
         name=actor_name(key), namespace=NAMESPACE, get_if_exists=True, lifetime="detached",
     ).remote(key.tenant, key.conversation, key.branch, settings)
+
+
+RETRYABLE = (ray.exceptions.ActorUnavailableError, ray.exceptions.ActorDiedError)
+
+
+def is_passivated(exc: BaseException) -> bool:
+    """A call that met an actor passivating or just gone: ask a fresh handle again."""
+    from .errors import Passivated
+
+    return isinstance(exc, RETRYABLE) or isinstance(getattr(exc, "cause", None), Passivated)
 
 
 def call(method: Any, *args: Any, retry_for_s: float = 30.0, **kwargs: Any) -> Any:

@@ -1,0 +1,64 @@
+"""Virtual actors: 200 conversations under a cap of 16 live actors; all answered, state intact."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import ray
+
+from mirror.actors.conversation import RuntimeSettings
+from mirror.actors.processes import IngesterProcess
+from mirror.actors.ray_actors import DIRECTORY_NAME, NAMESPACE, call, conversation_actor, is_passivated
+from mirror.actors.sim_llm import SimLLMServer, SimSettings
+from mirror.cognition.openai_client import LLMSettings
+from mirror.events.ids import StreamKey
+from mirror.events.nats_server import EmbeddedNats
+
+from .conftest import reset_stream
+
+pytestmark = pytest.mark.slow
+CAP = 16
+
+
+@pytest.fixture(scope="module")
+def runtime(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeSettings]:
+    tmp = tmp_path_factory.mktemp("passivation")
+    asyncio.run(reset_stream(nats_server.url))
+    ray.init(num_cpus=2, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
+    with SimLLMServer(SimSettings()) as sim:
+        ingester = IngesterProcess(nats_server.url, tmp / "log.duckdb", shard="pas").start()
+        try:
+            yield RuntimeSettings(nats_url=nats_server.url, shard="pas", max_live_actors=CAP, mode="controller_only",
+                                  llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1))
+        finally:
+            ingester.stop()
+            ray.shutdown()
+
+
+def ask(key: StreamKey, runtime: RuntimeSettings, message: str) -> dict:  # type: ignore[type-arg]
+    for _ in range(20):
+        try:
+            return call(conversation_actor(key, runtime).turn, message, True)
+        except Exception as exc:  # a passivating actor: a fresh handle re-activates it
+            if not is_passivated(exc):
+                raise
+    raise AssertionError(f"{key} never answered")
+
+
+def test_two_hundred_conversations_under_a_cap_of_sixteen(runtime: RuntimeSettings) -> None:
+    keys = [StreamKey("acme", f"v{index}") for index in range(200)]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        first = list(pool.map(lambda key: ask(key, runtime, "first"), keys))
+    assert all(reply["turn"] == 0 for reply in first)
+    stats = ray.get(ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE).stats.remote())
+    assert stats["live"] <= CAP and stats["passivations"] >= 200 - CAP
+    # Every conversation re-activates with its state: the next turn continues the sequence.
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        second = list(pool.map(lambda key: ask(key, runtime, "second"), keys[::10]))
+    assert all(reply["turn"] == 1 and reply["narrative_seq"] is not None for reply in second)
+    assert all(reply["seq"] > first_reply["seq"] + 1 for reply, first_reply in zip(second, first[::10]))
