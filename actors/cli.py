@@ -150,7 +150,7 @@ def sim_llm(
         "fixed:0", "--latency", help="fixed:MS, uniform:LO,HI or lognormal:MEDIAN_MS,SIGMA (milliseconds)."
     ),
     faults: list[str] = typer.Option(
-        [], "--fault", help="KIND=RATE, KIND one of 429, 500, timeout, malformed, empty (repeatable), e.g. 500=0.1."
+        [], "--fault", help="KIND=RATE (repeatable), e.g. 500=0.1; KIND: 429, 500, timeout, malformed, empty, garbage, no_choices, no_usage, echo_error."
     ),
     script: str = typer.Option("", "--script", help="Faults for the next chat calls in order, e.g. ok,429,timeout."),
     seed: int = typer.Option(0, "--seed", help="Seed of the per-call fault and latency draws."),
@@ -199,6 +199,23 @@ def bench_ingest(
     typer.echo(json.dumps(result, indent=None if as_json else 2))
     if result["committed"] != result["events"]:
         raise typer.Exit(1)
+
+
+@bench_app.command("turns")
+def bench_turns(
+    conversations: int = typer.Option(20, "--conversations", "-c", min=1, help="Concurrent conversations (C)."),
+    turns: int = typer.Option(10, "--turns", "-t", min=1, help="Turns per conversation (T)."),
+    latency: float = typer.Option(100.0, "--llm-latency-ms", min=0, help="The simulator's fixed latency (L)."),
+    mode: str = typer.Option("full", "--mode", help="baseline, threads_only, controller_only or full."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
+    log_level: str = typer.Option("WARNING", "--log-level", envvar="MIRROR_LOG_LEVEL"),
+) -> None:
+    """C conversations × T turns through the HTTP gateway: Mirror's overhead over the LLM's latency."""
+    from .bench_turns import TurnsBenchConfig, run_turns_bench
+
+    configure_logging(log_level)
+    result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode))
+    typer.echo(json.dumps(result, indent=None if as_json else 2))
 
 
 @bench_app.command("pipeline")
@@ -335,7 +352,7 @@ def demo(
     except NoStackRunning:
         target = None
     settings = DemoSettings(data_dir=data, llm=llm or ("local" if local_model_installed() else "sim"),
-                            llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"))
+                            llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"), llm_given=bool(llm))
     console = Console()
     with demo_target(settings, target, console) as found, GatewayClient(found) as client:
         run_demo(client, console, conversation=conversation)

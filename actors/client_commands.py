@@ -25,11 +25,12 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .gateway_client import GatewayClient, StackTarget, find_stack
+from .gateway_client import GatewayClient, StackTarget
 
 POLL_INTERVAL_S = 0.25
 THOUGHT_WAIT_S = 1800.0  # the offline model needs minutes per step on a small machine
 THREADS = ("reasoning", "memory", "goal")
+NARRATIVE_SHOWN_CHARS = 2000
 
 # The demo: a safety constraint early, small talk, then a request that violates it.
 DEMO_CONSTRAINT_WORDS = ("peanut", "allerg")
@@ -51,6 +52,7 @@ class DemoSettings:
     llm: str
     llm_model: str = ""
     llm_api_key: str | None = None
+    llm_given: bool = False  # --llm was set explicitly (it does not apply to a running stack)
 
 
 # ---------------------------------------------------------------------------- rendering
@@ -62,20 +64,27 @@ def render_event(console: Console, event: dict[str, Any]) -> None:
     if kind == "turn":
         console.print(Text.assemble(("you     ", "bold cyan"), payload.get("user_message", "")))
         console.print(Panel(escape(payload.get("reply", "")), title="mirror", title_align="left",
-                            subtitle=f"turn {event.get('turn')} · seq {event.get('seq')}", subtitle_align="right",
+                            subtitle=f"seq {event.get('seq')}", subtitle_align="right",
                             border_style="green"))
     elif kind == "monologue":
         for thread in THREADS:
             if payload.get(thread):
                 console.print(Text.assemble((f"  {thread:<10}", "bold yellow"), (payload[thread], "italic")))
     elif kind == "narrative":
-        console.print(Panel(escape(payload.get("text", "")), title=f"narrative · seq {event.get('seq')}",
+        console.print(Panel(escape(_shortened(payload.get("text", ""))), title=f"narrative · seq {event.get('seq')}",
                             title_align="left", border_style="magenta"))
     elif kind == "thinker_failed":
         console.print(Text(f"  thinker failed at {payload.get('stage')}: {payload.get('error_type')}: "
                            f"{payload.get('message')}", style="bold red"))
     else:
         console.print(Text(f"  {kind} · seq {event.get('seq')}: {json.dumps(payload)[:200]}", style="dim"))
+
+
+def _shortened(text: str, limit: int = NARRATIVE_SHOWN_CHARS) -> str:
+    """A narrative can run to 3,000 tokens (a small model repeats itself); the log keeps all of it."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit].rstrip()} … ({len(text) - limit} more characters: `mirror events tail` shows them)"
 
 
 def event_line(event: dict[str, Any]) -> str:
@@ -122,7 +131,8 @@ def wait_for_thoughts(client: GatewayClient, console: Console, conversation: str
 def demo_target(settings: DemoSettings, target: StackTarget | None, console: Console) -> Iterator[StackTarget]:
     """The given stack, or an embedded one on free ports that stops when the demo ends."""
     if target is not None:
-        console.print(f"[dim]using the Mirror stack at {target.url}[/]")
+        console.print(f"[dim]using the Mirror stack at {target.url}"
+                      f"{' (its own LLM: --llm applies only to a stack the demo starts)' if settings.llm_given else ''}[/]")
         yield target
         return
     from mirror.events.nats_server import free_port
@@ -197,12 +207,13 @@ def run_chat(client: GatewayClient, console: Console, conversation: str | None, 
     conversation = conversation or f"chat-{secrets.token_hex(3)}"
     client.conversations()  # fails early, in one line, on a wrong URL or token
     console.print(f"[bold]conversation {conversation}[/] at {client.target.url} — {CHAT_HELP}")
-    interactive = lines.isatty()
+    interactive = lines is sys.stdin and lines.isatty()
     while True:
-        if interactive:
-            console.print("[bold cyan]you> [/]", end="")
-        line = lines.readline()
-        if not line:
+        try:
+            line = console.input("[bold cyan]you> [/]") if interactive else lines.readline() or None
+        except (EOFError, KeyboardInterrupt):
+            line = None
+        if line is None:
             return
         message = line.strip()
         if not message:
@@ -218,7 +229,7 @@ def _chat_turn(client: GatewayClient, console: Console, conversation: str, messa
     from .gateway_client import GatewayRequestFailed
 
     try:
-        with console.status("[cyan]…[/]"):
+        with console.status("[cyan]replying…[/]"):
             answer = client.turn(conversation, message)
     except GatewayRequestFailed as exc:  # the loop goes on: the next message may well succeed
         console.print(f"[red]{escape(str(exc))}[/]")
@@ -275,7 +286,7 @@ def _chat_command(client: GatewayClient, console: Console, conversation: str, co
     count = int(argument) if argument.strip().isdigit() else 10
     after = max(0, summary["last_seq"] - count)
     for event in client.events(conversation, after=after):
-        console.print(Text(event_line(event)))
+        console.print(Text(event_line(event)), no_wrap=True, overflow="ellipsis")
     return True
 
 

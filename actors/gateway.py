@@ -81,6 +81,7 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
     app = FastAPI(title="Mirror", summary="LLM conversations that think between turns", version="0.1.0")
     app.state.registry = registry
     nats_box: dict[str, Any] = {}
+    handles: dict[StreamKey, Any] = {}
 
     async def nats() -> Any:
         if "nc" not in nats_box:
@@ -110,14 +111,19 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
         from .ray_actors import is_passivated
 
         for attempt in range(5):
+            handle = handles.get(key)
+            if handle is None:  # get-or-create is a round trip to Ray's control store: once per actor
+                handle = handles[key] = actors(key)
             try:
-                return await asyncio.wait_for(getattr(actors(key), method).remote(*args), settings.actor_timeout_s)
+                return await asyncio.wait_for(getattr(handle, method).remote(*args), settings.actor_timeout_s)
             except Exception as exc:
                 cause = getattr(exc, "cause", None) or exc
                 if isinstance(cause, Fenced):
+                    handles.pop(key, None)
                     raise HTTPException(409, f"conversation moved on elsewhere; retry: {cause}") from None
                 if not is_passivated(exc) or attempt == 4:
                     raise
+                handles.pop(key, None)
                 await asyncio.sleep(0.05 * (attempt + 1))
         raise AssertionError("unreachable")
 

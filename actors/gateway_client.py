@@ -9,6 +9,7 @@ HTTP failure into one typed error saying what to do, so the CLI prints one line,
 Errors (``MirrorError`` → ``ActorError`` → …):
 
     NoStackRunning          no live stack for the data directory and no --url given
+    MissingToken            --url without a token (also a ValueError)
     GatewayUnavailable      the gateway could not be reached (connection refused, timeout)
     GatewayRequestFailed    the gateway answered with an HTTP error (bad token, unknown id, …)
 """
@@ -34,7 +35,7 @@ PAGE_LIMIT = 1000  # the events API's largest page
 CONNECTED_COMMENT = ": connected"
 
 
-class NoStackRunning(ActorError, ValueError):
+class NoStackRunning(ActorError):
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
         super().__init__(f"no Mirror stack is running for data dir {data_dir} (no live {stack_file(data_dir)}); "

@@ -1,0 +1,104 @@
+"""`mirror bench turns`: what Mirror adds to a turn, measured through the HTTP gateway.
+
+C conversations × T turns, each conversation sending its next turn as soon as the previous
+reply arrives, against the embedded stack with the simulator at a fixed latency L. The Talker
+makes exactly one LLM call per turn, so overhead = client-observed latency − L: the gateway,
+the Ray actor hop, the fenced append acknowledged by JetStream, and the client's own work.
+``thinking_backlog_share`` is the fraction of turns (after each conversation's first) that
+arrived while the previous turn's thinking was still running — the Talker then answered from
+an older narrative, as production mode intends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mirror.events.nats_server import free_port
+
+from .stack import EmbeddedStack, StackSettings
+
+
+@dataclass(frozen=True, slots=True)
+class TurnsBenchConfig:
+    conversations: int = 20
+    turns: int = 10
+    llm_latency_ms: float = 100.0
+    mode: str = "full"
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+async def _conversation(client: httpx.AsyncClient, name: str, turns: int) -> list[tuple[float, dict[str, Any]]]:
+    results = []
+    for index in range(turns):
+        started = time.perf_counter()
+        response = await client.post(f"/v1/conversations/{name}/turns", json={"message": f"message {index} of {name}"})
+        elapsed = (time.perf_counter() - started) * 1000
+        response.raise_for_status()
+        results.append((elapsed, response.json()))
+    return results
+
+
+async def _backlog(client: httpx.AsyncClient, name: str) -> tuple[int, int]:
+    """(measured turns, of which the Talker saw a narrative older than the previous turn's).
+
+    Turn 0 is the warm-up that activated the actor; it is neither timed nor counted here.
+    """
+    events = (await client.get(f"/v1/conversations/{name}/events", params={"limit": 1000})).json()["events"]
+    turn_of_narrative = {e["seq"]: e["turn"] for e in events if e["type"] == "narrative"}
+    late = total = 0
+    for event in events:
+        if event["type"] != "turn" or event["turn"] == 0:
+            continue
+        total += 1
+        seen = event["payload"]["narrative_seq"]
+        if seen is None or turn_of_narrative.get(seen, -1) < event["turn"] - 1:
+            late += 1
+    return late, total
+
+
+async def _measure(url: str, token: str, config: TurnsBenchConfig) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=config.conversations + 4)
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120,
+                                 limits=limits) as client:
+        names = [f"bench-{index}" for index in range(config.conversations)]
+        await asyncio.gather(*(_conversation(client, name, 1) for name in names))  # activate the actors first
+        started = time.perf_counter()
+        runs = await asyncio.gather(*(_conversation(client, name, config.turns) for name in names))
+        wall = time.perf_counter() - started
+        backlog = await asyncio.gather(*(_backlog(client, name) for name in names))
+    latencies = [elapsed for run in runs for elapsed, _ in run]
+    overheads = [latency - config.llm_latency_ms for latency in latencies]
+    late, total = sum(b[0] for b in backlog), sum(b[1] for b in backlog)
+    return {
+        "benchmark": "turns",
+        "conversations": config.conversations,
+        "turns": len(latencies),
+        "llm_latency_ms": config.llm_latency_ms,
+        "latency_p50_ms": round(statistics.median(latencies), 2),
+        "overhead_p50_ms": round(statistics.median(overheads), 2),
+        "overhead_p99_ms": round(_percentile(overheads, 0.99), 2),
+        "turns_per_s": round(len(latencies) / wall, 1),
+        "thinking_backlog_share": round(late / total, 3) if total else 0.0,
+    }
+
+
+def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="mirror-bench-turns-") as data:
+        settings = StackSettings(
+            data_dir=Path(data), llm="sim", sim_latency=f"fixed:{config.llm_latency_ms:g}", mode=config.mode,
+            gateway_port=free_port(), nats_port=free_port(),
+        )
+        with EmbeddedStack(settings) as stack:
+            return asyncio.run(_measure(stack.url, stack.token, config))
