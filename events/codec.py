@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import msgpack
 
-from .envelope import Event
+from .envelope import MAX_SEQ, Event
 from .ids import validate_identifier
 from .errors import CorruptEvent, InvalidIdentifier, UnknownEventType
 from .payloads import PAYLOAD_TYPES, Payload, Provenance
@@ -279,8 +279,8 @@ def check_record(record: Any) -> CheckedRecord:
         validate_identifier("tenant", record["tenant"])
         validate_identifier("conversation", record["conversation"])
         validate_identifier("branch", record["branch"])
-        if record["seq"] < 1 or record["turn"] < 0:
-            raise InvalidIdentifier("seq", record["seq"], "seq counts from 1 and turn from 0")
+        if not 1 <= record["seq"] <= MAX_SEQ or not 0 <= record["turn"] <= MAX_SEQ:
+            raise CorruptEvent(f"seq must be 1..{MAX_SEQ} and turn 0..{MAX_SEQ}, got {record['seq']} and {record['turn']}")
         cls = payload_class(record["type"])
         fields = record["payload"]
         if record["schema"] != cls.VERSION:

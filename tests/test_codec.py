@@ -565,3 +565,11 @@ def test_values_msgpack_cannot_carry_are_a_codec_error() -> None:
         encode(dataclasses.replace(event, provenance=huge))
     with pytest.raises(InvalidIdentifier, match="seq"):
         make_event(StreamKey("acme", "big"), 2**64, Turn("hi", "hello"))
+
+
+def test_a_seq_beyond_bigint_is_a_corrupt_record_not_a_crash() -> None:
+    event = make_event(StreamKey("acme", "big"), 1, Turn("hi", "hello"), timestamp=1.0)
+    record = msgpack.unpackb(encode(event), raw=False)
+    record["seq"] = 2**63
+    with pytest.raises(CorruptEvent, match="seq must be"):
+        decode(msgpack.packb(record))
