@@ -2,7 +2,8 @@
 
 C conversations × T turns, each conversation sending its next turn as soon as the previous
 reply arrives, against the embedded stack with the simulator at a fixed latency L. The Talker
-makes exactly one LLM call per turn, so overhead = client-observed latency − L: the gateway,
+makes exactly one LLM call per turn, so overhead = client-observed latency − that call as
+Mirror timed it (L plus the simulator's own work): the gateway,
 the Ray actor hop, the fenced append acknowledged by JetStream, and the client's own work.
 ``thinking_backlog_share`` is the fraction of turns (after each conversation's first) that
 arrived while the previous turn's thinking was still running — the Talker then answered from
@@ -79,7 +80,10 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig) -> dict[str, 
         wall = time.perf_counter() - started
         backlog = await asyncio.gather(*(_backlog(client, name) for name in names))
     latencies = [elapsed for run in runs for elapsed, _ in run]
-    overheads = [latency - config.llm_latency_ms for latency in latencies]
+    # The simulator's own time is the Talker's LLM call as Mirror timed it (the configured
+    # latency plus the simulator's work and its HTTP hop); the rest is Mirror's overhead.
+    overheads = [elapsed - reply["llm_ms"] for run in runs for elapsed, reply in run]
+    llm_times = [reply["llm_ms"] for run in runs for _, reply in run]
     late, total = sum(b[0] for b in backlog), sum(b[1] for b in backlog)
     return {
         "benchmark": "turns",
@@ -87,6 +91,7 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig) -> dict[str, 
         "turns": len(latencies),
         "llm_latency_ms": config.llm_latency_ms,
         "latency_p50_ms": round(statistics.median(latencies), 2),
+        "llm_call_p50_ms": round(statistics.median(llm_times), 2),
         "overhead_p50_ms": round(statistics.median(overheads), 2),
         "overhead_p99_ms": round(_percentile(overheads, 0.99), 2),
         "turns_per_s": round(len(latencies) / wall, 1),

@@ -163,7 +163,8 @@ class Conversation:
                                provenance=said.provenance)
             await self._append([event])
         self._start_thinking()
-        return {"reply": said.reply, "turn": event.turn, "seq": event.seq, "narrative_seq": said.turn.narrative_seq}
+        return {"reply": said.reply, "turn": event.turn, "seq": event.seq, "narrative_seq": said.turn.narrative_seq,
+                "llm_ms": round(said.provenance.latency_ms, 3)}
 
     async def _append(self, events: list[Event]) -> None:
         """Append under the lock; losing the fence stops this conversation for good."""

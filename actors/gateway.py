@@ -67,6 +67,8 @@ class TurnOut(BaseModel):
     turn: int
     seq: int
     narrative_seq: int | None
+    llm_ms: float | None = None
+    """How long the Talker's LLM call took, as Mirror saw it (so clients can tell Mirror's share)."""
 
 
 def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
