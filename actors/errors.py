@@ -7,7 +7,11 @@
         ├── UnsatisfiableSchema      a response_format schema no instance can satisfy (also a ValueError)
         ├── LocalModelUnavailable    the offline llama.cpp model is missing or did not start
         ├── Fenced                   a conversation lost the single-writer fence and stopped
-        └── Passivated               a conversation is passivating: ask its new incarnation
+        ├── Passivated               a conversation is passivating: ask its new incarnation
+        ├── NoStackRunning           no `mirror up` stack for the data directory, and no --url
+        ├── MissingToken             a --url without a token (also a ValueError)
+        ├── GatewayUnavailable       the gateway cannot be reached
+        └── GatewayRequestFailed     the gateway answered with an error status
 
 Every error names the setting or address it is about and says how to fix the problem.
 """
@@ -69,3 +73,48 @@ class Passivated(ActorError):
     def __init__(self, key: object) -> None:
         self.key = key
         super().__init__(f"conversation {key} is passivating; ask again to re-activate it")
+
+
+class NoStackRunning(ActorError):
+    """No `mirror up` stack runs for the data directory and no --url was given."""
+
+    def __init__(self, data_dir: object) -> None:
+        self.data_dir = data_dir
+        super().__init__(f"no Mirror stack is running for data dir {data_dir} (no live {data_dir}/stack.json); "
+                         f"start one with `mirror up --data {data_dir}`, or pass --url and --token")
+
+
+class MissingToken(ActorError, ValueError):
+    """A gateway URL was given without a bearer token."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        super().__init__(f"--url {url} needs a bearer token: pass --token (or set MIRROR_TOKEN); "
+                         f"`mirror tenants add TENANT` creates one")
+
+
+class GatewayUnavailable(ActorError):
+    """The gateway could not be reached."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"cannot reach the Mirror gateway at {url}: {reason}; "
+                         f"is `mirror up` running? (`mirror status` shows what runs)")
+
+
+class GatewayRequestFailed(ActorError):
+    """The gateway answered with an error status; the message says how to fix it."""
+
+    _FIXES = {401: "check --token / MIRROR_TOKEN (a revoked or mistyped token?)",
+              404: "check the conversation id (`mirror status` lists them)",
+              409: "the conversation moved on elsewhere; send the turn again",
+              503: "the event log is not answering; check the stack's ingester.log"}
+
+    def __init__(self, method: str, path: str, status: int, detail: str) -> None:
+        self.method = method
+        self.path = path
+        self.status = status
+        self.detail = detail
+        fix = self._FIXES.get(status, "see the gateway's log")
+        super().__init__(f"{method} {path} failed with HTTP {status}: {detail}; {fix}")

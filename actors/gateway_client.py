@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from .errors import ActorError
+from .errors import GatewayRequestFailed, GatewayUnavailable, MissingToken, NoStackRunning
 from .stack import running_stack, stack_file
 
 TURN_TIMEOUT_S = 660.0  # a sync turn waits for the previous thinking (minutes on the offline model)
@@ -33,43 +33,6 @@ REQUEST_TIMEOUT_S = 30.0
 STREAM_READ_TIMEOUT_S = 60.0  # the gateway sends a keep-alive comment every 15 s
 PAGE_LIMIT = 1000  # the events API's largest page
 CONNECTED_COMMENT = ": connected"
-
-
-class NoStackRunning(ActorError):
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        super().__init__(f"no Mirror stack is running for data dir {data_dir} (no live {stack_file(data_dir)}); "
-                         f"start one with `mirror up --data {data_dir}`, or pass --url and --token")
-
-
-class MissingToken(ActorError, ValueError):
-    def __init__(self, url: str) -> None:
-        self.url = url
-        super().__init__(f"--url {url} needs a bearer token: pass --token (or set MIRROR_TOKEN); "
-                         f"`mirror tenants add TENANT` creates one")
-
-
-class GatewayUnavailable(ActorError):
-    def __init__(self, url: str, reason: str) -> None:
-        self.url = url
-        self.reason = reason
-        super().__init__(f"cannot reach the Mirror gateway at {url}: {reason}; "
-                         f"is `mirror up` running? (`mirror status` shows what runs)")
-
-
-class GatewayRequestFailed(ActorError):
-    _FIXES = {401: "check --token / MIRROR_TOKEN (a revoked or mistyped token?)",
-              404: "check the conversation id (`mirror status` lists them)",
-              409: "the conversation moved on elsewhere; send the turn again",
-              503: "the event log is not answering; check the stack's ingester.log"}
-
-    def __init__(self, method: str, path: str, status: int, detail: str) -> None:
-        self.method = method
-        self.path = path
-        self.status = status
-        self.detail = detail
-        fix = self._FIXES.get(status, "see the gateway's log")
-        super().__init__(f"{method} {path} failed with HTTP {status}: {detail}; {fix}")
 
 
 @dataclass(frozen=True)
