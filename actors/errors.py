@@ -3,7 +3,7 @@
     MirrorError                      (mirror.events.errors)
     └── ActorError
         ├── InvalidSimSetting        a `mirror sim-llm` setting that cannot be parsed (also a ValueError)
-        ├── SimServerUnavailable     the simulated LLM server could not listen or did not come up
+        ├── ServerUnavailable        the simulator or gateway HTTP server could not listen or come up
         ├── UnsatisfiableSchema      a response_format schema no instance can satisfy (also a ValueError)
         ├── LocalModelUnavailable    the offline llama.cpp model is missing or did not start
         ├── Fenced                   a conversation lost the single-writer fence and stopped
@@ -35,13 +35,14 @@ class InvalidSimSetting(ActorError, ValueError):
         super().__init__(f"invalid {setting} {value!r}: expected {expected}")
 
 
-class SimServerUnavailable(ActorError):
-    """The simulator's HTTP server could not listen, or did not answer /healthz in time."""
+class ServerUnavailable(ActorError):
+    """An HTTP server of ours (simulator, gateway) could not listen or did not answer /healthz."""
 
-    def __init__(self, url: str, reason: str, fix: str) -> None:
+    def __init__(self, name: str, url: str, reason: str, fix: str) -> None:
+        self.name = name
         self.url = url
         self.reason = reason
-        super().__init__(f"mirror sim-llm at {url} is unavailable: {reason}; {fix}")
+        super().__init__(f"{name} at {url} is unavailable: {reason}; {fix}")
 
 
 class UnsatisfiableSchema(ActorError, ValueError):

@@ -29,6 +29,7 @@ from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.jetstream import connect_nats, subject_for
 from mirror.events.log_service import LogClient
 
+from ._threaded_server import ThreadedServer
 from .conversation import RuntimeSettings
 from .errors import Fenced
 from .tenants import TenantRegistry
@@ -219,52 +220,8 @@ async def _sse(nc: Any, key: StreamKey) -> AsyncIterator[bytes]:
         await subscription.unsubscribe()
 
 
-class GatewayServer:
+class GatewayServer(ThreadedServer):
     """The gateway on a loopback port, served by uvicorn in a background thread (tests, `mirror up`)."""
 
     def __init__(self, app: FastAPI, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.app = app
-        self.host = host
-        self.port = port
-        self._server: Any = None
-        self._thread: Any = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self, timeout: float = 15.0) -> "GatewayServer":
-        import threading
-        import time
-
-        import httpx
-        import uvicorn
-
-        from .sim_llm import bind_socket
-
-        sock = bind_socket(self.host, self.port)
-        self.port = sock.getsockname()[1]
-        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", access_log=False))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
-                                        name=f"mirror-gateway-{self.port}")
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=0.5).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                time.sleep(0.02)
-        raise RuntimeError(f"gateway at {self.url} did not start within {timeout}s")
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-            self._thread.join(10)
-        self._server = self._thread = None
-
-    def __enter__(self) -> "GatewayServer":
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+        super().__init__(app, name="mirror gateway", host=host, port=port, start_timeout=15.0)

@@ -63,10 +63,7 @@ import base64
 import contextlib
 import json
 import logging
-import socket
 import struct
-import threading
-import time
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -74,7 +71,6 @@ from types import TracebackType
 from typing import Any
 
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -94,10 +90,11 @@ from ._sim_settings import (
     parse_script,
     stream_rng,
 )
-from .errors import SimServerUnavailable, UnsatisfiableSchema
+from ._threaded_server import ThreadedServer
+from .errors import ServerUnavailable, UnsatisfiableSchema
 
 __all__ = [
-    "FAULT_KINDS", "NO_FAULT", "LatencyModel", "SimLLMServer", "SimSettings", "bind_socket", "create_app",
+    "FAULT_KINDS", "NO_FAULT", "LatencyModel", "SimLLMServer", "SimSettings", "create_app",
     "drawn_fault", "parse_fault_rate", "parse_latency", "parse_script",
 ]
 
@@ -376,27 +373,6 @@ def create_app(settings: SimSettings) -> Starlette:
     ])
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening socket bound before uvicorn starts, so port 0 yields a known free port."""
-    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and
-    # without it every response waits ~40 ms for a delayed ACK (Nagle).
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise SimServerUnavailable(f"http://{host}:{port}", str(exc), "choose another --host/--port") from exc
-    sock.listen(2048)
-    return sock
-
-
-def _uvicorn_config(settings: SimSettings, log_level: str, *, access_log: bool) -> uvicorn.Config:
-    # log_config=None keeps Mirror's logging setup instead of uvicorn's own handlers.
-    return uvicorn.Config(create_app(settings), log_config=None, log_level=log_level.lower(), access_log=access_log,
-                          lifespan="off", timeout_graceful_shutdown=1.0)
-
-
 class SimLLMServer:
     """The simulator on a free loopback port, served by uvicorn in a background thread.
 
@@ -407,20 +383,22 @@ class SimLLMServer:
     def __init__(self, settings: SimSettings | None = None, *, host: str = "127.0.0.1", port: int = 0,
                  start_timeout: float = 10.0, log_level: str = "warning", access_log: bool = False) -> None:
         self.settings = settings if settings is not None else SimSettings()
-        self.host = host
-        self.port = port
-        self.start_timeout = start_timeout
-        self.log_level = log_level
-        self.access_log = access_log
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
+        self._server = ThreadedServer(create_app(self.settings), name="mirror sim-llm", host=host, port=port,
+                                      start_timeout=start_timeout, log_level=log_level, access_log=access_log)
         self._admin: httpx.Client | None = None  # one client: building one per call costs ~30 ms
+
+    @property
+    def host(self) -> str:
+        return self._server.host
+
+    @property
+    def port(self) -> int:
+        return self._server.port
 
     @property
     def url(self) -> str:
         """The root, e.g. http://127.0.0.1:40123 (admin endpoints live under it)."""
-        return f"http://{self.host}:{self.port}"
+        return self._server.url
 
     @property
     def base_url(self) -> str:
@@ -428,51 +406,20 @@ class SimLLMServer:
         return f"{self.url}/v1"
 
     def start(self) -> SimLLMServer:
-        if self._thread is not None:
-            return self
-        self._socket = bind_socket(self.host, self.port)
-        self.port = self._socket.getsockname()[1]
-        self._server = uvicorn.Server(_uvicorn_config(self.settings, self.log_level, access_log=self.access_log))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
-                                        name=f"mirror-sim-llm-{self.port}", daemon=True)
-        self._thread.start()
-        self._admin = httpx.Client(base_url=self.url, timeout=5.0)
-        self._wait_healthy(self._admin)
+        if not self._server.running:
+            self._server.start()
+            self._admin = httpx.Client(base_url=self.url, timeout=5.0)
         return self
 
-    def _wait_healthy(self, client: httpx.Client) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        last_error = "no answer yet"
-        while time.monotonic() < deadline:
-            if self._thread is None or not self._thread.is_alive():
-                self.stop()
-                raise SimServerUnavailable(self.url, "the server thread exited", "see the log above")
-            try:
-                if client.get("/healthz", timeout=0.5).status_code == 200:
-                    return
-            except httpx.TransportError as exc:
-                last_error = repr(exc)
-            time.sleep(0.01)
-        self.stop()
-        raise SimServerUnavailable(self.url, f"no /healthz answer within {self.start_timeout}s ({last_error})",
-                                   "raise start_timeout on a slow machine")
-
     def stop(self, timeout: float = 5.0) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.warning("mirror sim-llm at %s did not stop within %.1fs", self.url, timeout)
-        if self._socket is not None:
-            self._socket.close()
+        self._server.stop(timeout)
         if self._admin is not None:
             self._admin.close()
-        self._server = self._thread = self._socket = self._admin = None
+        self._admin = None
 
     def _admin_client(self) -> httpx.Client:
         if self._admin is None:
-            raise SimServerUnavailable(self.url, "the server is not running", "call start() first")
+            raise ServerUnavailable("mirror sim-llm", self.url, "the server is not running", "call start() first")
         return self._admin
 
     def stats(self) -> dict[str, Any]:
