@@ -59,3 +59,42 @@ def db_path(tmp_path: Path) -> Path:
 def run(coroutine):  # type: ignore[no-untyped-def]
     """Run a coroutine from synchronous test code (stateful machines, process tests)."""
     return asyncio.run(coroutine)
+
+
+@contextlib.contextmanager
+def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency: str = "fixed:0",
+                         **overrides: object) -> Iterator[object]:
+    """What a live conversation needs: an empty stream, an ingester process, the simulator.
+
+    Yields the ``RuntimeSettings`` for it; everything is stopped afterwards.
+    """
+    from mirror.actors.conversation import RuntimeSettings
+    from mirror.actors.processes import IngesterProcess
+    from mirror.actors.sim_llm import SimLLMServer, SimSettings
+    from mirror.cognition.openai_client import LLMSettings
+
+    asyncio.run(reset_stream(nats_url))
+    with SimLLMServer(SimSettings(latency=latency)) as sim:
+        ingester = IngesterProcess(nats_url, directory / "log.duckdb", shard=shard).start()
+        try:
+            yield RuntimeSettings(
+                nats_url=nats_url, shard=shard,
+                llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1, backoff_initial_s=0.01),
+                **overrides,  # type: ignore[arg-type]
+            )
+        finally:
+            ingester.stop()
+
+
+@contextlib.contextmanager
+def local_ray() -> Iterator[None]:
+    """A real local Ray cluster for one test module (2 CPUs, Mirror's namespace)."""
+    import ray
+
+    from mirror.actors.ray_actors import NAMESPACE
+
+    ray.init(num_cpus=2, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()

@@ -127,8 +127,11 @@ async def test_streams_are_independent(bus) -> None:  # type: ignore[no-untyped-
     assert {(await bus.head(key)).last_seq for key in (KEY, other, tenant)} == {2}
 
 
-async def test_payload_types_travel_unchanged(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_any_payload_type_appends_and_is_retried_by_its_bytes(bus) -> None:  # type: ignore[no-untyped-def]
     head = await fresh_head(bus, KEY)
     narrative = make_event(KEY, 1, Narrative("I hold that the user avoids peanuts.", monologue_seq=None))
-    head = await bus.append(KEY, [narrative], head)
-    assert head.last_seq == 1
+    appended = await bus.append(KEY, [narrative], head)
+    assert appended.last_seq == 1 and await bus.head(KEY) == appended
+    assert await bus.append(KEY, [narrative], head) == appended  # same bytes: a retry, not a conflict
+    with pytest.raises(AppendConflict):
+        await bus.append(KEY, [make_event(KEY, 1, Narrative("I hold something else."))], head)

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from mirror.actors.conversation import Conversation, RuntimeSettings
 from mirror.actors.errors import Fenced
-from mirror.actors.processes import IngesterProcess
-from mirror.actors.sim_llm import SimLLMServer, SimSettings
-from mirror.cognition.openai_client import LLMSettings
 from mirror.events.ids import StreamKey
 from mirror.events.jetstream import JetStreamBus
 from mirror.events.log_service import LogClient
@@ -20,26 +16,13 @@ from mirror.events.payloads import Monologue, Narrative, Turn
 from mirror.events.nats_server import EmbeddedNats
 from mirror.projections.conversation import fold
 
-from .conftest import reset_stream
-
-
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimLLMServer]:
-    with SimLLMServer(SimSettings(latency="fixed:20")) as server:
-        yield server
+from .conftest import conversation_runtime
 
 
 @pytest.fixture
-async def runtime(nats_server: EmbeddedNats, sim: SimLLMServer, tmp_path: Path) -> AsyncIterator[RuntimeSettings]:
-    await reset_stream(nats_server.url)
-    ingester = await asyncio.to_thread(IngesterProcess(nats_server.url, tmp_path / "log.duckdb", shard="conv").start)
-    try:
-        yield RuntimeSettings(
-            nats_url=nats_server.url, shard="conv",
-            llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1, backoff_initial_s=0.01),
-        )
-    finally:
-        ingester.stop()
+def runtime(nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:
+    with conversation_runtime(nats_server.url, tmp_path, shard="conv", latency="fixed:20") as settings:
+        yield settings  # type: ignore[misc]
 
 
 async def log_events(settings: RuntimeSettings, key: StreamKey) -> list:  # type: ignore[type-arg]

@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
-import ray
 
-from mirror.actors.conversation import RuntimeSettings
 from mirror.actors.gateway import GatewayServer, GatewaySettings, create_app
-from mirror.actors.processes import IngesterProcess
-from mirror.actors.ray_actors import NAMESPACE
-from mirror.actors.sim_llm import SimLLMServer, SimSettings
 from mirror.actors.tenants import TenantRegistry
-from mirror.cognition.openai_client import LLMSettings
 from mirror.events.nats_server import EmbeddedNats
 
-from .conftest import reset_stream
+from .conftest import conversation_runtime, local_ray
 
 pytestmark = pytest.mark.slow
 
@@ -28,22 +20,12 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def stack(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
     tmp = tmp_path_factory.mktemp("gateway")
-    asyncio.run(reset_stream(nats_server.url))
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
     registry = TenantRegistry(tmp / "tenants.json")
     tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
-    with SimLLMServer(SimSettings(latency="fixed:5")) as sim:
-        ingester = IngesterProcess(nats_server.url, tmp / "log.duckdb", shard="gw").start()
-        runtime = RuntimeSettings(nats_url=nats_server.url, shard="gw",
-                                  llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1))
-        app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(tmp / "tenants.json")))
-        try:
-            with GatewayServer(app) as gateway:
-                yield gateway.url, tokens
-        finally:
-            ingester.stop()
-            ray.shutdown()
+    with local_ray(), conversation_runtime(nats_server.url, tmp, shard="gw", latency="fixed:5") as runtime:
+        app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(tmp / "tenants.json")))  # type: ignore[arg-type]
+        with GatewayServer(app) as gateway:
+            yield gateway.url, tokens
 
 
 def auth(token: str) -> dict[str, str]:

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 from collections.abc import Iterator
-from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import ray
 
 from mirror.actors.conversation import RuntimeSettings
-from mirror.actors.processes import IngesterProcess
 from mirror.actors.ray_actors import DIRECTORY_NAME, NAMESPACE, call, conversation_actor, is_passivated
-from mirror.actors.sim_llm import SimLLMServer, SimSettings
-from mirror.cognition.openai_client import LLMSettings
 from mirror.events.ids import StreamKey
 from mirror.events.nats_server import EmbeddedNats
 
-from .conftest import reset_stream
+from .conftest import conversation_runtime, local_ray
 
 pytestmark = pytest.mark.slow
 CAP = 16
@@ -28,16 +22,9 @@ CAP = 16
 @pytest.fixture(scope="module")
 def runtime(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeSettings]:
     tmp = tmp_path_factory.mktemp("passivation")
-    asyncio.run(reset_stream(nats_server.url))
-    ray.init(num_cpus=2, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
-    with SimLLMServer(SimSettings()) as sim:
-        ingester = IngesterProcess(nats_server.url, tmp / "log.duckdb", shard="pas").start()
-        try:
-            yield RuntimeSettings(nats_url=nats_server.url, shard="pas", max_live_actors=CAP, mode="controller_only",
-                                  llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1))
-        finally:
-            ingester.stop()
-            ray.shutdown()
+    with local_ray(), conversation_runtime(nats_server.url, tmp, shard="pas", max_live_actors=CAP,
+                                           mode="controller_only") as settings:
+        yield settings  # type: ignore[misc]
 
 
 def ask(key: StreamKey, runtime: RuntimeSettings, message: str) -> dict:  # type: ignore[type-arg]

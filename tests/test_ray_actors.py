@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import time
@@ -13,38 +12,26 @@ import pytest
 import ray
 
 from mirror.actors.conversation import RuntimeSettings
-from mirror.actors.processes import IngesterProcess
-from mirror.actors.ray_actors import NAMESPACE, call, conversation_actor
-from mirror.actors.sim_llm import SimLLMServer, SimSettings
-from mirror.cognition.openai_client import LLMSettings
+from mirror.actors.ray_actors import call, conversation_actor
 from mirror.events.ids import StreamKey
 from mirror.events.nats_server import EmbeddedNats
 from mirror.projections.snapshot import state_from_snapshot
 
-from .conftest import reset_stream
+from .conftest import conversation_runtime, local_ray
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[None]:
-    ray.init(num_cpus=2, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+    with local_ray():
+        yield
 
 
 @pytest.fixture
 def runtime(ray_cluster: None, nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:
-    asyncio.run(reset_stream(nats_server.url))
-    with SimLLMServer(SimSettings(latency="fixed:200")) as sim:
-        ingester = IngesterProcess(nats_server.url, tmp_path / "log.duckdb", shard="ray").start()
-        try:
-            yield RuntimeSettings(
-                nats_url=nats_server.url, shard="ray",
-                llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1, backoff_initial_s=0.01),
-            )
-        finally:
-            ingester.stop()
+    with conversation_runtime(nats_server.url, tmp_path, shard="ray", latency="fixed:200") as settings:
+        yield settings  # type: ignore[misc]
 
 
 def test_get_or_create_gives_one_actor_per_conversation(runtime: RuntimeSettings) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -256,7 +257,6 @@ def test_generated_instances_validate_against_random_schemas(client: httpx.Clien
 
 
 def test_instances_also_satisfy_the_reference_validator(client: httpx.Client) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
     for index in range(10):
         body = chat_body(f"check {index}", response_format=schema_format(MONOLOGUE_SCHEMA))
         jsonschema.validate(json.loads(content_of(client.post("/chat/completions", json=body))), MONOLOGUE_SCHEMA)
