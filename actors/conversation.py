@@ -27,7 +27,6 @@ from typing import Any
 
 import nats.js.errors
 
-from mirror.cognition.errors import LLMError
 from mirror.cognition.mirror import MirrorConfig, talk, think
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.cognition.prompts import PromptSet, default_prompt_set, load_prompt_set
@@ -209,11 +208,8 @@ class Conversation:
             while self._behind() and self.fenced is None:
                 target = self.state.turn_count
                 attempt += 1
-                try:
-                    thinking = await think(self.state, self.llm, self.prompts, self.config, attempt=attempt)
-                except LLMError as exc:  # think() records LLM failures itself; this is a safety net
-                    log.warning("%s thinking failed: %r", self.key, exc)
-                    break
+                # think() turns every LLM failure into a thinker_failed payload; it does not raise them.
+                thinking = await think(self.state, self.llm, self.prompts, self.config, attempt=attempt)
                 async with self._append_lock:
                     await self._append(thinking.events(self.key, self.state.last_seq + 1))
                 if thinking.ok:

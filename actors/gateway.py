@@ -113,22 +113,21 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
         """Call the conversation's actor; a passivating or vanished one is re-activated and asked again."""
         from .ray_actors import is_passivated
 
-        for attempt in range(5):
+        attempts = 5
+        for attempt in range(1, attempts + 1):
             handle = handles.get(key)
             if handle is None:  # get-or-create is a round trip to Ray's control store: once per actor
                 handle = handles[key] = actors(key)
             try:
                 return await asyncio.wait_for(getattr(handle, method).remote(*args), settings.actor_timeout_s)
             except Exception as exc:
+                handles.pop(key, None)
                 cause = getattr(exc, "cause", None) or exc
                 if isinstance(cause, Fenced):
-                    handles.pop(key, None)
                     raise HTTPException(409, f"conversation moved on elsewhere; retry: {cause}") from None
-                if not is_passivated(exc) or attempt == 4:
+                if not is_passivated(exc) or attempt == attempts:
                     raise
-                handles.pop(key, None)
-                await asyncio.sleep(0.05 * (attempt + 1))
-        raise AssertionError("unreachable")
+                await asyncio.sleep(0.05 * attempt)
 
     @app.exception_handler(LogUnavailable)
     async def log_unavailable(request: Request, exc: LogUnavailable) -> JSONResponse:

@@ -214,7 +214,7 @@ class Chain:
     index: int = 0
 
 
-Fallback = Callable[[Chain], Awaitable[object]]
+Fallback = Callable[[int, Chain], Awaitable[object]]
 
 
 class ChainedAppends:
@@ -222,7 +222,7 @@ class ChainedAppends:
 
     A clean ack (no error, not a duplicate) moves its chain to the next event straight from
     the reply callback. Anything else — an error, a timeout, a duplicate ack — hands the chain,
-    from the event it reached, to ``fallback(chain)``: the general coroutine path, which
+    from the event it reached, to ``fallback(position, chain)``: the general coroutine path, which
     recognises retries and reports conflicts. Per conversation, events go out in order.
     """
 
@@ -270,7 +270,7 @@ class ChainedAppends:
                         done(position, chain.fence)
                         await start_next()
                     return
-                task = loop.create_task(self.fallback(chain))
+                task = loop.create_task(self.fallback(position, chain))
                 task.add_done_callback(lambda finished_task: settle(position, finished_task))
 
             return on_ack

@@ -302,17 +302,14 @@ class JetStreamBus:
         (:class:`~mirror.events._publisher.ChainedAppends`); any other answer hands that
         conversation to the general path of :meth:`append` from the event it reached.
         """
-        encoded: list[list[bytes]] = []
         chains: list[Chain] = []
         for key, events, head in batches:
             check_batch(key, events, head.next_seq(key))
-            data = [encode(event) for event in events]
-            encoded.append(data)
-            chains.append(Chain(subject_for(key), data, [event.id for event in events], head.fence))
-        where = {id(chain): position for position, chain in enumerate(chains)}
+            encoded = [encode(event) for event in events]
+            chains.append(Chain(subject_for(key), encoded, [event.id for event in events], head.fence))
 
-        async def fallback(chain: Chain) -> int:
-            key, events, _ = batches[where[id(chain)]]
+        async def fallback(position: int, chain: Chain) -> int:
+            key, events, _ = batches[position]
             return await self._append_from(key, events, chain.encoded, chain.index, chain.fence)
 
         runner = ChainedAppends(self._publisher, self.settings.publish_timeout_s, fallback)
