@@ -34,7 +34,7 @@ from mirror.events.bus import Head
 from mirror.events.codec import decode
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import AppendConflict
-from mirror.events.ids import StreamKey
+from mirror.events.ids import StreamKey, event_id
 from mirror.events.jetstream import JetStreamBus, StreamSettings, connect_nats, subject_for
 from mirror.events.log import Snapshot
 from mirror.events.log_service import LogClient
@@ -209,9 +209,12 @@ class Conversation:
                 target = self.state.turn_count
                 attempt += 1
                 # think() turns every LLM failure into a thinker_failed payload; it does not raise them.
-                thinking = await think(self.state, self.llm, self.prompts, self.config, attempt=attempt)
+                basis = self.state
+                thinking = await think(basis, self.llm, self.prompts, self.config, attempt=attempt)
                 async with self._append_lock:
-                    await self._append(thinking.events(self.key, self.state.last_seq + 1))
+                    # causation = the last event the step saw: replay rebuilds exactly that state.
+                    cause = event_id(self.key.tenant, self.key.conversation, self.key.branch, basis.last_seq)
+                    await self._append(thinking.events(self.key, self.state.last_seq + 1, causation=cause))
                 if thinking.ok:
                     attempt = 0
                 elif attempt >= self.settings.thinking_attempts and self.state.turn_count == target:

@@ -47,6 +47,11 @@ class CognitionError(MirrorError):
 class LLMError(CognitionError):
     """A call to the language model did not give a usable answer."""
 
+    @property
+    def kind(self) -> str:
+        """The name a ``thinker_failed`` event records (replay re-raises recorded failures under it)."""
+        return type(self).__name__
+
 
 class LLMUnavailable(LLMError):
     """The model could not be reached: connection errors, 5xx answers, and every retry spent."""

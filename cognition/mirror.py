@@ -35,7 +35,7 @@ from mirror.projections.state import ConversationState
 
 from .errors import LLMError
 from .history import THINKER_HISTORY_TOKENS, bound_history
-from .llm import LLM, ChatMessage, ChatRequest, JsonSchema
+from .llm import LLM, ChatMessage, ChatRequest, ChatResponse, JsonSchema
 from .prompts import PromptSet
 from .structured import parse_json_object
 
@@ -195,8 +195,14 @@ class Thinking:
     def ok(self) -> bool:
         return not any(isinstance(thought.payload, ThinkerFailed) for thought in self.thoughts)
 
-    def events(self, key: StreamKey, first_seq: int, timestamp: float | None = None) -> list[Event]:
-        """Events at ``first_seq`` onwards; a narrative points at the monologue just before it."""
+    def events(
+        self, key: StreamKey, first_seq: int, timestamp: float | None = None, causation: str | None = None
+    ) -> list[Event]:
+        """Events at ``first_seq`` onwards; a narrative points at the monologue just before it.
+
+        ``causation`` is the id of the last event of the state the step thought from: replay
+        rebuilds exactly that state (a new turn may have landed while the step ran).
+        """
         events: list[Event] = []
         monologue_seq: int | None = None
         for offset, thought in enumerate(self.thoughts):
@@ -207,11 +213,19 @@ class Thinking:
             elif isinstance(payload, Narrative) and monologue_seq is not None:
                 payload = replace(payload, monologue_seq=monologue_seq)
             events.append(make_event(key, seq, payload, turn=self.turn, provenance=thought.provenance,
-                                     timestamp=timestamp))
+                                     timestamp=timestamp, causation=causation))
         return events
 
 
 # --------------------------------------------------------------------------------- pipeline
+
+
+def thinking_behind(state: ConversationState, mode: str) -> bool:
+    """True when the latest turn of ``state`` has not been thought through yet."""
+    if mode == "baseline" or state.turn_count == 0:
+        return False
+    thought = -1 if state.thought_turn is None else state.thought_turn
+    return thought < state.turn_count - 1
 
 
 async def talk(state: ConversationState, user_message: str, llm: LLM, prompts: PromptSet, config: MirrorConfig) -> Talk:
@@ -243,8 +257,10 @@ async def think(
         return Thinking(turn, ())
     threads: Threads | None = None
     if config.mode in ("threads_only", "full"):
+        request = monologue_request(state, prompts, config)
+        response: ChatResponse | None = None
         try:
-            response = await llm.chat(monologue_request(state, prompts, config))
+            response = await llm.chat(request)
             fields = parse_json_object(response.content, MONOLOGUE_SCHEMA.schema)
             threads = Threads(*(str(fields[name]).strip() for name in ("reasoning", "memory", "goal")))
             if not all((threads.reasoning, threads.memory, threads.goal)):
@@ -252,18 +268,19 @@ async def think(
             if max(map(len, (threads.reasoning, threads.memory, threads.goal))) > THREAD_MAX_CHARS:
                 raise UnusableOutput(f"a monologue thread is longer than {THREAD_MAX_CHARS} characters")
         except LLMError as exc:
-            return Thinking(turn, (_failure("monologue", exc, attempt, turn),))
+            return Thinking(turn, (_failure("monologue", exc, attempt, turn, request, response),))
         thoughts.append(Thought(Monologue(threads.reasoning, threads.memory, threads.goal), response.provenance))
     if config.mode in ("controller_only", "full"):
+        request = (
+            controller_request(state, threads, prompts, config) if threads is not None
+            else controller_only_request(state, prompts, config)
+        )
+        response = None
         try:
-            request = (
-                controller_request(state, threads, prompts, config) if threads is not None
-                else controller_only_request(state, prompts, config)
-            )
             response = await llm.chat(request)
             narrative = _usable_narrative(response.content, config)
         except LLMError as exc:
-            thoughts.append(_failure("controller", exc, attempt, turn))
+            thoughts.append(_failure("controller", exc, attempt, turn, request, response))
             return Thinking(turn, tuple(thoughts))
         thoughts.append(Thought(Narrative(narrative), response.provenance))
     return Thinking(turn, tuple(thoughts))
@@ -283,5 +300,15 @@ def _usable_narrative(content: str, config: MirrorConfig) -> str:
     return narrative
 
 
-def _failure(stage: str, exc: Exception, attempt: int, turn: int) -> Thought:
-    return Thought(ThinkerFailed(stage, type(exc).__name__, str(exc)[:500], attempt, turn))
+def _failure(stage: str, exc: LLMError, attempt: int, turn: int, request: ChatRequest,
+             response: ChatResponse | None) -> Thought:
+    """The failure, with what the model answered (or, if nothing came back, which request failed).
+
+    Either way replay can find it by fingerprint: a recorded answer is parsed again, and a
+    recorded non-answer is raised again as the same kind of error.
+    """
+    provenance = response.provenance if response is not None else Provenance(
+        model=request.model, prompt_set=request.prompt_set, request_fingerprint=request.fingerprint(),
+        parameters={"temperature": float(request.temperature), "max_tokens": request.max_tokens},
+    )
+    return Thought(ThinkerFailed(stage, exc.kind, str(exc)[:500], attempt, turn), provenance)

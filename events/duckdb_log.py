@@ -271,16 +271,19 @@ class DuckDBEventLog:
 
     @staticmethod
     def _record_branches(con: duckdb.DuckDBPyConnection, batch: Sequence[IngestRecord], now: float) -> None:
-        """A branch is born with its seq 1: a fork's first event says where it came from."""
-        firsts = [r.record for r in batch if r.record["seq"] == 1]
-        if not firsts:
-            return
+        """A branch is born with its first event: seq 1, or the ``fork`` event of a forked branch.
+
+        A forked branch inherits its parent's events up to the fork point, so its own events
+        (the ``fork`` first) start at ``fork_seq + 1``.
+        """
         forks = [
             [r["tenant"], r["conversation"], r["branch"], r["payload"].get("parent_branch"),
              r["payload"].get("fork_seq"), r["payload"].get("prompt_set"), r["ts"]]
-            for r in firsts
+            for r in (record.record for record in batch)
             if r["type"] == Fork.TYPE
         ]
+        if not forks and not any(r.record["seq"] == 1 for r in batch):
+            return
         if forks:
             con.executemany("INSERT INTO branches VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", forks)
         con.execute(
@@ -323,11 +326,21 @@ class DuckDBEventLog:
         ).fetchone()
         return 0 if row is None or row[0] is None else int(row[0])
 
-    async def load(self, key: StreamKey, *, projection_version: int | None = None) -> Loaded:
-        snapshot, raw = await self._run(self._load, key, projection_version)
+    async def load(
+        self, key: StreamKey, *, projection_version: int | None = None, until_seq: int | None = None
+    ) -> Loaded:
+        check_range(0, until_seq, None)
+        snapshot, raw = await self._run(self._load, key, projection_version, until_seq)
         return Loaded(key=key, snapshot=snapshot, events=tuple(decode(data) for data in raw))
 
-    def _load(self, key: StreamKey, projection_version: int | None) -> tuple[Snapshot | None, list[bytes]]:
+    async def latest_snapshot(
+        self, key: StreamKey, *, projection_version: int | None = None, until_seq: int | None = None
+    ) -> Snapshot | None:
+        """The newest snapshot of ``key`` (at or before ``until_seq``), without the events after it."""
+        check_range(0, until_seq, None)
+        return await self._run(self._latest_snapshot, key, projection_version, until_seq)
+
+    def _latest_snapshot(self, key: StreamKey, projection_version: int | None, until_seq: int | None) -> Snapshot | None:
         sql = (
             "SELECT seq, projection_version, state FROM snapshots "
             "WHERE tenant = ? AND conversation = ? AND branch = ?"
@@ -336,9 +349,27 @@ class DuckDBEventLog:
         if projection_version is not None:
             sql += " AND projection_version = ?"
             params.append(projection_version)
+        if until_seq is not None:
+            sql += " AND seq <= ?"
+            params.append(until_seq)
         row = self._con.execute(sql + " ORDER BY seq DESC LIMIT 1", params).fetchone()
-        snapshot = None if row is None else Snapshot(key, int(row[0]), int(row[1]), bytes(row[2]))
-        return snapshot, self._read_raw(key, snapshot.seq if snapshot else 0, None, None)
+        return None if row is None else Snapshot(key, int(row[0]), int(row[1]), bytes(row[2]))
+
+    def _load(
+        self, key: StreamKey, projection_version: int | None, until_seq: int | None
+    ) -> tuple[Snapshot | None, list[bytes]]:
+        snapshot = self._latest_snapshot(key, projection_version, until_seq)
+        return snapshot, self._read_raw(key, snapshot.seq if snapshot else 0, until_seq, None)
+
+    async def seq_at_time(self, key: StreamKey, timestamp: float) -> int:
+        return await self._run(self._seq_at_time, key, float(timestamp))
+
+    def _seq_at_time(self, key: StreamKey, timestamp: float) -> int:
+        row = self._con.execute(
+            "SELECT max(seq) FROM events WHERE tenant = ? AND conversation = ? AND branch = ? AND ts <= ?",
+            [key.tenant, key.conversation, key.branch, timestamp],
+        ).fetchone()
+        return 0 if row is None or row[0] is None else int(row[0])
 
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         await self._run(self._save_snapshot, snapshot)

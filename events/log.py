@@ -68,8 +68,18 @@ class EventLogReader(Protocol):
         """The highest committed seq of ``key``; 0 when it has none."""
         ...
 
-    async def load(self, key: StreamKey, *, projection_version: int | None = None) -> Loaded:
-        """The newest snapshot (of ``projection_version``, if given) and the events after it."""
+    async def load(
+        self, key: StreamKey, *, projection_version: int | None = None, until_seq: int | None = None
+    ) -> Loaded:
+        """The newest snapshot (of ``projection_version``, if given) and the events after it.
+
+        With ``until_seq``: the newest snapshot at or before it and the events up to it, which
+        is what time travel folds.
+        """
+        ...
+
+    async def seq_at_time(self, key: StreamKey, timestamp: float) -> int:
+        """The highest seq of ``key`` whose event happened at or before ``timestamp``; 0 if none."""
         ...
 
     async def conversations(self, tenant: str) -> list[ConversationSummary]:

@@ -62,6 +62,7 @@ class LogService:
             "read": self._read,
             "last_seq": self._last_seq,
             "load": self._load,
+            "seq_at_time": self._seq_at_time,
             "conversations": self._conversations,
             "save_snapshot": self._save_snapshot,
             "stats": self._stats,
@@ -112,11 +113,19 @@ class LogService:
         return await self.log.last_seq(_key(args))
 
     async def _load(self, args: dict[str, Any]) -> dict[str, Any]:
-        loaded: Loaded = await self.log.load(_key(args), projection_version=args.get("projection_version"))
-        snapshot = loaded.snapshot
+        """The snapshot only: the client pages the events after it with ``read``."""
+        snapshot: Snapshot | None = await self.log.latest_snapshot(
+            _key(args), projection_version=args.get("projection_version"), until_seq=args.get("until_seq")
+        )
         return {
             "snapshot": None if snapshot is None else [snapshot.seq, snapshot.projection_version, snapshot.state],
         }
+
+    async def _seq_at_time(self, args: dict[str, Any]) -> int:
+        timestamp = args["timestamp"]
+        if not isinstance(timestamp, (int, float)) or timestamp != timestamp:
+            raise ValueError(f"timestamp must be a number of seconds, got {timestamp!r}")
+        return await self.log.seq_at_time(_key(args), float(timestamp))
 
     async def _conversations(self, args: dict[str, Any]) -> list[list[Any]]:
         summaries = await self.log.conversations(args["tenant"])
@@ -180,14 +189,22 @@ class LogClient:
     async def last_seq(self, key: StreamKey) -> int:
         return int(await self._call("last_seq", **self._key_args(key)))
 
-    async def load(self, key: StreamKey, *, projection_version: int | None = None) -> Loaded:
-        answer = await self._call("load", **self._key_args(key), projection_version=projection_version)
+    async def load(
+        self, key: StreamKey, *, projection_version: int | None = None, until_seq: int | None = None
+    ) -> Loaded:
+        check_range(0, until_seq, None)
+        answer = await self._call(
+            "load", **self._key_args(key), projection_version=projection_version, until_seq=until_seq
+        )
         snapshot = None
         if answer["snapshot"] is not None:
             seq, version, state = answer["snapshot"]
             snapshot = Snapshot(key, seq, version, state)
-        tail = await self.read(key, after_seq=snapshot.seq if snapshot else 0)
+        tail = await self.read(key, after_seq=snapshot.seq if snapshot else 0, until_seq=until_seq)
         return Loaded(key=key, snapshot=snapshot, events=tuple(tail))
+
+    async def seq_at_time(self, key: StreamKey, timestamp: float) -> int:
+        return int(await self._call("seq_at_time", **self._key_args(key), timestamp=float(timestamp)))
 
     async def conversations(self, tenant: str) -> list[ConversationSummary]:
         rows = await self._call("conversations", tenant=tenant)

@@ -1,3 +1,35 @@
-"""Replay: time travel, deterministic re-thinking and recompute on branches (not built yet)."""
+"""Replay: re-read and re-run history.
 
-__all__: list[str] = []
+- :class:`History` — ``state_at`` any seq or time on any branch, from snapshots at intervals.
+- :func:`diff` / :class:`StateDiff` — what changed between two states (seqs or branches).
+- :class:`RecordedLLM` — the LLM port answered from the log by request fingerprint.
+- :func:`verify_events` — re-run the recorded steps and report divergences.
+- :func:`recompute_conversation` — re-think a conversation on a branch with a new prompt set.
+"""
+
+from .diff import StateDiff, diff, state_view
+from .errors import NonDeterminism, RecomputeError, RecordingMiss, ReplayError, UnknownBranch, UnknownPosition
+from .history import History
+from .recompute import RecomputePlan, Recomputation, recompute_conversation
+from .recorded import RecordedLLM
+from .verify import Divergence, VerifyReport, verify_events
+
+__all__ = [
+    "Divergence",
+    "History",
+    "NonDeterminism",
+    "Recomputation",
+    "RecomputeError",
+    "RecomputePlan",
+    "RecordedLLM",
+    "RecordingMiss",
+    "ReplayError",
+    "StateDiff",
+    "UnknownBranch",
+    "UnknownPosition",
+    "VerifyReport",
+    "diff",
+    "recompute_conversation",
+    "state_view",
+    "verify_events",
+]

@@ -1,0 +1,232 @@
+"""Recompute after a prompt change: re-think a conversation's history on a new branch.
+
+``recompute_conversation`` forks the conversation after ``from_seq - 1`` into a branch named
+from the prompt set's version (so a second run finds the branch and continues it), then replays
+the recorded user turns after the fork point one by one, thinking after each with the new
+prompt set until the turn is thought through (the papers' synchronous setting). By default each
+recorded reply is kept as it was; ``counterfactual`` regenerates the Talker's replies too.
+The parent branch is only read, never written.
+
+Every request goes through :class:`RecordedLLM` with the live model behind it: a request the
+prompt change did not touch (same fingerprint) is answered from the recording, so the branch
+differs from its parent exactly where the changed prompts were used.
+
+Resumable: the branch is written with fenced appends, and a run that finds a half-done branch
+rebuilds its state and carries on from the first recorded turn it does not hold yet — nothing
+is duplicated, nothing skipped. Two runs on one branch at once cannot fork it: the second
+writer gets ``AppendConflict``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from mirror.cognition.llm import LLM
+from mirror.cognition.mirror import MirrorConfig, talk, think, thinking_behind
+from mirror.cognition.prompts import PromptSet
+from mirror.events.bus import Head
+from mirror.events.envelope import Event, make_event
+from mirror.events.ids import StreamKey, event_id, validate_identifier
+from mirror.events.payloads import Fork, Monologue, Narrative, Turn
+from mirror.projections.conversation import fold
+from mirror.projections.state import ConversationState
+
+from .diff import diff
+from .errors import RecomputeError, UnknownBranch
+from .history import History
+from .recorded import RecordedLLM
+from .verify import config_from
+
+SETTLE_TIMEOUT_S = 30.0
+
+
+class Bus(Protocol):
+    async def head(self, key: StreamKey) -> Head: ...
+
+    async def append(self, key: StreamKey, events: list[Event], head: Head) -> Head: ...
+
+
+@dataclass(frozen=True)
+class RecomputePlan:
+    """What to recompute with. ``branch`` defaults to a name derived from everything else."""
+
+    prompts: PromptSet
+    from_seq: int = 1
+    mode: str | None = None
+    counterfactual: bool = False
+    branch: str | None = None
+    thinking_attempts: int = 3
+
+    def __post_init__(self) -> None:
+        if type(self.from_seq) is not int or self.from_seq < 1:
+            raise RecomputeError(f"from_seq must be a whole number >= 1, got {self.from_seq!r}")
+        if self.mode is not None:
+            MirrorConfig(model="-", mode=self.mode)  # type: ignore[arg-type]  # raises on an unknown mode
+        if self.branch is not None:
+            validate_identifier("branch", self.branch)
+            if self.branch == "main":
+                raise RecomputeError("recompute never writes main; name another branch")
+        if self.thinking_attempts < 1:
+            raise RecomputeError("thinking_attempts must be at least 1")
+
+    @property
+    def branch_name(self) -> str:
+        if self.branch is not None:
+            return self.branch
+        what = f"{self.prompts.version}|{self.from_seq}|{self.mode}|{self.counterfactual}"
+        return f"rc-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
+
+
+@dataclass
+class Recomputation:
+    """One conversation's recompute, as a report can show it."""
+
+    key: StreamKey
+    branch: str
+    fork_seq: int
+    turns: int = 0
+    resumed_at_turn: int = 0
+    events_written: int = 0
+    model_calls: int = 0
+    recorded_answers: int = 0
+    diff: dict[str, Any] | None = None
+    replies: list[dict[str, Any]] | None = None
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "conversation": self.key.conversation, "parent_branch": self.key.branch, "branch": self.branch,
+            "fork_seq": self.fork_seq, "turns": self.turns, "resumed_at_turn": self.resumed_at_turn,
+            "events_written": self.events_written, "model_calls": self.model_calls,
+            "recorded_answers": self.recorded_answers, "diff": self.diff, "replies": self.replies,
+            "error": self.error,
+        }
+
+
+class _BranchWriter:
+    """Fenced appends to the branch, with the state they lead to."""
+
+    def __init__(self, bus: Bus, key: StreamKey, state: ConversationState, head: Head) -> None:
+        self.bus, self.key, self.state, self.head = bus, key, state, head
+        self.written = 0
+
+    async def append(self, events: list[Event]) -> None:
+        self.head = await self.bus.append(self.key, events, self.head)
+        self.state = fold(events, self.state)
+        self.written += len(events)
+
+    def cause(self) -> str:
+        return event_id(self.key.tenant, self.key.conversation, self.key.branch, self.state.last_seq)
+
+
+async def recompute_conversation(
+    parent: StreamKey, plan: RecomputePlan, *, history: History, bus: Bus, live: LLM
+) -> Recomputation:
+    """Recompute ``parent`` on ``plan.branch_name`` (created, or continued if half done)."""
+    branch = replace(parent, branch=plan.branch_name)
+    if branch == parent:
+        raise RecomputeError(f"{parent}: the branch to write is the branch being recomputed")
+    fork_seq = plan.from_seq - 1
+    parent_last = await history.last_seq(parent)
+    if parent_last == 0:
+        raise UnknownBranch(parent, "no such conversation (it has no events)")
+    if fork_seq > parent_last:
+        raise RecomputeError(f"{parent} ends at seq {parent_last}; from_seq {plan.from_seq} is past its end")
+    recorded_events = await history.events(parent)
+    result = Recomputation(parent, branch.branch, fork_seq)
+    writer = await _open_branch(branch, parent, fork_seq, plan, history, bus)
+    llm = RecordedLLM(recorded_events, live=live, replay_failures=False)
+    talker_provenance = next((e.provenance for e in recorded_events if isinstance(e.payload, Turn) and e.provenance), None)
+    thinker_provenance = next(
+        (e.provenance for e in recorded_events if isinstance(e.payload, (Monologue, Narrative)) and e.provenance), None
+    )
+    turns = [event for event in recorded_events if isinstance(event.payload, Turn) and event.seq > fork_seq]
+    inherited_turns = sum(1 for event in recorded_events if isinstance(event.payload, Turn) and event.seq <= fork_seq)
+    done = writer.state.turn_count - inherited_turns
+    result.turns, result.resumed_at_turn = len(turns), done
+    replies: list[dict[str, Any]] = []
+
+    def mode_now() -> str:
+        return plan.mode or writer.state.mode or "full"
+
+    await _think_until_current(writer, llm, plan, config_from(thinker_provenance, mode_now(), talker=False))
+    for recorded in turns[done:]:
+        payload: Turn = recorded.payload  # type: ignore[assignment]
+        provenance = recorded.provenance
+        if plan.counterfactual:
+            config = config_from(talker_provenance, plan.mode or payload.mode, talker=True)
+            said = await talk(writer.state, payload.user_message, llm, plan.prompts, config)
+            replies.append({"seq": writer.state.last_seq + 1, "user_message": payload.user_message,
+                            "recorded": payload.reply, "regenerated": said.reply})
+            payload, provenance = said.turn, said.provenance
+        elif plan.mode is not None:
+            payload = replace(payload, mode=plan.mode)
+        # A kept reply names the recorded turn it copies (causation); a regenerated one does not.
+        await writer.append([make_event(branch, writer.state.last_seq + 1, payload, turn=writer.state.turn_count,
+                                        provenance=provenance,
+                                        causation=None if plan.counterfactual else recorded.id)])
+        await _think_until_current(writer, llm, plan, config_from(thinker_provenance, mode_now(), talker=False))
+    result.events_written = writer.written
+    result.model_calls, result.recorded_answers = llm.live_calls, llm.recorded_calls
+    result.diff = diff(await history.state_at(parent), writer.state).as_dict()
+    result.replies = replies if plan.counterfactual else None
+    return result
+
+
+async def _open_branch(
+    branch: StreamKey, parent: StreamKey, fork_seq: int, plan: RecomputePlan, history: History, bus: Bus
+) -> _BranchWriter:
+    """The branch's writer: a new branch gets its ``fork`` event, a half-done one its state back."""
+    head = await _settled_head(branch, history, bus)
+    if head.last_seq is None:
+        base = await history.state_at(parent, fork_seq)
+        writer = _BranchWriter(bus, branch, replace(base, key=branch), Head(fork_seq, head.fence))
+        fork = Fork(parent.branch, fork_seq, plan.prompts.version, reason="recompute")
+        await writer.append([make_event(branch, fork_seq + 1, fork, turn=base.turn_count)])
+        return writer
+    point = await history.fork_point(branch)
+    if point is None or point.parent != parent or point.fork_seq != fork_seq:
+        raise RecomputeError(
+            f"branch {branch.branch!r} of {parent.conversation!r} already exists with another origin "
+            f"({'no fork' if point is None else f'{point.parent.branch} after seq {point.fork_seq}'}); "
+            "name another branch"
+        )
+    if point.prompt_set != plan.prompts.version:
+        raise RecomputeError(
+            f"branch {branch.branch!r} was recomputed with prompt set {point.prompt_set}, not "
+            f"{plan.prompts.version}; name another branch"
+        )
+    return _BranchWriter(bus, branch, await history.state_at(branch), head)
+
+
+async def _settled_head(key: StreamKey, history: History, bus: Bus) -> Head:
+    """The bus head of ``key`` once the log holds everything the bus does (read-your-writes)."""
+    head = await bus.head(key)
+    if head.last_seq is None:
+        committed = await history.log.last_seq(key)
+        return head if committed == 0 else head.with_last_seq(committed)
+    deadline = asyncio.get_running_loop().time() + SETTLE_TIMEOUT_S
+    while await history.log.last_seq(key) < head.last_seq:
+        if asyncio.get_running_loop().time() > deadline:
+            raise RecomputeError(f"{key}: the log did not catch up with the stream in {SETTLE_TIMEOUT_S}s")
+        await asyncio.sleep(0.02)
+    return head
+
+
+async def _think_until_current(writer: _BranchWriter, llm: LLM, plan: RecomputePlan, config: MirrorConfig) -> None:
+    attempt = 0
+    while thinking_behind(writer.state, config.mode):
+        target = writer.state.turn_count
+        attempt += 1
+        thinking = await think(writer.state, llm, plan.prompts, config, attempt=attempt)
+        await writer.append(thinking.events(writer.key, writer.state.last_seq + 1, causation=writer.cause()))
+        if thinking.ok:
+            attempt = 0
+        elif attempt >= plan.thinking_attempts and writer.state.turn_count == target:
+            return  # the next turn (or a resumed run) thinks again
+
+
+__all__ = ["RecomputePlan", "Recomputation", "recompute_conversation"]

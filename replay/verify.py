@@ -1,0 +1,236 @@
+"""Deterministic replay: re-run the pipelines over the recorded history and compare.
+
+For every recorded step — the Talker's reply to a turn, and each thinking step — the replayer
+rebuilds the exact state the step started from (a thinking event's ``causation`` names the
+last event that step saw), asks the pipeline again with :class:`RecordedLLM`, and compares the
+events it would append with the ones the log holds: type, seq, turn, payload, provenance and
+causation (timestamps are the only thing allowed to differ). With an unchanged prompt set and
+pipeline this makes zero model calls and finds nothing; after a change to prompts or pipeline
+code it reports where the history would now go differently — the check a team runs in CI,
+like a workflow replayer.
+
+The run-time parameters a request depends on (model, temperature, max_tokens, seed) are taken
+from the recorded provenance of each step, so the replay asks exactly what was asked then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mirror.cognition.mirror import MirrorConfig, talk, think
+from mirror.cognition.prompts import PromptSet
+from mirror.events.codec import to_json_ready
+from mirror.events.envelope import Event, make_event
+from mirror.events.ids import StreamKey, event_id
+from mirror.events.payloads import Monologue, Narrative, Provenance, ThinkerFailed, Turn
+from mirror.projections.conversation import apply
+from mirror.projections.state import ConversationState
+
+from .errors import NonDeterminism
+from .recorded import RecordedLLM
+
+THINKING_TYPES = (Monologue, Narrative, ThinkerFailed)
+KEPT_STATES = 256
+"""How many recent states the replayer keeps as possible starting points of a step."""
+
+
+@dataclass(frozen=True)
+class Divergence:
+    seq: int
+    reason: str
+    recorded: Any = None
+    replayed: Any = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "reason": self.reason, "recorded": self.recorded, "replayed": self.replayed}
+
+
+@dataclass
+class VerifyReport:
+    key: StreamKey
+    events: int = 0
+    steps: int = 0
+    unverifiable: int = 0
+    model_calls: int = 0
+    recorded_answers: int = 0
+    divergences: list[Divergence] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.divergences
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tenant": self.key.tenant, "conversation": self.key.conversation, "branch": self.key.branch,
+            "ok": self.ok, "events": self.events, "steps": self.steps, "unverifiable": self.unverifiable,
+            "model_calls": self.model_calls, "recorded_answers": self.recorded_answers,
+            "divergences": [d.as_dict() for d in self.divergences],
+        }
+
+    def raise_for_divergence(self) -> None:
+        if self.divergences:
+            raise NonDeterminism(self.key, self.divergences)
+
+
+def config_from(provenance: Provenance | None, mode: str | None, *, talker: bool) -> MirrorConfig:
+    """The pipeline configuration a recorded call was made with."""
+    if provenance is None:
+        return MirrorConfig(model="unknown", mode=mode or "full")  # type: ignore[arg-type]
+    parameters = provenance.parameters
+    max_tokens = int(parameters.get("max_tokens", 1024 if talker else 3000))
+    seed = parameters.get("seed")
+    return MirrorConfig(
+        model=provenance.model, mode=mode or "full",  # type: ignore[arg-type]
+        temperature=float(parameters.get("temperature", 0.7)),
+        talker_max_tokens=max_tokens if talker else 1024,
+        thinker_max_tokens=3000 if talker else max_tokens,
+        seed=None if seed is None else int(seed),
+    )
+
+
+def thinking_steps(events: Sequence[Event]) -> list[list[Event]]:
+    """The recorded thinking steps: runs of thinking events one ``think()`` call appended.
+
+    A step ends at a failure or a narrative, before a monologue or any other event, or where
+    the causation changes (two steps may follow each other directly).
+    """
+    steps: list[list[Event]] = []
+    current: list[Event] = []
+    for event in events:
+        payload = event.payload
+        if not isinstance(payload, THINKING_TYPES):
+            if current:
+                steps.append(current)
+                current = []
+            continue
+        if current and (isinstance(payload, Monologue) or event.causation != current[0].causation):
+            steps.append(current)
+            current = []
+        current.append(event)
+        if isinstance(payload, (ThinkerFailed, Narrative)):
+            steps.append(current)
+            current = []
+    if current:
+        steps.append(current)
+    return steps
+
+
+def _comparable(event: Event) -> dict[str, Any]:
+    record = dict(to_json_ready(event))
+    record.pop("ts", None)
+    record.pop("timestamp", None)
+    return record
+
+
+def _compare(recorded: Sequence[Event], replayed: Sequence[Event], report: VerifyReport) -> None:
+    for index in range(max(len(recorded), len(replayed))):
+        old = recorded[index] if index < len(recorded) else None
+        new = replayed[index] if index < len(replayed) else None
+        if old is None or new is None:
+            seq = (old or new).seq  # type: ignore[union-attr]
+            what = "the replay produced an extra event" if old is None else "the replay produced no such event"
+            report.divergences.append(Divergence(seq, what, old and _comparable(old), new and _comparable(new)))
+            continue
+        a, b = _comparable(old), _comparable(new)
+        if a != b:
+            report.divergences.append(Divergence(old.seq, f"{old.type} differs in {', '.join(_differing(a, b))}", a, b))
+
+
+def _differing(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted names of the fields that differ, one level into nested records."""
+    names = []
+    for name in sorted(set(a) | set(b)):
+        left, right = a.get(name), b.get(name)
+        if left == right:
+            continue
+        if not prefix and isinstance(left, dict) and isinstance(right, dict):
+            names.extend(_differing(left, right, f"{name}."))
+        else:
+            names.append(prefix + name)
+    return names
+
+
+async def verify_events(
+    key: StreamKey, base: ConversationState, events: Sequence[Event], prompts: PromptSet, *, check_replies: bool = True
+) -> VerifyReport:
+    """Re-run every recorded step of ``events`` (which continue ``base``) and compare."""
+    report = VerifyReport(key, events=len(events))
+    llm = RecordedLLM(events)
+    states: dict[int, ConversationState] = {base.last_seq: base}
+    state = base
+    steps = {step[0].seq: step for step in thinking_steps(events)}
+    index = 0
+    while index < len(events):
+        event = events[index]
+        step = steps.get(event.seq)
+        if step is not None:
+            await _verify_step(key, step, states, prompts, llm, report)
+            for recorded in step:
+                state = apply(state, recorded)
+                states[state.last_seq] = state
+            index += len(step)
+        else:
+            if check_replies and isinstance(event.payload, Turn):
+                await _verify_turn(key, event, state, prompts, llm, report)
+            state = apply(state, event)
+            states[state.last_seq] = state
+            index += 1
+        for old in [seq for seq in states if seq < state.last_seq - KEPT_STATES]:
+            del states[old]
+    report.recorded_answers = llm.recorded_calls
+    report.model_calls = llm.live_calls
+    return report
+
+
+async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, prompts: PromptSet,
+                       llm: RecordedLLM, report: VerifyReport) -> None:
+    payload: Turn = event.payload  # type: ignore[assignment]
+    if event.causation is not None:
+        return  # a reply copied from another branch (a recompute keeps them): not produced here
+    if event.provenance is None:
+        report.unverifiable += 1
+        return
+    report.steps += 1
+    config = config_from(event.provenance, payload.mode, talker=True)
+    try:
+        said = await talk(state, payload.user_message, llm, prompts, config)
+    except Exception as exc:  # the replay could not even produce a reply: that is the divergence
+        report.divergences.append(Divergence(event.seq, f"the Talker failed on replay: {exc}"))
+        return
+    replayed = make_event(key, event.seq, said.turn, turn=state.turn_count, provenance=said.provenance,
+                          timestamp=event.timestamp, causation=event.causation)
+    _compare([event], [replayed], report)
+
+
+async def _verify_step(key: StreamKey, step: list[Event], states: dict[int, ConversationState],
+                       prompts: PromptSet, llm: RecordedLLM, report: VerifyReport) -> None:
+    first = step[0]
+    provenance = next((event.provenance for event in step if event.provenance is not None), None)
+    if provenance is None:
+        report.unverifiable += 1  # recorded before steps kept their provenance: nothing to ask with
+        return
+    basis = _basis(key, first, states)
+    if basis is None:
+        report.divergences.append(Divergence(first.seq, f"the state this step started from ({first.causation}) is unknown"))
+        return
+    report.steps += 1
+    failure = next((event.payload for event in step if isinstance(event.payload, ThinkerFailed)), None)
+    attempt = failure.attempt if failure is not None else 1
+    config = config_from(provenance, basis.mode, talker=False)
+    thinking = await think(basis, llm, prompts, config, attempt=attempt)
+    replayed = thinking.events(key, first.seq, timestamp=first.timestamp, causation=first.causation)
+    _compare(step, replayed, report)
+
+
+def _basis(key: StreamKey, first: Event, states: dict[int, ConversationState]) -> ConversationState | None:
+    if first.causation is None:  # recorded without causation: the step saw the state just before it
+        return states.get(first.seq - 1)
+    for seq in sorted(states, reverse=True):
+        if event_id(key.tenant, key.conversation, key.branch, seq) == first.causation:
+            return states[seq]
+    return None
+
+
+__all__ = ["Divergence", "VerifyReport", "config_from", "thinking_steps", "verify_events"]
