@@ -415,6 +415,13 @@ def status(data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_T
         show_status(client, Console())
 
 
+# ---------------------------------------------------------------------------- replay
+from .cli_replay import recompute, replay_app  # noqa: E402  (commands live beside, registered here)
+
+app.add_typer(replay_app, name="replay")
+app.command("recompute")(recompute)
+
+
 def main() -> None:
     """Entry point: a Mirror error is one clear line on stderr and exit status 2, not a traceback."""
     from mirror.events.errors import MirrorError

@@ -172,6 +172,125 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
         return {"events": [_json(to_json_ready(event)) for event in events],
                 "next_after": events[-1].seq if events else after}
 
+    # ------------------------------------------------------------------ time travel
+
+    async def history() -> Any:
+        from mirror.replay import History
+
+        if "history" not in nats_box:
+            nats_box["history"] = History(await log_client(), snapshot_every=settings.runtime.snapshot_every)
+        return nats_box["history"]
+
+    def branch_key(key: StreamKey, branch: str) -> StreamKey:
+        try:
+            return StreamKey(key.tenant, key.conversation, validate_identifier("branch", branch))
+        except InvalidIdentifier as exc:
+            raise HTTPException(400, str(exc)) from None
+
+    async def state_of(key: StreamKey, at: int | None, at_time: str | None) -> Any:
+        from mirror.replay import ReplayError
+
+        if at is not None and at_time is not None:
+            raise HTTPException(400, "give at (a seq) or at_time (an ISO time), not both")
+        when = None if at_time is None else _parse_time(at_time)
+        await existing(StreamKey(key.tenant, key.conversation))
+        try:
+            return await (await history()).state_at(key, at, at_time=when)
+        except ReplayError as exc:
+            raise HTTPException(404, str(exc)) from None
+
+    @app.get("/v1/conversations/{conversation}/state")
+    async def get_state(
+        conversation: str, owner: Tenant,
+        at: int | None = Query(None, ge=0, description="the seq to look at (default: the last)"),
+        at_time: str | None = Query(None, description="or an ISO 8601 time: the state as it was then"),
+        branch: str = Query("main"),
+    ) -> dict[str, Any]:
+        """The projected state exactly as it was right after event ``at`` (or at ``at_time``)."""
+        from mirror.replay import state_view
+
+        key = branch_key(key_of(owner, conversation), branch)
+        return state_view(await state_of(key, at, at_time))
+
+    @app.get("/v1/conversations/{conversation}/diff")
+    async def get_diff(
+        conversation: str, owner: Tenant,
+        source: int | None = Query(None, alias="from", ge=0, description="seq of the earlier state (default 0)"),
+        target: int | None = Query(None, alias="to", ge=0, description="seq of the later state (default: the last)"),
+        from_branch: str = Query("main"), to_branch: str = Query("main"),
+    ) -> dict[str, Any]:
+        """What changed between two states: narrative text diff, beliefs and edges added/removed/changed."""
+        from mirror.replay import diff
+
+        key = key_of(owner, conversation)
+        before = await state_of(branch_key(key, from_branch), source or 0, None)
+        after = await state_of(branch_key(key, to_branch), target, None)
+        return diff(before, after).as_dict()
+
+    # ------------------------------------------------------------------ recompute
+
+    finished: dict[tuple[str, str], dict[str, Any]] = {}  # (tenant, job) → final status; its driver is stopped
+
+    @app.post("/v1/recompute", status_code=202)
+    async def post_recompute(body: RecomputeIn, owner: Tenant,
+                             wait: bool = Query(False, description="answer with the report when done")) -> Any:
+        """Re-think conversations on a branch with a changed prompt set; ``main`` is never written.
+
+        The job runs in a driver actor on the Ray cluster; follow it with ``GET /v1/recompute/{job}``.
+        Starting the same recompute again after an interruption resumes its branches.
+        """
+        import uuid
+
+        from mirror.cognition.prompts import default_prompt_set, load_prompt_set
+        from mirror.replay import RecomputePlan
+
+        from .ray_actors import NAMESPACE
+        from .recompute_jobs import RecomputeDriver, RecomputeJob, driver_name, prompt_set_with
+
+        try:
+            base = load_prompt_set(settings.runtime.prompts_dir) if settings.runtime.prompts_dir else default_prompt_set()
+            plan = RecomputePlan(prompt_set_with(body.prompts, base), from_seq=body.from_seq, mode=body.mode,
+                                 counterfactual=body.counterfactual, branch=body.branch)
+            job = RecomputeJob(owner, plan, tuple(body.conversations), concurrency=body.concurrency)
+        except (ValueError, InvalidIdentifier) as exc:
+            raise HTTPException(400, str(exc)) from None
+        job_id = uuid.uuid4().hex[:16]
+        driver = RecomputeDriver.options(  # type: ignore[attr-defined]
+            name=driver_name(owner, job_id), namespace=NAMESPACE, lifetime="detached",
+        ).remote(settings.runtime, job, job_id)
+        running = driver.run.remote()
+        if not wait:
+            return await driver.status.remote()
+        status = await running
+        finished[(owner, job_id)] = status
+        ray_kill(driver)
+        if status["status"] == "failed":
+            raise HTTPException(400 if "RecomputeError" in status["error"] else 500, status["error"])
+        return JSONResponse(status, status_code=200)
+
+    @app.get("/v1/recompute/{job}")
+    async def get_recompute(job: str, owner: Tenant) -> dict[str, Any]:
+        """A recompute job's progress, and its report once done."""
+        from .ray_actors import NAMESPACE
+        from .recompute_jobs import driver_name
+
+        if (owner, job) in finished:
+            return finished[(owner, job)]
+        try:
+            validate_identifier("job", job)
+            driver = ray_get_actor(driver_name(owner, job), NAMESPACE)
+        except (ValueError, InvalidIdentifier):
+            raise HTTPException(404, f"no recompute job {job!r} for this tenant") from None
+        try:
+            status = await driver.status.remote()
+        except Exception as exc:  # the driver's process died: its tasks died with it
+            status = {"job": job, "status": "failed", "error": f"the driver died ({type(exc).__name__}); "
+                      "start the same recompute again to resume it"}
+        if status["status"] != "running":
+            finished[(owner, job)] = status
+            ray_kill(driver)
+        return status
+
     @app.get("/v1/conversations/{conversation}/stream")
     async def stream(conversation: str, owner: Tenant) -> StreamingResponse:
         key = key_of(owner, conversation)
@@ -179,6 +298,42 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
         return StreamingResponse(_sse(await nats(), key), media_type="text/event-stream")
 
     return app
+
+
+class RecomputeIn(BaseModel):
+    prompts: dict[str, str] = {}
+    """Templates that replace the served prompt set's (file name → text); the rest stay."""
+    conversations: list[str] = []
+    """Conversation ids to recompute; empty: all of the tenant's."""
+    from_seq: int = 1
+    mode: str | None = None
+    counterfactual: bool = False
+    branch: str | None = None
+    concurrency: int = 8
+
+
+def ray_get_actor(name: str, namespace: str) -> Any:
+    import ray
+
+    return ray.get_actor(name, namespace=namespace)
+
+
+def ray_kill(handle: Any) -> None:
+    import ray
+
+    ray.kill(handle, no_restart=True)
+
+
+def _parse_time(text: str) -> float:
+    from datetime import datetime, timezone
+
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise HTTPException(400, f"at_time {text!r} is not an ISO 8601 time (e.g. 2026-11-23T12:00:00Z)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
 
 
 def _json(value: Any) -> Any:

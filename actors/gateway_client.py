@@ -123,6 +123,30 @@ class GatewayClient:
                 return found
             time.sleep(0.1)
 
+    def state(self, conversation: str, *, at: int | None = None, at_time: str | None = None,
+              branch: str = "main") -> dict[str, Any]:
+        params: dict[str, Any] = {"branch": branch}
+        if at is not None:
+            params["at"] = at
+        if at_time is not None:
+            params["at_time"] = at_time
+        return self._request("GET", f"/v1/conversations/{conversation}/state", params=params)
+
+    def diff(self, conversation: str, *, source: int | None = None, target: int | None = None,
+             from_branch: str = "main", to_branch: str = "main") -> dict[str, Any]:
+        params: dict[str, Any] = {"from_branch": from_branch, "to_branch": to_branch}
+        if source is not None:
+            params["from"] = source
+        if target is not None:
+            params["to"] = target
+        return self._request("GET", f"/v1/conversations/{conversation}/diff", params=params)
+
+    def start_recompute(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._request("POST", "/v1/recompute", json=body)
+
+    def recompute_status(self, job: str) -> dict[str, Any]:
+        return self._request("GET", f"/v1/recompute/{job}")
+
     def stream(self, conversation: str) -> "EventStream":
         return EventStream(self, conversation)
 

@@ -88,7 +88,8 @@ class EmbeddedStack:
             self._closers.append(gateway.stop)
             self.url = gateway.url
             stack_file(self.data_dir).write_text(json.dumps(
-                {"url": self.url, "tenant": DEFAULT_TENANT, "token": self.token, "pid": os.getpid()}
+                {"url": self.url, "tenant": DEFAULT_TENANT, "token": self.token, "pid": os.getpid(),
+                 "nats_url": nats.url, "shard": runtime.shard}
             ))
             os.chmod(stack_file(self.data_dir), 0o600)
         except BaseException:
