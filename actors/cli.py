@@ -218,6 +218,40 @@ def bench_turns(
     typer.echo(json.dumps(result, indent=None if as_json else 2))
 
 
+@bench_app.command("timetravel")
+def bench_timetravel(
+    events: int = typer.Option(10_000, "--events", min=200, help="Length of the conversation."),
+    lookups: int = typer.Option(200, "--lookups", min=1, help="state_at calls at random positions."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
+    log_level: str = typer.Option("WARNING", "--log-level", envvar="MIRROR_LOG_LEVEL"),
+) -> None:
+    """state_at at random positions of a long conversation: p50/p99 and deep (N-100) vs shallow (100)."""
+    from .bench_replay import TimeTravelBenchConfig, run_timetravel_bench
+
+    configure_logging(log_level)
+    result = run_timetravel_bench(TimeTravelBenchConfig(events=events, lookups=lookups))
+    typer.echo(json.dumps(result, indent=None if as_json else 2))
+
+
+@bench_app.command("recompute")
+def bench_recompute(
+    conversations: int = typer.Option(64, "--conversations", "-n", min=1, help="Conversations to re-think (N)."),
+    turns: int = typer.Option(4, "--turns", "-t", min=1, help="Recorded turns per conversation."),
+    latency: float = typer.Option(100.0, "--llm-latency-ms", min=1, help="The simulator's fixed latency (L)."),
+    concurrency: int = typer.Option(16, "--concurrency", "-c", min=1, help="Most model calls in flight (C)."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
+    log_level: str = typer.Option("WARNING", "--log-level", envvar="MIRROR_LOG_LEVEL"),
+) -> None:
+    """Recompute N conversations as Ray tasks: conversations_per_s and efficiency against C / (calls × L)."""
+    from .bench_replay import RecomputeBenchConfig, run_recompute_bench
+
+    configure_logging(log_level)
+    result = run_recompute_bench(RecomputeBenchConfig(conversations, turns, latency, concurrency))
+    typer.echo(json.dumps(result, indent=None if as_json else 2))
+    if result["failed"]:
+        raise typer.Exit(1)
+
+
 @bench_app.command("pipeline")
 def bench_pipeline(
     llm: str = typer.Option("local", "--llm", envvar="MIRROR_LLM_URL",

@@ -15,6 +15,7 @@ added without a version bump fails loudly (wrong arity) instead of loading half 
 from __future__ import annotations
 
 from dataclasses import fields
+from functools import cache
 from typing import Any
 
 import msgpack
@@ -25,7 +26,7 @@ from ._frozen import FrozenMap
 from .beliefs import BeliefState, ReviewItem
 from .edges import EdgeState
 from .errors import CorruptSnapshot, StaleSnapshot
-from .monologue import MonologueEntry, Threads, history_tokens
+from .monologue import MonologueEntry, Threads
 from .state import (
     ConversationState,
     Counters,
@@ -37,19 +38,25 @@ from .state import (
     TurnRecord,
 )
 
-PROJECTION_VERSION = 2
+PROJECTION_VERSION = 3
 """Bump on any change to what the conversation projection computes or how it is stored."""
 
 _PROJECTION_NAME = "conversation"
 
 
+@cache
+def _names(cls: type) -> tuple[str, ...]:
+    """Field names of a record class (``dataclasses.fields`` is too slow to ask per record)."""
+    return tuple(item.name for item in fields(cls))
+
+
 def _flat(record: Any) -> list[Any] | None:
     """A record whose fields are all scalars, as the list of its field values."""
-    return None if record is None else [getattr(record, item.name) for item in fields(record)]
+    return None if record is None else [getattr(record, name) for name in _names(type(record))]
 
 
 def _checked(cls: type, values: Any) -> list[Any]:
-    if not isinstance(values, list) or len(values) != len(fields(cls)):
+    if not isinstance(values, list) or len(values) != len(_names(cls)):
         raise CorruptSnapshot(f"{cls.__name__} record has the wrong shape: {values!r:.80}")
     return values
 
@@ -84,6 +91,7 @@ def _state_record(state: ConversationState) -> dict[str, Any]:
         "threads": _flat(state.threads),
         "threads_seq": state.threads_seq,
         "monologue_history": [[entry.seq, _flat(entry.threads)] for entry in state.monologue_history],
+        "monologue_tokens": state.monologue_tokens,
         "beliefs": [_flat(belief) for belief in state.beliefs.values()],
         "review_items": [_flat(item) for item in state.review_items.values()],
         "edges": [_edge_record(edge) for edge in state.edges.values()],
@@ -122,7 +130,7 @@ def _state_from(record: dict[str, Any]) -> ConversationState:
         threads=_unflat(Threads, record["threads"]),
         threads_seq=record["threads_seq"],
         monologue_history=history,
-        monologue_tokens=history_tokens(history),
+        monologue_tokens=record["monologue_tokens"],
         beliefs=FrozenMap((belief.belief_id, belief) for belief in beliefs),
         review_items=FrozenMap((item.key, item) for item in reviews),
         edges=FrozenMap((edge.key, edge) for edge in edges),
