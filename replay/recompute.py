@@ -32,7 +32,7 @@ from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey, event_id, validate_identifier
 from mirror.events.payloads import Fork, Monologue, Narrative, Turn
 from mirror.projections.conversation import fold
-from mirror.projections.state import ConversationState
+from mirror.projections.state import ConversationState, initial_state
 
 from .diff import diff
 from .errors import RecomputeError, UnknownBranch
@@ -41,6 +41,8 @@ from .recorded import RecordedLLM
 from .verify import config_from
 
 SETTLE_TIMEOUT_S = 30.0
+FOLD_AT_HAND = 400
+"""Up to this many events, folding the events already read beats asking for a snapshot."""
 
 
 class Bus(Protocol):
@@ -137,7 +139,7 @@ async def recompute_conversation(
         raise RecomputeError(f"{parent} ends at seq {parent_last}; from_seq {plan.from_seq} is past its end")
     recorded_events = await history.events(parent)
     result = Recomputation(parent, branch.branch, fork_seq)
-    writer = await _open_branch(branch, parent, fork_seq, plan, history, bus)
+    writer = await _open_branch(branch, parent, fork_seq, plan, history, bus, recorded_events)
     llm = RecordedLLM(recorded_events, live=live, replay_failures=False)
     talker_provenance = next((e.provenance for e in recorded_events if isinstance(e.payload, Turn) and e.provenance), None)
     thinker_provenance = next(
@@ -171,18 +173,26 @@ async def recompute_conversation(
         await _think_until_current(writer, llm, plan, config_from(thinker_provenance, mode_now(), talker=False))
     result.events_written = writer.written
     result.model_calls, result.recorded_answers = llm.live_calls, llm.recorded_calls
-    result.diff = diff(await history.state_at(parent), writer.state).as_dict()
+    result.diff = diff(await _state_of(parent, parent_last, history, recorded_events), writer.state).as_dict()
     result.replies = replies if plan.counterfactual else None
     return result
 
 
+async def _state_of(key: StreamKey, seq: int, history: History, events: list[Event]) -> ConversationState:
+    """``key`` at ``seq``: folded from the events at hand when that is short, else from a snapshot."""
+    if seq <= FOLD_AT_HAND and len(events) >= seq:
+        return fold(events[:seq], initial_state(key))
+    return await history.state_at(key, seq)
+
+
 async def _open_branch(
-    branch: StreamKey, parent: StreamKey, fork_seq: int, plan: RecomputePlan, history: History, bus: Bus
+    branch: StreamKey, parent: StreamKey, fork_seq: int, plan: RecomputePlan, history: History, bus: Bus,
+    parent_events: list[Event],
 ) -> _BranchWriter:
     """The branch's writer: a new branch gets its ``fork`` event, a half-done one its state back."""
     head = await _settled_head(branch, history, bus)
     if head.last_seq is None:
-        base = await history.state_at(parent, fork_seq)
+        base = await _state_of(parent, fork_seq, history, parent_events)
         writer = _BranchWriter(bus, branch, replace(base, key=branch), Head(fork_seq, head.fence))
         fork = Fork(parent.branch, fork_seq, plan.prompts.version, reason="recompute")
         await writer.append([make_event(branch, fork_seq + 1, fork, turn=base.turn_count)])

@@ -251,3 +251,34 @@ async def test_recompute_refuses_bad_requests_and_writes_nothing(runtime: Runtim
             await RecordedLLM([]).chat(ChatRequest((ChatMessage("user", "hi"),), model="m", temperature=0.7,
                                                    max_tokens=1))
         assert [s.branches for s in await log.conversations("replay") if s.conversation == "refused"] == [("main",)]
+
+
+async def test_counterfactual_recompute_regenerates_replies_and_mode_changes_the_thinking(
+    runtime: RuntimeSettings, tmp_path: Path
+) -> None:
+    key = StreamKey("replay", "whatif")
+    await talk_through(runtime, key, MESSAGES[:3])
+    prompts = edited_prompts(tmp_path, "talker.md", "I answer in one short sentence.")
+    async with log_of(runtime, key) as (bus, log):
+        llm = OpenAIChatClient(runtime.llm)
+        history = History(log)
+        counterfactual = await recompute_conversation(
+            key, RecomputePlan(prompts, counterfactual=True, from_seq=2), history=history, bus=bus, live=llm)
+        lean = await recompute_conversation(
+            key, RecomputePlan(default_prompt_set(), mode="controller_only"), history=history, bus=bus, live=llm)
+        await llm.aclose()
+        branches = {result.branch: replace(key, branch=result.branch) for result in (counterfactual, lean)}
+        for branch in branches.values():
+            assert await log.wait_committed((await bus.head(branch)).fence, timeout=30)
+        recorded = await log.read(key)
+        what_if = await history.events(branches[counterfactual.branch])
+        lean_events = await log.read(branches[lean.branch])
+    # Forked after seq 1: the first turn is inherited, the other two were answered again.
+    assert counterfactual.fork_seq == 1 and what_if[:1] == recorded[:1] and what_if[1].type == "fork"
+    assert [r["recorded"] for r in counterfactual.replies] == [e.payload.reply for e in recorded if e.type == "turn"][1:]
+    assert all(r["regenerated"] != r["recorded"] for r in counterfactual.replies)
+    new_turns = [e for e in what_if[2:] if e.type == "turn"]
+    assert [e.payload.reply for e in new_turns] == [r["regenerated"] for r in counterfactual.replies]
+    assert all(e.causation is None and e.provenance.prompt_set == prompts.version for e in new_turns)
+    # controller_only: no monologue on the branch, a narrative after every turn.
+    assert [e.type for e in lean_events[1:]] == ["turn", "narrative"] * 3
