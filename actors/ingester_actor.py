@@ -71,6 +71,7 @@ class IngesterActor:
         # Not awaited: the constructor must not fail because NATS or the file is not ready yet;
         # the supervisor keeps trying and ready() reports why it is not serving.
         self._supervisor = asyncio.create_task(self._supervise(), name=f"ingester-{settings.shard}")
+        log.info("%s runs in Ray worker pid %d", ingester_actor_name(settings.shard), os.getpid())
 
     async def _supervise(self) -> None:
         """Run the ingester; after a failure, log it and run it again with a growing pause."""
