@@ -3,6 +3,7 @@
     MirrorError                      (mirror.events.errors)
     └── ActorError
         ├── InvalidSimSetting        a `mirror sim-llm` setting that cannot be parsed (also a ValueError)
+        ├── ConfigError              a config file that is missing, not TOML, or sets an unknown or ill-typed key (also a ValueError)
         ├── ServerUnavailable        the simulator or gateway HTTP server could not listen or come up
         ├── UnsatisfiableSchema      a response_format schema no instance can satisfy (also a ValueError)
         ├── LocalModelUnavailable    the offline llama.cpp model is missing or did not start
@@ -34,6 +35,17 @@ class InvalidSimSetting(ActorError, ValueError):
         self.value = value
         self.expected = expected
         super().__init__(f"invalid {setting} {value!r}: expected {expected}")
+
+
+class ConfigError(ActorError, ValueError):
+    """The config file cannot be used; names the file and, where there is one, the key."""
+
+    def __init__(self, path: object, key: str | None, problem: str) -> None:
+        self.path = path
+        self.key = key
+        self.problem = problem
+        where = f"config file {path}" + (f", key {key}" if key else "")
+        super().__init__(f"{where}: {problem}")
 
 
 class ServerUnavailable(ActorError):

@@ -23,6 +23,7 @@ from mirror.cognition.openai_client import LLMSettings
 from mirror.events.nats_server import EmbeddedNats
 
 from .conversation import RuntimeSettings
+from .gateway import DEFAULT_MAX_MESSAGE_BYTES
 from .tenants import TenantRegistry
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,11 @@ class StackSettings:
     nats_port: int = 4222
     mode: str = "full"
     sim_latency: str = "fixed:50"
+    passivate_after_s: float = 300.0
+    max_live_actors: int = 256
+    """Per Ray node."""
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    snapshot_every: int = 200
 
 
 def stack_file(data_dir: Path) -> Path:
@@ -84,12 +90,15 @@ class EmbeddedStack:
                                    log_path=self.data_dir / "ingester.log").start()
             self._closers.append(ingester.stop)
             runtime = RuntimeSettings(nats_url=nats.url, llm=llm_settings, mode=settings.mode,
-                                      talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens())
+                                      talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens(),
+                                      snapshot_every=settings.snapshot_every, passivate_after_s=settings.passivate_after_s,
+                                      max_live_actors=settings.max_live_actors)
             from .gateway import GatewayServer, GatewaySettings, create_app
 
             tenants_file = self.data_dir / "tenants.json"
             self.token = self._default_token(tenants_file)
-            app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(tenants_file)))
+            app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(tenants_file),
+                                             max_message_bytes=settings.max_message_bytes))
             gateway = GatewayServer(app, port=settings.gateway_port).start()
             self._closers.append(gateway.stop)
             self.url = gateway.url
