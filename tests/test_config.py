@@ -122,3 +122,12 @@ def test_an_unreadable_file_is_one_line(tmp_path: Path, content: str | None, pro
     assert result.returncode == 2
     assert result.stderr.startswith(f"mirror: error: config file {path}: ") and problem in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_the_readme_example_file_is_valid(tmp_path: Path) -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "mirror.toml").write_text(example)
+    settings = shown(mirror("up", "--show-config", cwd=tmp_path))
+    assert settings["data_dir"] == "/srv/mirror" and settings["llm"] == "http://127.0.0.1:8000/v1"
+    assert settings["max_live_actors"] == 256 and settings["log_level"] == "INFO"
