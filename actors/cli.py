@@ -51,6 +51,7 @@ QUIET_LOG_LEVEL = typer.Option(LogLevel.WARNING, "--log-level", envvar="MIRROR_L
 MODE = typer.Option(Mode.full, "--mode", envvar="MIRROR_MODE",
                     help="Thinking mode: the Talker alone, threads only, controller only, or both.")
 
+
 @app.callback()
 def root(
     ctx: typer.Context,

@@ -39,6 +39,8 @@ from .errors import ConfigError
 DEFAULT_CONFIG_FILE = Path("mirror.toml")
 SHARED_KEYS = frozenset({"data", "nats_url", "log_level", "llm", "model", "url", "token", "shard"})
 """Top-level keys: they mean the same thing for every command that has them."""
+COMMAND_LINE_ONLY = frozenset({"show_config"})
+"""Options that ask for something once rather than configure: a file that set them would change what a command does."""
 
 
 def find_config_file(given: Path | None) -> Path | None:
@@ -115,7 +117,7 @@ def _options(command: Any) -> dict[str, TyperOption]:
     ``--json``) and by parameter name: not arguments (what to act on), not --help."""
     options: dict[str, TyperOption] = {}
     for param in command.params:
-        if isinstance(param, TyperOption) and param.name and not param.is_eager:
+        if isinstance(param, TyperOption) and param.name and not param.is_eager and param.name not in COMMAND_LINE_ONLY:
             for flag in param.opts:
                 if flag.startswith("--"):
                     options[_normal(flag[2:])] = param
@@ -124,8 +126,8 @@ def _options(command: Any) -> dict[str, TyperOption]:
 
 
 def _flag_names(command: Any) -> str:
-    return ", ".join(sorted({_normal(flag[2:]) for param in command.params if isinstance(param, TyperOption)
-                             and not param.is_eager for flag in param.opts if flag.startswith("--")}))
+    options = _options(command).values()
+    return ", ".join(sorted({_normal(flag[2:]) for option in options for flag in option.opts if flag.startswith("--")}))
 
 
 def _normal(key: str) -> str:

@@ -37,23 +37,30 @@ class Directory:
     """
 
     def __init__(self, max_live: int) -> None:
+        import threading
+
         self.max_live = max_live
         self.live: dict[str, OrderedDict[str, None]] = {}
         self.node_of: dict[str, str] = {}
         self.passivations = 0
+        # Plain methods on an actor with max_concurrency > 1 run on a thread pool: one lock
+        # keeps the LRUs and node_of in step.
+        self._lock = threading.Lock()
 
     def register(self, name: str, node_id: str) -> list[str]:
         """Record ``name`` as live and most recently used on ``node_id``; returns whom it crowded out."""
-        self.unregister(name)
-        node = self.live.setdefault(node_id, OrderedDict())
-        node[name] = None
-        self.node_of[name] = node_id
-        victims = []
-        while len(node) > self.max_live:
-            victim, _ = node.popitem(last=False)
-            del self.node_of[victim]
-            victims.append(victim)
-            self.passivations += 1
+        with self._lock:
+            self._forget(name)
+            node = self.live.setdefault(node_id, OrderedDict())
+            node[name] = None
+            self.node_of[name] = node_id
+            victims = []
+            while len(node) > self.max_live:
+                victim, _ = node.popitem(last=False)
+                del self.node_of[victim]
+                victims.append(victim)
+            self.passivations += len(victims)
+        for victim in victims:  # outside the lock: each is a round trip to Ray's control store
             try:
                 ray.get_actor(victim, namespace=NAMESPACE).passivate.remote()
             except ValueError:
@@ -61,11 +68,16 @@ class Directory:
         return victims
 
     def touch(self, name: str) -> None:
-        node_id = self.node_of.get(name)
-        if node_id is not None:
-            self.live[node_id].move_to_end(name)
+        with self._lock:
+            node_id = self.node_of.get(name)
+            if node_id is not None:
+                self.live[node_id].move_to_end(name)
 
     def unregister(self, name: str) -> None:
+        with self._lock:
+            self._forget(name)
+
+    def _forget(self, name: str) -> None:
         node_id = self.node_of.pop(name, None)
         if node_id is not None:
             self.live[node_id].pop(name, None)
@@ -74,11 +86,13 @@ class Directory:
 
     def live_on(self, node_id: str) -> list[str]:
         """The live actors of a node, least recently used first."""
-        return list(self.live.get(node_id, ()))
+        with self._lock:
+            return list(self.live.get(node_id, ()))
 
     def stats(self) -> dict[str, Any]:
-        return {"live": len(self.node_of), "max_live_per_node": self.max_live, "passivations": self.passivations,
-                "live_per_node": {node_id: len(names) for node_id, names in self.live.items()}}
+        with self._lock:
+            return {"live": len(self.node_of), "max_live_per_node": self.max_live, "passivations": self.passivations,
+                    "live_per_node": {node_id: len(names) for node_id, names in self.live.items()}}
 
 
 def directory(max_live: int) -> Any:
