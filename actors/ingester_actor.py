@@ -84,11 +84,12 @@ class IngesterActor:
             except LogLocked as exc:
                 self.last_error = exc
                 locked_since = locked_since or time.monotonic()
-                if time.monotonic() - locked_since > self.lock_wait_s:
-                    log.error("%s; still locked after %.0f s", exc, self.lock_wait_s)
-                else:
+                waited = time.monotonic() - locked_since
+                if waited < self.lock_wait_s:  # the previous owner is on its way out: look again soon
                     log.info("the event log is still locked (a previous ingester exiting?); waiting")
                     pause = RETRY_INITIAL_S
+                else:
+                    log.error("%s (waited %.0f s)", exc, waited)
             except Exception as exc:  # the supervisor must outlive any one failure
                 self.last_error = exc
                 log.exception("ingester %s failed; starting it again in %.1f s", self.settings.shard, pause)
