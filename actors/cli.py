@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import signal
 from pathlib import Path
@@ -25,7 +26,46 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(log_app, name="log")
 
 NATS_URL = typer.Option(..., "--nats-url", envvar="MIRROR_NATS_URL", help="NATS server URL, e.g. nats://127.0.0.1:4222.")
-LOG_LEVEL = typer.Option("INFO", "--log-level", envvar="MIRROR_LOG_LEVEL", help="DEBUG, INFO, WARNING or ERROR.")
+
+
+class LogLevel(str, enum.Enum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
+
+class Mode(str, enum.Enum):
+    """The thinking modes (mirror.cognition.mirror.MODES, spelt out: importing cognition costs every command 0.2 s)."""
+
+    baseline = "baseline"
+    threads_only = "threads_only"
+    controller_only = "controller_only"
+    full = "full"
+
+
+LOG_LEVEL = typer.Option(LogLevel.INFO, "--log-level", envvar="MIRROR_LOG_LEVEL", case_sensitive=False,
+                         help="Log level, to stderr.")
+QUIET_LOG_LEVEL = typer.Option(LogLevel.WARNING, "--log-level", envvar="MIRROR_LOG_LEVEL", case_sensitive=False,
+                               help="Log level, to stderr.")
+MODE = typer.Option(Mode.full, "--mode", envvar="MIRROR_MODE",
+                    help="Thinking mode: the Talker alone, threads only, controller only, or both.")
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    config: Path = typer.Option(
+        None, "--config", envvar="MIRROR_CONFIG", show_default="./mirror.toml if present", dir_okay=False,
+        help="TOML file of defaults, one table per command (\\[up], \\[bench.turns]); flags and environment variables win over it.",
+    ),
+) -> None:
+    """Read the config file before any command runs, so a bad one changes nothing."""
+    from .config_file import find_config_file, load_default_map
+
+    found = find_config_file(config)
+    if found is not None:
+        ctx.default_map = load_default_map(found, ctx.command)  # type: ignore[arg-type]
 
 
 def _run_until_signal(coroutine_factory) -> None:  # type: ignore[no-untyped-def]
@@ -50,13 +90,13 @@ def ingest(
         ["mirror.*.*.*"], "--subject", help="Subjects this shard ingests, e.g. 'mirror.acme.*.*' (repeatable)."
     ),
     batch_size: int = typer.Option(5000, "--batch-size", min=1, help="Messages per fetch and per DuckDB transaction."),
-    log_level: str = LOG_LEVEL,
+    log_level: LogLevel = LOG_LEVEL,
 ) -> None:
     """Move events from JetStream into the DuckDB log, exactly once, and serve the log's reads."""
     from mirror.events.ids import validate_identifier
     from mirror.events.ingester import IngesterSettings, run_ingester
 
-    configure_logging(log_level)
+    configure_logging(log_level.value)
     validate_identifier("shard", shard)
     settings = IngesterSettings(shard=shard, filter_subjects=tuple(subjects), batch_size=batch_size)
     _run_until_signal(lambda stop: run_ingester(nats_url, str(db), settings, stop=stop))
@@ -66,12 +106,12 @@ def ingest(
 def nats(
     store: Path = typer.Option(Path("data/nats"), "--store", help="JetStream store directory."),
     port: int = typer.Option(4222, "--port", help="Port on 127.0.0.1."),
-    log_level: str = LOG_LEVEL,
+    log_level: LogLevel = LOG_LEVEL,
 ) -> None:
     """Run the embedded nats-server (JetStream) in the foreground, for development."""
     from mirror.events.nats_server import EmbeddedNats
 
-    configure_logging(log_level)
+    configure_logging(log_level.value)
     with EmbeddedNats(store, port=port) as server:
         typer.echo(f"nats-server with JetStream at {server.url} (store {store}); Ctrl-C stops it")
         _run_until_signal(lambda stop: stop.wait())
@@ -83,29 +123,49 @@ def up(
     llm: str = typer.Option("local", "--llm", envvar="MIRROR_LLM_URL",
                             help="'local' (offline Gemma, needs the \\[local] extra), 'sim', or an OpenAI-compatible base URL."),
     model: str = typer.Option("", "--model", envvar="MIRROR_LLM_MODEL", help="Model name for a URL endpoint."),
-    port: int = typer.Option(8080, "--port", help="Gateway port on 127.0.0.1."),
-    nats_port: int = typer.Option(4222, "--nats-port", help="Embedded NATS port on 127.0.0.1."),
-    mode: str = typer.Option("full", "--mode", help="baseline, threads_only, controller_only or full."),
-    log_level: str = LOG_LEVEL,
+    port: int = typer.Option(8080, "--port", min=0, max=65535, help="Gateway port on 127.0.0.1."),
+    nats_port: int = typer.Option(4222, "--nats-port", min=0, max=65535, help="Embedded NATS port on 127.0.0.1."),
+    mode: Mode = MODE,
+    passivate_after_s: float = typer.Option(
+        300.0, "--passivate-after-s", min=1.0, envvar="MIRROR_PASSIVATE_AFTER_S",
+        help="Seconds a conversation actor may sit idle before it snapshots and exits."),
+    max_live_actors: int = typer.Option(
+        256, "--max-live-actors", min=1, envvar="MIRROR_MAX_LIVE_ACTORS",
+        help="Live conversation actors per Ray node; beyond it the least recently used passivate."),
+    max_message_bytes: int = typer.Option(
+        32 * 1024, "--max-message-bytes", min=1, max=256 * 1024, envvar="MIRROR_MAX_MESSAGE_BYTES",
+        help="Largest user message the gateway takes (413 beyond); at most 256 KiB, so events stay under NATS's 1 MiB."),
+    snapshot_every: int = typer.Option(
+        200, "--snapshot-every", min=1, envvar="MIRROR_SNAPSHOT_EVERY", help="Events between a conversation's snapshots."),
+    sim_latency: str = typer.Option("fixed:50", "--sim-latency", help="The simulator's latency with --llm sim."),
+    show_config: bool = typer.Option(False, "--show-config",
+                                     help="Print the settings it would run with (as JSON) and exit without starting."),
+    log_level: LogLevel = LOG_LEVEL,
 ) -> None:
-    """Run the embedded stack: NATS, a local Ray head, the ingester, the LLM and the HTTP gateway.
+    """Run the embedded stack: NATS, a local Ray head, the ingester actor, the LLM and the HTTP gateway.
 
     Prints the gateway URL and a token for the default tenant; Ctrl-C stops everything; running
     it again resumes the same data. The API key of a URL endpoint is read from MIRROR_LLM_API_KEY.
     """
+    import dataclasses
     import os
-
-    from mirror.cognition.mirror import MODES
 
     from .stack import EmbeddedStack, StackSettings, running_stack
 
-    configure_logging(log_level)
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    settings = StackSettings(
+        data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
+        gateway_port=port, nats_port=nats_port, mode=mode.value, sim_latency=sim_latency,
+        passivate_after_s=passivate_after_s, max_live_actors=max_live_actors,
+        max_message_bytes=max_message_bytes, snapshot_every=snapshot_every,
+    )
+    if show_config:
+        shown = dataclasses.asdict(settings) | {"data_dir": str(settings.data_dir), "log_level": log_level.value,
+                                                 "llm_api_key": "(set)" if settings.llm_api_key else None}
+        typer.echo(json.dumps(shown, indent=2))
+        return
+    configure_logging(log_level.value)
     if running_stack(data):
         raise ValueError(f"a stack is already running on {data} (see {data}/stack.json)")
-    settings = StackSettings(data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
-                             gateway_port=port, nats_port=nats_port, mode=mode)
     with EmbeddedStack(settings) as stack:
         typer.echo(f"Mirror is up at {stack.url} (API docs at {stack.url}/docs)")
         typer.echo(f"tenant 'default', token: {stack.token}")
@@ -157,12 +217,12 @@ def sim_llm(
     timeout_hang: float = typer.Option(30.0, "--timeout-hang", min=0, help="Seconds a timeout fault holds a request."),
     model: str = typer.Option("mirror-sim", "--model", help="Model name /v1/models lists (any requested name is answered)."),
     embedding_dim: int = typer.Option(64, "--embedding-dim", help="Embedding length unless a request sets 'dimensions'."),
-    log_level: str = LOG_LEVEL,
+    log_level: LogLevel = LOG_LEVEL,
 ) -> None:
     """Serve a deterministic OpenAI-compatible LLM simulator (chat, embeddings, injected faults)."""
     from .sim_llm import SimLLMServer, SimSettings, parse_fault_rate, parse_script
 
-    configure_logging(log_level)
+    configure_logging(log_level.value)
     settings = SimSettings(
         latency=latency,
         fault_rates=tuple(parse_fault_rate(fault) for fault in faults),
@@ -172,7 +232,7 @@ def sim_llm(
         model=model,
         embedding_dim=embedding_dim,
     )
-    with SimLLMServer(settings, host=host, port=port, log_level=log_level, access_log=True) as server:
+    with SimLLMServer(settings, host=host, port=port, log_level=log_level.value, access_log=True) as server:
         typer.echo(f"mirror sim-llm at {server.base_url} (model {settings.model}); Ctrl-C stops it")
         _run_until_signal(lambda stop: stop.wait())
 
@@ -184,7 +244,7 @@ def bench_ingest(
     in_flight: int = typer.Option(512, "--in-flight", min=1, help="Publishes awaiting their ack at once."),
     nats_url: str = typer.Option(None, "--nats-url", envvar="MIRROR_NATS_URL", help="Use this NATS instead of an embedded one."),
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
-    log_level: str = typer.Option("WARNING", "--log-level", envvar="MIRROR_LOG_LEVEL"),
+    log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
     """Publish events from many conversations and wait until DuckDB has committed them all.
 
@@ -193,7 +253,7 @@ def bench_ingest(
     """
     from .bench_ingest import IngestBenchConfig, run_ingest_bench
 
-    configure_logging(log_level)
+    configure_logging(log_level.value)
     config = IngestBenchConfig(events=events, conversations=min(conversations, events), in_flight=in_flight, show_progress=not as_json)
     result = run_ingest_bench(config, nats_url)
     typer.echo(json.dumps(result, indent=None if as_json else 2))
@@ -206,15 +266,15 @@ def bench_turns(
     conversations: int = typer.Option(20, "--conversations", "-c", min=1, help="Concurrent conversations (C)."),
     turns: int = typer.Option(10, "--turns", "-t", min=1, help="Turns per conversation (T)."),
     latency: float = typer.Option(100.0, "--llm-latency-ms", min=0, help="The simulator's fixed latency (L)."),
-    mode: str = typer.Option("full", "--mode", help="baseline, threads_only, controller_only or full."),
+    mode: Mode = MODE,
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
-    log_level: str = typer.Option("WARNING", "--log-level", envvar="MIRROR_LOG_LEVEL"),
+    log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
     """C conversations × T turns through the HTTP gateway: Mirror's overhead over the LLM's latency."""
     from .bench_turns import TurnsBenchConfig, run_turns_bench
 
-    configure_logging(log_level)
-    result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode))
+    configure_logging(log_level.value)
+    result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode.value))
     typer.echo(json.dumps(result, indent=None if as_json else 2))
 
 
@@ -257,12 +317,12 @@ def bench_pipeline(
     llm: str = typer.Option("local", "--llm", envvar="MIRROR_LLM_URL",
                             help="'local' (offline Gemma 3 270M, needs the \\[local] extra), 'sim', or an OpenAI-compatible base URL."),
     model: str = typer.Option("", "--model", envvar="MIRROR_LLM_MODEL", help="Model name for a URL endpoint."),
-    mode: str = typer.Option("full", "--mode", help="baseline, threads_only, controller_only or full."),
+    mode: Mode = MODE,
     turns: int = typer.Option(3, "--turns", min=1, help="Turns of the scripted conversation."),
     prompts: Path = typer.Option(None, "--prompts", help="Prompt-set directory (default: the built-in set)."),
     sim_latency: str = typer.Option("fixed:0", "--sim-latency", help="Simulator latency with --llm sim."),
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
-    log_level: str = typer.Option("WARNING", "--log-level", envvar="MIRROR_LOG_LEVEL"),
+    log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
     """Wall time of the Talker, the Inner Monologue and the Cognitive Controller, per turn.
 
@@ -274,13 +334,13 @@ def bench_pipeline(
 
     from .bench_pipeline import PipelineBenchConfig, llm_endpoint, run_pipeline_bench
 
-    configure_logging(log_level)
+    configure_logging(log_level.value)
     prompt_set = load_prompt_set(prompts) if prompts else default_prompt_set()
     from .local_llm import LOCAL_TALKER_MAX_TOKENS, LOCAL_THINKER_MAX_TOKENS
 
     with llm_endpoint(llm, sim_latency) as (base_url, endpoint_model, structured_output):
         config = PipelineBenchConfig(
-            base_url=base_url, model=model or endpoint_model or "default", mode=mode, turns=turns,
+            base_url=base_url, model=model or endpoint_model or "default", mode=mode.value, turns=turns,
             api_key=os.environ.get("MIRROR_LLM_API_KEY"), structured_output=structured_output,
             talker_max_tokens=LOCAL_TALKER_MAX_TOKENS if llm == "local" else 1024,
             thinker_max_tokens=LOCAL_THINKER_MAX_TOKENS if llm == "local" else 3000,
@@ -361,7 +421,7 @@ def demo(
     url: str = GATEWAY_URL,
     token: str = GATEWAY_TOKEN,
     conversation: str = typer.Option(None, "--conversation", help="Conversation id (default: a fresh demo-<random>)."),
-    log_level: str = typer.Option("WARNING", "--log-level", envvar="MIRROR_LOG_LEVEL"),
+    log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
     """Play a short conversation that tests memory of a safety constraint, showing the thinking after each turn.
 
@@ -376,7 +436,7 @@ def demo(
     from .gateway_client import GatewayClient, NoStackRunning, find_stack
     from .local_llm import local_model_installed
 
-    configure_logging(log_level)
+    configure_logging(log_level.value)
     if conversation:
         from mirror.events.ids import validate_identifier
 

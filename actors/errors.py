@@ -3,9 +3,11 @@
     MirrorError                      (mirror.events.errors)
     └── ActorError
         ├── InvalidSimSetting        a `mirror sim-llm` setting that cannot be parsed (also a ValueError)
+        ├── ConfigError              a config file that is missing, not TOML, or sets an unknown or ill-typed key (also a ValueError)
         ├── ServerUnavailable        the simulator or gateway HTTP server could not listen or come up
         ├── UnsatisfiableSchema      a response_format schema no instance can satisfy (also a ValueError)
         ├── LocalModelUnavailable    the offline llama.cpp model is missing or did not start
+        ├── IngesterUnavailable      the ingester actor of a shard is not consuming and serving reads
         ├── Fenced                   a conversation lost the single-writer fence and stopped
         ├── Passivated               a conversation is passivating: ask its new incarnation
         ├── NoStackRunning           no `mirror up` stack for the data directory, and no --url
@@ -35,6 +37,17 @@ class InvalidSimSetting(ActorError, ValueError):
         super().__init__(f"invalid {setting} {value!r}: expected {expected}")
 
 
+class ConfigError(ActorError, ValueError):
+    """The config file cannot be used; names the file and, where there is one, the key."""
+
+    def __init__(self, path: object, key: str | None, problem: str) -> None:
+        self.path = path
+        self.key = key
+        self.problem = problem
+        where = f"config file {path}" + (f", key {key}" if key else "")
+        super().__init__(f"{where}: {problem}")
+
+
 class ServerUnavailable(ActorError):
     """An HTTP server of ours (simulator, gateway) could not listen or did not answer /healthz."""
 
@@ -56,6 +69,20 @@ class UnsatisfiableSchema(ActorError, ValueError):
 
 class LocalModelUnavailable(ActorError):
     """The offline llama.cpp model is not installed or its server did not come up (see local_llm)."""
+
+
+class IngesterUnavailable(ActorError):
+    """The ingester actor of a shard did not start consuming and serving reads in time."""
+
+    def __init__(self, shard: str, db_path: object, last_error: str) -> None:
+        self.shard = shard
+        self.db_path = db_path
+        self.last_error = last_error
+        super().__init__(f"the ingester of shard {shard!r} ({db_path}) is not serving: last error {last_error}; "
+                         f"check that NATS is reachable and that no other process owns the file")
+
+    def __reduce__(self) -> tuple[object, ...]:  # crosses Ray from the actor to its caller
+        return type(self), (self.shard, self.db_path, self.last_error)
 
 
 class Fenced(ActorError):

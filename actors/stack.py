@@ -1,5 +1,9 @@
 """The embedded stack on one machine: NATS, a local Ray head, the ingester, the LLM, the gateway.
 
+The ingester is a Ray actor (``ingester-0``, :mod:`mirror.actors.ingester_actor`) owned by this
+process: Ray restarts it after a crash, and stopping the stack drains it and closes the DuckDB
+file before Ray shuts down.
+
 ``mirror up`` runs it in the foreground; ``mirror demo`` starts one when none is running. The
 stack writes ``<data dir>/stack.json`` (gateway URL, default tenant and its token, pid) so other
 commands find it; everything lives under the data directory, so running it again resumes the
@@ -19,7 +23,7 @@ from mirror.cognition.openai_client import LLMSettings
 from mirror.events.nats_server import EmbeddedNats
 
 from .conversation import RuntimeSettings
-from .processes import IngesterProcess
+from .gateway import DEFAULT_MAX_MESSAGE_BYTES
 from .tenants import TenantRegistry
 
 log = logging.getLogger(__name__)
@@ -37,6 +41,11 @@ class StackSettings:
     nats_port: int = 4222
     mode: str = "full"
     sim_latency: str = "fixed:50"
+    passivate_after_s: float = 300.0
+    max_live_actors: int = 256
+    """Per Ray node."""
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    snapshot_every: int = 200
 
 
 def stack_file(data_dir: Path) -> Path:
@@ -65,25 +74,31 @@ class EmbeddedStack:
     def start(self) -> "EmbeddedStack":
         import ray
 
+        from .ingester_actor import RayIngester
+
         settings = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
             nats = EmbeddedNats(self.data_dir / "nats", port=settings.nats_port).start()
             self._closers.append(nats.stop)
             llm_settings = self._start_llm()
-            ingester = IngesterProcess(nats.url, self.data_dir / "mirror.duckdb",
-                                       log_path=self.data_dir / "ingester.log").start()
-            self._closers.append(ingester.stop)
             ray.init(namespace="mirror", include_dashboard=False, log_to_driver=False,
                      _temp_dir=None, ignore_reinit_error=True)
             self._closers.append(ray.shutdown)
+            # Stopped before Ray: it drains, commits and closes the DuckDB file first.
+            ingester = RayIngester(nats.url, self.data_dir / "mirror.duckdb",
+                                   log_path=self.data_dir / "ingester.log").start()
+            self._closers.append(ingester.stop)
             runtime = RuntimeSettings(nats_url=nats.url, llm=llm_settings, mode=settings.mode,
-                                      talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens())
+                                      talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens(),
+                                      snapshot_every=settings.snapshot_every, passivate_after_s=settings.passivate_after_s,
+                                      max_live_actors=settings.max_live_actors)
             from .gateway import GatewayServer, GatewaySettings, create_app
 
             tenants_file = self.data_dir / "tenants.json"
             self.token = self._default_token(tenants_file)
-            app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(tenants_file)))
+            app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(tenants_file),
+                                             max_message_bytes=settings.max_message_bytes))
             gateway = GatewayServer(app, port=settings.gateway_port).start()
             self._closers.append(gateway.stop)
             self.url = gateway.url

@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "Loaded": "log",
     "LogClient": "log_service",
     "LogError": "errors",
+    "LogLocked": "errors",
     "LogService": "log_service",
     "LogUnavailable": "errors",
     "MAIN_BRANCH": "ids",

@@ -27,13 +27,16 @@ import pyarrow as pa
 
 from .codec import check, decode
 from .envelope import Event
-from .errors import LogError
+from .errors import LogError, LogLocked
 from .ids import StreamKey, event_id, validate_identifier
 from .log import ConversationSummary, Loaded, LogStats, Snapshot, check_range
 from .payloads import Fork
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+_LOCK_CONFLICT = "Could not set lock"
+"""How DuckDB's IOException says another process holds the file (it has no error code for it)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -154,6 +157,11 @@ class DuckDBEventLog:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="duckdb")
         try:
             self._con = self._executor.submit(self._open).result()
+        except duckdb.IOException as exc:
+            self._executor.shutdown()
+            if _LOCK_CONFLICT in str(exc):
+                raise LogLocked(self.path, str(exc)) from exc
+            raise LogError(f"cannot open the event log {self.path}: {exc}") from exc
         except duckdb.Error as exc:
             self._executor.shutdown()
             raise LogError(

@@ -9,7 +9,8 @@
         ├── AppendConflict           another writer appended first: the fence rejected us
         ├── BusError                 the broker failed or did not answer
         └── LogError
-            └── LogUnavailable       the log's owner did not answer a read
+            ├── LogUnavailable       the log's owner did not answer a read
+            └── LogLocked            another process holds the DuckDB file's write lock
 
 Every error carries the identifiers it is about and says how to fix the problem.
 """
@@ -102,3 +103,19 @@ class LogError(EventError):
 
 class LogUnavailable(LogError):
     """The process that owns the log did not answer; is `mirror ingest` running?"""
+
+
+class LogLocked(LogError):
+    """Another process owns the DuckDB file (DuckDB allows one writing process).
+
+    Transient when that process is exiting (an ingester being restarted), permanent when a
+    second ingester was pointed at the same file.
+    """
+
+    def __init__(self, path: object, detail: str) -> None:
+        self.path = path
+        self.detail = detail
+        super().__init__(
+            f"cannot open the event log {path}: another process holds its lock ({detail}); "
+            "only one ingester may own a file - stop the other one or give this shard its own --db"
+        )

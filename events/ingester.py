@@ -227,15 +227,23 @@ async def run_ingester(
     settings: IngesterSettings = IngesterSettings(),
     stream: StreamSettings = StreamSettings(),
     stop: asyncio.Event | None = None,
+    started: asyncio.Event | None = None,
 ) -> None:
-    """Run an ingester until ``stop`` is set (or forever): the body of ``mirror ingest``."""
+    """Run an ingester until ``stop`` is set (or forever): the body of ``mirror ingest`` and of
+    the ingester Ray actor. ``started`` is set once it consumes and serves reads."""
     from .jetstream import connect_nats
 
-    nc = await connect_nats(nats_url, name=f"mirror-ingest-{settings.shard}")
     event_log = DuckDBEventLog(db_path)
+    try:
+        nc = await connect_nats(nats_url, name=f"mirror-ingest-{settings.shard}")
+    except BaseException:
+        await event_log.close()
+        raise
     ingester = Ingester(nc, event_log, settings, stream)
     try:
         await ingester.start()
+        if started is not None:
+            started.set()
         await (stop or asyncio.Event()).wait()
         try:
             # Bounded: with the broker gone, stopping must not wait for it forever. Whatever

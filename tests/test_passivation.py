@@ -44,6 +44,7 @@ def test_two_hundred_conversations_under_a_cap_of_sixteen(runtime: RuntimeSettin
     assert all(reply["turn"] == 0 for reply in first)
     stats = ray.get(ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE).stats.remote())
     assert stats["live"] <= CAP and stats["passivations"] >= 200 - CAP
+    assert stats["live_per_node"] == {ray.get_runtime_context().get_node_id(): stats["live"]}  # one local node
     # Every conversation re-activates with its state: the next turn continues the sequence.
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         second = list(pool.map(lambda key: ask(key, runtime, "second"), keys[::10]))
