@@ -29,6 +29,22 @@ def _parse_header_lines(raw: bytes) -> dict[str, str]:
     return out
 
 
+_STATUS_LINE = b"NATS/1.0 "
+
+
+def status_of(header_block: bytes | None) -> tuple[bytes, bytes] | None:
+    """(status code, rest of the block) of a server status message, None for any other.
+
+    ``NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 12\r\n\r\n``; a published
+    message's header block starts ``NATS/1.0\r\n`` and has no code.
+    """
+    if not header_block or not header_block.startswith(_STATUS_LINE):
+        return None
+    line, _, rest = header_block.partition(b"\r\n")
+    code = line[len(_STATUS_LINE) : len(_STATUS_LINE) + 3]
+    return (code, rest) if code.isdigit() else None
+
+
 RawHandler = Callable[[bytes, bytes, bytes, "bytes | None"], Awaitable[None]]
 """``handler(subject, reply, data, header_block)`` for :meth:`MirrorNatsClient.subscribe_raw`."""
 
@@ -38,9 +54,9 @@ class MirrorNatsClient(NatsClient):
 
     A raw subscription hands each message to its handler straight from the read loop, as the
     protocol parser cut it — no ``Msg`` object, no header dict, no queue and no task switch
-    per message. The ingester's feed uses it: at tens of thousands of messages a second that
-    per-message machinery cost more than checking the records. Other subscriptions behave
-    exactly as in nats-py.
+    per message. The ingester's feed and the publisher's ack inbox use it: at tens of thousands
+    of messages a second that per-message machinery cost more than checking the records.
+    Other subscriptions behave exactly as in nats-py.
     """
 
     _parse_header_lines = staticmethod(_parse_header_lines)

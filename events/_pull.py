@@ -18,11 +18,10 @@ import asyncio
 import json
 import logging
 from collections import deque
-from typing import NamedTuple
 
 from nats.aio.subscription import Subscription
 
-from ._client import MirrorNatsClient, _parse_header_lines
+from ._client import MirrorNatsClient, _parse_header_lines, status_of
 
 log = logging.getLogger(__name__)
 
@@ -30,29 +29,12 @@ HEADER_PENDING_MESSAGES = "Nats-Pending-Messages"
 STATUS_HEARTBEAT = b"100"
 STATUS_NO_MESSAGES = b"404"
 STATUS_REQUEST_EXPIRED = b"408"
-_STATUS_LINE = b"NATS/1.0 "
 
 
-class Delivery(NamedTuple):
-    """One consumed message as it came off the wire."""
-
-    subject: bytes
-    reply: bytes
-    """The ack subject, which also carries the stream sequence."""
-    data: bytes
-
-
-def _status(header_block: bytes | None) -> tuple[bytes, bytes] | None:
-    """(status code, rest of the block) of a server status message, None for a data message.
-
-    ``NATS/1.0 408 Request Timeout\\r\\nNats-Pending-Messages: 12\\r\\n\\r\\n``; a published
-    message's header block starts ``NATS/1.0\\r\\n`` and has no code.
-    """
-    if not header_block or not header_block.startswith(_STATUS_LINE):
-        return None
-    line, _, rest = header_block.partition(b"\r\n")
-    code = line[len(_STATUS_LINE) : len(_STATUS_LINE) + 3]
-    return (code, rest) if code.isdigit() else None
+Delivery = tuple[bytes, bytes, bytes]
+"""One consumed message as it came off the wire: (subject, reply, data). The reply is the
+ack subject, which also carries the stream sequence. A plain tuple: a named one cost a
+Python-level constructor call per message."""
 
 
 class PullFeed:
@@ -124,12 +106,12 @@ class PullFeed:
     async def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         self._last_activity = asyncio.get_running_loop().time()
         if headers is not None and not data:
-            status = _status(headers)
+            status = status_of(headers)
             if status is not None:
                 await self._on_status(*status)
                 return
         self._owed -= 1
-        self._buffer.append(Delivery(subject, reply, data))
+        self._buffer.append((subject, reply, data))
         self._arrived.set()
         if self._owed < self.batch:
             if self._owed < 0:

@@ -150,7 +150,7 @@ class Ingester:
             newest = stream_seq
             batch.add(data, stream_seq, subject.decode())
         self._decoded_offset = newest
-        return _Decoded(batch, newest, messages[-1].reply)
+        return _Decoded(batch, newest, messages[-1][1])
 
     async def _commit_loop(self) -> None:
         while True:

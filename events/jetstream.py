@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import nats
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
@@ -78,7 +77,7 @@ class StreamSettings:
     max_in_flight: int = 512
 
 
-async def connect_nats(url: str, *, name: str = "mirror", first_connect_timeout_s: float = 10.0) -> NatsClient:
+async def connect_nats(url: str, *, name: str = "mirror", first_connect_timeout_s: float = 10.0) -> MirrorNatsClient:
     """A connection that, once made, keeps reconnecting for as long as the process lives.
 
     The first connection must succeed within ``first_connect_timeout_s``; otherwise
@@ -131,7 +130,7 @@ async def ensure_stream(js: JetStreamContext, settings: StreamSettings) -> None:
 class JetStreamBus:
     """Appends events to JetStream with fencing, deduplication and pipelining."""
 
-    def __init__(self, nc: NatsClient, settings: StreamSettings = StreamSettings()) -> None:
+    def __init__(self, nc: MirrorNatsClient, settings: StreamSettings = StreamSettings()) -> None:
         self.nc = nc
         self.js = nc.jetstream(timeout=settings.publish_timeout_s)
         self.settings = settings

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from mirror.events._pull import PullFeed, _status
+from mirror.events._client import status_of
+from mirror.events._pull import PullFeed
 from mirror.events.bus import Head
 from mirror.events.codec import encode
 from mirror.events.duckdb_log import DuckDBEventLog
@@ -205,11 +206,11 @@ async def test_restart_resumes_from_the_committed_offset(nats_url: str, db_path:
 
 def test_status_messages_are_told_from_data_messages_by_their_header_block() -> None:
     expired = b"NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 10\r\nNats-Pending-Bytes: 0\r\n\r\n"
-    code, rest = _status(expired)
+    code, rest = status_of(expired)
     assert code == b"408" and b"Nats-Pending-Messages: 10" in rest
-    assert _status(b"NATS/1.0 404 No Messages\r\n\r\n")[0] == b"404"
-    assert _status(b"NATS/1.0\r\nNats-Msg-Id: abc\r\n\r\n") is None  # a published message's headers
-    assert _status(None) is None
+    assert status_of(b"NATS/1.0 404 No Messages\r\n\r\n")[0] == b"404"
+    assert status_of(b"NATS/1.0\r\nNats-Msg-Id: abc\r\n\r\n") is None  # a published message's headers
+    assert status_of(None) is None
 
 
 async def test_the_feed_keeps_flowing_after_its_requests_expire(nats_url: str) -> None:
@@ -229,8 +230,8 @@ async def test_the_feed_keeps_flowing_after_its_requests_expire(nats_url: str) -
             taken += await feed.take(10, timeout=0.1)
             if len(taken) >= 3:
                 break
-        assert [delivery.data for delivery in taken] == [encode(event) for event in turns(key, 1, 3)]
-        assert [int(delivery.reply.split(b".")[5]) for delivery in taken] == [1, 2, 3]
+        assert [data for _, _, data in taken] == [encode(event) for event in turns(key, 1, 3)]
+        assert [int(reply.split(b".")[5]) for _, reply, _ in taken] == [1, 2, 3]
     finally:
         await feed.stop()
         await bus.close()
