@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from mirror.events._client import status_of
 from mirror.events._pull import PullFeed
 from mirror.events.bus import Head
 from mirror.events.codec import encode
@@ -202,15 +201,6 @@ async def test_restart_resumes_from_the_committed_offset(nats_url: str, db_path:
         assert ingester.committed_events == 5
     await bus.close()
     assert [row[3] for row in log_rows(db_path)] == list(range(1, 11))
-
-
-def test_status_messages_are_told_from_data_messages_by_their_header_block() -> None:
-    expired = b"NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 10\r\nNats-Pending-Bytes: 0\r\n\r\n"
-    code, rest = status_of(expired)
-    assert code == b"408" and b"Nats-Pending-Messages: 10" in rest
-    assert status_of(b"NATS/1.0 404 No Messages\r\n\r\n")[0] == b"404"
-    assert status_of(b"NATS/1.0\r\nNats-Msg-Id: abc\r\n\r\n") is None  # a published message's headers
-    assert status_of(None) is None
 
 
 async def test_the_feed_keeps_flowing_after_its_requests_expire(nats_url: str) -> None:
