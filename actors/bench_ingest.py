@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 import tempfile
 import time
@@ -32,6 +33,44 @@ from mirror.events.payloads import Monologue, Narrative, Provenance, Turn
 from .processes import IngesterProcess
 
 RAW_STREAM = "BENCHRAW"
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of process ``pid`` (this process when None), from /proc on Linux.
+
+    Throughput on a shared 2-core machine is noisy; CPU time per event is not, so the
+    benchmark reports both. None where /proc is not available.
+    """
+    if pid is None:
+        times = os.times()
+        return times.user + times.system
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
+
+
+class _CpuMeter:
+    """CPU seconds used by named processes between :meth:`start` and :meth:`per_unit`."""
+
+    def __init__(self, pids: dict[str, int | None]) -> None:
+        self.pids = pids
+        self._started: dict[str, float | None] = {}
+
+    def start(self) -> "_CpuMeter":
+        self._started = {name: _cpu_seconds(pid) for name, pid in self.pids.items()}
+        return self
+
+    def per_unit(self, units: int) -> dict[str, float | None]:
+        """Microseconds of CPU per unit (event or message), per process."""
+        used: dict[str, float | None] = {}
+        for name, pid in self.pids.items():
+            now, before = _cpu_seconds(pid), self._started.get(name)
+            used[name] = None if now is None or before is None else round((now - before) * 1e6 / units, 1)
+        return used
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,20 +109,25 @@ def workload(config: IngestBenchConfig) -> list[tuple[StreamKey, list[Event]]]:
     return batches
 
 
-async def _raw_publish_rate(bus: JetStreamBus, payloads: list[bytes], in_flight: int) -> float:
+async def _raw_publish_rate(
+    bus: JetStreamBus, payloads: list[bytes], in_flight: int, meter: _CpuMeter
+) -> tuple[float, dict[str, float | None]]:
+    """Messages per second and CPU µs per message of the raw publish, per process."""
     js = bus.nc.jetstream(publish_async_max_pending=in_flight)
     with contextlib.suppress(Exception):
         await js.delete_stream(RAW_STREAM)
     await js.add_stream(name=RAW_STREAM, subjects=["benchraw.>"])
+    meter.start()
     started = time.perf_counter()
     acks = [await js.publish_async(f"benchraw.{i % 1000}", data) for i, data in enumerate(payloads)]
     await asyncio.gather(*acks)
     elapsed = time.perf_counter() - started
+    cpu = meter.per_unit(len(payloads))
     await js.delete_stream(RAW_STREAM)
-    return len(payloads) / elapsed
+    return len(payloads) / elapsed, cpu
 
 
-async def _run(config: IngestBenchConfig, nats_url: str, db_path: Path) -> dict[str, Any]:
+async def _run(config: IngestBenchConfig, nats_url: str, pids: dict[str, int | None]) -> dict[str, Any]:
     batches = workload(config)
     total = sum(len(events) for _, events in batches)
     payloads = [encode(event) for _, events in batches for event in events]
@@ -91,8 +135,10 @@ async def _run(config: IngestBenchConfig, nats_url: str, db_path: Path) -> dict[
     monitor = await connect_nats(nats_url, name="mirror-bench-monitor")
     client = LogClient(monitor)
     try:
-        raw_before = await _raw_publish_rate(bus, payloads, config.in_flight)
+        raw_meter = _CpuMeter({name: pids[name] for name in ("publisher", "nats_server")})
+        raw_before, raw_cpu_before = await _raw_publish_rate(bus, payloads, config.in_flight, raw_meter)
         heads = [(await bus.head(key)).with_last_seq(0) for key, _ in batches]
+        meter = _CpuMeter(pids).start()
         started = time.perf_counter()
         results = await bus.append_many([(key, events, head) for (key, events), head in zip(batches, heads)])
         published = time.perf_counter() - started
@@ -107,12 +153,14 @@ async def _run(config: IngestBenchConfig, nats_url: str, db_path: Path) -> dict[
                 if offset < last_stream_seq:
                     await asyncio.sleep(0.005)
         end_to_end = time.perf_counter() - started
+        cpu = meter.per_unit(total)
         committed = sum(summary.events for summary in await client.conversations(batches[0][0].tenant))
-        raw_after = await _raw_publish_rate(bus, payloads, config.in_flight)
+        raw_after, raw_cpu_after = await _raw_publish_rate(bus, payloads, config.in_flight, raw_meter)
     finally:
         await bus.close()
         await monitor.close()
     raw = max(raw_before, raw_after)
+    raw_cpu = raw_cpu_before if raw_before >= raw_after else raw_cpu_after
     events_per_s = committed / end_to_end
     return {
         "benchmark": "ingest",
@@ -128,6 +176,8 @@ async def _run(config: IngestBenchConfig, nats_url: str, db_path: Path) -> dict[
         "raw_publish_after_per_s": round(raw_after),
         "ratio": round(events_per_s / raw, 3),
         "seconds": round(end_to_end, 3),
+        "cpu_us_per_event": cpu,
+        "raw_cpu_us_per_message": raw_cpu,
     }
 
 
@@ -137,8 +187,9 @@ def run_ingest_bench(config: IngestBenchConfig, nats_url: str | None = None) -> 
         server = None if nats_url else EmbeddedNats(Path(workdir) / "nats").start()
         url = nats_url or server.url  # type: ignore[union-attr]
         ingester = IngesterProcess(url, Path(workdir) / "log.duckdb").start()
+        pids = {"publisher": None, "nats_server": None if server is None else server.pid, "ingester": ingester.pid}
         try:
-            return asyncio.run(_run(config, url, Path(workdir) / "log.duckdb"))
+            return asyncio.run(_run(config, url, pids))
         finally:
             ingester.stop()
             if server is not None:

@@ -8,9 +8,12 @@ Two ways to wait for an ack:
 
 - :meth:`PipelinedPublisher.publish` awaits a future (one publish per call, bounded by a
   window) — the general path, used for single appends, retries and every error case;
-- :meth:`PipelinedPublisher.send` calls a handler from the reply callback, which lets
+- :meth:`PipelinedPublisher.send` calls a handler as the ack is read, which lets
   :class:`ChainedAppends` publish a conversation's next event the moment the previous ack
   arrives, without waking a task per event — the bulk path of ``append_many``.
+
+Acks arrive on a raw subscription (:meth:`MirrorNatsClient.subscribe_raw`): each is handled
+straight from the connection's read loop, without nats-py's message object and queue.
 
 Deadlines are enforced by one sweeper task over a FIFO of (deadline, token) instead of a timer
 per publish, which cost more than the publish itself.
@@ -28,15 +31,12 @@ from typing import Union
 
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client as NatsClient
-from nats.aio.msg import Msg
-
+from ._client import MirrorNatsClient, status_of
 from .errors import BusError
 
 HEADER_MSG_ID = "Nats-Msg-Id"
 HEADER_EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
-HEADER_STATUS = "Status"
-STATUS_NO_RESPONDERS = "503"
+STATUS_NO_RESPONDERS = b"503"
 
 
 class Window:
@@ -87,10 +87,10 @@ AckHandler = Callable[[AckResult], Awaitable[None]]
 _SEQ_FIELD = b'"seq":'
 
 
-def _ack_of(msg: Msg) -> AckResult:
-    if msg.headers and msg.headers.get(HEADER_STATUS) == STATUS_NO_RESPONDERS:
+def _ack_of(data: bytes, header_block: bytes | None) -> AckResult:
+    status = status_of(header_block)
+    if status is not None and status[0] == STATUS_NO_RESPONDERS:
         return nats.js.errors.NoStreamResponseError()
-    data = msg.data
     # The common ack, {"stream":"MIRROR","seq":N} (+ "domain"), read without a JSON parser;
     # anything else (errors, duplicates, unexpected shapes) goes through json below.
     if b'"error"' not in data and b'"duplicate"' not in data:
@@ -103,7 +103,7 @@ def _ack_of(msg: Msg) -> AckResult:
             if stop > end and data[stop : stop + 1] in (b",", b"}"):
                 return Ack(int(data[end:stop]), False)
     try:
-        response = json.loads(msg.data)
+        response = json.loads(data)
         if "error" in response:
             return nats.js.errors.APIError(**response["error"])
         return Ack(response["seq"], response.get("duplicate", False))
@@ -116,12 +116,12 @@ class PipelinedPublisher:
 
     SWEEP_INTERVAL_S = 0.1
 
-    def __init__(self, nc: NatsClient, max_in_flight: int) -> None:
+    def __init__(self, nc: MirrorNatsClient, max_in_flight: int) -> None:
         self.nc = nc
         self.max_in_flight = max_in_flight
         self._window = Window(max_in_flight)
-        self._pending: dict[str, asyncio.Future[Ack] | AckHandler] = {}
-        self._deadlines: deque[tuple[float, str]] = deque()
+        self._pending: dict[int, asyncio.Future[Ack] | AckHandler] = {}
+        self._deadlines: deque[tuple[float, int]] = deque()
         self._next_token = 0
         self._prefix: str | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -129,7 +129,7 @@ class PipelinedPublisher:
     async def _start(self) -> str:
         if self._prefix is None:
             prefix = self.nc.new_inbox()
-            await self.nc.subscribe(prefix + ".*", cb=self._on_reply)
+            await self.nc.subscribe_raw(prefix + ".*", self._on_reply)
             self._prefix = prefix
             self._sweeper = asyncio.create_task(self._sweep(), name="mirror-publish-deadlines")
         return self._prefix
@@ -155,9 +155,9 @@ class PipelinedPublisher:
                 elif waiter is not None:
                     await waiter(nats.errors.TimeoutError())
 
-    def _register(self, waiter: asyncio.Future[Ack] | AckHandler, timeout: float) -> str:
+    def _register(self, waiter: asyncio.Future[Ack] | AckHandler, timeout: float) -> int:
         self._next_token += 1
-        token = str(self._next_token)
+        token = self._next_token
         self._pending[token] = waiter
         self._deadlines.append((asyncio.get_running_loop().time() + timeout, token))
         return token
@@ -189,11 +189,16 @@ class PipelinedPublisher:
             self._pending.pop(token, None)
             raise
 
-    async def _on_reply(self, msg: Msg) -> None:
-        waiter = self._pending.pop(msg.subject.rpartition(".")[2], None)
+    async def _on_reply(self, subject: bytes, reply: bytes, data: bytes, header_block: bytes | None) -> None:
+        """An ack, straight from the read loop (a raw subscription: no Msg, no task switch)."""
+        try:
+            token = int(subject.rpartition(b".")[2])
+        except ValueError:
+            return
+        waiter = self._pending.pop(token, None)
         if waiter is None:
             return
-        result = _ack_of(msg)
+        result = _ack_of(data, header_block)
         if not isinstance(waiter, asyncio.Future):
             await waiter(result)
         elif not waiter.done():

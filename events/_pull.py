@@ -2,9 +2,10 @@
 
 nats-py's ``fetch`` waits for each message of a batch with its own timeout, which made it the
 ingester's bottleneck (~7,000 msgs/s). This feed keeps pull requests outstanding on a private
-inbox instead: messages land in a buffer from a subscription callback, and the reader takes
-whatever has arrived. It keeps between one and two batches requested ("owed") while the
-buffer has room, the way nats.go's ``Consume`` does, so the server never waits for the reader.
+inbox instead: messages land in a buffer straight from the connection's read loop (a raw
+subscription: no ``Msg`` object or task switch per message), and the reader takes whatever
+has arrived. It keeps between one and two batches requested ("owed") while the buffer has
+room, the way nats.go's ``Consume`` does, so the server never waits for the reader.
 
 Each request expires; the server then answers with a status message saying how many of that
 request's messages it did not deliver, which is subtracted from what is owed. A watchdog
@@ -18,19 +19,22 @@ import json
 import logging
 from collections import deque
 
-from nats.aio.client import Client as NatsClient
-from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+
+from ._client import MirrorNatsClient, _parse_header_lines, status_of
 
 log = logging.getLogger(__name__)
 
-HEADER_STATUS = "Status"
 HEADER_PENDING_MESSAGES = "Nats-Pending-Messages"
-HEADER_DESCRIPTION = "Description"
-STATUS_HEARTBEAT = "100"
-STATUS_NO_MESSAGES = "404"
-STATUS_REQUEST_EXPIRED = "408"
-STATUS_CONFLICT = "409"
+STATUS_HEARTBEAT = b"100"
+STATUS_NO_MESSAGES = b"404"
+STATUS_REQUEST_EXPIRED = b"408"
+
+
+Delivery = tuple[bytes, bytes, bytes]
+"""One consumed message as it came off the wire: (subject, reply, data). The reply is the
+ack subject, which also carries the stream sequence. A plain tuple: a named one cost a
+Python-level constructor call per message."""
 
 
 class PullFeed:
@@ -38,7 +42,7 @@ class PullFeed:
 
     def __init__(
         self,
-        nc: NatsClient,
+        nc: MirrorNatsClient,
         stream: str,
         consumer: str,
         *,
@@ -51,7 +55,7 @@ class PullFeed:
         self.batch = batch
         self.expires_s = expires_s
         self.max_buffered = max_buffered
-        self._buffer: deque[Msg] = deque()
+        self._buffer: deque[Delivery] = deque()
         self._arrived = asyncio.Event()
         self._owed = 0
         self._last_activity = 0.0
@@ -61,9 +65,7 @@ class PullFeed:
 
     async def start(self) -> None:
         self._inbox = self.nc.new_inbox()
-        self._subscription = await self.nc.subscribe(
-            self._inbox, cb=self._on_message, pending_msgs_limit=4 * self.max_buffered, pending_bytes_limit=-1
-        )
+        self._subscription = await self.nc.subscribe_raw(self._inbox, self._on_message)
         self._last_activity = asyncio.get_running_loop().time()
         await self._top_up()
         self._watchdog = asyncio.create_task(self._watch(), name="pull-feed-watchdog")
@@ -75,10 +77,10 @@ class PullFeed:
                 await self._watchdog
             except asyncio.CancelledError:
                 pass
-        if self._subscription is not None and not self.nc.is_closed:
-            await self._subscription.unsubscribe()
+        if self._subscription is not None:
+            await self.nc.unsubscribe_raw(self._subscription)
 
-    async def take(self, max_messages: int, timeout: float) -> list[Msg]:
+    async def take(self, max_messages: int, timeout: float) -> list[Delivery]:
         """Up to ``max_messages`` that have arrived, waiting up to ``timeout`` for the first."""
         if not self._buffer:
             self._arrived.clear()
@@ -86,8 +88,12 @@ class PullFeed:
                 await asyncio.wait_for(self._arrived.wait(), timeout)
             except asyncio.TimeoutError:
                 return []
-        count = min(max_messages, len(self._buffer))
-        taken = [self._buffer.popleft() for _ in range(count)]
+        buffer = self._buffer
+        if len(buffer) <= max_messages:
+            taken = list(buffer)
+            buffer.clear()
+        else:
+            taken = [buffer.popleft() for _ in range(max_messages)]
         await self._top_up()
         return taken
 
@@ -97,25 +103,31 @@ class PullFeed:
             self._owed += self.batch
             await self.nc.publish(self.subject, json.dumps(request).encode(), reply=self._inbox)
 
-    async def _on_message(self, msg: Msg) -> None:
+    async def _on_message(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         self._last_activity = asyncio.get_running_loop().time()
-        headers = msg.headers
-        if headers and not msg.data and HEADER_STATUS in headers:
-            status = headers[HEADER_STATUS]
-            if status == STATUS_HEARTBEAT:
+        if headers is not None and not data:
+            status = status_of(headers)
+            if status is not None:
+                await self._on_status(*status)
                 return
-            # The request ended early: what it did not deliver is no longer owed.
-            undelivered = int(headers.get(HEADER_PENDING_MESSAGES, "0") or 0)
-            self._owed = max(0, self._owed - undelivered)
-            if status not in (STATUS_REQUEST_EXPIRED, STATUS_NO_MESSAGES):
-                log.warning("pull request ended with %s %s", status, headers.get(HEADER_DESCRIPTION, ""))
-            await self._top_up()
-            return
-        self._owed = max(0, self._owed - 1)
-        self._buffer.append(msg)
+        self._owed -= 1
+        self._buffer.append((subject, reply, data))
         self._arrived.set()
         if self._owed < self.batch:
+            if self._owed < 0:
+                self._owed = 0
             await self._top_up()
+
+    async def _on_status(self, code: bytes, rest: bytes) -> None:
+        if code == STATUS_HEARTBEAT:
+            return
+        # The request ended early: what it did not deliver is no longer owed.
+        fields = _parse_header_lines(rest)
+        undelivered = int(fields.get(HEADER_PENDING_MESSAGES, "0") or 0)
+        self._owed = max(0, self._owed - undelivered)
+        if code not in (STATUS_REQUEST_EXPIRED, STATUS_NO_MESSAGES):
+            log.warning("pull request ended with %s %s", code.decode(), rest.decode(errors="replace").strip())
+        await self._top_up()
 
     async def _watch(self) -> None:
         """Re-request when nothing has arrived for two expiry periods (a lost request)."""

@@ -44,8 +44,10 @@ class Head:
 
 def check_batch(key: StreamKey, events: Sequence[Event], next_seq: int) -> None:
     """Events of one append must belong to ``key`` and continue its sequence without gaps."""
+    tenant, conversation, branch = key.tenant, key.conversation, key.branch
     for offset, event in enumerate(events):
-        if event.key != key:
+        # Field by field: ``event.key`` would build (and validate) a StreamKey per event.
+        if event.tenant != tenant or event.conversation != conversation or event.branch != branch:
             raise ValueError(f"event {event.key}#{event.seq} does not belong to stream {key}")
         if event.seq != next_seq + offset:
             raise ValueError(

@@ -108,22 +108,52 @@ def encode(event: Event) -> bytes:
 
 _Check = Callable[[Any], bool]
 
+_EXACT_TYPES = (str, int, bool, type(None))
+"""Annotations whose values are checked by exact type (``True`` is not an ``int`` here)."""
+
+
+def _is_finite_float(value: Any) -> bool:
+    return type(value) is float and math.isfinite(value)
+
+
+def _union_checker(options: tuple[Any, ...]) -> _Check:
+    """``A | B | …``: one set lookup when every option is a plain type, else any option."""
+    if all(option in _EXACT_TYPES or option is float for option in options):
+        exact = frozenset(option for option in options if option is not float) | (
+            {int} if float in options else set()  # a float field also takes whole numbers
+        )
+        if float in options:
+            return lambda value: type(value) in exact or _is_finite_float(value)
+        return lambda value: type(value) in exact
+    checks = tuple(_checker(option) for option in options)
+
+    def any_option(value: Any) -> bool:
+        for check in checks:
+            if check(value):
+                return True
+        return False
+
+    return any_option
+
 
 def _checker(annotation: Any) -> _Check:
-    """A predicate for values of a (simple) annotated field type."""
+    """A predicate for values of a (simple) annotated field type.
+
+    These run for every field of every record the ingester reads, so each is one expression
+    without generators where it can be.
+    """
     origin = typing.get_origin(annotation)
     if annotation is Any:
         return lambda value: True
     if annotation is float:
-        return lambda value: type(value) is int or (type(value) is float and math.isfinite(value))
+        return lambda value: type(value) is int or _is_finite_float(value)
     if annotation in (str, int, bool):
         return lambda value: type(value) is annotation
     if origin is Literal:
         allowed = frozenset(typing.get_args(annotation))
         return lambda value: isinstance(value, str) and value in allowed
     if origin in (typing.Union, types.UnionType):
-        options = [_checker(arg) for arg in typing.get_args(annotation)]
-        return lambda value: any(check(value) for check in options)
+        return _union_checker(typing.get_args(annotation))
     if annotation is type(None):
         return lambda value: value is None
     if origin is tuple:
@@ -140,8 +170,8 @@ def _checker(annotation: Any) -> _Check:
     if origin is dict:
         key_type, value_type = typing.get_args(annotation)
         check_key, check_value = _checker(key_type), _checker(value_type)
-        return lambda value: isinstance(value, dict) and all(
-            check_key(k) and check_value(v) for k, v in value.items()
+        return lambda value: (
+            isinstance(value, dict) and all(map(check_key, value.keys())) and all(map(check_value, value.values()))
         )
     raise TypeError(f"no checker for {annotation!r}")
 
@@ -171,19 +201,28 @@ class _Shape:
         )
         return cls(target, {f.name: _checker(hints[f.name]) for f in fields}, required, tuple_fields)
 
-    def check(self, values: Any, fail: Callable[[str], Exception]) -> None:
-        """Raise ``fail(reason)`` unless ``values`` is a valid field map for ``cls``."""
+    def check(self, values: Any, record: Any) -> None:
+        """Raise :class:`CorruptEvent` (naming ``record``'s place) unless ``values`` fit ``cls``."""
+        if type(values) is dict and values.keys() <= self.checks.keys() and self.required <= values.keys():
+            checks = self.checks
+            for name, value in values.items():
+                if not checks[name](value):
+                    break
+            else:
+                return
+        raise _corruption(record)(self._reason(values))
+
+    def _reason(self, values: Any) -> str:
+        """Why ``values`` failed :meth:`check` (the slow path, only for bad records)."""
         if type(values) is not dict:
-            raise fail(f"{self.cls.__name__} is not a map")
+            return f"{self.cls.__name__} is not a map"
         keys = values.keys()
         if not keys <= self.checks.keys():
-            raise fail(f"{self.cls.__name__} has unknown fields {sorted(map(str, keys - self.checks.keys()))}")
+            return f"{self.cls.__name__} has unknown fields {sorted(map(str, keys - self.checks.keys()))}"
         if not self.required <= keys:
-            raise fail(f"{self.cls.__name__} lacks fields {sorted(self.required - keys)}")
-        checks = self.checks
-        for name, value in values.items():
-            if not checks[name](value):
-                raise fail(f"{self.cls.__name__}.{name} has a bad value {value!r:.80}")
+            return f"{self.cls.__name__} lacks fields {sorted(self.required - keys)}"
+        name, value = next((name, value) for name, value in values.items() if not self.checks[name](value))
+        return f"{self.cls.__name__}.{name} has a bad value {value!r:.80}"
 
     def build(self, values: dict[str, Any]) -> Any:
         """Build ``cls`` from a map that passed :meth:`check`."""
@@ -292,9 +331,9 @@ def check_record(record: Any) -> CheckedRecord:
         ) from None
     except (CorruptEvent, InvalidIdentifier) as exc:
         raise _corruption(record)(str(exc)) from None
-    _SHAPES[cls].check(fields, _corruption(record))
+    _SHAPES[cls].check(fields, record)
     if record["provenance"] is not None:
-        _SHAPES[Provenance].check(record["provenance"], _corruption(record))
+        _SHAPES[Provenance].check(record["provenance"], record)
     return CheckedRecord(record, cls, fields)
 
 

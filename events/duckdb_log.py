@@ -25,10 +25,11 @@ from typing import Any, Callable, TypeVar
 import duckdb
 import pyarrow as pa
 
-from .codec import check, decode
+from ._ingest_batch import IngestBatch, RejectedRecord
+from .codec import decode
 from .envelope import Event
 from .errors import LogError, LogLocked
-from .ids import StreamKey, event_id, validate_identifier
+from .ids import StreamKey, validate_identifier
 from .log import ConversationSummary, Loaded, LogStats, Snapshot, check_range
 from .payloads import Fork
 
@@ -90,57 +91,6 @@ CREATE TABLE IF NOT EXISTS rejected_events (
 );
 """
 
-_EVENT_COLUMNS = pa.schema(
-    [
-        ("tenant", pa.string()),
-        ("conversation", pa.string()),
-        ("branch", pa.string()),
-        ("seq", pa.int64()),
-        ("event_id", pa.string()),
-        ("type", pa.string()),
-        ("schema_version", pa.int32()),
-        ("ts", pa.float64()),
-        ("turn", pa.int32()),
-        ("stream_seq", pa.int64()),
-        ("data", pa.binary()),
-    ]
-)
-
-
-@dataclass(frozen=True, slots=True)
-class IngestRecord:
-    """One consumed stream message whose record passed every codec check.
-
-    ``record`` is the unpacked msgpack map (envelope fields by name); ``data`` the exact bytes,
-    which are what the log stores. Build with :meth:`of`, which runs the checks.
-    """
-
-    record: dict[str, Any]
-    stream_seq: int
-    subject: str
-    data: bytes
-
-    @classmethod
-    def of(cls, data: bytes, stream_seq: int, subject: str) -> "IngestRecord":
-        """Raises :class:`CodecError` when ``data`` is not a valid event record."""
-        return cls(check(data).record, stream_seq, subject, data)
-
-    @property
-    def primary_key(self) -> tuple[str, str, str, int]:
-        record = self.record
-        return record["tenant"], record["conversation"], record["branch"], record["seq"]
-
-
-@dataclass(frozen=True, slots=True)
-class RejectedRecord:
-    """One consumed stream message that is not a valid event (kept, never dropped)."""
-
-    stream_seq: int
-    subject: str
-    error: str
-    data: bytes
-
-
 @dataclass(frozen=True, slots=True)
 class CommitResult:
     inserted: int
@@ -200,98 +150,87 @@ class DuckDBEventLog:
         ).fetchone()
         return 0 if row is None else int(row[0])
 
-    async def commit_batch(
-        self,
-        consumer: str,
-        stream: str,
-        offset: int,
-        records: Sequence[IngestRecord],
-        rejected: Sequence[RejectedRecord] = (),
-    ) -> CommitResult:
-        """Insert ``records`` and move ``consumer``'s offset to ``offset``, atomically."""
-        return await self._run(self._commit_batch, consumer, stream, offset, records, rejected)
+    async def commit_batch(self, consumer: str, stream: str, offset: int, batch: IngestBatch) -> CommitResult:
+        """Insert ``batch``'s events and move ``consumer``'s offset to ``offset``, atomically."""
+        return await self._run(self._commit_batch, consumer, stream, offset, batch)
 
-    def _commit_batch(
-        self,
-        consumer: str,
-        stream: str,
-        offset: int,
-        records: Sequence[IngestRecord],
-        rejected: Sequence[RejectedRecord],
+    def _commit_batch(self, consumer: str, stream: str, offset: int, batch: IngestBatch) -> CommitResult:
+        table = batch.table() if len(batch) else None
+        try:
+            return self._insert_batch(consumer, stream, offset, batch, table, redelivered=False)
+        except duckdb.ConstraintException:
+            # An event of the batch is already in the log (redelivered after a lost offset, or
+            # published twice): the transaction was rolled back; redo it sorting out each row.
+            return self._insert_batch(consumer, stream, offset, batch, table, redelivered=True)
+
+    def _insert_batch(
+        self, consumer: str, stream: str, offset: int, batch: IngestBatch, table: pa.Table | None, *, redelivered: bool
     ) -> CommitResult:
-        # Within one batch a primary key may appear once; a second message for the same
-        # (tenant, conversation, branch, seq) is a duplicate if its bytes match, else divergent.
-        unique: dict[tuple[str, str, str, int], IngestRecord] = {}
-        rejected = list(rejected)
-        duplicates = 0
-        for record in records:
-            pk = record.primary_key
-            first = unique.get(pk)
-            if first is None:
-                unique[pk] = record
-            elif first.data == record.data:
-                duplicates += 1
-            else:
-                rejected.append(_divergent(record))
-        batch = list(unique.values())
+        """One transaction: the events, their branches, rejected records, the offset.
+
+        The plain insert is the common case; with ``redelivered`` rows already present are
+        skipped if identical (a redelivery) and rejected as divergent otherwise.
+        """
         now = time.time()
+        rejected: list[RejectedRecord] = list(batch.rejected)
+        duplicates = batch.duplicates
         con = self._con
         con.begin()
         try:
-            inserted = 0
-            if batch:
-                table = pa.table(_columns(batch), schema=_EVENT_COLUMNS)
-                con.register("ingest_batch", table)
-                try:
-                    inserted = con.execute(
-                        "INSERT INTO events SELECT * FROM ingest_batch ON CONFLICT DO NOTHING"
-                    ).fetchone()[0]
-                    if inserted < len(batch):
-                        # Already present: fine if identical (a redelivery), else divergent.
+            try:
+                inserted = 0
+                if table is not None:
+                    con.register("ingest_batch", table)
+                    if not redelivered:
+                        inserted = con.execute("INSERT INTO events SELECT * FROM ingest_batch").fetchone()[0]
+                    else:
+                        inserted = con.execute(
+                            "INSERT INTO events SELECT * FROM ingest_batch ON CONFLICT DO NOTHING"
+                        ).fetchone()[0]
                         clashes = con.execute(
                             "SELECT b.stream_seq FROM ingest_batch b JOIN events e "
                             "USING (tenant, conversation, branch, seq) "
                             "WHERE e.data <> b.data"
                         ).fetchall()
-                        by_stream_seq = {r.stream_seq: r for r in batch}
-                        rejected.extend(_divergent(by_stream_seq[row[0]]) for row in clashes)
+                        rejected.extend(batch.divergent_at(row[0]) for row in clashes)
                         duplicates += len(batch) - inserted - len(clashes)
-                    self._record_branches(con, batch, now)
-                finally:
-                    con.unregister("ingest_batch")
-            if rejected:
-                con.executemany(
-                    "INSERT INTO rejected_events VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    [[stream, r.stream_seq, r.subject, r.error, r.data, now] for r in rejected],
+                    self._record_branches(con, batch.first_records, now)
+                if rejected:
+                    con.executemany(
+                        "INSERT INTO rejected_events VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        [[stream, r.stream_seq, r.subject, r.error, r.data, now] for r in rejected],
+                    )
+                con.execute(
+                    "INSERT INTO ingest_offsets VALUES (?, ?, ?, ?) ON CONFLICT (consumer) "
+                    "DO UPDATE SET stream_seq = excluded.stream_seq, updated_at = excluded.updated_at",
+                    [consumer, stream, offset, now],
                 )
-                for r in rejected:
-                    log.error("rejected stream message %s on %s: %s", r.stream_seq, r.subject, r.error)
-            con.execute(
-                "INSERT INTO ingest_offsets VALUES (?, ?, ?, ?) ON CONFLICT (consumer) "
-                "DO UPDATE SET stream_seq = excluded.stream_seq, updated_at = excluded.updated_at",
-                [consumer, stream, offset, now],
-            )
-            con.commit()
-        except BaseException:
-            con.rollback()
-            raise
+                con.commit()
+            except BaseException:
+                con.rollback()
+                raise
+        finally:
+            if table is not None:
+                con.unregister("ingest_batch")  # after commit or rollback: not in an aborted transaction
+        for r in rejected:
+            log.error("rejected stream message %s on %s: %s", r.stream_seq, r.subject, r.error)
         return CommitResult(inserted=inserted, duplicates=duplicates, rejected=len(rejected))
 
     @staticmethod
-    def _record_branches(con: duckdb.DuckDBPyConnection, batch: Sequence[IngestRecord], now: float) -> None:
+    def _record_branches(con: duckdb.DuckDBPyConnection, firsts: Sequence[dict[str, Any]], now: float) -> None:
         """A branch is born with its first event: seq 1, or the ``fork`` event of a forked branch.
 
         A forked branch inherits its parent's events up to the fork point, so its own events
         (the ``fork`` first) start at ``fork_seq + 1``.
         """
+        if not firsts:
+            return
         forks = [
             [r["tenant"], r["conversation"], r["branch"], r["payload"].get("parent_branch"),
              r["payload"].get("fork_seq"), r["payload"].get("prompt_set"), r["ts"]]
-            for r in (record.record for record in batch)
+            for r in firsts
             if r["type"] == Fork.TYPE
         ]
-        if not forks and not any(r.record["seq"] == 1 for r in batch):
-            return
         if forks:
             con.executemany("INSERT INTO branches VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", forks)
         con.execute(
@@ -432,30 +371,3 @@ class DuckDBEventLog:
                 "SELECT stream_seq, subject, error FROM rejected_events ORDER BY stream_seq"
             ).fetchall()
         )
-
-
-def _divergent(record: IngestRecord) -> RejectedRecord:
-    tenant, conversation, branch, seq = record.primary_key
-    return RejectedRecord(
-        stream_seq=record.stream_seq,
-        subject=record.subject,
-        error=f"divergent duplicate of {tenant}/{conversation}/{branch}#{seq}: the log holds other bytes at that seq",
-        data=record.data,
-    )
-
-
-def _columns(batch: Sequence[IngestRecord]) -> dict[str, list[Any]]:
-    records = [r.record for r in batch]
-    return {
-        "tenant": [r["tenant"] for r in records],
-        "conversation": [r["conversation"] for r in records],
-        "branch": [r["branch"] for r in records],
-        "seq": [r["seq"] for r in records],
-        "event_id": [event_id(r["tenant"], r["conversation"], r["branch"], r["seq"]) for r in records],
-        "type": [r["type"] for r in records],
-        "schema_version": [r["schema"] for r in records],
-        "ts": [float(r["ts"]) for r in records],
-        "turn": [r["turn"] for r in records],
-        "stream_seq": [r.stream_seq for r in batch],
-        "data": [r.data for r in batch],
-    }

@@ -18,19 +18,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from dataclasses import dataclass
 
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from .duckdb_log import DuckDBEventLog, IngestRecord, RejectedRecord
-from .errors import CodecError
+from ._client import MirrorNatsClient
+from ._ingest_batch import IngestBatch
+from ._pull import Delivery, PullFeed
+from .duckdb_log import DuckDBEventLog
 from .jetstream import STREAM_SUBJECTS, JetStreamBus, StreamSettings, ensure_stream
-from ._pull import PullFeed
 from .log_service import LogService
 
 log = logging.getLogger(__name__)
@@ -54,28 +53,28 @@ class IngesterSettings:
 
 @dataclass(frozen=True, slots=True)
 class _Decoded:
-    records: list[IngestRecord]
-    rejected: list[RejectedRecord]
+    batch: IngestBatch
     newest: int
-    last_message: Msg
+    ack_subject: bytes
+    """Reply subject of the batch's last message: acking it acknowledges all (AckAll)."""
 
 
-def _stream_seq(message: Msg) -> int:
+def _stream_seq(reply: bytes) -> int:
     """The stream sequence from the ack subject, without building nats-py's metadata object.
 
     ``$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ts>.<pending>``;
     other layouts (domains, account hashes) go through nats-py's parser.
     """
-    tokens = message.reply.split(".")
-    if len(tokens) == 9 and tokens[1] == "ACK":
+    tokens = reply.split(b".")
+    if len(tokens) == 9 and tokens[1] == b"ACK":
         return int(tokens[5])
-    return message.metadata.sequence.stream
+    return Msg.Metadata._from_reply(reply.decode()).sequence.stream
 
 
 class Ingester:
     def __init__(
         self,
-        nc: NatsClient,
+        nc: MirrorNatsClient,
         event_log: DuckDBEventLog,
         settings: IngesterSettings = IngesterSettings(),
         stream: StreamSettings = StreamSettings(),
@@ -141,21 +140,17 @@ class Ingester:
             if messages:
                 await self._batches.put(self._decode(messages))
 
-    def _decode(self, messages: list[Msg]) -> _Decoded:
-        records: list[IngestRecord] = []
-        rejected: list[RejectedRecord] = []
+    def _decode(self, messages: list[Delivery]) -> _Decoded:
+        batch = IngestBatch()
         newest = self._decoded_offset
-        for message in messages:
-            stream_seq = _stream_seq(message)
+        for subject, reply, data in messages:
+            stream_seq = _stream_seq(reply)
             if stream_seq <= newest:
                 continue  # committed before a crash and redelivered, or delivered twice
             newest = stream_seq
-            try:
-                records.append(IngestRecord.of(message.data, stream_seq, message.subject))
-            except CodecError as exc:
-                rejected.append(RejectedRecord(stream_seq, message.subject, str(exc), message.data))
+            batch.add(data, stream_seq, subject.decode())
         self._decoded_offset = newest
-        return _Decoded(records, rejected, newest, messages[-1])
+        return _Decoded(batch, newest, messages[-1][1])
 
     async def _commit_loop(self) -> None:
         while True:
@@ -168,17 +163,16 @@ class Ingester:
     async def _commit(self, decoded: _Decoded) -> None:
         if decoded.newest > self.committed_offset:
             result = await self.log.commit_batch(
-                self.settings.consumer, self.stream.name, decoded.newest, decoded.records, decoded.rejected
+                self.settings.consumer, self.stream.name, decoded.newest, decoded.batch
             )
             self.committed_offset = decoded.newest
             self.committed_events += result.inserted
-            for record in decoded.records:
-                self._to_compact[record.subject] = record.stream_seq
+            self._to_compact.update(decoded.batch.newest_by_subject)
             async with self._progress:
                 self._progress.notify_all()
         # AckAll: acknowledging the newest message acknowledges the batch, after the commit.
         with contextlib.suppress(nats.errors.Error):
-            await decoded.last_message.ack()
+            await self.nc.publish(decoded.ack_subject.decode())
 
     async def _compact_loop(self) -> None:
         while True:

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import nats
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
+from ._client import MirrorNatsClient
 from ._publisher import HEADER_EXPECTED_LAST_SUBJECT_SEQUENCE, HEADER_MSG_ID, Chain, ChainedAppends, PipelinedPublisher
 from .bus import Head, check_batch
 from .codec import decode, encode
@@ -77,35 +77,7 @@ class StreamSettings:
     max_in_flight: int = 512
 
 
-_CRLF = b"\r\n"
-
-
-def _parse_header_lines(raw: bytes) -> dict[str, str]:
-    """NATS header block -> dict, without nats-py's per-character whitespace scan.
-
-    nats-py 2.16 checks every character of every header name with a generator; for an
-    ingester reading fenced messages that scan was its largest single cost. Header names
-    containing whitespace are still dropped, as nats-py does.
-    """
-    out: dict[str, str] = {}
-    for line in raw.split(_CRLF):
-        name, sep, value = line.partition(b":")
-        if not sep:
-            continue
-        key = name.strip()
-        if not key or len(key.split()) != 1 or not key.isascii():
-            continue
-        out[key.decode("ascii")] = value.strip().decode("utf-8", "replace")
-    return out
-
-
-class MirrorNatsClient(NatsClient):
-    """nats-py's client with a faster header parser; behaviour is otherwise unchanged."""
-
-    _parse_header_lines = staticmethod(_parse_header_lines)
-
-
-async def connect_nats(url: str, *, name: str = "mirror", first_connect_timeout_s: float = 10.0) -> NatsClient:
+async def connect_nats(url: str, *, name: str = "mirror", first_connect_timeout_s: float = 10.0) -> MirrorNatsClient:
     """A connection that, once made, keeps reconnecting for as long as the process lives.
 
     The first connection must succeed within ``first_connect_timeout_s``; otherwise
@@ -158,7 +130,7 @@ async def ensure_stream(js: JetStreamContext, settings: StreamSettings) -> None:
 class JetStreamBus:
     """Appends events to JetStream with fencing, deduplication and pipelining."""
 
-    def __init__(self, nc: NatsClient, settings: StreamSettings = StreamSettings()) -> None:
+    def __init__(self, nc: MirrorNatsClient, settings: StreamSettings = StreamSettings()) -> None:
         self.nc = nc
         self.js = nc.jetstream(timeout=settings.publish_timeout_s)
         self.settings = settings

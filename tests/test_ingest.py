@@ -12,7 +12,9 @@ import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from nats.js.api import AckPolicy, ConsumerConfig
 
+from mirror.events._pull import PullFeed
 from mirror.events.bus import Head
 from mirror.events.codec import encode
 from mirror.events.duckdb_log import DuckDBEventLog
@@ -127,6 +129,27 @@ async def test_duplicated_and_divergent_messages(nats_url: str, db_path: Path) -
     assert any("corrupt" in reason or "msgpack" in reason for reason in reasons)
 
 
+async def test_a_batch_clashing_with_the_log_keeps_its_new_events(nats_url: str, db_path: Path) -> None:
+    """A batch holding a copy and a divergent version of committed events plus new ones: the
+    plain insert fails on the primary key, and the redone transaction skips the copy, rejects
+    the divergent one and still commits the new events."""
+    bus = await JetStreamBus.connect(nats_url)
+    key = StreamKey("acme", "clash")
+    events = turns(key, 1, 4)
+    async with ingesting(nats_url, db_path) as ingester:
+        await bus.append(key, events[:2], Head(0, 0))
+        await flushed(ingester, bus)
+        for data in (encode(events[0]), encode(turns(key, 2, 1, tag="-divergent")[0]), encode(events[2]), encode(events[3])):
+            await bus.js.publish(subject_for(key), data)  # unfenced, as a buggy or replayed writer would
+        await flushed(ingester, bus)
+        rejected = await ingester.log.rejected()
+        assert ingester.committed_events == 4
+    await bus.close()
+    assert log_rows(db_path) == expected_rows({key: events})
+    (reason,) = [reason for _, _, reason in rejected]
+    assert "divergent duplicate of acme/clash/main#2" in reason
+
+
 async def test_redelivery_after_a_crash_between_commit_and_ack(nats_url: str, db_path: Path) -> None:
     bus = await JetStreamBus.connect(nats_url)
     keys = [StreamKey("acme", f"r{index}") for index in range(4)]
@@ -178,6 +201,30 @@ async def test_restart_resumes_from_the_committed_offset(nats_url: str, db_path:
         assert ingester.committed_events == 5
     await bus.close()
     assert [row[3] for row in log_rows(db_path)] == list(range(1, 11))
+
+
+async def test_the_feed_keeps_flowing_after_its_requests_expire(nats_url: str) -> None:
+    """Expired pull requests end with a 408 status: what they did not deliver is no longer
+    owed, the feed asks again, and messages published later arrive in stream order."""
+    bus = await JetStreamBus.connect(nats_url)
+    await bus.js.add_consumer(bus.settings.name, ConsumerConfig(durable_name="feed-test", ack_policy=AckPolicy.ALL))
+    feed = PullFeed(bus.nc, bus.settings.name, "feed-test", batch=10, expires_s=0.2, max_buffered=40)
+    await feed.start()
+    try:
+        await asyncio.sleep(1.0)  # several rounds of requests expire unanswered
+        assert await feed.take(10, timeout=0.05) == []
+        key = StreamKey("acme", "feed")
+        await bus.append(key, turns(key, 1, 3), Head(0, 0))
+        taken: list = []
+        for _ in range(50):
+            taken += await feed.take(10, timeout=0.1)
+            if len(taken) >= 3:
+                break
+        assert [data for _, _, data in taken] == [encode(event) for event in turns(key, 1, 3)]
+        assert [int(reply.split(b".")[5]) for _, reply, _ in taken] == [1, 2, 3]
+    finally:
+        await feed.stop()
+        await bus.close()
 
 
 # --------------------------------------------------------------------------------- property

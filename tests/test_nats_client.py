@@ -1,0 +1,118 @@
+"""Mirror's NATS client parts against nats-py's own: the protocol parser and raw subscriptions."""
+
+from __future__ import annotations
+
+import asyncio
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from nats.protocol.parser import Parser
+
+from mirror.events._client import _MessageParser, status_of
+from mirror.events.jetstream import connect_nats
+from mirror.events.nats_server import EmbeddedNats
+
+
+class Recorder:
+    """What a parser hands the client: messages, pings, pongs, infos, errors."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple] = []
+
+    async def _process_msg(self, sid, subject, reply, data, headers) -> None:  # type: ignore[no-untyped-def]
+        self.seen.append(("msg", sid, bytes(subject), bytes(reply), bytes(data), None if headers is None else bytes(headers)))
+
+    async def _process_ping(self) -> None:
+        self.seen.append(("ping",))
+
+    async def _process_pong(self) -> None:
+        self.seen.append(("pong",))
+
+    async def _process_info(self, info, initial_connection=False) -> None:  # type: ignore[no-untyped-def]
+        self.seen.append(("info", info))
+
+    async def _process_err(self, message) -> None:  # type: ignore[no-untyped-def]
+        self.seen.append(("err", message))
+
+
+def frame(kind: int, index: int) -> bytes:
+    payload = f"payload {index} ".encode() * (index % 4)
+    headers = f"NATS/1.0\r\nNats-Msg-Id: id-{index}\r\n\r\n".encode()
+    reply = f" $JS.ACK.MIRROR.ingest-0.1.{index}.{index}.1.0" if index % 2 else ""
+    if kind == 0:
+        return f"MSG mirror.t.c{index}.main {index}{reply} {len(payload)}\r\n".encode() + payload + b"\r\n"
+    if kind == 1:
+        return (
+            f"HMSG mirror.t.c{index}.main {index}{reply} {len(headers)} {len(headers) + len(payload)}\r\n".encode()
+            + headers + payload + b"\r\n"
+        )
+    if kind == 2:
+        return b"PING\r\n"
+    if kind == 3:
+        return b"+OK\r\n"
+    return b'INFO {"server_id":"x","max_payload":1048576}\r\n'
+
+
+async def parse_in_chunks(parser_class: type[Parser], stream: bytes, cuts: list[int]) -> list[tuple]:
+    recorder = Recorder()
+    parser = parser_class(recorder)
+    previous = 0
+    for cut in [*sorted(cuts), len(stream)]:
+        await parser.parse(stream[previous:cut])
+        previous = cut
+    return recorder.seen
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    kinds=st.lists(st.integers(0, 4), min_size=1, max_size=30),
+    cut_fractions=st.lists(st.floats(0, 1), max_size=12),
+)
+def test_the_message_parser_reads_what_nats_py_reads_however_the_bytes_are_cut(kinds, cut_fractions) -> None:  # type: ignore[no-untyped-def]
+    stream = b"".join(frame(kind, index) for index, kind in enumerate(kinds))
+    cuts = [int(fraction * len(stream)) for fraction in cut_fractions]
+    ours = asyncio.run(parse_in_chunks(_MessageParser, stream, cuts))
+    theirs = asyncio.run(parse_in_chunks(Parser, stream, []))
+    assert ours == theirs
+    assert sum(kind in (0, 1) for kind in kinds) == sum(item[0] == "msg" for item in ours)
+
+
+def test_status_messages_are_told_from_data_messages_by_their_header_block() -> None:
+    expired = b"NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 10\r\nNats-Pending-Bytes: 0\r\n\r\n"
+    code, rest = status_of(expired)
+    assert code == b"408" and b"Nats-Pending-Messages: 10" in rest
+    assert status_of(b"NATS/1.0 404 No Messages\r\n\r\n")[0] == b"404"
+    assert status_of(b"NATS/1.0 503\r\n\r\n")[0] == b"503"
+    assert status_of(b"NATS/1.0\r\nNats-Msg-Id: abc\r\n\r\n") is None  # a published message's headers
+    assert status_of(None) is None
+
+
+async def test_raw_and_ordinary_subscriptions_share_a_connection(nats_server: EmbeddedNats) -> None:
+    nc = await connect_nats(nats_server.url)
+    raw: list[tuple[bytes, bytes, bytes, bytes | None]] = []
+    ordinary: list[bytes] = []
+
+    async def on_raw(subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        raw.append((subject, reply, data, headers))
+
+    async def on_message(msg) -> None:  # type: ignore[no-untyped-def]
+        ordinary.append(msg.data)
+
+    subscription = await nc.subscribe_raw("raw.>", on_raw)
+    await nc.subscribe("plain.>", cb=on_message)
+    await nc.publish("raw.a", b"one", reply="inbox.1", headers={"Nats-Msg-Id": "m1"})
+    await nc.publish("plain.a", b"two")
+    await nc.publish("raw.b", b"three")
+    await nc.flush()
+    await asyncio.sleep(0.1)
+    assert [(subject, reply, data) for subject, reply, data, _ in raw] == [
+        (b"raw.a", b"inbox.1", b"one"), (b"raw.b", b"", b"three"),
+    ]
+    assert raw[0][3] is not None and b"Nats-Msg-Id: m1" in raw[0][3] and raw[1][3] is None
+    assert ordinary == [b"two"]
+    await nc.unsubscribe_raw(subscription)
+    await nc.publish("raw.c", b"after")
+    await nc.flush()
+    await asyncio.sleep(0.1)
+    assert len(raw) == 2
+    await nc.close()
