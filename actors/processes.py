@@ -26,8 +26,10 @@ def _die_with_parent() -> None:
 class IngesterProcess:
     """`mirror ingest` in its own OS process, as in production; tests SIGKILL it."""
 
-    def __init__(self, nats_url: str, db_path: str | Path, *, shard: str = "0", log_path: str | Path | None = None) -> None:
+    def __init__(self, nats_url: str, db_path: str | Path, *, shard: str = "0", log_path: str | Path | None = None,
+                 subjects: tuple[str, ...] = ()) -> None:
         self.nats_url = nats_url
+        self.subjects = subjects
         self.db_path = Path(db_path)
         self.shard = shard
         self.log_path = Path(log_path) if log_path else self.db_path.with_suffix(".ingest.log")
@@ -38,6 +40,8 @@ class IngesterProcess:
             sys.executable, "-m", "mirror", "ingest",
             "--nats-url", self.nats_url, "--db", str(self.db_path), "--shard", self.shard,
         ]
+        for subject in self.subjects:
+            command += ["--subject", subject]
         with open(self.log_path, "ab") as log_file:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, preexec_fn=_die_with_parent

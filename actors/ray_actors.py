@@ -117,6 +117,13 @@ class ConversationActor:
 
         return snapshot_bytes((await self._ready()).state)
 
+    async def rebuild_report(self) -> dict[str, Any] | None:
+        """How this incarnation rebuilt its state (see :class:`RebuildReport`)."""
+        from dataclasses import asdict
+
+        conversation = await self._ready()
+        return None if conversation.rebuilt is None else asdict(conversation.rebuilt)
+
     async def pid(self) -> int:
         import os
 
