@@ -218,6 +218,35 @@ def bench_turns(
     typer.echo(json.dumps(result, indent=None if as_json else 2))
 
 
+@bench_app.command("actors")
+def bench_actors(
+    conversations: int = typer.Option(1_000, "--conversations", "-c", min=2, help="Conversations in all."),
+    max_live: int = typer.Option(64, "--max-live-actors", min=1, help="The live-actor cap."),
+    long_conversations: int = typer.Option(16, "--long", min=1, help="Conversations seeded with the long history."),
+    short_events: int = typer.Option(10, "--short-events", min=1, help="Events of a short history."),
+    long_events: int = typer.Option(10_000, "--long-events", min=1, help="Events of a long history."),
+    samples: int = typer.Option(16, "--samples", min=1, help="Re-activations measured per history length."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="Turns in flight while activating them all."),
+    latency: float = typer.Option(20.0, "--llm-latency-ms", min=0, help="The simulator's fixed latency."),
+    mode: str = typer.Option("full", "--mode", help="baseline, threads_only, controller_only or full."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
+    log_level: str = typer.Option("WARNING", "--log-level", envvar="MIRROR_LOG_LEVEL"),
+) -> None:
+    """Conversations under a live-actor cap: every turn answered, re-activation cost by history length."""
+    from .bench_actors import ActorsBenchConfig, run_actors_bench
+
+    configure_logging(log_level)
+    config = ActorsBenchConfig(
+        conversations=conversations, max_live_actors=max_live, long_conversations=long_conversations,
+        short_events=short_events, long_events=long_events, samples=samples, concurrency=concurrency,
+        llm_latency_ms=latency, mode=mode,
+    )
+    result = run_actors_bench(config)
+    typer.echo(json.dumps(result, indent=None if as_json else 2))
+    if result["errors"]:
+        raise typer.Exit(1)
+
+
 @bench_app.command("pipeline")
 def bench_pipeline(
     llm: str = typer.Option("local", "--llm", envvar="MIRROR_LLM_URL",

@@ -111,6 +111,8 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
 
     async def ask(key: StreamKey, method: str, *args: Any) -> Any:
         """Call the conversation's actor; a passivating or vanished one is re-activated and asked again."""
+        from ray.exceptions import ActorDiedError
+
         from .ray_actors import is_passivated
 
         attempts = 5
@@ -127,7 +129,8 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
                     raise HTTPException(409, f"conversation moved on elsewhere; retry: {cause}") from None
                 if not is_passivated(exc) or attempt == attempts:
                     raise
-                await asyncio.sleep(0.05 * attempt)
+                if not isinstance(exc, ActorDiedError):  # a dead actor's name is free at once
+                    await asyncio.sleep(0.05 * attempt)
 
     @app.exception_handler(LogUnavailable)
     async def log_unavailable(request: Request, exc: LogUnavailable) -> JSONResponse:

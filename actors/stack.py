@@ -37,6 +37,7 @@ class StackSettings:
     nats_port: int = 4222
     mode: str = "full"
     sim_latency: str = "fixed:50"
+    max_live_actors: int = 256
 
 
 def stack_file(data_dir: Path) -> Path:
@@ -61,6 +62,7 @@ class EmbeddedStack:
         self._closers: list[Any] = []
         self.url = ""
         self.token = ""
+        self.nats_url = ""
 
     def start(self) -> "EmbeddedStack":
         import ray
@@ -70,6 +72,7 @@ class EmbeddedStack:
         try:
             nats = EmbeddedNats(self.data_dir / "nats", port=settings.nats_port).start()
             self._closers.append(nats.stop)
+            self.nats_url = nats.url
             llm_settings = self._start_llm()
             ingester = IngesterProcess(nats.url, self.data_dir / "mirror.duckdb",
                                        log_path=self.data_dir / "ingester.log").start()
@@ -78,6 +81,7 @@ class EmbeddedStack:
                      _temp_dir=None, ignore_reinit_error=True)
             self._closers.append(ray.shutdown)
             runtime = RuntimeSettings(nats_url=nats.url, llm=llm_settings, mode=settings.mode,
+                                      max_live_actors=settings.max_live_actors,
                                       talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens())
             from .gateway import GatewayServer, GatewaySettings, create_app
 
