@@ -208,14 +208,21 @@ class Conversation:
             raise Passivated(self.key)
         if sync:
             await self._idle.wait()
+        started = time.perf_counter()
         said = await talk(self.state, message, self.llm, self.prompts, self.config)
+        talked = time.perf_counter()
         async with self._append_lock:
             event = make_event(self.key, self.state.last_seq + 1, said.turn, turn=self.state.turn_count,
                                provenance=said.provenance)
             await self._append([event])
+        appended = time.perf_counter()
         self._start_thinking()
+        # Where the turn's time went, in this process: the Talker (its LLM call within it) and
+        # the fenced append until JetStream acknowledged it. The gateway sends these on as a
+        # Server-Timing header.
         return {"reply": said.reply, "turn": event.turn, "seq": event.seq, "narrative_seq": said.turn.narrative_seq,
-                "llm_ms": round(said.provenance.latency_ms, 3)}
+                "llm_ms": round(said.provenance.latency_ms, 3), "talk_ms": round((talked - started) * 1000, 3),
+                "append_ms": round((appended - talked) * 1000, 3), "turn_ms": round((appended - started) * 1000, 3)}
 
     async def _append(self, events: list[Event]) -> None:
         """Append under the lock; losing the fence stops this conversation for good."""
