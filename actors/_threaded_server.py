@@ -18,12 +18,18 @@ import uvicorn
 from .errors import ServerUnavailable
 
 
-def bind_socket(host: str, port: int, name: str = "server") -> socket.socket:
-    """A listening socket bound before uvicorn starts, so port 0 yields a known free port."""
+def bind_socket(host: str, port: int, name: str = "server", *, reuse_port: bool = False) -> socket.socket:
+    """A listening socket bound before uvicorn starts, so port 0 yields a known free port.
+
+    ``reuse_port``: several processes listen on the same port and the kernel spreads the
+    connections over them (Linux SO_REUSEPORT) — how gateway processes share one address.
+    """
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and
     # without it every response waits ~40 ms for a delayed ACK (Nagle).
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:

@@ -33,11 +33,22 @@ class TurnsBenchConfig:
     turns: int = 10
     llm_latency_ms: float = 100.0
     mode: str = "full"
+    gateways: int = 1
 
 
 def _percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def _server_timing(header: str) -> dict[str, float]:
+    """``llm;dur=101.2, append;dur=0.4`` -> {"llm": 101.2, "append": 0.4}."""
+    timings = {}
+    for part in header.split(","):
+        name, _, duration = part.strip().partition(";dur=")
+        if duration:
+            timings[name] = float(duration)
+    return timings
 
 
 async def _conversation(client: httpx.AsyncClient, name: str, turns: int) -> list[tuple[float, dict[str, Any]]]:
@@ -47,8 +58,31 @@ async def _conversation(client: httpx.AsyncClient, name: str, turns: int) -> lis
         response = await client.post(f"/v1/conversations/{name}/turns", json={"message": f"message {index} of {name}"})
         elapsed = (time.perf_counter() - started) * 1000
         response.raise_for_status()
-        results.append((elapsed, response.json()))
+        reply = response.json()
+        reply["timings"] = _server_timing(response.headers.get("server-timing", ""))
+        results.append((elapsed, reply))
     return results
+
+
+def _phases(runs: list[list[tuple[float, dict[str, Any]]]]) -> dict[str, float]:
+    """Median of each phase of a turn, from the client's clock and the Server-Timing header.
+
+    client_and_http: the client, HTTP and uvicorn; gateway_to_actor: the handler's own work and
+    the Ray hop both ways; talker_without_llm: prompt building and reply parsing around the LLM
+    call; append: the fenced append until JetStream acknowledged it.
+    """
+    phases: dict[str, list[float]] = {"client_and_http": [], "gateway_to_actor": [], "talker_without_llm": [],
+                                      "append": []}
+    for run in runs:
+        for elapsed, reply in run:
+            timing = reply["timings"]
+            if not {"gateway", "actor", "talk", "llm", "append"} <= timing.keys():
+                continue
+            phases["client_and_http"].append(elapsed - timing["gateway"])
+            phases["gateway_to_actor"].append(timing["gateway"] - timing["actor"])
+            phases["talker_without_llm"].append(timing["talk"] - timing["llm"])
+            phases["append"].append(timing["append"])
+    return {name: round(statistics.median(values), 2) for name, values in phases.items() if values}
 
 
 async def _backlog(client: httpx.AsyncClient, name: str) -> tuple[int, int]:
@@ -96,6 +130,8 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig) -> dict[str, 
         "overhead_p99_ms": round(_percentile(overheads, 0.99), 2),
         "turns_per_s": round(len(latencies) / wall, 1),
         "thinking_backlog_share": round(late / total, 3) if total else 0.0,
+        "gateways": config.gateways,
+        "phases_p50_ms": _phases(runs),
     }
 
 
@@ -103,7 +139,7 @@ def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mirror-bench-turns-") as data:
         settings = StackSettings(
             data_dir=Path(data), llm="sim", sim_latency=f"fixed:{config.llm_latency_ms:g}", mode=config.mode,
-            gateway_port=free_port(), nats_port=free_port(),
+            gateway_port=free_port(), nats_port=free_port(), gateway_processes=config.gateways,
         )
         with EmbeddedStack(settings) as stack:
             return asyncio.run(_measure(stack.url, stack.token, config))

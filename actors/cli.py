@@ -267,6 +267,7 @@ def bench_turns(
     turns: int = typer.Option(10, "--turns", "-t", min=1, help="Turns per conversation (T)."),
     latency: float = typer.Option(100.0, "--llm-latency-ms", min=0, help="The simulator's fixed latency (L)."),
     mode: Mode = MODE,
+    gateways: int = typer.Option(1, "--gateways", min=1, help="Gateway processes sharing the port."),
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
     log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
@@ -274,7 +275,7 @@ def bench_turns(
     from .bench_turns import TurnsBenchConfig, run_turns_bench
 
     configure_logging(log_level.value)
-    result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode.value))
+    result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode.value, gateways))
     typer.echo(json.dumps(result, indent=None if as_json else 2))
 
 
@@ -283,12 +284,12 @@ def bench_timetravel(
     events: int = typer.Option(10_000, "--events", min=200, help="Length of the conversation."),
     lookups: int = typer.Option(200, "--lookups", min=1, help="state_at calls at random positions."),
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
-    log_level: str = typer.Option("WARNING", "--log-level", envvar="MIRROR_LOG_LEVEL"),
+    log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
     """state_at at random positions of a long conversation: p50/p99 and deep (N-100) vs shallow (100)."""
     from .bench_replay import TimeTravelBenchConfig, run_timetravel_bench
 
-    configure_logging(log_level)
+    configure_logging(log_level.value)
     result = run_timetravel_bench(TimeTravelBenchConfig(events=events, lookups=lookups))
     typer.echo(json.dumps(result, indent=None if as_json else 2))
 
@@ -300,15 +301,44 @@ def bench_recompute(
     latency: float = typer.Option(100.0, "--llm-latency-ms", min=1, help="The simulator's fixed latency (L)."),
     concurrency: int = typer.Option(16, "--concurrency", "-c", min=1, help="Most model calls in flight (C)."),
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
-    log_level: str = typer.Option("WARNING", "--log-level", envvar="MIRROR_LOG_LEVEL"),
+    log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
     """Recompute N conversations as Ray tasks: conversations_per_s and efficiency against C / (calls × L)."""
     from .bench_replay import RecomputeBenchConfig, run_recompute_bench
 
-    configure_logging(log_level)
+    configure_logging(log_level.value)
     result = run_recompute_bench(RecomputeBenchConfig(conversations, turns, latency, concurrency))
     typer.echo(json.dumps(result, indent=None if as_json else 2))
     if result["failed"]:
+        raise typer.Exit(1)
+
+
+@bench_app.command("actors")
+def bench_actors(
+    conversations: int = typer.Option(1_000, "--conversations", "-c", min=2, help="Conversations in all."),
+    max_live: int = typer.Option(64, "--max-live-actors", min=1, help="The live-actor cap."),
+    long_conversations: int = typer.Option(16, "--long", min=1, help="Conversations seeded with the long history."),
+    short_events: int = typer.Option(10, "--short-events", min=1, help="Events of a short history."),
+    long_events: int = typer.Option(10_000, "--long-events", min=1, help="Events of a long history."),
+    samples: int = typer.Option(16, "--samples", min=1, help="Re-activations measured per history length."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="Turns in flight while activating them all."),
+    latency: float = typer.Option(20.0, "--llm-latency-ms", min=0, help="The simulator's fixed latency."),
+    mode: Mode = MODE,
+    as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """Conversations under a live-actor cap: every turn answered, re-activation cost by history length."""
+    from .bench_actors import ActorsBenchConfig, run_actors_bench
+
+    configure_logging(log_level.value)
+    config = ActorsBenchConfig(
+        conversations=conversations, max_live_actors=max_live, long_conversations=long_conversations,
+        short_events=short_events, long_events=long_events, samples=samples, concurrency=concurrency,
+        llm_latency_ms=latency, mode=mode.value,
+    )
+    result = run_actors_bench(config)
+    typer.echo(json.dumps(result, indent=None if as_json else 2))
+    if result["errors"]:
         raise typer.Exit(1)
 
 

@@ -33,7 +33,7 @@ from mirror.cognition.prompts import PromptSet, default_prompt_set, load_prompt_
 from mirror.events.bus import Head
 from mirror.events.codec import decode
 from mirror.events.envelope import Event, make_event
-from mirror.events.errors import AppendConflict
+from mirror.events.errors import AppendConflict, LogError
 from mirror.events.ids import StreamKey, event_id
 from mirror.events.jetstream import JetStreamBus, StreamSettings, connect_nats, subject_for
 from mirror.events.log import Snapshot
@@ -62,7 +62,26 @@ class RuntimeSettings:
     thinking_attempts: int = 3
     passivate_after_s: float = 300.0
     max_live_actors: int = 256
+    snapshot_commit_timeout_s: float = 10.0
     stream: StreamSettings = field(default_factory=StreamSettings)
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildReport:
+    """How the last (re)activation rebuilt the state: what it cost, and from where.
+
+    A conversation passivated cleanly comes back from its snapshot alone: ``snapshot_seq ==
+    last_seq``, no log tail and no stream messages, whatever the length of its history.
+    """
+
+    last_seq: int
+    snapshot_seq: int | None
+    snapshot_bytes: int
+    log_tail_events: int
+    stream_messages_read: int
+    stream_events_folded: int
+    scanned_after_stream_seq: int
+    rebuild_ms: float
 
 
 class Conversation:
@@ -77,6 +96,9 @@ class Conversation:
         self.passivating = False
         self._append_lock = asyncio.Lock()
         self._thinker: asyncio.Task[None] | None = None
+        self._snapshotter: asyncio.Task[None] | None = None
+        self.rebuilt: RebuildReport | None = None
+        self._snapshot_seq: int | None = None
         self._idle = asyncio.Event()
         self._idle.set()
         self.config = MirrorConfig(
@@ -100,51 +122,81 @@ class Conversation:
         return self
 
     async def passivate(self) -> None:
-        """Finish the thinking in progress, write a snapshot, stop (the next message re-activates)."""
+        """Finish the thinking in progress, write a snapshot, stop (the next message re-activates).
+
+        The snapshot is taken at the last seq once the log has committed it, so the next
+        incarnation starts from it with an empty tail: re-activation costs the same for a
+        conversation of ten events as for one of ten thousand.
+        """
         self.passivating = True
         await self._idle.wait()
         async with self._append_lock:
-            if self.state.last_seq:
-                await self._save_snapshot()
+            if self.state.last_seq and self.state.last_seq != self._snapshot_seq:
+                await self._save_snapshot(self.state, self.head.fence)
         await self.stop()
 
     async def stop(self) -> None:
-        if self._thinker is not None:
-            self._thinker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._thinker
+        for task in (self._thinker, self._snapshotter):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self.llm.aclose()
         await self.bus.close()
 
     async def _rebuild(self) -> None:
+        started = time.perf_counter()
+        # The committed offset is read *before* the log: everything at or below it is in what
+        # load() returns, so the stream only needs scanning after it.
+        try:
+            committed = await self.log.committed_offset()
+        except LogError:
+            committed = 0  # a log service that does not track progress: scan the whole subject
         loaded = await self.log.load(self.key, projection_version=PROJECTION_VERSION)
         state = initial_state(self.key)
         if loaded.snapshot is not None:
             state = state_from_snapshot(loaded.snapshot.state)
         state = fold(loaded.events, state)
-        state = await self._fold_uncommitted(state)
+        state, read, folded = await self._fold_uncommitted(state, after_stream_seq=committed)
         head = await self.bus.head(self.key)
         if head.last_seq is not None and head.last_seq != state.last_seq:
             raise Fenced(self.key, f"stream ends at seq {head.last_seq} but the rebuilt state at {state.last_seq}")
         self.state = state
         self.head = Head(state.last_seq, head.fence)
-        log.info("%s rebuilt at seq %d (snapshot %s, %d events from the log)",
-                 self.key, state.last_seq, loaded.snapshot.seq if loaded.snapshot else None, len(loaded.events))
+        snapshot = loaded.snapshot
+        self._snapshot_seq = snapshot.seq if snapshot else None
+        self.rebuilt = RebuildReport(
+            last_seq=state.last_seq, snapshot_seq=snapshot.seq if snapshot else None,
+            snapshot_bytes=len(snapshot.state) if snapshot else 0, log_tail_events=len(loaded.events),
+            stream_messages_read=read, stream_events_folded=folded, scanned_after_stream_seq=committed,
+            rebuild_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        log.info("%s rebuilt: %s", self.key, self.rebuilt)
 
-    async def _fold_uncommitted(self, state: ConversationState) -> ConversationState:
-        """Events still only in the stream: the ingester keeps them there until committed."""
+    async def _fold_uncommitted(
+        self, state: ConversationState, *, after_stream_seq: int
+    ) -> tuple[ConversationState, int, int]:
+        """Events still only in the stream: the ingester keeps them there until committed.
+
+        Only messages after ``after_stream_seq`` (the log's committed offset) are read, so the
+        cost is the ingester's lag, not the conversation's length. Returns the state, the
+        messages read and the events folded.
+        """
         subject = subject_for(self.key)
-        stream_seq = 1
+        stream_seq = after_stream_seq + 1
+        read = folded = 0
         while True:
             try:
                 message = await self.bus.js.get_msg(
                     self.settings.stream.name, seq=stream_seq, subject=subject, next=True, direct=True
                 )
             except nats.js.errors.NotFoundError:
-                return state
+                return state, read, folded
+            read += 1
             event = decode(message.data)
             if event.seq == state.last_seq + 1:
                 state = apply(state, event)
+                folded += 1
             stream_seq = message.seq + 1
 
     # ------------------------------------------------------------------------ turns
@@ -156,14 +208,21 @@ class Conversation:
             raise Passivated(self.key)
         if sync:
             await self._idle.wait()
+        started = time.perf_counter()
         said = await talk(self.state, message, self.llm, self.prompts, self.config)
+        talked = time.perf_counter()
         async with self._append_lock:
             event = make_event(self.key, self.state.last_seq + 1, said.turn, turn=self.state.turn_count,
                                provenance=said.provenance)
             await self._append([event])
+        appended = time.perf_counter()
         self._start_thinking()
+        # Where the turn's time went, in this process: the Talker (its LLM call within it) and
+        # the fenced append until JetStream acknowledged it. The gateway sends these on as a
+        # Server-Timing header.
         return {"reply": said.reply, "turn": event.turn, "seq": event.seq, "narrative_seq": said.turn.narrative_seq,
-                "llm_ms": round(said.provenance.latency_ms, 3)}
+                "llm_ms": round(said.provenance.latency_ms, 3), "talk_ms": round((talked - started) * 1000, 3),
+                "append_ms": round((appended - talked) * 1000, 3), "turn_ms": round((appended - started) * 1000, 3)}
 
     async def _append(self, events: list[Event]) -> None:
         """Append under the lock; losing the fence stops this conversation for good."""
@@ -174,14 +233,35 @@ class Conversation:
             log.warning("%s was fenced off: %s", self.key, conflict)
             raise Fenced(self.key, str(conflict)) from conflict
         self.state = fold(events, self.state)
-        if self.state.last_seq // self.settings.snapshot_every > (self.state.last_seq - len(events)) // self.settings.snapshot_every:
-            await self._save_snapshot()
+        every = self.settings.snapshot_every
+        if self.state.last_seq // every > (self.state.last_seq - len(events)) // every:
+            self._snapshot_in_background()
 
-    async def _save_snapshot(self) -> None:
-        with contextlib.suppress(Exception):  # a snapshot is a cache: failing to write one is harmless
-            await self.log.save_snapshot(
-                Snapshot(self.key, self.state.last_seq, PROJECTION_VERSION, snapshot_bytes(self.state))
-            )
+    def _snapshot_in_background(self) -> None:
+        """Snapshot the current state once the log has it, without holding up the turn."""
+        if self._snapshotter is not None and not self._snapshotter.done():
+            return  # one at a time; the next boundary takes a newer one
+        self._snapshotter = asyncio.create_task(
+            self._save_snapshot(self.state, self.head.fence), name=f"snapshot-{self.key}"
+        )
+
+    async def _save_snapshot(self, state: ConversationState, stream_seq: int) -> None:
+        """Save ``state`` (whose last event is at ``stream_seq``) after the log has committed it.
+
+        The log refuses a snapshot ahead of what it has committed, so waiting comes first. A
+        snapshot is a cache: failing to write one costs only a longer rebuild, never state.
+        """
+        try:
+            if not await self.log.wait_committed(stream_seq, self.settings.snapshot_commit_timeout_s):
+                log.warning("%s: no snapshot at seq %d, the log did not commit stream seq %d in %ss",
+                            self.key, state.last_seq, stream_seq, self.settings.snapshot_commit_timeout_s)
+                return
+            await self.log.save_snapshot(Snapshot(self.key, state.last_seq, PROJECTION_VERSION, snapshot_bytes(state)))
+            self._snapshot_seq = state.last_seq
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("%s: snapshot at seq %d failed: %r", self.key, state.last_seq, exc)
 
     def _check_not_fenced(self) -> None:
         if self.fenced is not None:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
 from mirror.events.codec import decode, to_json_ready
@@ -45,8 +46,12 @@ class GatewaySettings:
     actor_timeout_s: float = 300.0
 
 
-def require_tenant(request: Request) -> str:
-    """The tenant of the request's bearer token; 401 without a valid one."""
+async def require_tenant(request: Request) -> str:
+    """The tenant of the request's bearer token; 401 without a valid one.
+
+    Async on purpose: FastAPI runs a plain ``def`` dependency on a worker thread, a hop that
+    cost more per request than the check itself.
+    """
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     registry: TenantRegistry = request.app.state.registry
@@ -111,6 +116,8 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
 
     async def ask(key: StreamKey, method: str, *args: Any) -> Any:
         """Call the conversation's actor; a passivating or vanished one is re-activated and asked again."""
+        from ray.exceptions import ActorDiedError
+
         from .ray_actors import is_passivated
 
         attempts = 5
@@ -127,7 +134,8 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
                     raise HTTPException(409, f"conversation moved on elsewhere; retry: {cause}") from None
                 if not is_passivated(exc) or attempt == attempts:
                     raise
-                await asyncio.sleep(0.05 * attempt)
+                if not isinstance(exc, ActorDiedError):  # a dead actor's name is free at once
+                    await asyncio.sleep(0.05 * attempt)
 
     @app.exception_handler(LogUnavailable)
     async def log_unavailable(request: Request, exc: LogUnavailable) -> JSONResponse:
@@ -138,15 +146,18 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
         return {"status": "ok"}
 
     @app.post("/v1/conversations/{conversation}/turns", response_model=TurnOut)
-    async def post_turn(conversation: str, body: TurnIn, owner: Tenant,
+    async def post_turn(conversation: str, body: TurnIn, owner: Tenant, response: Response,
                         sync: bool = Query(False, description="wait for the previous turn's thinking first")) -> Any:
+        started = time.perf_counter()
         key = key_of(owner, conversation)
         if not body.message.strip():
             raise HTTPException(400, "message is empty")
         size = len(body.message.encode())
         if size > settings.max_message_bytes:
             raise HTTPException(413, f"message is {size} bytes; the limit is {settings.max_message_bytes}")
-        return await ask(key, "turn", body.message, sync)
+        result = await ask(key, "turn", body.message, sync)
+        response.headers["Server-Timing"] = server_timing(result, (time.perf_counter() - started) * 1000)
+        return result
 
     @app.get("/v1/conversations")
     async def list_conversations(owner: Tenant) -> dict[str, Any]:
@@ -334,6 +345,16 @@ def _parse_time(text: str) -> float:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.timestamp()
+
+
+SERVER_TIMING = (("llm", "llm_ms"), ("talk", "talk_ms"), ("append", "append_ms"), ("actor", "turn_ms"))
+"""Server-Timing metrics of a turn: the Talker's LLM call, the whole Talker, the fenced append,
+the actor's whole turn; ``gateway`` is the gateway's handler around the actor call."""
+
+
+def server_timing(result: dict[str, Any], gateway_ms: float) -> str:
+    parts = [f"{name};dur={result[field]:.3f}" for name, field in SERVER_TIMING if result.get(field) is not None]
+    return ", ".join([*parts, f"gateway;dur={gateway_ms:.3f}"])
 
 
 def _json(value: Any) -> Any:

@@ -21,6 +21,8 @@ NAMESPACE = "mirror"
 
 
 DIRECTORY_NAME = "directory"
+TOUCH_EVERY_S = 1.0
+"""How often a busy actor tells the directory it was used (its LRU position)."""
 
 
 @ray.remote(max_restarts=-1, max_concurrency=1000)
@@ -112,6 +114,7 @@ class ConversationActor:
         self.conversation: Conversation | None = None
         self.directory = directory(settings.max_live_actors)
         self.last_active = 0.0
+        self._touched = 0.0
         self._watchdog: Any = None
 
     async def _ready(self) -> Conversation:
@@ -122,9 +125,13 @@ class ConversationActor:
         if self.conversation is None:
             self.conversation = await Conversation(self.key, self.settings).start()
             await self.directory.register.remote(self.name, ray.get_runtime_context().get_node_id())
+            self._touched = self.last_active
             self._watchdog = asyncio.create_task(self._passivate_when_idle())
-        else:
-            self.directory.touch.remote(self.name)  # fire and forget: no extra wait per call
+        elif self.last_active - self._touched >= TOUCH_EVERY_S:
+            # Fire and forget, at most once a second: recency at that grain is enough for LRU,
+            # and a directory call per turn cost the directory and Ray more than the turn did.
+            self._touched = self.last_active
+            self.directory.touch.remote(self.name)
         return self.conversation
 
     async def _passivate_when_idle(self) -> None:
@@ -152,6 +159,13 @@ class ConversationActor:
         from mirror.projections.snapshot import snapshot_bytes
 
         return snapshot_bytes((await self._ready()).state)
+
+    async def rebuild_report(self) -> dict[str, Any] | None:
+        """How this incarnation rebuilt its state (see :class:`RebuildReport`)."""
+        from dataclasses import asdict
+
+        conversation = await self._ready()
+        return None if conversation.rebuilt is None else asdict(conversation.rebuilt)
 
     async def pid(self) -> int:
         import os

@@ -46,6 +46,8 @@ class StackSettings:
     """Per Ray node."""
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     snapshot_every: int = 200
+    gateway_processes: int = 1
+    """Gateway actors (processes) sharing the gateway port; the kernel spreads connections over them."""
 
 
 def stack_file(data_dir: Path) -> Path:
@@ -70,6 +72,9 @@ class EmbeddedStack:
         self._closers: list[Any] = []
         self.url = ""
         self.token = ""
+        self.nats_url = ""
+        self.gateways: list[Any] = []
+        self.sim_pid: int | None = None
 
     def start(self) -> "EmbeddedStack":
         import ray
@@ -81,6 +86,7 @@ class EmbeddedStack:
         try:
             nats = EmbeddedNats(self.data_dir / "nats", port=settings.nats_port).start()
             self._closers.append(nats.stop)
+            self.nats_url = nats.url
             llm_settings = self._start_llm()
             ray.init(namespace="mirror", include_dashboard=False, log_to_driver=False,
                      _temp_dir=None, ignore_reinit_error=True)
@@ -93,15 +99,17 @@ class EmbeddedStack:
                                       talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens(),
                                       snapshot_every=settings.snapshot_every, passivate_after_s=settings.passivate_after_s,
                                       max_live_actors=settings.max_live_actors)
-            from .gateway import GatewayServer, GatewaySettings, create_app
+            from .gateway import GatewaySettings
+            from .gateway_actor import start_gateways, stop_gateways
 
             tenants_file = self.data_dir / "tenants.json"
             self.token = self._default_token(tenants_file)
-            app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(tenants_file),
-                                             max_message_bytes=settings.max_message_bytes))
-            gateway = GatewayServer(app, port=settings.gateway_port).start()
-            self._closers.append(gateway.stop)
-            self.url = gateway.url
+            self.url, self.gateways = start_gateways(
+                GatewaySettings(runtime=runtime, tenants_file=str(tenants_file),
+                                max_message_bytes=settings.max_message_bytes),
+                host="127.0.0.1", port=settings.gateway_port, count=settings.gateway_processes,
+            )
+            self._closers.append(lambda: stop_gateways(self.gateways))
             stack_file(self.data_dir).write_text(json.dumps(
                 {"url": self.url, "tenant": DEFAULT_TENANT, "token": self.token, "pid": os.getpid(),
                  "nats_url": nats.url, "shard": runtime.shard}
@@ -122,10 +130,11 @@ class EmbeddedStack:
             return LLMSettings(base_url=server.base_url, model=server.model, structured_output=STRUCTURED_OUTPUT,
                                timeout_s=600)
         if settings.llm == "sim":
-            from .sim_llm import SimLLMServer, SimSettings
+            from .processes import SimProcess
 
-            sim = SimLLMServer(SimSettings(latency=settings.sim_latency)).start()
+            sim = SimProcess(latency=settings.sim_latency, log_path=self.data_dir / "sim-llm.log").start()
             self._closers.append(sim.stop)
+            self.sim_pid = sim.pid
             return LLMSettings(base_url=sim.base_url, model="mirror-sim")
         return LLMSettings(base_url=settings.llm, model=settings.llm_model or "default", api_key=settings.llm_api_key)
 

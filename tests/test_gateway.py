@@ -42,6 +42,12 @@ def test_two_tenants_concurrent_turns_all_acknowledged_and_logged(stack) -> None
             for turn in range(3):
                 response = client.post(f"/v1/conversations/{conversation}/turns", json={"message": f"{tenant} says {turn}"})
                 assert response.status_code == 200, response.text
+                timing = dict(part.strip().split(";dur=") for part in response.headers["server-timing"].split(","))
+                assert set(timing) == {"llm", "talk", "append", "actor", "gateway"}
+                # Each phase lies within the one around it: llm ⊂ talk ⊂ actor ⊂ gateway.
+                assert float(timing["llm"]) <= float(timing["talk"]) <= float(timing["actor"]) <= float(timing["gateway"])
+                assert float(timing["append"]) <= float(timing["actor"])
+                assert abs(float(timing["llm"]) - response.json()["llm_ms"]) < 0.01
                 replies.append(response.json())
             return replies
 
