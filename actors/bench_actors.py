@@ -55,7 +55,7 @@ class ActorsBenchConfig:
     """Turns in flight at once while activating every conversation."""
     llm_latency_ms: float = 20.0
     mode: str = "full"
-    timeout_s: float = 1_800.0
+    timeout_s: float = 7_200.0
 
 
 _PROVENANCE = Provenance(
