@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from nats.aio.client import _HEADER_KEY_RE, _HEADER_VALUE_NEWLINES
 from nats.aio.client import Client as NatsClient
 from nats.aio.subscription import Subscription
-from nats.errors import ProtocolError
+from nats.errors import BadHeaderError, ProtocolError
 from nats.protocol.parser import AWAITING_CONTROL_LINE, AWAITING_MSG_PAYLOAD, MAX_CONTROL_LINE_SIZE, Parser
 
 _CRLF = b"\r\n"
@@ -29,6 +30,40 @@ def _parse_header_lines(raw: bytes) -> dict[str, str]:
             continue
         out[key.decode("ascii")] = value.strip().decode("utf-8", "replace")
     return out
+
+
+_HEADER_LINE = b"NATS/1.0\r\n"
+_HEADER_PREFIXES: dict[str, bytes] = {}
+"""``b"Name: "`` per header name already validated (the names a process uses are few)."""
+
+
+def header_block(headers: dict[str, str]) -> bytes:
+    """The NATS header block nats-py would send for ``headers``, byte for byte.
+
+    nats-py validates each name with a regex, translates every value (a dict lookup per
+    character) and grows a bytearray piece by piece on every publish, which cost a fenced
+    publish more than the rest of nats-py's publish; here each name is validated once and a
+    value is translated only if it holds CR or LF. Names are stripped and skipped when empty, a name outside the
+    token characters is :class:`BadHeaderError`, values are stripped with CR/LF as spaces.
+    """
+    lines = [_HEADER_LINE]
+    for name, value in headers.items():
+        prefix = _HEADER_PREFIXES.get(name)
+        if prefix is None:
+            key = name.strip()
+            if not key:
+                continue
+            if not _HEADER_KEY_RE.fullmatch(key):
+                raise BadHeaderError(key)
+            prefix = key.encode() + b": "
+            if len(_HEADER_PREFIXES) < 1024:
+                _HEADER_PREFIXES[name] = prefix
+        value = value.strip()
+        if "\r" in value or "\n" in value:  # str.translate costs microseconds even when idle
+            value = value.translate(_HEADER_VALUE_NEWLINES)
+        lines.append(prefix + value.encode() + _CRLF)
+    lines.append(_CRLF)
+    return b"".join(lines)
 
 
 _STATUS_LINE = b"NATS/1.0 "
@@ -115,7 +150,8 @@ RawHandler = Callable[[bytes, bytes, bytes, "bytes | None"], Awaitable[None]]
 
 
 class MirrorNatsClient(NatsClient):
-    """nats-py's client with faster protocol and header parsers and raw subscriptions.
+    """nats-py's client with faster protocol and header parsing, a faster header encoder and
+    raw subscriptions.
 
     A raw subscription hands each message to its handler straight from the read loop, as the
     protocol parser cut it — no ``Msg`` object, no header dict, no queue and no task switch
@@ -141,6 +177,20 @@ class MirrorNatsClient(NatsClient):
         self._raw_handlers.pop(subscription._id, None)
         if not self.is_closed:
             await subscription.unsubscribe()
+
+    async def _send_publish(
+        self, subject: str, reply: str, payload: bytes, payload_size: int, headers: dict[str, str] | None
+    ) -> None:
+        if headers is None or not subject:
+            return await super()._send_publish(subject, reply, payload, payload_size, headers)
+        # As nats-py's, with the header block from header_block().
+        block = header_block(headers)
+        command = f"HPUB {subject} {reply} {len(block)} {len(block) + payload_size}\r\n".encode() + block + payload + _CRLF
+        self.stats["out_msgs"] += 1
+        self.stats["out_bytes"] += payload_size
+        await self._send_command(command)
+        if self._flush_queue is not None and self._flush_queue.empty():
+            await self._flush_pending()
 
     async def _process_msg(
         self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+import nats
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from nats.errors import BadHeaderError
 from nats.protocol.parser import Parser
 
-from mirror.events._client import _MessageParser, status_of
+from mirror.events._client import _MessageParser, header_block, status_of
 from mirror.events.jetstream import connect_nats
 from mirror.events.nats_server import EmbeddedNats
 
@@ -116,3 +119,41 @@ async def test_raw_and_ordinary_subscriptions_share_a_connection(nats_server: Em
     await asyncio.sleep(0.1)
     assert len(raw) == 2
     await nc.close()
+
+
+HEADER_CASES = [
+    {"Nats-Msg-Id": "0123456789abcdef", "Nats-Expected-Last-Subject-Sequence": "12"},
+    {" Padded ": "  value with spaces  ", "Empty-Value": ""},
+    {"Multi": "line\r\nbreak\ninside", "   ": "skipped: the name is blank"},
+    {"Unicode": "café ✓"},
+]
+
+
+async def test_headers_arrive_as_nats_py_sends_them(nats_server: EmbeddedNats) -> None:
+    """Mirror's header encoder against nats-py's, through a real server: same header blocks."""
+    ours = await connect_nats(nats_server.url)
+    theirs = await nats.connect(nats_server.url)
+    received: list[bytes | None] = []
+
+    async def on_raw(subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        received.append(headers)
+
+    await ours.subscribe_raw("headers.>", on_raw)
+    await ours.flush()
+    for headers in HEADER_CASES:
+        await ours.publish("headers.ours", b"x", headers=headers)
+        await ours.flush()
+        await theirs.publish("headers.theirs", b"x", headers=headers)
+        await theirs.flush()
+    for _ in range(50):
+        if len(received) == 2 * len(HEADER_CASES):
+            break
+        await asyncio.sleep(0.05)
+    assert len(received) == 2 * len(HEADER_CASES)
+    assert received[0::2] == received[1::2]
+    assert received[0] == header_block(HEADER_CASES[0])
+    for client in (ours, theirs):
+        with pytest.raises(BadHeaderError):
+            await client.publish("headers.bad", b"x", headers={"bad name": "v"})
+    await ours.close()
+    await theirs.close()
