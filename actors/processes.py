@@ -23,6 +23,18 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def _terminate(process: "subprocess.Popen[bytes] | None", timeout: float) -> None:
+    """SIGTERM, wait up to ``timeout``, then SIGKILL: a child always ends up reaped."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class IngesterProcess:
     """`mirror ingest` in its own OS process, as in production; tests SIGKILL it."""
 
@@ -70,21 +82,13 @@ class IngesterProcess:
         finally:
             await nc.close()
 
+    def stop(self, timeout: float = 30.0) -> None:
+        _terminate(self.process, timeout)
+        self.process = None
+
     @property
     def pid(self) -> int | None:
         return None if self.process is None else self.process.pid
-
-    def stop(self, timeout: float = 30.0) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
 
     def kill(self) -> None:
         if self.process is None:
@@ -141,18 +145,10 @@ class SimProcess:
                     raise RuntimeError(f"the simulator did not answer on {self.url} within {timeout}s")
                 time.sleep(0.05)
 
+    def stop(self, timeout: float = 10.0) -> None:
+        _terminate(self.process, timeout)
+        self.process = None
+
     @property
     def pid(self) -> int | None:
         return None if self.process is None else self.process.pid
-
-    def stop(self, timeout: float = 10.0) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
