@@ -1,7 +1,9 @@
 """`mirror bench turns`: what Mirror adds to a turn, measured through the HTTP gateway.
 
 C conversations × T turns, each conversation sending its next turn as soon as the previous
-reply arrives, against the embedded stack with the simulator at a fixed latency L. The Talker
+reply arrives, against the embedded stack with the simulator at a fixed latency L. This
+process is the load generator only: the simulator runs as its own process and the gateway as
+Ray actor processes (``gateways``; 0 puts it on a thread here, for comparison). The Talker
 makes exactly one LLM call per turn, so overhead = client-observed latency − that call as
 Mirror timed it (L plus the simulator's own work): the gateway,
 the Ray actor hop, the fenced append acknowledged by JetStream, and the client's own work.

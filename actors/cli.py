@@ -267,7 +267,7 @@ def bench_turns(
     turns: int = typer.Option(10, "--turns", "-t", min=1, help="Turns per conversation (T)."),
     latency: float = typer.Option(100.0, "--llm-latency-ms", min=0, help="The simulator's fixed latency (L)."),
     mode: Mode = MODE,
-    gateways: int = typer.Option(1, "--gateways", min=1, help="Gateway processes sharing the port."),
+    gateways: int = typer.Option(1, "--gateways", min=0, help="Gateway processes sharing the port (0: a thread of the driver)."),
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
     log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:

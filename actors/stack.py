@@ -47,7 +47,8 @@ class StackSettings:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     snapshot_every: int = 200
     gateway_processes: int = 1
-    """Gateway actors (processes) sharing the gateway port; the kernel spreads connections over them."""
+    """Gateway actors (processes) sharing the gateway port; the kernel spreads connections over them.
+    0 serves the gateway on a thread of this process instead."""
 
 
 def stack_file(data_dir: Path) -> Path:
@@ -104,12 +105,19 @@ class EmbeddedStack:
 
             tenants_file = self.data_dir / "tenants.json"
             self.token = self._default_token(tenants_file)
-            self.url, self.gateways = start_gateways(
-                GatewaySettings(runtime=runtime, tenants_file=str(tenants_file),
-                                max_message_bytes=settings.max_message_bytes),
-                host="127.0.0.1", port=settings.gateway_port, count=settings.gateway_processes,
-            )
-            self._closers.append(lambda: stop_gateways(self.gateways))
+            gateway_settings = GatewaySettings(runtime=runtime, tenants_file=str(tenants_file),
+                                               max_message_bytes=settings.max_message_bytes)
+            if settings.gateway_processes == 0:  # in this process, on a thread (comparisons, debugging)
+                from .gateway import GatewayServer, create_app
+
+                server = GatewayServer(create_app(gateway_settings), port=settings.gateway_port).start()
+                self._closers.append(server.stop)
+                self.url = server.url
+            else:
+                self.url, self.gateways = start_gateways(
+                    gateway_settings, host="127.0.0.1", port=settings.gateway_port, count=settings.gateway_processes,
+                )
+                self._closers.append(lambda: stop_gateways(self.gateways))
             stack_file(self.data_dir).write_text(json.dumps(
                 {"url": self.url, "tenant": DEFAULT_TENANT, "token": self.token, "pid": os.getpid(),
                  "nats_url": nats.url, "shard": runtime.shard}
