@@ -146,7 +146,10 @@ class _MessageParser(Parser):
 
 
 RawHandler = Callable[[bytes, bytes, bytes, "bytes | None"], Awaitable[None]]
-"""``handler(subject, reply, data, header_block)`` for :meth:`MirrorNatsClient.subscribe_raw`."""
+"""``handler(subject, reply, data, header_block)`` for :meth:`MirrorNatsClient.subscribe_raw`.
+
+It runs inside the connection's read loop, so it must not wait on anything slow; an exception
+it raises goes to the connection's error callback, as for nats-py's subscription callbacks."""
 
 
 class MirrorNatsClient(NatsClient):
@@ -200,4 +203,7 @@ class MirrorNatsClient(NatsClient):
             return await super()._process_msg(sid, subject, reply, data, headers)
         self.stats["in_msgs"] += 1
         self.stats["in_bytes"] += len(data)
-        await handler(subject, reply, data, headers)
+        try:
+            await handler(subject, reply, data, headers)
+        except Exception as exc:  # as nats-py does for callbacks: reported, and the read loop lives on
+            await self._error_cb(exc)

@@ -121,6 +121,25 @@ async def test_raw_and_ordinary_subscriptions_share_a_connection(nats_server: Em
     await nc.close()
 
 
+async def test_a_failing_raw_handler_does_not_stop_the_connection(nats_server: EmbeddedNats) -> None:
+    nc = await connect_nats(nats_server.url)
+    seen: list[bytes] = []
+
+    async def fragile(subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        seen.append(data)
+        if data == b"bad":
+            raise RuntimeError("handler bug")
+
+    await nc.subscribe_raw("fragile", fragile)
+    for data in (b"bad", b"good"):
+        await nc.publish("fragile", data)
+    await nc.flush()
+    await asyncio.sleep(0.1)
+    assert seen == [b"bad", b"good"]
+    assert (await nc.request("$JS.API.INFO", b"", timeout=5)).data  # still reading replies
+    await nc.close()
+
+
 HEADER_CASES = [
     {"Nats-Msg-Id": "0123456789abcdef", "Nats-Expected-Last-Subject-Sequence": "12"},
     {" Padded ": "  value with spaces  ", "Empty-Value": ""},
