@@ -33,7 +33,7 @@ from mirror.events.log_service import LogClient
 from mirror.events.nats_server import EmbeddedNats
 from mirror.events.payloads import Belief, Edge, Monologue, Narrative, Turn
 
-from .processes import IngesterProcess
+from .processes import IngesterProcess, SimProcess
 
 
 def _percentile(values: list[float], share: float) -> float:
@@ -155,22 +155,23 @@ def run_recompute_bench(config: RecomputeBenchConfig) -> dict[str, Any]:
     from mirror.replay import RecomputePlan
 
     from .conversation import RuntimeSettings
-    from .recompute_jobs import RecomputeJob, recompute_group, run_recompute
-    from .sim_llm import SimLLMServer, SimSettings
+    from .recompute_jobs import RecomputeJob, recompute_slice, run_recompute
 
     tenant = "benchrc"
     with tempfile.TemporaryDirectory(prefix="mirror-bench-") as workdir:
         server = EmbeddedNats(Path(workdir) / "nats").start()
         ingester = IngesterProcess(server.url, Path(workdir) / "log.duckdb").start()
-        sim = SimLLMServer(SimSettings(latency=f"fixed:{config.llm_latency_ms:g}")).start()
+        sim = SimProcess(latency=f"fixed:{config.llm_latency_ms:g}").start()  # its own process: not our GIL
         ray.init(namespace="mirror", include_dashboard=False, log_to_driver=False)
         try:
             asyncio.run(_seed(server.url, tenant, config))
             runtime = RuntimeSettings(nats_url=server.url, llm=LLMSettings(base_url=sim.base_url, model="mirror-sim",
                                                                            max_concurrency=config.concurrency))
             warm = time.perf_counter()
-            ray.get([recompute_group.remote(runtime, RecomputePlan(default_prompt_set(), branch="warmup"), [])
-                     for _ in range(max(1, config.concurrency // 8))])
+            warmups = [recompute_slice.remote(runtime, RecomputePlan(default_prompt_set(), branch="warmup"), [], 1)
+                       for _ in range(max(1, -(-config.concurrency // 8)))]
+            for stream in warmups:  # start the task workers (nothing to re-think)
+                ray.get(list(stream))
             warmup_s = time.perf_counter() - warm
             calls_before = sim.stats()["chat_calls"]
             job = RecomputeJob(tenant, RecomputePlan(default_prompt_set()), concurrency=config.concurrency)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from mirror.events.errors import LogUnavailable
 from mirror.events.jetstream import connect_nats
@@ -152,3 +153,9 @@ class SimProcess:
     @property
     def pid(self) -> int | None:
         return None if self.process is None else self.process.pid
+
+    def stats(self) -> dict[str, Any]:
+        """GET /_sim/stats: the simulator's counters (calls, faults, in flight)."""
+        import httpx
+
+        return httpx.get(f"{self.url}/_sim/stats", timeout=5).raise_for_status().json()

@@ -1,10 +1,11 @@
 """Recompute at scale: conversations re-thought as Ray tasks, with bounded LLM concurrency.
 
-The driver (the gateway serving ``POST /v1/recompute``, or a benchmark) splits the tenant's
-conversations into small groups; each group is one Ray task that runs its conversations
-concurrently on an asyncio loop (one LLM call in flight per conversation), and at most
-``concurrency // per_task`` tasks run at once — so at most ``concurrency`` model calls are in
-flight across the cluster. Tasks ask for no CPU: they wait on the model, not on a core.
+The driver (the gateway serving ``POST /v1/recompute``, or a benchmark) deals the tenant's
+conversations to ceil(C / MAX_PER_TASK) Ray generator tasks; each runs its share on an asyncio
+loop with a fixed number in flight (one LLM call in flight per conversation; the shares sum to
+``concurrency``), starts the next as one finishes, and yields each result as it is done — so
+at most ``concurrency`` model calls are in flight across the cluster, and progress arrives
+per conversation. Tasks ask for no CPU: they wait on the model, not on a core.
 
 Interrupted runs resume: each conversation's branch is named from the plan, and
 :func:`~mirror.replay.recompute.recompute_conversation` continues a half-done branch instead of
@@ -14,8 +15,10 @@ starting another. A run that dies with its driver is simply started again.
 from __future__ import annotations
 
 import asyncio
+import queue
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,54 +74,104 @@ async def _conversations(runtime: RuntimeSettings, job: RecomputeJob) -> list[St
     return [StreamKey(job.tenant, conversation) for conversation in wanted]
 
 
-async def _recompute_group(runtime: RuntimeSettings, plan: RecomputePlan, keys: Sequence[StreamKey]) -> list[dict[str, Any]]:
+async def _recompute_slice(
+    runtime: RuntimeSettings, plan: RecomputePlan, keys: Sequence[StreamKey], in_flight: int,
+    deliver: Callable[[dict[str, Any]], None],
+) -> None:
     bus = await JetStreamBus.connect(runtime.nats_url, runtime.stream)
     llm = OpenAIChatClient(runtime.llm)
     history = History(LogClient(bus.nc, shard=runtime.shard))
+    slots = asyncio.Semaphore(in_flight)
 
-    async def one(key: StreamKey) -> dict[str, Any]:
-        try:
-            result = await recompute_conversation(key, plan, history=history, bus=bus, live=llm)
-            return result.as_dict()
-        except Exception as exc:  # one conversation's failure is reported, the others go on
-            return {"conversation": key.conversation, "branch": plan.branch_name, "error": f"{type(exc).__name__}: {exc}"}
+    async def one(key: StreamKey) -> None:
+        async with slots:
+            try:
+                result = (await recompute_conversation(key, plan, history=history, bus=bus, live=llm)).as_dict()
+            except Exception as exc:  # one conversation's failure is reported, the others go on
+                result = {"conversation": key.conversation, "branch": plan.branch_name,
+                          "error": f"{type(exc).__name__}: {exc}"}
+        deliver(result)
 
     try:
-        return list(await asyncio.gather(*(one(key) for key in keys)))
+        await asyncio.gather(*(one(key) for key in keys))
     finally:
         await llm.aclose()
         await bus.close()
 
 
 @ray.remote(num_cpus=0, max_retries=0)
-def recompute_group(runtime: RuntimeSettings, plan: RecomputePlan, keys: list[StreamKey]) -> list[dict[str, Any]]:
-    """One Ray task: re-think ``keys`` concurrently (one model call in flight per conversation)."""
-    return asyncio.run(_recompute_group(runtime, plan, keys))
+def recompute_slice(
+    runtime: RuntimeSettings, plan: RecomputePlan, keys: list[StreamKey], in_flight: int
+) -> Iterator[dict[str, Any]]:
+    """One Ray generator task: re-think ``keys``, ``in_flight`` at a time, yielding each result when done.
+
+    The conversations run on an asyncio loop in a thread, so they go on while Ray ships the
+    results already yielded; the caller sees progress per conversation, not per task.
+    """
+    done: queue.Queue[dict[str, Any] | BaseException] = queue.Queue()
+
+    def run() -> None:
+        try:
+            asyncio.run(_recompute_slice(runtime, plan, keys, in_flight, done.put))
+        except BaseException as exc:  # handed to the generator, which raises it to the caller
+            done.put(exc)
+
+    thread = threading.Thread(target=run, name="recompute-slice", daemon=True)
+    thread.start()
+    for _ in keys:
+        item = done.get()
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+    thread.join()
+    while not done.empty():  # the loop's own failure after the last conversation (closing)
+        item = done.get()
+        if isinstance(item, BaseException):
+            raise item
+
+
+def plan_slices(keys: Sequence[StreamKey], concurrency: int) -> list[tuple[list[StreamKey], int]]:
+    """``keys`` dealt round robin to ceil(C / MAX_PER_TASK) tasks (at most one per key), each with
+    how many it keeps in flight: together at most C, each at most MAX_PER_TASK and its share."""
+    if not keys:
+        return []
+    tasks = min(len(keys), -(-concurrency // MAX_PER_TASK))
+    slices = []
+    for index in range(tasks):
+        part = list(keys[index::tasks])
+        share = concurrency // tasks + (1 if index < concurrency % tasks else 0)
+        slices.append((part, min(share, MAX_PER_TASK, len(part))))
+    return slices
 
 
 def run_recompute(
     runtime: RuntimeSettings, job: RecomputeJob, *, on_progress: Callable[[RecomputeProgress], None] | None = None
 ) -> dict[str, Any]:
-    """Run ``job`` on the Ray cluster this process is connected to; returns the report."""
+    """Run ``job`` on the Ray cluster this process is connected to; returns the report.
+
+    A few long generator tasks (each keeping up to MAX_PER_TASK conversations in flight and
+    starting the next as one finishes) rather than many short tasks: no task start-up or
+    slowest-member wait per group, and progress still arrives conversation by conversation.
+    """
     started = time.perf_counter()
     keys = asyncio.run(_conversations(runtime, job))
-    per_task = max(1, min(MAX_PER_TASK, job.concurrency))
-    in_flight_limit = max(1, job.concurrency // per_task)
-    groups = [keys[index:index + per_task] for index in range(0, len(keys), per_task)]
     progress = RecomputeProgress(total=len(keys))
     if on_progress:
         on_progress(progress)
-    pending: list[Any] = []
-    while groups or pending:
-        while groups and len(pending) < in_flight_limit:
-            pending.append(recompute_group.remote(runtime, job.plan, groups.pop(0)))
-        ready, pending = ray.wait(pending, num_returns=1)
-        for results in ray.get(ready):
-            progress.results.extend(results)
-            progress.done += len(results)
-            progress.failed += sum(1 for result in results if result.get("error"))
-        if on_progress:
-            on_progress(progress)
+    streams = [recompute_slice.remote(runtime, job.plan, part, share) for part, share in plan_slices(keys, job.concurrency)]
+    while streams:
+        ready, _ = ray.wait(streams, num_returns=1)
+        for stream in ready:
+            try:
+                result = ray.get(next(stream))
+            except StopIteration:
+                streams.remove(stream)
+                continue
+            progress.results.append(result)
+            progress.done += 1
+            progress.failed += 1 if result.get("error") else 0
+            if on_progress:
+                on_progress(progress)
     return report(job, progress, time.perf_counter() - started)
 
 
@@ -227,4 +280,4 @@ def prompt_set_with(overrides: dict[str, str], base: PromptSet) -> PromptSet:
     return PromptSet("custom", {**base.templates, **overrides})
 
 
-__all__ = ["RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "recompute_group", "report", "run_recompute", "summary"]
+__all__ = ["RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "plan_slices", "recompute_slice", "report", "run_recompute", "summary"]

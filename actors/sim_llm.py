@@ -42,7 +42,9 @@ Invariants:
   content (and id and `created`) from any server with any settings.
 - Faults and latency are a pure function of (settings, call index): the script is consumed
   first, then a PRNG seeded by (seed, index) draws from `fault_rates`. Only chat completions
-  take faults; every model call (chat or embeddings) takes latency. Bad requests (400s for
+  take faults; every model call (chat or embeddings) takes latency, counted from the request's
+  arrival (its own work — parsing, generating the content — is part of it, as a provider's
+  is). Bad requests (400s for
   requests the simulator cannot answer, unlike the `echo_error` fault) take neither, are not
   calls and do not advance the index.
 - The Authorization header is only ever tested for presence: never logged, stored or echoed
@@ -266,7 +268,12 @@ def create_app(settings: SimSettings) -> Starlette:
     rate_limit_headers = {} if settings.retry_after_s is None else {
         HEADER_RETRY_AFTER: _retry_after_header(settings.retry_after_s)}
 
+    def remaining(latency: float, arrived: float) -> float:
+        """A call's latency runs from its arrival: the simulator's own work is part of it."""
+        return max(0.0, latency - (asyncio.get_running_loop().time() - arrived))
+
     async def chat_completions(request: Request) -> Response:
+        arrived = asyncio.get_running_loop().time()
         try:
             body = await _json_body(request)
             _check_chat(body)
@@ -277,7 +284,7 @@ def create_app(settings: SimSettings) -> Starlette:
             return _error(HTTP_BAD_REQUEST, str(exc), "invalid_request_error", param=param)
         fault, latency = state.begin_call(request, body)
         with state.flight():
-            await asyncio.sleep(latency)
+            await asyncio.sleep(remaining(latency, arrived))
             if fault == "timeout":
                 await sleep_or_disconnect(request, settings.timeout_hang_s)
                 return _error(HTTP_GATEWAY_TIMEOUT, "the simulated model timed out", "timeout", code="timeout")
@@ -305,6 +312,7 @@ def create_app(settings: SimSettings) -> Starlette:
             return JSONResponse(response)
 
     async def embeddings(request: Request) -> JSONResponse:
+        arrived = asyncio.get_running_loop().time()
         try:
             body = await _json_body(request)
             inputs = _embedding_inputs(body)
@@ -319,7 +327,7 @@ def create_app(settings: SimSettings) -> Starlette:
             return _error(HTTP_BAD_REQUEST, exc.message, "invalid_request_error", param=exc.param)
         _, latency = state.begin_call(request)
         with state.flight():
-            await asyncio.sleep(latency)
+            await asyncio.sleep(remaining(latency, arrived))
             data = []
             for index, text in enumerate(inputs):
                 vector = content.embedding(text, dimensions)

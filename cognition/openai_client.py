@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import logging
+import ssl
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -120,6 +122,17 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
 
 
+@functools.cache
+def _tls_context(plain_http: bool) -> ssl.SSLContext:
+    """The client's TLS context, one per process.
+
+    A verifying context loads the CA bundle (~60 ms of CPU), and a client is made per
+    conversation actor and per recompute task. A plain-HTTP endpoint (the simulator, a local
+    model) never uses one, so it gets a context without CAs: it would refuse any certificate.
+    """
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT) if plain_http else httpx.create_ssl_context()
+
+
 class OpenAIChatClient:
     """The LLM port over an OpenAI-compatible HTTP API.
 
@@ -135,6 +148,7 @@ class OpenAIChatClient:
         self._http = httpx.AsyncClient(
             base_url=settings.base_url,
             headers=headers,
+            verify=_tls_context(settings.base_url.startswith("http://")),
             timeout=httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
             limits=httpx.Limits(
                 max_connections=settings.max_concurrency,

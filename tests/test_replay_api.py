@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 import pytest
 import ray
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mirror.actors.gateway import GatewayServer, GatewaySettings, create_app
 from mirror.actors.ray_actors import NAMESPACE
@@ -152,3 +154,19 @@ def test_a_killed_recompute_driver_resumes_without_duplicates(stack) -> None:  #
                 a = http.get(f"/v1/conversations/{name}/state", params={"branch": "resumable", "at": seq}).json()
                 b = http.get(f"/v1/conversations/{name}/state", params={"branch": "clean", "at": seq}).json()
                 assert (a["narrative"], a["threads"], a["turns"]) == (b["narrative"], b["threads"], b["turns"]), seq
+
+
+@given(conversations=st.integers(0, 200), concurrency=st.integers(1, 64))
+def test_slices_cover_every_conversation_once_and_share_the_concurrency(conversations: int, concurrency: int) -> None:
+    from mirror.actors.recompute_jobs import MAX_PER_TASK, plan_slices
+    from mirror.events.ids import StreamKey
+
+    keys = [StreamKey("acme", f"c{index}") for index in range(conversations)]
+    slices = plan_slices(keys, concurrency)
+    assert sorted(key.conversation for part, _ in slices for key in part) == sorted(k.conversation for k in keys)
+    if keys:
+        assert sum(share for _, share in slices) <= concurrency
+        assert all(1 <= share <= MAX_PER_TASK and part for part, share in slices)
+        assert len(slices) == min(conversations, -(-concurrency // MAX_PER_TASK))
+    else:
+        assert slices == []
