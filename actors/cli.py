@@ -90,6 +90,10 @@ def ingest(
         ["mirror.*.*.*"], "--subject", help="Subjects this shard ingests, e.g. 'mirror.acme.*.*' (repeatable)."
     ),
     batch_size: int = typer.Option(5000, "--batch-size", min=1, help="Messages per fetch and per DuckDB transaction."),
+    linger_ms: float = typer.Option(
+        50.0, "--linger-ms", min=0, max=1000,
+        help="How long a batch smaller than --batch-size waits for more before its commit (0: commit at once).",
+    ),
     log_level: LogLevel = LOG_LEVEL,
 ) -> None:
     """Move events from JetStream into the DuckDB log, exactly once, and serve the log's reads."""
@@ -98,7 +102,8 @@ def ingest(
 
     configure_logging(log_level.value)
     validate_identifier("shard", shard)
-    settings = IngesterSettings(shard=shard, filter_subjects=tuple(subjects), batch_size=batch_size)
+    settings = IngesterSettings(shard=shard, filter_subjects=tuple(subjects), batch_size=batch_size,
+                                linger_s=linger_ms / 1000)
     _run_until_signal(lambda stop: run_ingester(nats_url, str(db), settings, stop=stop))
 
 

@@ -189,7 +189,11 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
         from mirror.replay import History
 
         if "history" not in nats_box:
-            nats_box["history"] = History(await log_client(), snapshot_every=settings.runtime.snapshot_every)
+            nc = await nats()
+            nats_box["history"] = History(
+                await log_client(), snapshot_every=settings.runtime.snapshot_every,
+                stream_head=lambda key: _stream_last_seq(nc, key, settings),
+            )
         return nats_box["history"]
 
     def branch_key(key: StreamKey, branch: str) -> StreamKey:

@@ -80,7 +80,11 @@ async def _recompute_slice(
 ) -> None:
     bus = await JetStreamBus.connect(runtime.nats_url, runtime.stream)
     llm = OpenAIChatClient(runtime.llm)
-    history = History(LogClient(bus.nc, shard=runtime.shard))
+    async def acknowledged(key: StreamKey) -> int | None:
+        return (await bus.head(key)).last_seq
+
+    # Everything the bus acknowledged is re-thought, committed to the log yet or not.
+    history = History(LogClient(bus.nc, shard=runtime.shard), stream_head=acknowledged)
     slots = asyncio.Semaphore(in_flight)
 
     async def one(key: StreamKey) -> None:

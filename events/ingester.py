@@ -46,6 +46,8 @@ class IngesterSettings:
     committed. A commit costs ~5 ms of DuckDB work whatever its size, so at a trickle of
     events (a few hundred a second: live conversations, recomputes) one commit per event would
     keep a core busy; acks and actors do not wait for commits (they fold the stream's tail)."""
+    linger_below: int = 256
+    """Only batches smaller than this linger: a larger one already amortises its commit."""
     compact_interval_s: float = 10.0
     max_ack_pending: int = 50_000
     queue_depth: int = 2
@@ -142,7 +144,8 @@ class Ingester:
         """Take what the feed has, decode it, hand it to the commit loop (overlapping DuckDB)."""
         while not self._stopping.is_set():
             messages = await self._feed.take(self.settings.batch_size, self.settings.fetch_timeout_s)
-            if messages and len(messages) < self.settings.batch_size and self.settings.linger_s > 0:
+            if messages and len(messages) < min(self.settings.batch_size, self.settings.linger_below) \
+                    and self.settings.linger_s > 0:
                 await asyncio.sleep(self.settings.linger_s)
                 messages += await self._feed.take(self.settings.batch_size - len(messages), 0)
             if messages:

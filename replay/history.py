@@ -14,7 +14,10 @@ and ``branch@k`` is meaningful.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -61,10 +64,18 @@ class ForkPoint:
 class History:
     """Reads states out of a log. ``materialize=False`` for a read-only look (no snapshot writes)."""
 
-    def __init__(self, log: HistoryLog, *, snapshot_every: int = SNAPSHOT_EVERY, materialize: bool = True) -> None:
+    def __init__(
+        self, log: HistoryLog, *, snapshot_every: int = SNAPSHOT_EVERY, materialize: bool = True,
+        stream_head: Callable[[StreamKey], Awaitable[int | None]] | None = None, settle_timeout_s: float = 5.0,
+    ) -> None:
+        """``stream_head``, if given, tells the last seq the bus has acknowledged for a key: the
+        latest position then waits (up to ``settle_timeout_s``) until the log has committed it,
+        so what a writer was told is stored is what a reader sees (read-your-writes)."""
         if snapshot_every < 1:
             raise ValueError("snapshot_every must be at least 1")
         self.log = log
+        self.stream_head = stream_head
+        self.settle_timeout_s = settle_timeout_s
         self.snapshot_every = snapshot_every
         self.materialize = materialize
         self._forks: dict[StreamKey, ForkPoint | None] = {}
@@ -85,9 +96,25 @@ class History:
     async def last_seq(self, key: StreamKey) -> int:
         """The last seq of ``key``, counting what a forked branch inherited."""
         last = await self.log.last_seq(key)
+        if self.stream_head is not None:
+            acknowledged = await self.stream_head(key)
+            if acknowledged is not None and acknowledged > last:
+                last = await self._settled(key, acknowledged, last)
         if last == 0 and key.branch != MAIN_BRANCH:
             raise UnknownBranch(key, "this branch has no events")
         return last
+
+    async def _settled(self, key: StreamKey, acknowledged: int, committed: int) -> int:
+        """Wait for the log to commit up to ``acknowledged`` (the ingester batches for ~50 ms)."""
+        deadline = time.monotonic() + self.settle_timeout_s
+        while committed < acknowledged:
+            if time.monotonic() > deadline:
+                log.warning("%s: the log is at seq %d, the stream at %d after %ss; reading what is committed",
+                            key, committed, acknowledged, self.settle_timeout_s)
+                break
+            await asyncio.sleep(0.01)
+            committed = await self.log.last_seq(key)
+        return committed
 
     async def seq_at_time(self, key: StreamKey, timestamp: float) -> int:
         """The last seq of ``key`` at ``timestamp``; before a fork's first event, the parent's."""

@@ -282,3 +282,34 @@ async def test_counterfactual_recompute_regenerates_replies_and_mode_changes_the
     assert all(e.causation is None and e.provenance.prompt_set == prompts.version for e in new_turns)
     # controller_only: no monologue on the branch, a narrative after every turn.
     assert [e.type for e in lean_events[1:]] == ["turn", "narrative"] * 3
+
+
+async def test_the_latest_state_includes_every_acknowledged_event(runtime: RuntimeSettings) -> None:
+    """The ingester commits in batches (~50 ms late at a trickle); a reader given the stream's
+    heads waits for what the bus acknowledged, and one whose log lags too long gets what is committed."""
+    from mirror.events.envelope import make_event
+    from mirror.replay import History
+
+    key = StreamKey("replay", "read-your-writes")
+    bus = await JetStreamBus.connect(runtime.nats_url)
+    try:
+        log = LogClient(bus.nc, shard=runtime.shard)
+
+        async def acknowledged(k: StreamKey) -> int | None:
+            return (await bus.head(k)).last_seq
+
+        history = History(log, stream_head=acknowledged)
+        head = (await bus.head(key)).with_last_seq(0)
+        for seq in range(1, 4):
+            [result] = await bus.append_many([(key, [make_event(key, seq, Turn(f"q{seq}", f"a{seq}"), turn=seq - 1)], head)])
+            head = result  # type: ignore[assignment]
+            state = await history.state_at(key)  # asked at once, before the ingester's linger is over
+            assert state.last_seq == seq and state.turn_count == seq
+        lagging = History(log, stream_head=lambda k: _never_committed(), settle_timeout_s=0.1)
+        assert (await lagging.state_at(key)).last_seq == 3
+    finally:
+        await bus.close()
+
+
+async def _never_committed() -> int:
+    return 10**9
