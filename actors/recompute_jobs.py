@@ -2,8 +2,8 @@
 
 The driver (the gateway serving ``POST /v1/recompute``, or a benchmark) deals the tenant's
 conversations to ceil(C / MAX_PER_TASK) Ray generator tasks; each runs its share on an asyncio
-loop with a fixed number in flight (one LLM call in flight per conversation; the shares sum to
-``concurrency``), starts the next as one finishes, and yields each result as it is done — so
+loop with a fixed number in flight (one LLM call in flight per conversation; the shares add up to
+at most ``concurrency``), starts the next as one finishes, and yields each result as it is done — so
 at most ``concurrency`` model calls are in flight across the cluster, and progress arrives
 per conversation. Tasks ask for no CPU: they wait on the model, not on a core.
 
@@ -80,6 +80,7 @@ async def _recompute_slice(
 ) -> None:
     bus = await JetStreamBus.connect(runtime.nats_url, runtime.stream)
     llm = OpenAIChatClient(runtime.llm)
+
     async def acknowledged(key: StreamKey) -> int | None:
         return (await bus.head(key)).last_seq
 
