@@ -132,9 +132,12 @@ def test_events_tail_prints_every_event_as_a_json_line(stack: EmbeddedStack) -> 
 
 def test_events_tail_follow_streams_new_events(stack: EmbeddedStack) -> None:
     last_seq = converse(stack, "follow-me", "before")
+    # Ctrl-C as from a terminal: a suite started in the background (`./scripts/test &`) runs
+    # with SIGINT ignored, which children inherit, and Python then never raises KeyboardInterrupt.
     process = subprocess.Popen([sys.executable, "-m", "mirror", "events", "tail", "follow-me", "--follow",
                                 "--url", stack.url, "--token", stack.token],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=client_env())
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=client_env(),
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()  # type: ignore[union-attr]
 
