@@ -99,19 +99,21 @@ class History:
         if self.stream_head is not None:
             acknowledged = await self.stream_head(key)
             if acknowledged is not None and acknowledged > last:
-                last = await self._settled(key, acknowledged, last)
+                last = await self.wait_for_log(key, acknowledged, self.settle_timeout_s, committed=last)
+                if last < acknowledged:
+                    log.warning("%s: the log is at seq %d, the stream at %d after %ss; reading what is committed",
+                                key, last, acknowledged, self.settle_timeout_s)
         if last == 0 and key.branch != MAIN_BRANCH:
             raise UnknownBranch(key, "this branch has no events")
         return last
 
-    async def _settled(self, key: StreamKey, acknowledged: int, committed: int) -> int:
-        """Wait for the log to commit up to ``acknowledged`` (the ingester batches for ~50 ms)."""
-        deadline = time.monotonic() + self.settle_timeout_s
-        while committed < acknowledged:
-            if time.monotonic() > deadline:
-                log.warning("%s: the log is at seq %d, the stream at %d after %ss; reading what is committed",
-                            key, committed, acknowledged, self.settle_timeout_s)
-                break
+    async def wait_for_log(self, key: StreamKey, seq: int, timeout_s: float, *, committed: int | None = None) -> int:
+        """Poll until the log holds ``key`` up to ``seq`` (the ingester commits in batches, ~50 ms
+        late at a trickle) or ``timeout_s`` passes; returns the log's last seq of ``key``."""
+        if committed is None:
+            committed = await self.log.last_seq(key)
+        deadline = time.monotonic() + timeout_s
+        while committed < seq and time.monotonic() <= deadline:
             await asyncio.sleep(0.01)
             committed = await self.log.last_seq(key)
         return committed

@@ -218,11 +218,8 @@ async def _settled_head(key: StreamKey, history: History, bus: Bus) -> Head:
     if head.last_seq is None:
         committed = await history.log.last_seq(key)
         return head if committed == 0 else head.with_last_seq(committed)
-    deadline = asyncio.get_running_loop().time() + SETTLE_TIMEOUT_S
-    while await history.log.last_seq(key) < head.last_seq:
-        if asyncio.get_running_loop().time() > deadline:
-            raise RecomputeError(f"{key}: the log did not catch up with the stream in {SETTLE_TIMEOUT_S}s")
-        await asyncio.sleep(0.02)
+    if await history.wait_for_log(key, head.last_seq, SETTLE_TIMEOUT_S) < head.last_seq:
+        raise RecomputeError(f"{key}: the log did not catch up with the stream in {SETTLE_TIMEOUT_S}s")
     return head
 
 
