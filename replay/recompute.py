@@ -19,7 +19,6 @@ writer gets ``AppendConflict``.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from dataclasses import dataclass, replace
 from typing import Any, Protocol

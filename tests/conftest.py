@@ -87,6 +87,21 @@ def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency:
 
 
 @contextlib.contextmanager
+def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str) -> Iterator[tuple[str, dict[str, str]]]:
+    """Local Ray, a conversation runtime and the gateway on a free port, with tenants acme and
+    globex; yields the gateway's URL and each tenant's token."""
+    from mirror.actors.gateway import GatewayServer, GatewaySettings, create_app
+    from mirror.actors.tenants import TenantRegistry
+
+    registry = TenantRegistry(directory / "tenants.json")
+    tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
+    with local_ray(), conversation_runtime(nats_url, directory, shard=shard, latency=latency) as runtime:
+        app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json")))  # type: ignore[arg-type]
+        with GatewayServer(app) as gateway:
+            yield gateway.url, tokens
+
+
+@contextlib.contextmanager
 def local_ray() -> Iterator[None]:
     """A real local Ray cluster for one test module (2 CPUs, Mirror's namespace)."""
     import ray

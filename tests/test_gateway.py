@@ -8,24 +8,17 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from mirror.actors.gateway import GatewayServer, GatewaySettings, create_app
-from mirror.actors.tenants import TenantRegistry
 from mirror.events.nats_server import EmbeddedNats
 
-from .conftest import conversation_runtime, local_ray
+from .conftest import gateway_stack
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def stack(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
-    tmp = tmp_path_factory.mktemp("gateway")
-    registry = TenantRegistry(tmp / "tenants.json")
-    tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
-    with local_ray(), conversation_runtime(nats_server.url, tmp, shard="gw", latency="fixed:5") as runtime:
-        app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(tmp / "tenants.json")))  # type: ignore[arg-type]
-        with GatewayServer(app) as gateway:
-            yield gateway.url, tokens
+    with gateway_stack(nats_server.url, tmp_path_factory.mktemp("gateway"), shard="gw", latency="fixed:5") as stack:
+        yield stack
 
 
 def auth(token: str) -> dict[str, str]:

@@ -8,7 +8,6 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,27 +16,20 @@ import ray
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror.actors.gateway import GatewayServer, GatewaySettings, create_app
 from mirror.actors.ray_actors import NAMESPACE
 from mirror.actors.recompute_jobs import driver_name
-from mirror.actors.tenants import TenantRegistry
 from mirror.cognition.prompts import DEFAULT_PROMPT_SETS
 from mirror.events.nats_server import EmbeddedNats
 
-from .conftest import conversation_runtime, local_ray
+from .conftest import gateway_stack
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def stack(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
-    tmp = tmp_path_factory.mktemp("replay-api")
-    registry = TenantRegistry(tmp / "tenants.json")
-    tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
-    with local_ray(), conversation_runtime(nats_server.url, tmp, shard="replayapi", latency="fixed:30") as runtime:
-        app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(tmp / "tenants.json")))  # type: ignore[arg-type]
-        with GatewayServer(app) as gateway:
-            yield gateway.url, tokens
+    with gateway_stack(nats_server.url, tmp_path_factory.mktemp("replay-api"), shard="replayapi", latency="fixed:30") as stack:
+        yield stack
 
 
 def client(url: str, token: str) -> httpx.Client:
