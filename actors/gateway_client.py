@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from .errors import GatewayRequestFailed, GatewayUnavailable, MissingToken, NoStackRunning
-from .stack import running_stack, stack_file
+from .stack import running_stack
 
 TURN_TIMEOUT_S = 660.0  # a sync turn waits for the previous thinking (minutes on the offline model)
 REQUEST_TIMEOUT_S = 30.0

@@ -231,7 +231,7 @@ async def test_recompute_resumes_a_half_done_branch_without_duplicates(
             assert await log.wait_committed((await bus.head(replace(key, branch=branch))).fence, timeout=30)
         got = await log.read(replace(key, branch="resumed"))
         want = await log.read(replace(key, branch="clean"))
-    assert resumed.resumed_at_turn >= 1
+    assert resumed.resumed_at_turn >= 1 and clean.resumed_at_turn == 0
     assert [e.seq for e in got] == list(range(1, len(got) + 1))
     assert [(e.type, e.payload) for e in got[1:]] == [(e.type, e.payload) for e in want[1:]]
 

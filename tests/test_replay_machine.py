@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
