@@ -42,6 +42,7 @@ from .errors import (
     excerpt,
     redact,
 )
+from .http_transport import AiohttpTransport
 from .llm import ChatRequest, ChatResponse, estimate_tokens
 from .structured import chat_json
 
@@ -77,12 +78,16 @@ class LLMSettings:
     backoff_max_s: float = 5
     max_concurrency: int = 16
     structured_output: StructuredOutputMode = "json_schema"
+    http_transport: Literal["aiohttp", "httpcore"] = "aiohttp"
+    """Under httpx: aiohttp (~0.5 ms of CPU per request here) or httpx's own httpcore (~3 ms)."""
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url {self.base_url!r} must start with http:// or https://")
         if self.max_retries < 0 or self.max_concurrency < 1:
             raise ValueError("max_retries must be >= 0 and max_concurrency >= 1")
+        if self.http_transport not in ("aiohttp", "httpcore"):
+            raise ValueError(f"http_transport {self.http_transport!r} is not aiohttp or httpcore")
         if self.structured_output not in ("json_schema", "json_object_schema", "json_object", "none"):
             raise ValueError(
                 f"structured_output {self.structured_output!r} is not json_schema, json_object_schema, json_object or none"
@@ -145,15 +150,15 @@ class OpenAIChatClient:
     def __init__(self, settings: LLMSettings) -> None:
         self.settings = settings
         headers = {HEADER_AUTHORIZATION: f"Bearer {settings.api_key}"} if settings.api_key else {}
+        tls = _tls_context(settings.base_url.startswith("http://"))
+        limits = httpx.Limits(max_connections=settings.max_concurrency, max_keepalive_connections=settings.max_concurrency)
         self._http = httpx.AsyncClient(
             base_url=settings.base_url,
             headers=headers,
-            verify=_tls_context(settings.base_url.startswith("http://")),
+            verify=tls,
             timeout=httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
-            limits=httpx.Limits(
-                max_connections=settings.max_concurrency,
-                max_keepalive_connections=settings.max_concurrency,
-            ),
+            limits=limits,
+            transport=AiohttpTransport(limits=limits, ssl_context=tls) if settings.http_transport == "aiohttp" else None,
         )
         self._slots = asyncio.Semaphore(settings.max_concurrency)
         self._backoff = wait_exponential_jitter(
