@@ -1,7 +1,8 @@
 """DuckDB adapter of the log port, owned by one process (DuckDB allows one writer).
 
-Every DuckDB call runs on one worker thread owned by the log, so the ingest transaction and
-the reads it serves never interleave on the connection, and the asyncio loop that feeds the
+Writes (the ingest transaction, snapshots) run on one worker thread owned by the log, and
+reads on another with their own connection to the same database: a read sees what is
+committed (DuckDB's MVCC) and never waits behind a commit, and the asyncio loop that feeds the
 log keeps fetching from NATS while DuckDB works (DuckDB releases the GIL while it runs).
 
 Ingest is exactly-once: a batch of events and the consumer's stream offset are written in one
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -98,6 +101,10 @@ class CommitResult:
     rejected: int
 
 
+READ_THREADS = 2
+"""Threads answering reads, each with its own connection (DuckDB runs them in parallel)."""
+
+
 class DuckDBEventLog:
     """The event log in one DuckDB file. Only one process may open it for writing."""
 
@@ -105,6 +112,8 @@ class DuckDBEventLog:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="duckdb")
+        self._local = threading.local()  # each thread's connection: see _db
+        self._reader: ThreadPoolExecutor | None = None
         try:
             self._con = self._executor.submit(self._open).result()
         except duckdb.IOException as exc:
@@ -122,21 +131,45 @@ class DuckDBEventLog:
     def _open(self) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect(str(self.path))
         con.execute(SCHEMA)
+        self._local.con = con
+        # More connections to the same database, one per read thread (made here, on the thread
+        # that owns the first; a reader thread takes one when it starts).
+        self._reader_cons = [con.cursor() for _ in range(READ_THREADS)]
+        spare = queue.SimpleQueue()
+        for reader in self._reader_cons:
+            spare.put(reader)
+        self._reader = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="duckdb-read",
+                                          initializer=lambda: setattr(self._local, "con", spare.get()))
         return con
 
+    @property
+    def _db(self) -> duckdb.DuckDBPyConnection:
+        """This thread's connection: the writer's on the write thread, the reader's on the read thread."""
+        return self._local.con
+
     async def _run(self, function: Callable[..., T], *args: Any) -> T:
+        """On the write thread: ingest transactions, snapshots, anything that must see its own writes."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
-    def close_sync(self) -> None:
-        def close() -> None:
-            self._con.execute("CHECKPOINT")
-            self._con.close()
+    async def _read(self, function: Callable[..., T], *args: Any) -> T:
+        """On the read thread: sees what is committed, never waits behind a commit."""
+        assert self._reader is not None
+        return await asyncio.get_running_loop().run_in_executor(self._reader, function, *args)
 
-        self._executor.submit(close).result()
+    def _close(self) -> None:
+        if self._reader is not None:
+            self._reader.shutdown()
+            for reader in self._reader_cons:
+                reader.close()
+        self._con.execute("CHECKPOINT")
+        self._con.close()
+
+    def close_sync(self) -> None:
+        self._executor.submit(self._close).result()
         self._executor.shutdown()
 
     async def close(self) -> None:
-        await self._run(lambda: (self._con.execute("CHECKPOINT"), self._con.close()))
+        await self._run(self._close)
         self._executor.shutdown()
 
     # --------------------------------------------------------------------- ingest
@@ -255,7 +288,7 @@ class DuckDBEventLog:
         self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
     ) -> list[bytes]:
         check_range(after_seq, until_seq, limit)
-        return await self._run(self._read_raw, key, after_seq, until_seq, limit)
+        return await self._read(self._read_raw, key, after_seq, until_seq, limit)
 
     def _read_raw(self, key: StreamKey, after_seq: int, until_seq: int | None, limit: int | None) -> list[bytes]:
         sql = (
@@ -266,13 +299,13 @@ class DuckDBEventLog:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [row[0] for row in self._con.execute(sql, params).fetchall()]
+        return [row[0] for row in self._db.execute(sql, params).fetchall()]
 
     async def last_seq(self, key: StreamKey) -> int:
-        return await self._run(self._last_seq, key)
+        return await self._read(self._last_seq, key)
 
     def _last_seq(self, key: StreamKey) -> int:
-        row = self._con.execute(
+        row = self._db.execute(
             "SELECT max(seq) FROM events WHERE tenant = ? AND conversation = ? AND branch = ?",
             [key.tenant, key.conversation, key.branch],
         ).fetchone()
@@ -282,7 +315,7 @@ class DuckDBEventLog:
         self, key: StreamKey, *, projection_version: int | None = None, until_seq: int | None = None
     ) -> Loaded:
         check_range(0, until_seq, None)
-        snapshot, raw = await self._run(self._load, key, projection_version, until_seq)
+        snapshot, raw = await self._read(self._load, key, projection_version, until_seq)
         return Loaded(key=key, snapshot=snapshot, events=tuple(decode(data) for data in raw))
 
     async def latest_snapshot(
@@ -290,7 +323,7 @@ class DuckDBEventLog:
     ) -> Snapshot | None:
         """The newest snapshot of ``key`` (at or before ``until_seq``), without the events after it."""
         check_range(0, until_seq, None)
-        return await self._run(self._latest_snapshot, key, projection_version, until_seq)
+        return await self._read(self._latest_snapshot, key, projection_version, until_seq)
 
     def _latest_snapshot(self, key: StreamKey, projection_version: int | None, until_seq: int | None) -> Snapshot | None:
         sql = (
@@ -304,7 +337,7 @@ class DuckDBEventLog:
         if until_seq is not None:
             sql += " AND seq <= ?"
             params.append(until_seq)
-        row = self._con.execute(sql + " ORDER BY seq DESC LIMIT 1", params).fetchone()
+        row = self._db.execute(sql + " ORDER BY seq DESC LIMIT 1", params).fetchone()
         return None if row is None else Snapshot(key, int(row[0]), int(row[1]), bytes(row[2]))
 
     def _load(
@@ -314,10 +347,10 @@ class DuckDBEventLog:
         return snapshot, self._read_raw(key, snapshot.seq if snapshot else 0, until_seq, None)
 
     async def seq_at_time(self, key: StreamKey, timestamp: float) -> int:
-        return await self._run(self._seq_at_time, key, float(timestamp))
+        return await self._read(self._seq_at_time, key, float(timestamp))
 
     def _seq_at_time(self, key: StreamKey, timestamp: float) -> int:
-        row = self._con.execute(
+        row = self._db.execute(
             "SELECT max(seq) FROM events WHERE tenant = ? AND conversation = ? AND branch = ? AND ts <= ?",
             [key.tenant, key.conversation, key.branch, timestamp],
         ).fetchone()
@@ -342,10 +375,10 @@ class DuckDBEventLog:
 
     async def conversations(self, tenant: str) -> list[ConversationSummary]:
         validate_identifier("tenant", tenant)
-        return await self._run(self._conversations, tenant)
+        return await self._read(self._conversations, tenant)
 
     def _conversations(self, tenant: str) -> list[ConversationSummary]:
-        rows = self._con.execute(
+        rows = self._db.execute(
             "SELECT conversation, list(DISTINCT branch ORDER BY branch), count(*), "
             "max(seq) FILTER (WHERE branch = 'main'), max(ts) "
             "FROM events WHERE tenant = ? GROUP BY conversation ORDER BY conversation",
@@ -360,19 +393,19 @@ class DuckDBEventLog:
         ]
 
     async def stats(self) -> LogStats:
-        return await self._run(self._stats)
+        return await self._read(self._stats)
 
     def _stats(self) -> LogStats:
-        events, conversations = self._con.execute(
+        events, conversations = self._db.execute(
             "SELECT count(*), count(DISTINCT (tenant, conversation)) FROM events"
         ).fetchone()
-        rejected = self._con.execute("SELECT count(*) FROM rejected_events").fetchone()[0]
-        offsets = dict(self._con.execute("SELECT consumer, stream_seq FROM ingest_offsets").fetchall())
+        rejected = self._db.execute("SELECT count(*) FROM rejected_events").fetchone()[0]
+        offsets = dict(self._db.execute("SELECT consumer, stream_seq FROM ingest_offsets").fetchall())
         return LogStats(events=int(events), conversations=int(conversations), rejected=int(rejected), offsets=offsets)
 
     async def rejected(self) -> list[tuple[int, str, str]]:
-        return await self._run(
-            lambda: self._con.execute(
+        return await self._read(
+            lambda: self._db.execute(
                 "SELECT stream_seq, subject, error FROM rejected_events ORDER BY stream_seq"
             ).fetchall()
         )

@@ -29,6 +29,8 @@ from .log import ConversationSummary, Loaded, LogStats, Snapshot, check_range
 log = logging.getLogger(__name__)
 
 SERVICE_ROOT = "_MIRROR.log"
+MAX_IN_FLIGHT = 64
+"""Requests answered at once; the DuckDB work itself queues on the log's read thread."""
 PAGE_BYTES = 512 * 1024
 """Largest total size of encoded events in one reply (NATS's default max payload is 1 MiB)."""
 
@@ -58,6 +60,8 @@ class LogService:
         self.shard = shard
         self._progress = progress
         self._subscription: Subscription | None = None
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self._in_flight: set[asyncio.Task[None]] = set()
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
             "read": self._read,
             "last_seq": self._last_seq,
@@ -70,12 +74,27 @@ class LogService:
         }
 
     async def start(self) -> None:
-        self._subscription = await self.nc.subscribe(service_subject(self.shard, "*"), cb=self._on_request)
+        self._subscription = await self.nc.subscribe(service_subject(self.shard, "*"), cb=self._dispatch)
 
     async def stop(self) -> None:
         if self._subscription is not None:
             with contextlib.suppress(nats.errors.Error):
                 await self._subscription.unsubscribe()
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+    async def _dispatch(self, msg: Msg) -> None:
+        """Answer each request in a task of its own: nats-py runs a subscription's callbacks one
+        at a time, and a reader must not wait for another's query (up to MAX_IN_FLIGHT at once;
+        past that, the subscription waits for a slot)."""
+        await self._slots.acquire()
+        task = asyncio.create_task(self._on_request(msg))
+        self._in_flight.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._in_flight.discard(task)
+        self._slots.release()
 
     async def _on_request(self, msg: Msg) -> None:
         operation = msg.subject.rpartition(".")[2]
@@ -95,7 +114,10 @@ class LogService:
             log.exception("log service %s failed", operation)
             reply = {"error": {"type": "LogError", "message": f"{operation} failed: {exc!r}"}}
         if msg.reply:
-            await self.nc.publish(msg.reply, msgpack.packb(reply, use_bin_type=True))
+            try:
+                await self.nc.publish(msg.reply, msgpack.packb(reply, use_bin_type=True))
+            except nats.errors.Error as exc:  # the connection is closing: the caller times out
+                log.warning("log service could not answer %s: %r", operation, exc)
 
     async def _read(self, args: dict[str, Any]) -> dict[str, Any]:
         raw = await self.log.read_raw(

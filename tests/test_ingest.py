@@ -108,6 +108,42 @@ async def test_reads_are_served_by_the_owner_of_the_file(nats_url: str, db_path:
     await bus.close()
 
 
+async def test_concurrent_reads_see_only_whole_committed_batches(nats_url: str, db_path: Path) -> None:
+    """Reads are answered concurrently, on their own DuckDB connections, while batches commit:
+    every answer is a gapless prefix of the conversation, and it never goes backwards."""
+    bus = await JetStreamBus.connect(nats_url)
+    key = StreamKey("acme", "busy")
+    async with ingesting(nats_url, db_path) as ingester:
+        client = LogClient(bus.nc)
+        writing = True
+
+        async def write() -> None:
+            nonlocal writing
+            head = Head(0, 0)
+            for first in range(1, 200, 8):  # 25 appends of 8 events
+                head = await bus.append(key, turns(key, first, 8), head)
+            await flushed(ingester, bus)
+            writing = False
+
+        async def read() -> tuple[list[int], list[int]]:
+            lengths, lasts = [], []
+            while writing:
+                events, last = await asyncio.gather(client.read(key), client.last_seq(key))
+                seqs = [event.seq for event in events]
+                assert seqs == list(range(1, len(seqs) + 1))
+                lengths.append(len(seqs))
+                lasts.append(last)
+            return lengths, lasts
+
+        _, *readers = await asyncio.gather(write(), *(read() for _ in range(6)))
+        for lengths, lasts in readers:
+            assert lengths == sorted(lengths) and lasts == sorted(lasts)
+            assert all(0 <= last <= 200 for last in lasts)
+        assert await client.last_seq(key) == 200
+        assert sum(len(lengths) for lengths, _ in readers) > 6  # the readers really overlapped the writes
+    await bus.close()
+
+
 async def test_duplicated_and_divergent_messages(nats_url: str, db_path: Path) -> None:
     """Copies of a message are ignored; other bytes at a taken seq are kept aside, not merged."""
     bus = await JetStreamBus.connect(nats_url)
