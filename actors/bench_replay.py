@@ -155,7 +155,7 @@ def run_recompute_bench(config: RecomputeBenchConfig) -> dict[str, Any]:
     from mirror.replay import RecomputePlan
 
     from .conversation import RuntimeSettings
-    from .recompute_jobs import RecomputeJob, recompute_slice, run_recompute
+    from .recompute_jobs import MAX_PER_TASK, RecomputeJob, recompute_slice, run_recompute
 
     tenant = "benchrc"
     with tempfile.TemporaryDirectory(prefix="mirror-bench-") as workdir:
@@ -169,7 +169,7 @@ def run_recompute_bench(config: RecomputeBenchConfig) -> dict[str, Any]:
                                                                            max_concurrency=config.concurrency))
             warm = time.perf_counter()
             warmups = [recompute_slice.remote(runtime, RecomputePlan(default_prompt_set(), branch="warmup"), [], 1)
-                       for _ in range(max(1, -(-config.concurrency // 8)))]
+                       for _ in range(max(1, -(-config.concurrency // MAX_PER_TASK)))]
             for stream in warmups:  # start the task workers (nothing to re-think)
                 ray.get(list(stream))
             warmup_s = time.perf_counter() - warm

@@ -78,7 +78,9 @@ def _run_until_signal(coroutine_factory) -> None:  # type: ignore[no-untyped-def
             loop.add_signal_handler(signum, stop.set)
         await coroutine_factory(stop)
 
-    asyncio.run(main())
+    from mirror.events.loop import run_loop
+
+    run_loop(main())  # on uvloop: these services (ingester, simulator) live on their sockets
 
 
 @app.command()
@@ -273,6 +275,9 @@ def bench_turns(
     latency: float = typer.Option(100.0, "--llm-latency-ms", min=0, help="The simulator's fixed latency (L)."),
     mode: Mode = MODE,
     gateways: int = typer.Option(1, "--gateways", min=0, help="Gateway processes sharing the port (0: a thread of the driver)."),
+    pause: float = typer.Option(0.0, "--pause-ms", min=0,
+                                help="The user's mean pause before each turn (0.5–1.5 × this, seeded); "
+                                     "0 sends the next turn as soon as the reply arrives."),
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
     log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
@@ -280,7 +285,7 @@ def bench_turns(
     from .bench_turns import TurnsBenchConfig, run_turns_bench
 
     configure_logging(log_level.value)
-    result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode.value, gateways))
+    result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode.value, gateways, pause))
     typer.echo(json.dumps(result, indent=None if as_json else 2))
 
 

@@ -29,6 +29,7 @@ from mirror.cognition.prompts import PromptSet
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.jetstream import JetStreamBus
 from mirror.events.log_service import LogClient
+from mirror.events.loop import run_loop
 from mirror.replay import History, RecomputeError, RecomputePlan, recompute_conversation
 
 from .conversation import RuntimeSettings
@@ -117,7 +118,7 @@ def recompute_slice(
 
     def run() -> None:
         try:
-            asyncio.run(_recompute_slice(runtime, plan, keys, in_flight, done.put))
+            run_loop(_recompute_slice(runtime, plan, keys, in_flight, done.put))
         except BaseException as exc:  # handed to the generator, which raises it to the caller
             done.put(exc)
 

@@ -95,9 +95,10 @@ class History:
 
     async def last_seq(self, key: StreamKey) -> int:
         """The last seq of ``key``, counting what a forked branch inherited."""
-        last = await self.log.last_seq(key)
-        if self.stream_head is not None:
-            acknowledged = await self.stream_head(key)
+        if self.stream_head is None:
+            last = await self.log.last_seq(key)
+        else:  # two round trips to two servers (the log, the bus): asked at once
+            last, acknowledged = await asyncio.gather(self.log.last_seq(key), self.stream_head(key))
             if acknowledged is not None and acknowledged > last:
                 last = await self.wait_for_log(key, acknowledged, self.settle_timeout_s, committed=last)
                 if last < acknowledged:

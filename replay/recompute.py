@@ -19,6 +19,7 @@ writer gets ``AppendConflict``.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -108,16 +109,41 @@ class Recomputation:
 
 
 class _BranchWriter:
-    """Fenced appends to the branch, with the state they lead to."""
+    """Fenced appends to the branch, with the state they lead to.
+
+    ``append`` folds its events at once and sends them in the background, behind the append
+    before it, so the next model call does not wait for JetStream's acknowledgement. Each send
+    still waits for the previous one's head (the fence), and a failed send fails every later
+    one: nothing is written past a failure, which the next ``append`` or ``flush`` raises.
+    """
 
     def __init__(self, bus: Bus, key: StreamKey, state: ConversationState, head: Head) -> None:
         self.bus, self.key, self.state, self.head = bus, key, state, head
         self.written = 0
+        self._sending: asyncio.Future[None] | None = None
 
     async def append(self, events: list[Event]) -> None:
-        self.head = await self.bus.append(self.key, events, self.head)
+        previous = self._sending
+        if previous is not None and previous.done():
+            previous.result()  # an earlier send failed: stop here
         self.state = fold(events, self.state)
         self.written += len(events)
+        self._sending = asyncio.ensure_future(self._send(previous, events))
+
+    async def _send(self, previous: asyncio.Future[None] | None, events: list[Event]) -> None:
+        if previous is not None:
+            await previous
+        self.head = await self.bus.append(self.key, events, self.head)
+
+    async def flush(self) -> None:
+        """Wait until everything appended is acknowledged (raises the first failure)."""
+        if self._sending is not None:
+            await self._sending
+
+    async def abandon(self) -> None:
+        """After a failure elsewhere: let what was sent finish, without raising its own failure."""
+        if self._sending is not None:
+            await asyncio.gather(self._sending, return_exceptions=True)
 
     def cause(self) -> str:
         return event_id(self.key.tenant, self.key.conversation, self.key.branch, self.state.last_seq)
@@ -131,14 +157,36 @@ async def recompute_conversation(
     if branch == parent:
         raise RecomputeError(f"{parent}: the branch to write is the branch being recomputed")
     fork_seq = plan.from_seq - 1
-    parent_last = await history.last_seq(parent)
+    # The opening reads go to the log and the bus at once: a conversation's start is otherwise
+    # five round trips in a row, to a log that is busy committing the other conversations.
+    parent_last, recorded_events, branch_head = await _together(
+        history.last_seq(parent), history.events(parent), _settled_head(branch, history, bus)
+    )
     if parent_last == 0:
         raise UnknownBranch(parent, "no such conversation (it has no events)")
     if fork_seq > parent_last:
         raise RecomputeError(f"{parent} ends at seq {parent_last}; from_seq {plan.from_seq} is past its end")
-    recorded_events = await history.events(parent)
+    if (recorded_events[-1].seq if recorded_events else 0) < parent_last:
+        recorded_events = await history.events(parent)  # read before the log caught up: again
     result = Recomputation(parent, branch.branch, fork_seq)
-    writer = await _open_branch(branch, parent, fork_seq, plan, history, bus, recorded_events)
+    writer = await _open_branch(branch, branch_head, parent, fork_seq, plan, history, bus, recorded_events)
+    try:
+        await _rethink(writer, result, recorded_events, fork_seq, plan, live=live)
+    except BaseException:
+        await writer.abandon()
+        raise
+    await writer.flush()
+    result.events_written = writer.written
+    result.diff = diff(await _state_of(parent, parent_last, history, recorded_events), writer.state).as_dict()
+    return result
+
+
+async def _rethink(
+    writer: _BranchWriter, result: Recomputation, recorded_events: list[Event], fork_seq: int, plan: RecomputePlan,
+    *, live: LLM,
+) -> None:
+    """The recorded turns after the fork, re-thought one by one (appended through ``writer``)."""
+    branch = writer.key
     llm = RecordedLLM(recorded_events, live=live, replay_failures=False)
     talker_provenance = next((e.provenance for e in recorded_events if isinstance(e.payload, Turn) and e.provenance), None)
     thinker_provenance = next(
@@ -170,11 +218,19 @@ async def recompute_conversation(
                                         provenance=provenance,
                                         causation=None if plan.counterfactual else recorded.id)])
         await _think_until_current(writer, llm, plan, config_from(thinker_provenance, mode_now(), talker=False))
-    result.events_written = writer.written
     result.model_calls, result.recorded_answers = llm.live_calls, llm.recorded_calls
-    result.diff = diff(await _state_of(parent, parent_last, history, recorded_events), writer.state).as_dict()
     result.replies = replies if plan.counterfactual else None
-    return result
+
+
+async def _together(*steps: Any) -> list[Any]:
+    """``asyncio.gather``, but the first failure cancels the others and is raised as it is."""
+    tasks = [asyncio.ensure_future(step) for step in steps]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
 
 
 async def _state_of(key: StreamKey, seq: int, history: History, events: list[Event]) -> ConversationState:
@@ -185,11 +241,11 @@ async def _state_of(key: StreamKey, seq: int, history: History, events: list[Eve
 
 
 async def _open_branch(
-    branch: StreamKey, parent: StreamKey, fork_seq: int, plan: RecomputePlan, history: History, bus: Bus,
-    parent_events: list[Event],
+    branch: StreamKey, head: Head, parent: StreamKey, fork_seq: int, plan: RecomputePlan, history: History,
+    bus: Bus, parent_events: list[Event],
 ) -> _BranchWriter:
-    """The branch's writer: a new branch gets its ``fork`` event, a half-done one its state back."""
-    head = await _settled_head(branch, history, bus)
+    """The branch's writer (``head``: its settled head): a new branch gets its ``fork`` event, a
+    half-done one its state back."""
     if head.last_seq is None:
         base = await _state_of(parent, fork_seq, history, parent_events)
         writer = _BranchWriter(bus, branch, replace(base, key=branch), Head(fork_seq, head.fence))

@@ -135,3 +135,29 @@ async def test_any_payload_type_appends_and_is_retried_by_its_bytes(bus) -> None
     assert await bus.append(KEY, [narrative], head) == appended  # same bytes: a retry, not a conflict
     with pytest.raises(AppendConflict):
         await bus.append(KEY, [make_event(KEY, 1, Narrative("I hold something else."))], head)
+
+
+async def test_the_recompute_writer_pipelines_appends_and_stops_at_the_first_failure(bus) -> None:  # type: ignore[no-untyped-def]
+    """Recompute's branch writer sends each append behind the previous one without waiting for
+    it: all land in order, and once one fails nothing after it is written and the failure is raised."""
+    from mirror.projections.state import initial_state
+    from mirror.replay.recompute import _BranchWriter
+
+    key = StreamKey("acme", "pipelined")
+    writer = _BranchWriter(bus, key, initial_state(key), await fresh_head(bus, key))
+    for first in (1, 3, 5):
+        await writer.append(events(key, first, 2))
+    assert writer.state.last_seq == 6  # folded at once, before any acknowledgement
+    await writer.flush()
+    assert writer.head.last_seq == 6 and (await bus.head(key)).last_seq == 6
+
+    other = StreamKey("acme", "raced")
+    stale = await fresh_head(bus, other)
+    await bus.append(other, events(other, 1, 1, tag=" by another writer"), stale)
+    loser = _BranchWriter(bus, other, initial_state(other), stale)
+    with pytest.raises(AppendConflict):
+        for first in range(1, 20, 2):  # the first send fails; a later append or the flush says so
+            await loser.append(events(other, first, 2))
+            await asyncio.sleep(0)
+        await loser.flush()
+    assert (await bus.head(other)).last_seq == 1  # nothing was written past the failure
