@@ -1,12 +1,17 @@
 """`mirror bench turns`: what Mirror adds to a turn, measured through the HTTP gateway.
 
-C conversations × T turns, each conversation sending its next turn as soon as the previous
-reply arrives, against the embedded stack with the simulator at a fixed latency L. This
+C conversations × T turns against the embedded stack with the simulator at a fixed latency L.
+Each conversation sends its next turn as soon as the previous reply arrives (a closed loop that
+saturates a small machine), or, with ``pause_ms``, after a user's pause of 0.5–1.5 × that
+(seeded), which also staggers the conversations' starts. This
 process is the load generator only: the simulator runs as its own process and the gateway as
 Ray actor processes (``gateways``; 0 puts it on a thread here, for comparison). The Talker
 makes exactly one LLM call per turn, so overhead = client-observed latency − that call as
 Mirror timed it (L plus the simulator's own work): the gateway,
 the Ray actor hop, the fenced append acknowledged by JetStream, and the client's own work.
+``floor_p50_ms`` is the raw cost of the hops a turn cannot avoid, measured in the same run (an
+HTTP round trip through the gateway, a Ray actor call, a JetStream publish acknowledged), and
+``overhead_over_floor_p50_ms`` what Mirror adds beyond them.
 ``thinking_backlog_share`` is the fraction of turns (after each conversation's first) that
 arrived while the previous turn's thinking was still running — the Talker then answered from
 an older narrative, as production mode intends.
@@ -15,6 +20,7 @@ an older narrative, as production mode intends.
 from __future__ import annotations
 
 import asyncio
+import random
 import statistics
 import tempfile
 import time
@@ -24,6 +30,8 @@ from typing import Any
 
 import httpx
 
+from mirror.cognition.http_transport import AiohttpTransport
+from mirror.events.ids import StreamKey
 from mirror.events.nats_server import free_port
 
 from .stack import EmbeddedStack, StackSettings
@@ -36,6 +44,8 @@ class TurnsBenchConfig:
     llm_latency_ms: float = 100.0
     mode: str = "full"
     gateways: int = 1
+    pause_ms: float = 0.0
+    seed: int = 0
 
 
 def _percentile(values: list[float], share: float) -> float:
@@ -53,9 +63,14 @@ def _server_timing(header: str) -> dict[str, float]:
     return timings
 
 
-async def _conversation(client: httpx.AsyncClient, name: str, turns: int) -> list[tuple[float, dict[str, Any]]]:
+async def _conversation(client: httpx.AsyncClient, name: str, turns: int, pause_ms: float = 0.0,
+                        rng: random.Random | None = None) -> list[tuple[float, dict[str, Any]]]:
     results = []
     for index in range(turns):
+        if pause_ms and rng is not None:
+            # The user reads and types: a pause of 0.5–1.5 × the mean before every turn (the
+            # first one too, which staggers the conversations' starts).
+            await asyncio.sleep(rng.uniform(0.5, 1.5) * pause_ms / 1000)
         started = time.perf_counter()
         response = await client.post(f"/v1/conversations/{name}/turns", json={"message": f"message {index} of {name}"})
         elapsed = (time.perf_counter() - started) * 1000
@@ -105,14 +120,60 @@ async def _backlog(client: httpx.AsyncClient, name: str) -> tuple[int, int]:
     return late, total
 
 
-async def _measure(url: str, token: str, config: TurnsBenchConfig) -> dict[str, Any]:
+async def _floor(client: httpx.AsyncClient, nats_url: str, actor: Any, samples: int = 40,
+                 pace_s: float = 0.05) -> dict[str, float]:
+    """The raw latency of the hops no turn can avoid, measured in this run (p50, ms), one at a
+    time every ``pace_s``: an HTTP round trip through the gateway (``GET /healthz``), a Ray call
+    to a conversation actor and back (a method that does nothing), and a JetStream publish
+    until acknowledged (to a scratch stream on the same server, with a turn's payload size)."""
+    import nats
+
+    async def p50(step: Any) -> float:
+        times = []
+        for _ in range(samples):
+            started = time.perf_counter()
+            await step()
+            times.append((time.perf_counter() - started) * 1000)
+            await asyncio.sleep(pace_s)
+        return round(statistics.median(times), 2)
+
+    nc = await nats.connect(nats_url, name="mirror-bench-floor")
+    try:
+        js = nc.jetstream()
+        await js.add_stream(name="MIRROR_BENCH_FLOOR", subjects=["mirror_bench_floor"])
+        try:
+            floor = {
+                "http": await p50(lambda: client.get("/healthz")),
+                "ray_call": await p50(lambda: actor.pid.remote()),
+                "jetstream_append": await p50(lambda: js.publish("mirror_bench_floor", b"x" * 800)),
+            }
+        finally:
+            await js.delete_stream("MIRROR_BENCH_FLOOR")
+    finally:
+        await nc.close()
+    floor["total"] = round(sum(floor.values()), 2)
+    return floor
+
+
+async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=config.conversations + 4)
+    # The load generator's own CPU per request counts in the overhead it measures: aiohttp under
+    # httpx, as Mirror's model calls use, costs a fifth of httpx's default transport.
     async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120,
-                                 limits=limits) as client:
+                                 limits=limits, transport=AiohttpTransport(limits=limits)) as client:
         names = [f"bench-{index}" for index in range(config.conversations)]
         await asyncio.gather(*(_conversation(client, name, 1) for name in names))  # activate the actors first
+        import ray
+
+        from .ray_actors import NAMESPACE, actor_name
+        from .stack import DEFAULT_TENANT
+
+        actor = ray.get_actor(actor_name(StreamKey(DEFAULT_TENANT, names[0])), namespace=NAMESPACE)
+        floor = await _floor(client, nats_url, actor)
         started = time.perf_counter()
-        runs = await asyncio.gather(*(_conversation(client, name, config.turns) for name in names))
+        rngs = [random.Random(f"{config.seed}:{name}") for name in names]
+        runs = await asyncio.gather(*(_conversation(client, name, config.turns, config.pause_ms, rng)
+                                      for name, rng in zip(names, rngs)))
         wall = time.perf_counter() - started
         backlog = await asyncio.gather(*(_backlog(client, name) for name in names))
     latencies = [elapsed for run in runs for elapsed, _ in run]
@@ -130,9 +191,12 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig) -> dict[str, 
         "llm_call_p50_ms": round(statistics.median(llm_times), 2),
         "overhead_p50_ms": round(statistics.median(overheads), 2),
         "overhead_p99_ms": round(_percentile(overheads, 0.99), 2),
+        "floor_p50_ms": floor,
+        "overhead_over_floor_p50_ms": round(statistics.median(overheads) - floor["total"], 2),
         "turns_per_s": round(len(latencies) / wall, 1),
         "thinking_backlog_share": round(late / total, 3) if total else 0.0,
         "gateways": config.gateways,
+        "pause_ms": config.pause_ms,
         "phases_p50_ms": _phases(runs),
     }
 
@@ -144,4 +208,4 @@ def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
             gateway_port=free_port(), nats_port=free_port(), gateway_processes=config.gateways,
         )
         with EmbeddedStack(settings) as stack:
-            return asyncio.run(_measure(stack.url, stack.token, config))
+            return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url))
