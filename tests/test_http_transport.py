@@ -99,37 +99,20 @@ async def test_a_server_that_never_answers_is_a_read_timeout(serve: Any) -> None
             await client.get("/")
 
 
-async def test_a_server_that_hangs_up_is_a_protocol_error(serve: Any) -> None:
-    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+@pytest.mark.parametrize(("answer", "error"), [
+    (b"", httpx.RemoteProtocolError),  # hangs up without a word
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"partial\":", httpx.ReadError),  # truncated body
+    (b"this is not HTTP at all\r\n\r\n", httpx.RemoteProtocolError),
+], ids=["hang-up", "truncated", "not-http"])
+async def test_a_broken_answer_is_the_matching_httpx_error(serve: Any, answer: bytes, error: type[Exception]) -> None:
+    async def broken(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await _read_request(reader)
-        writer.close()
-
-    async with _client(await serve(hang_up)) as client:
-        with pytest.raises(httpx.RemoteProtocolError):
-            await client.get("/")
-
-
-async def test_a_truncated_body_is_a_read_error(serve: Any) -> None:
-    async def truncate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"partial\":")
+        writer.write(answer)
         await writer.drain()
         writer.close()
 
-    async with _client(await serve(truncate)) as client:
-        with pytest.raises(httpx.ReadError):
-            await client.get("/")
-
-
-async def test_garbage_instead_of_http_is_a_protocol_error(serve: Any) -> None:
-    async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _read_request(reader)
-        writer.write(b"this is not HTTP at all\r\n\r\n")
-        await writer.drain()
-        writer.close()
-
-    async with _client(await serve(garbage)) as client:
-        with pytest.raises(httpx.RemoteProtocolError):
+    async with _client(await serve(broken)) as client:
+        with pytest.raises(error):
             await client.get("/")
 
 
