@@ -78,9 +78,7 @@ def _run_until_signal(coroutine_factory) -> None:  # type: ignore[no-untyped-def
             loop.add_signal_handler(signum, stop.set)
         await coroutine_factory(stop)
 
-    from mirror.events.loop import run_loop
-
-    run_loop(main())  # on uvloop: these services (ingester, simulator) live on their sockets
+    asyncio.run(main())
 
 
 @app.command()

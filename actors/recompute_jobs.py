@@ -29,7 +29,6 @@ from mirror.cognition.prompts import PromptSet
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.jetstream import JetStreamBus
 from mirror.events.log_service import LogClient
-from mirror.events.loop import run_loop
 from mirror.replay import History, RecomputeError, RecomputePlan, recompute_conversation
 
 from .conversation import RuntimeSettings
@@ -105,6 +104,17 @@ async def _recompute_slice(
         await bus.close()
 
 
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop where installed (a dependency on POSIX): a task's loop carries up to MAX_PER_TASK
+    conversations' model calls and appends, and is busy enough that it shows — efficiency at the
+    default bench went from 0.78–0.81 to 0.82–0.84 (three interleaved pairs)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 @ray.remote(num_cpus=0, max_retries=0)
 def recompute_slice(
     runtime: RuntimeSettings, plan: RecomputePlan, keys: list[StreamKey], in_flight: int
@@ -118,7 +128,8 @@ def recompute_slice(
 
     def run() -> None:
         try:
-            run_loop(_recompute_slice(runtime, plan, keys, in_flight, done.put))
+            with asyncio.Runner(loop_factory=_new_loop) as runner:
+                runner.run(_recompute_slice(runtime, plan, keys, in_flight, done.put))
         except BaseException as exc:  # handed to the generator, which raises it to the caller
             done.put(exc)
 

@@ -1,7 +1,7 @@
 """DuckDB adapter of the log port, owned by one process (DuckDB allows one writer).
 
 Writes (the ingest transaction, snapshots) run on one worker thread owned by the log, and
-reads on another with their own connection to the same database: a read sees what is
+reads on two others, each with its own connection to the same database: a read sees what is
 committed (DuckDB's MVCC) and never waits behind a commit, and the asyncio loop that feeds the
 log keeps fetching from NATS while DuckDB works (DuckDB releases the GIL while it runs).
 
@@ -144,7 +144,7 @@ class DuckDBEventLog:
 
     @property
     def _db(self) -> duckdb.DuckDBPyConnection:
-        """This thread's connection: the writer's on the write thread, the reader's on the read thread."""
+        """This thread's connection: the writer's on the write thread, its own on a read thread."""
         return self._local.con
 
     async def _run(self, function: Callable[..., T], *args: Any) -> T:
@@ -152,7 +152,7 @@ class DuckDBEventLog:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
     async def _read(self, function: Callable[..., T], *args: Any) -> T:
-        """On the read thread: sees what is committed, never waits behind a commit."""
+        """On a read thread: sees what is committed, never waits behind a commit."""
         assert self._reader is not None
         return await asyncio.get_running_loop().run_in_executor(self._reader, function, *args)
 

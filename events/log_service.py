@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 SERVICE_ROOT = "_MIRROR.log"
 MAX_IN_FLIGHT = 64
-"""Requests answered at once; the DuckDB work itself queues on the log's read thread."""
+"""Requests answered at once; the DuckDB work itself queues for the log's read threads."""
 PAGE_BYTES = 512 * 1024
 """Largest total size of encoded events in one reply (NATS's default max payload is 1 MiB)."""
 

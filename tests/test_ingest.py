@@ -108,7 +108,7 @@ async def test_reads_are_served_by_the_owner_of_the_file(nats_url: str, db_path:
     await bus.close()
 
 
-async def test_concurrent_reads_see_only_whole_committed_batches(nats_url: str, db_path: Path) -> None:
+async def test_concurrent_reads_during_commits_see_gapless_growing_prefixes(nats_url: str, db_path: Path) -> None:
     """Reads are answered concurrently, on their own DuckDB connections, while batches commit:
     every answer is a gapless prefix of the conversation, and it never goes backwards."""
     bus = await JetStreamBus.connect(nats_url)
