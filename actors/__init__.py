@@ -1,7 +1,7 @@
 """Actors: what runs Mirror — processes, servers, benchmarks and the ``mirror`` CLI.
 
 Conversation, ingester, gateway and recompute-driver actors on Ray, the HTTP gateway, the
-embedded stack, benchmarks and the CLI. Modules here are imported by path (``mirror.actors.sim_llm``, ``mirror.actors.processes``, …) so that importing
+embedded stack, benchmarks and the CLI. Modules here are imported by path (``mirror.actors.llm.sim.server``, ``mirror.actors.stack.processes``, …) so that importing
 the package never starts or imports a server.
 """
 

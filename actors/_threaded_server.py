@@ -63,7 +63,7 @@ class ThreadedServer:
     def running(self) -> bool:
         return self._thread is not None
 
-    def start(self) -> "ThreadedServer":
+    def start(self) -> ThreadedServer:
         if self._thread is not None:
             return self
         self._socket = bind_socket(self.host, self.port, self.name)
@@ -106,7 +106,7 @@ class ThreadedServer:
             self._socket.close()
         self._server = self._thread = self._socket = None
 
-    def __enter__(self) -> "ThreadedServer":
+    def __enter__(self) -> ThreadedServer:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:

@@ -1,7 +1,7 @@
 """One live conversation: answer at once, think in the background, append every fact fenced.
 
 :class:`Conversation` is plain asyncio, so it runs inside a Ray actor (``ConversationActor``
-in :mod:`mirror.actors.ray_actors`) or directly in a test. On start it rebuilds its state from
+in :mod:`mirror.actors.conversation_actor`) or directly in a test. On start it rebuilds its state from
 the log (snapshot + tail, through the ingester's read API) and then from the part of the
 stream the ingester has not committed yet, so a restarted or re-activated conversation
 continues exactly where the last one stopped.
@@ -27,17 +27,17 @@ from typing import Any
 
 import nats.js.errors
 
-from mirror.cognition.mirror import MirrorConfig, talk, think
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
+from mirror.cognition.pipeline import MirrorConfig, talk, think
 from mirror.cognition.prompts import PromptSet, default_prompt_set, load_prompt_set
 from mirror.events.bus import Head
 from mirror.events.codec import decode
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import AppendConflict, LogError
 from mirror.events.ids import StreamKey, event_id
-from mirror.events.jetstream import JetStreamBus, StreamSettings, connect_nats, subject_for
 from mirror.events.log import Snapshot
-from mirror.events.log_service import LogClient
+from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats, subject_for
+from mirror.events.nats.log_service import LogClient
 from mirror.projections.conversation import apply, fold
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes, state_from_snapshot
 from mirror.projections.state import ConversationState, initial_state
@@ -117,7 +117,7 @@ class Conversation:
 
     # ------------------------------------------------------------------------ lifecycle
 
-    async def start(self) -> "Conversation":
+    async def start(self) -> Conversation:
         self.nc = await connect_nats(self.settings.nats_url, name=f"mirror-conversation-{self.key.conversation}")
         self.bus = JetStreamBus(self.nc, self.settings.stream)
         self.log = LogClient(self.nc, shard=self.settings.shard)
@@ -317,7 +317,7 @@ class Conversation:
         """Wait until no thinking is running (tests, sync mode, passivation)."""
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         return True
 

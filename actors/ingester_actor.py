@@ -1,6 +1,6 @@
 """The ingester as a Ray actor: one per shard, owning its DuckDB file and serving the log's reads.
 
-It runs the same loop as ``mirror ingest`` (:func:`mirror.events.ingester.run_ingester`: pull,
+It runs the same loop as ``mirror ingest`` (:func:`mirror.events.duckdb.ingester.run_ingester`: pull,
 commit batch + offset in one transaction, ack; the read API on ``_MIRROR.log.<shard>.<op>``)
 inside the actor's event loop, so readers keep using ``LogClient`` over NATS and cannot tell the
 two apart. Ray restarts it after a crash (``max_restarts=-1``); the new incarnation resumes
@@ -35,11 +35,11 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from mirror.actors.conversation_actor import NAMESPACE
+from mirror.events.duckdb.ingester import IngesterSettings, run_ingester
 from mirror.events.errors import LogLocked
-from mirror.events.ingester import IngesterSettings, run_ingester
 
 from .errors import IngesterUnavailable
-from .ray_actors import NAMESPACE
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class IngesterActor:
             self._started.clear()
             try:
                 await asyncio.wait_for(self._stop.wait(), pause)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             pause = min(pause * 2, RETRY_MAX_S)
 
@@ -104,7 +104,7 @@ class IngesterActor:
         """Wait until it consumes and serves reads; returns the worker's pid."""
         try:
             await asyncio.wait_for(self._started.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise IngesterUnavailable(self.settings.shard, self.db_path, repr(self.last_error)) from None
         return os.getpid()
 
@@ -128,7 +128,7 @@ def _log_to_file(path: str) -> None:
 class RayIngester:
     """The driver's handle on one shard's ingester actor: start it, wait until it serves, stop it.
 
-    Same surface as :class:`mirror.actors.processes.IngesterProcess`, which runs the ingester as
+    Same surface as :class:`mirror.actors.stack.processes.IngesterProcess`, which runs the ingester as
     a plain child process where there is no Ray.
     """
 
@@ -146,7 +146,7 @@ class RayIngester:
     def name(self) -> str:
         return ingester_actor_name(self.settings.shard)
 
-    def start(self, timeout: float = 60.0) -> "RayIngester":
+    def start(self, timeout: float = 60.0) -> RayIngester:
         here = ray.get_runtime_context().get_node_id()
         self.actor = IngesterActor.options(  # type: ignore[attr-defined]
             name=self.name, namespace=NAMESPACE,

@@ -99,7 +99,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             ) as response:
                 content = await response.read()
                 status, headers = response.status, list(response.raw_headers)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise _as_httpx(exc, request) from exc
         return httpx.Response(status, headers=headers, stream=httpx.ByteStream(content),
                               extensions={"http_version": b"HTTP/1.1"}, request=request)

@@ -30,7 +30,7 @@ class Head:
     last_seq: int | None
     fence: int
 
-    def with_last_seq(self, last_seq: int) -> "Head":
+    def with_last_seq(self, last_seq: int) -> Head:
         return Head(last_seq=last_seq, fence=self.fence)
 
     def next_seq(self, key: StreamKey) -> int:

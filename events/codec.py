@@ -19,8 +19,8 @@ from typing import Any, Literal
 import msgpack
 
 from .envelope import MAX_SEQ, Event
-from .ids import validate_identifier
 from .errors import CorruptEvent, InvalidIdentifier, UnknownEventType
+from .ids import validate_identifier
 from .payloads import PAYLOAD_TYPES, Payload, Provenance
 
 RECORD_FORMAT = 1
@@ -186,7 +186,7 @@ class _Shape:
     tuple_fields: frozenset[str]
 
     @classmethod
-    def of(cls, target: type) -> "_Shape":
+    def of(cls, target: type) -> _Shape:
         hints = typing.get_type_hints(target)
         fields = [f for f in dataclasses.fields(target)]
         required = frozenset(

@@ -10,7 +10,6 @@ from .errors import InvalidIdentifier
 from .ids import MAIN_BRANCH, StreamKey, event_id, validate_identifier
 from .payloads import Payload, Provenance
 
-
 MAX_SEQ = 2**63 - 1
 """Largest seq or turn: the log stores them as BIGINT."""
 

@@ -1,3 +1,3 @@
-from mirror.actors.cli import main
+from mirror.actors.cli.app import main
 
 main()

@@ -10,7 +10,7 @@
 from .diff import StateDiff, diff, state_view
 from .errors import NonDeterminism, RecomputeError, RecordingMiss, ReplayError, UnknownBranch, UnknownPosition
 from .history import History
-from .recompute import RecomputePlan, Recomputation, recompute_conversation
+from .recompute import Recomputation, RecomputePlan, recompute_conversation
 from .recorded import RecordedLLM
 from .verify import Divergence, VerifyReport, verify_events
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from mirror.cognition.llm import LLM
-from mirror.cognition.mirror import MirrorConfig, talk, think, thinking_behind
+from mirror.cognition.pipeline import MirrorConfig, talk, think, thinking_behind
 from mirror.cognition.prompts import PromptSet
 from mirror.events.bus import Head
 from mirror.events.envelope import Event, make_event

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mirror.cognition.mirror import MirrorConfig, talk, think
+from mirror.cognition.pipeline import MirrorConfig, talk, think
 from mirror.cognition.prompts import PromptSet
 from mirror.events.codec import to_json_ready
 from mirror.events.envelope import Event, make_event

@@ -1,0 +1,195 @@
+"""`mirror bench ingest`: end-to-end event throughput against the raw JetStream limit.
+
+End to end = fenced, deduplicated appends from many conversations through JetStream, until
+an ingester in its own process has committed every event to DuckDB. The raw limit is the
+same encoded payloads published pipelined, without fences, ids or consumers, measured in the
+same run before and after; the faster of the two is reported, so the ratio is conservative.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.progress import Progress
+
+from mirror.actors.stack.processes import IngesterProcess
+from mirror.events.bus import Head
+from mirror.events.codec import encode
+from mirror.events.envelope import Event, make_event
+from mirror.events.errors import AppendConflict
+from mirror.events.ids import StreamKey
+from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats
+from mirror.events.nats.log_service import LogClient
+from mirror.events.nats.server import EmbeddedNats
+from mirror.events.payloads import Monologue, Narrative, Provenance, Turn
+
+RAW_STREAM = "BENCHRAW"
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of process ``pid`` (this process when None), from /proc on Linux.
+
+    Throughput on a shared 2-core machine is noisy; CPU time per event is not, so the
+    benchmark reports both. None where /proc is not available.
+    """
+    if pid is None:
+        times = os.times()
+        return times.user + times.system
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
+
+
+class _CpuMeter:
+    """CPU seconds used by named processes between :meth:`start` and :meth:`per_unit`."""
+
+    def __init__(self, pids: dict[str, int | None]) -> None:
+        self.pids = pids
+        self._started: dict[str, float | None] = {}
+
+    def start(self) -> _CpuMeter:
+        self._started = {name: _cpu_seconds(pid) for name, pid in self.pids.items()}
+        return self
+
+    def per_unit(self, units: int) -> dict[str, float | None]:
+        """Microseconds of CPU per unit (event or message), per process."""
+        used: dict[str, float | None] = {}
+        for name, pid in self.pids.items():
+            now, before = _cpu_seconds(pid), self._started.get(name)
+            used[name] = None if now is None or before is None else round((now - before) * 1e6 / units, 1)
+        return used
+
+
+@dataclass(frozen=True, slots=True)
+class IngestBenchConfig:
+    events: int = 30_000
+    conversations: int = 1_000
+    in_flight: int = 512
+    timeout_s: float = 300.0
+    show_progress: bool = False
+
+
+def workload(config: IngestBenchConfig) -> list[tuple[StreamKey, list[Event]]]:
+    """Conversations shaped like Mirror's: a turn, then the monologue and narrative it caused."""
+    per_conversation = max(1, config.events // config.conversations)
+    tenant = f"bench-{secrets.token_hex(4)}"  # a fresh tenant per run, also on a shared broker
+    provenance = Provenance(
+        model="bench-model", prompt_set="bench", request_fingerprint="0" * 64,
+        parameters={"temperature": 0.7, "max_tokens": 3000}, latency_ms=812.5,
+        prompt_tokens=1200, completion_tokens=180,
+    )
+    batches = []
+    for index in range(config.conversations):
+        key = StreamKey(tenant, f"conversation-{index}")
+        events = []
+        for seq in range(1, per_conversation + 1):
+            turn = (seq - 1) // 3
+            kind = (seq - 1) % 3
+            if kind == 0:
+                payload: Any = Turn(f"user message {turn} " * 8, f"reply {turn} " * 20, narrative_seq=seq - 1 or None)
+            elif kind == 1:
+                payload = Monologue("I reason that " * 12, "I remember that " * 10, "My goal is " * 8)
+            else:
+                payload = Narrative("The narrative so far: " * 40, monologue_seq=seq - 1)
+            events.append(make_event(key, seq, payload, turn=turn, provenance=provenance if kind else None))
+        batches.append((key, events))
+    return batches
+
+
+async def _raw_publish_rate(
+    bus: JetStreamBus, payloads: list[bytes], in_flight: int, meter: _CpuMeter
+) -> tuple[float, dict[str, float | None]]:
+    """Messages per second and CPU µs per message of the raw publish, per process."""
+    js = bus.nc.jetstream(publish_async_max_pending=in_flight)
+    with contextlib.suppress(Exception):
+        await js.delete_stream(RAW_STREAM)
+    await js.add_stream(name=RAW_STREAM, subjects=["benchraw.>"])
+    meter.start()
+    started = time.perf_counter()
+    acks = [await js.publish_async(f"benchraw.{i % 1000}", data) for i, data in enumerate(payloads)]
+    await asyncio.gather(*acks)
+    elapsed = time.perf_counter() - started
+    cpu = meter.per_unit(len(payloads))
+    await js.delete_stream(RAW_STREAM)
+    return len(payloads) / elapsed, cpu
+
+
+async def _run(config: IngestBenchConfig, nats_url: str, pids: dict[str, int | None]) -> dict[str, Any]:
+    batches = workload(config)
+    total = sum(len(events) for _, events in batches)
+    payloads = [encode(event) for _, events in batches for event in events]
+    bus = await JetStreamBus.connect(nats_url, StreamSettings(max_in_flight=config.in_flight))
+    monitor = await connect_nats(nats_url, name="mirror-bench-monitor")
+    client = LogClient(monitor)
+    try:
+        raw_meter = _CpuMeter({name: pids[name] for name in ("publisher", "nats_server")})
+        raw_before, raw_cpu_before = await _raw_publish_rate(bus, payloads, config.in_flight, raw_meter)
+        heads = [(await bus.head(key)).with_last_seq(0) for key, _ in batches]
+        meter = _CpuMeter(pids).start()
+        started = time.perf_counter()
+        results = await bus.append_many([(key, events, head) for (key, events), head in zip(batches, heads)])
+        published = time.perf_counter() - started
+        conflicts = sum(isinstance(result, AppendConflict) for result in results)
+        last_stream_seq = max(result.fence for result in results if isinstance(result, Head))
+        offset = 0
+        with Progress(transient=True, disable=not config.show_progress) as progress:
+            task = progress.add_task("ingesting", total=last_stream_seq)
+            while offset < last_stream_seq and time.perf_counter() - started < config.timeout_s:
+                offset = await client.committed_offset()
+                progress.update(task, completed=offset)
+                if offset < last_stream_seq:
+                    await asyncio.sleep(0.005)
+        end_to_end = time.perf_counter() - started
+        cpu = meter.per_unit(total)
+        committed = sum(summary.events for summary in await client.conversations(batches[0][0].tenant))
+        raw_after, raw_cpu_after = await _raw_publish_rate(bus, payloads, config.in_flight, raw_meter)
+    finally:
+        await bus.close()
+        await monitor.close()
+    raw = max(raw_before, raw_after)
+    raw_cpu = raw_cpu_before if raw_before >= raw_after else raw_cpu_after
+    events_per_s = committed / end_to_end
+    return {
+        "benchmark": "ingest",
+        "events": total,
+        "committed": committed,
+        "conversations": config.conversations,
+        "conflicts": conflicts,
+        "mean_payload_bytes": round(sum(map(len, payloads)) / len(payloads)),
+        "publish_per_s": round(total / published),
+        "events_per_s": round(events_per_s),
+        "raw_publish_per_s": round(raw),
+        "raw_publish_before_per_s": round(raw_before),
+        "raw_publish_after_per_s": round(raw_after),
+        "ratio": round(events_per_s / raw, 3),
+        "seconds": round(end_to_end, 3),
+        "cpu_us_per_event": cpu,
+        "raw_cpu_us_per_message": raw_cpu,
+    }
+
+
+def run_ingest_bench(config: IngestBenchConfig, nats_url: str | None = None) -> dict[str, Any]:
+    """Start NATS (unless a URL is given) and an ingester process, run, tear everything down."""
+    with tempfile.TemporaryDirectory(prefix="mirror-bench-") as workdir:
+        server = None if nats_url else EmbeddedNats(Path(workdir) / "nats").start()
+        url = nats_url or server.url  # type: ignore[union-attr]
+        ingester = IngesterProcess(url, Path(workdir) / "log.duckdb").start()
+        pids = {"publisher": None, "nats_server": None if server is None else server.pid, "ingester": ingester.pid}
+        try:
+            return asyncio.run(_run(config, url, pids))
+        finally:
+            ingester.stop()
+            if server is not None:
+                server.stop()

@@ -1,0 +1,210 @@
+"""`mirror bench turns`: what Mirror adds to a turn, measured through the HTTP gateway.
+
+C conversations × T turns against the embedded stack with the simulator at a fixed latency L.
+Each conversation sends its next turn as soon as the previous reply arrives (a closed loop that
+saturates a small machine), or, with ``pause_ms``, after a user's pause of 0.5–1.5 × that
+(seeded), which also staggers the conversations' starts. This
+process is the load generator only: the simulator runs as its own process and the gateway as
+Ray actor processes (``gateways``; 0 puts it on a thread here, for comparison). The Talker
+makes exactly one LLM call per turn, so overhead = client-observed latency − that call as
+Mirror timed it (L plus the simulator's own work): the gateway,
+the Ray actor hop, the fenced append acknowledged by JetStream, and the client's own work.
+``floor_p50_ms`` is the raw cost of the hops a turn cannot avoid, measured in the same run (an
+HTTP round trip through the gateway, a Ray actor call, a JetStream publish acknowledged), and
+``overhead_over_floor_p50_ms`` what Mirror adds beyond them.
+``thinking_backlog_share`` is the fraction of turns (after each conversation's first) that
+arrived while the previous turn's thinking was still running — the Talker then answered from
+an older narrative, as production mode intends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mirror.actors.stack.embedded import EmbeddedStack, StackSettings
+from mirror.cognition.http_transport import AiohttpTransport
+from mirror.events.ids import StreamKey
+from mirror.events.nats.server import free_port
+
+
+@dataclass(frozen=True, slots=True)
+class TurnsBenchConfig:
+    conversations: int = 20
+    turns: int = 10
+    llm_latency_ms: float = 100.0
+    mode: str = "full"
+    gateways: int = 1
+    pause_ms: float = 0.0
+    seed: int = 0
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def _server_timing(header: str) -> dict[str, float]:
+    """``llm;dur=101.2, append;dur=0.4`` -> {"llm": 101.2, "append": 0.4}."""
+    timings = {}
+    for part in header.split(","):
+        name, _, duration = part.strip().partition(";dur=")
+        if duration:
+            timings[name] = float(duration)
+    return timings
+
+
+async def _conversation(client: httpx.AsyncClient, name: str, turns: int, pause_ms: float = 0.0,
+                        rng: random.Random | None = None) -> list[tuple[float, dict[str, Any]]]:
+    results = []
+    for index in range(turns):
+        if pause_ms and rng is not None:
+            # The user reads and types: a pause of 0.5–1.5 × the mean before every turn (the
+            # first one too, which staggers the conversations' starts).
+            await asyncio.sleep(rng.uniform(0.5, 1.5) * pause_ms / 1000)
+        started = time.perf_counter()
+        response = await client.post(f"/v1/conversations/{name}/turns", json={"message": f"message {index} of {name}"})
+        elapsed = (time.perf_counter() - started) * 1000
+        response.raise_for_status()
+        reply = response.json()
+        reply["timings"] = _server_timing(response.headers.get("server-timing", ""))
+        results.append((elapsed, reply))
+    return results
+
+
+def _phases(runs: list[list[tuple[float, dict[str, Any]]]]) -> dict[str, float]:
+    """Median of each phase of a turn, from the client's clock and the Server-Timing header.
+
+    client_and_http: the client, HTTP and uvicorn; gateway_to_actor: the handler's own work and
+    the Ray hop both ways; talker_without_llm: prompt building and reply parsing around the LLM
+    call; append: the fenced append until JetStream acknowledged it.
+    """
+    phases: dict[str, list[float]] = {"client_and_http": [], "gateway_to_actor": [], "talker_without_llm": [],
+                                      "append": []}
+    for run in runs:
+        for elapsed, reply in run:
+            timing = reply["timings"]
+            if not {"gateway", "actor", "talk", "llm", "append"} <= timing.keys():
+                continue
+            phases["client_and_http"].append(elapsed - timing["gateway"])
+            phases["gateway_to_actor"].append(timing["gateway"] - timing["actor"])
+            phases["talker_without_llm"].append(timing["talk"] - timing["llm"])
+            phases["append"].append(timing["append"])
+    return {name: round(statistics.median(values), 2) for name, values in phases.items() if values}
+
+
+async def _backlog(client: httpx.AsyncClient, name: str) -> tuple[int, int]:
+    """(measured turns, of which the Talker saw a narrative older than the previous turn's).
+
+    Turn 0 is the warm-up that activated the actor; it is neither timed nor counted here.
+    """
+    events = (await client.get(f"/v1/conversations/{name}/events", params={"limit": 1000})).json()["events"]
+    turn_of_narrative = {e["seq"]: e["turn"] for e in events if e["type"] == "narrative"}
+    late = total = 0
+    for event in events:
+        if event["type"] != "turn" or event["turn"] == 0:
+            continue
+        total += 1
+        seen = event["payload"]["narrative_seq"]
+        if seen is None or turn_of_narrative.get(seen, -1) < event["turn"] - 1:
+            late += 1
+    return late, total
+
+
+async def _floor(client: httpx.AsyncClient, nats_url: str, actor: Any, samples: int = 40,
+                 pace_s: float = 0.05) -> dict[str, float]:
+    """The raw latency of the hops no turn can avoid, measured in this run (p50, ms), one at a
+    time every ``pace_s``: an HTTP round trip through the gateway (``GET /healthz``), a Ray call
+    to a conversation actor and back (a method that does nothing), and a JetStream publish
+    until acknowledged (to a scratch stream on the same server, with a turn's payload size)."""
+    import nats
+
+    async def p50(step: Any) -> float:
+        times = []
+        for _ in range(samples):
+            started = time.perf_counter()
+            await step()
+            times.append((time.perf_counter() - started) * 1000)
+            await asyncio.sleep(pace_s)
+        return round(statistics.median(times), 2)
+
+    nc = await nats.connect(nats_url, name="mirror-bench-floor")
+    try:
+        js = nc.jetstream()
+        await js.add_stream(name="MIRROR_BENCH_FLOOR", subjects=["mirror_bench_floor"])
+        try:
+            floor = {
+                "http": await p50(lambda: client.get("/healthz")),
+                "ray_call": await p50(lambda: actor.pid.remote()),
+                "jetstream_append": await p50(lambda: js.publish("mirror_bench_floor", b"x" * 800)),
+            }
+        finally:
+            await js.delete_stream("MIRROR_BENCH_FLOOR")
+    finally:
+        await nc.close()
+    floor["total"] = round(sum(floor.values()), 2)
+    return floor
+
+
+async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=config.conversations + 4)
+    # The load generator's own CPU per request counts in the overhead it measures: aiohttp under
+    # httpx, as Mirror's model calls use, costs a fifth of httpx's default transport.
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120,
+                                 limits=limits, transport=AiohttpTransport(limits=limits)) as client:
+        names = [f"bench-{index}" for index in range(config.conversations)]
+        await asyncio.gather(*(_conversation(client, name, 1) for name in names))  # activate the actors first
+        import ray
+
+        from mirror.actors.conversation_actor import NAMESPACE, actor_name
+        from mirror.actors.stack.embedded import DEFAULT_TENANT
+
+        actor = ray.get_actor(actor_name(StreamKey(DEFAULT_TENANT, names[0])), namespace=NAMESPACE)
+        floor = await _floor(client, nats_url, actor)
+        started = time.perf_counter()
+        rngs = [random.Random(f"{config.seed}:{name}") for name in names]
+        runs = await asyncio.gather(*(_conversation(client, name, config.turns, config.pause_ms, rng)
+                                      for name, rng in zip(names, rngs)))
+        wall = time.perf_counter() - started
+        backlog = await asyncio.gather(*(_backlog(client, name) for name in names))
+    latencies = [elapsed for run in runs for elapsed, _ in run]
+    # The simulator's own time is the Talker's LLM call as Mirror timed it (the configured
+    # latency plus the simulator's work and its HTTP hop); the rest is Mirror's overhead.
+    overheads = [elapsed - reply["llm_ms"] for run in runs for elapsed, reply in run]
+    llm_times = [reply["llm_ms"] for run in runs for _, reply in run]
+    late, total = sum(b[0] for b in backlog), sum(b[1] for b in backlog)
+    return {
+        "benchmark": "turns",
+        "conversations": config.conversations,
+        "turns": len(latencies),
+        "llm_latency_ms": config.llm_latency_ms,
+        "latency_p50_ms": round(statistics.median(latencies), 2),
+        "llm_call_p50_ms": round(statistics.median(llm_times), 2),
+        "overhead_p50_ms": round(statistics.median(overheads), 2),
+        "overhead_p99_ms": round(_percentile(overheads, 0.99), 2),
+        "floor_p50_ms": floor,
+        "overhead_over_floor_p50_ms": round(statistics.median(overheads) - floor["total"], 2),
+        "turns_per_s": round(len(latencies) / wall, 1),
+        "thinking_backlog_share": round(late / total, 3) if total else 0.0,
+        "gateways": config.gateways,
+        "pause_ms": config.pause_ms,
+        "phases_p50_ms": _phases(runs),
+    }
+
+
+def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="mirror-bench-turns-") as data:
+        settings = StackSettings(
+            data_dir=Path(data), llm="sim", sim_latency=f"fixed:{config.llm_latency_ms:g}", mode=config.mode,
+            gateway_port=free_port(), nats_port=free_port(), gateway_processes=config.gateways,
+        )
+        with EmbeddedStack(settings) as stack:
+            return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url))

@@ -1,0 +1,101 @@
+"""Gateway processes: the gateway app served by uvicorn inside Ray actors, N of them on one port.
+
+Each :class:`GatewayActor` is its own process with its own GIL, so HTTP parsing, routing and
+the actor calls it makes never queue behind the caller's or the LLM's work. All of them listen
+on the same address (SO_REUSEPORT) and the kernel spreads connections over them; on several
+nodes, put any load balancer in front of one gateway per node. Calls to conversation actors go
+straight from the gateway's event loop through cached actor handles — no proxy hop (measured
+~1.8 ms p50 for uvicorn → actor here against ~7.5 ms through Ray Serve's proxy and replica).
+
+Being Ray actors, the gateways get their settings as a constructor argument (no file holding an
+API key), restart after a crash, and go away with the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import ray
+
+from mirror.actors._threaded_server import bind_socket
+from mirror.actors.gateway.app import GatewaySettings
+
+GATEWAY_NAME = "gateway-{index}"
+
+
+@ray.remote(max_restarts=-1, max_concurrency=10_000, num_cpus=0)
+class GatewayActor:
+    """One gateway process: ``start()`` returns once it listens; ``stop()`` closes it."""
+
+    def __init__(self, settings: GatewaySettings, host: str, port: int) -> None:
+        self.settings = settings
+        self.host = host
+        self.port = port
+        self._server: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self._socket: socket.socket | None = None
+
+    async def start(self) -> str:
+        import uvicorn
+
+        from mirror.actors.gateway.app import create_app
+
+        if self._task is None:
+            self._socket = bind_socket(self.host, self.port, "mirror gateway", reuse_port=True)
+            # Ray runs this actor's event loop; uvicorn serves on it (httptools parses HTTP when
+            # installed). log_config=None keeps the worker's logging.
+            config = uvicorn.Config(create_app(self.settings), log_config=None, log_level="warning",
+                                    access_log=False, timeout_graceful_shutdown=1.0)
+            self._server = uvicorn.Server(config)
+            self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]))
+            while not self._server.started:
+                if self._task.done():
+                    self._task.result()  # raises what stopped it
+                    raise RuntimeError("the gateway stopped before it started")
+                await asyncio.sleep(0.01)
+        return f"http://{self.host}:{self.port}"
+
+    async def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._task is not None:
+            await asyncio.wait_for(self._task, 10)
+        if self._socket is not None:
+            self._socket.close()
+        self._server = self._task = self._socket = None
+
+
+def start_gateways(settings: GatewaySettings, *, host: str, port: int, count: int,
+                   timeout_s: float = 60.0) -> tuple[str, list[Any]]:
+    """``count`` gateway actors listening on ``host:port``; returns the URL and their handles.
+
+    Port 0 is resolved here first (a free port), so every gateway binds the same one.
+    """
+    from mirror.actors.conversation_actor import NAMESPACE
+
+    if port == 0:
+        probe = bind_socket(host, 0, "mirror gateway")
+        port = probe.getsockname()[1]
+        probe.close()
+    handles = [
+        GatewayActor.options(name=GATEWAY_NAME.format(index=index), namespace=NAMESPACE,  # type: ignore[attr-defined]
+                             get_if_exists=True).remote(settings, host, port)
+        for index in range(count)
+    ]
+    urls = ray.get([handle.start.remote() for handle in handles], timeout=timeout_s)
+    return urls[0], handles
+
+
+def stop_gateways(handles: list[Any], timeout_s: float = 15.0) -> None:
+    try:
+        ray.get([handle.stop.remote() for handle in handles], timeout=timeout_s)
+    finally:
+        for handle in handles:
+            ray.kill(handle)

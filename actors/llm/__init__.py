@@ -1,0 +1,9 @@
+"""Model servers Mirror can start itself: the deterministic simulator (``sim``) and the offline
+local model (``local``, the ``[local]`` extra).
+
+Both are real OpenAI-compatible HTTP servers; the client side lives in ``mirror.cognition``.
+May import ``mirror.events`` (free ports) and ``mirror.actors._threaded_server``; nothing
+else in the actor layer.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,299 @@
+"""Recompute at scale: conversations re-thought as Ray tasks, with bounded LLM concurrency.
+
+The driver (the gateway serving ``POST /v1/recompute``, or a benchmark) deals the tenant's
+conversations to ceil(C / MAX_PER_TASK) Ray generator tasks; each runs its share on an asyncio
+loop with a fixed number in flight (one LLM call in flight per conversation; the shares add up to
+at most ``concurrency``), starts the next as one finishes, and yields each result as it is done — so
+at most ``concurrency`` model calls are in flight across the cluster, and progress arrives
+per conversation. Tasks ask for no CPU: they wait on the model, not on a core.
+
+Interrupted runs resume: each conversation's branch is named from the plan, and
+:func:`~mirror.replay.recompute.recompute_conversation` continues a half-done branch instead of
+starting another. A run that dies with its driver is simply started again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+
+from mirror.actors.conversation import RuntimeSettings
+from mirror.cognition.openai_client import OpenAIChatClient
+from mirror.cognition.prompts import PromptSet
+from mirror.events.ids import StreamKey, validate_identifier
+from mirror.events.nats.jetstream import JetStreamBus
+from mirror.events.nats.log_service import LogClient
+from mirror.replay import History, RecomputeError, RecomputePlan, recompute_conversation
+
+MAX_PER_TASK = 8
+
+
+@dataclass(frozen=True)
+class RecomputeJob:
+    """What a recompute run covers; ``conversations`` empty means all of the tenant's."""
+
+    tenant: str
+    plan: RecomputePlan
+    conversations: tuple[str, ...] = ()
+    concurrency: int = 8
+
+    def __post_init__(self) -> None:
+        validate_identifier("tenant", self.tenant)
+        for conversation in self.conversations:
+            validate_identifier("conversation", conversation)
+        if not 1 <= self.concurrency <= 1024:
+            raise RecomputeError(f"concurrency must be 1..1024, got {self.concurrency}")
+
+
+@dataclass
+class RecomputeProgress:
+    total: int = 0
+    done: int = 0
+    failed: int = 0
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+
+async def _conversations(runtime: RuntimeSettings, job: RecomputeJob) -> list[StreamKey]:
+    bus = await JetStreamBus.connect(runtime.nats_url)
+    try:
+        known = {summary.conversation for summary in await LogClient(bus.nc, shard=runtime.shard).conversations(job.tenant)}
+    finally:
+        await bus.close()
+    wanted = job.conversations or tuple(sorted(known))
+    unknown = [conversation for conversation in wanted if conversation not in known]
+    if unknown:
+        raise RecomputeError(f"no conversation {', '.join(map(repr, unknown))} for tenant {job.tenant!r}")
+    return [StreamKey(job.tenant, conversation) for conversation in wanted]
+
+
+async def _recompute_slice(
+    runtime: RuntimeSettings, plan: RecomputePlan, keys: Sequence[StreamKey], in_flight: int,
+    deliver: Callable[[dict[str, Any]], None],
+) -> None:
+    bus = await JetStreamBus.connect(runtime.nats_url, runtime.stream)
+    llm = OpenAIChatClient(runtime.llm)
+
+    async def acknowledged(key: StreamKey) -> int | None:
+        return (await bus.head(key)).last_seq
+
+    # Everything the bus acknowledged is re-thought, committed to the log yet or not.
+    history = History(LogClient(bus.nc, shard=runtime.shard), stream_head=acknowledged)
+    slots = asyncio.Semaphore(in_flight)
+
+    async def one(key: StreamKey) -> None:
+        async with slots:
+            try:
+                result = (await recompute_conversation(key, plan, history=history, bus=bus, live=llm)).as_dict()
+            except Exception as exc:  # one conversation's failure is reported, the others go on
+                result = {"conversation": key.conversation, "branch": plan.branch_name,
+                          "error": f"{type(exc).__name__}: {exc}"}
+        deliver(result)
+
+    try:
+        await asyncio.gather(*(one(key) for key in keys))
+    finally:
+        await llm.aclose()
+        await bus.close()
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop where installed (a dependency on POSIX): a task's loop carries up to MAX_PER_TASK
+    conversations' model calls and appends, and is busy enough that it shows — efficiency at the
+    default bench went from 0.78–0.81 to 0.82–0.84 (three interleaved pairs)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def recompute_slice(
+    runtime: RuntimeSettings, plan: RecomputePlan, keys: list[StreamKey], in_flight: int
+) -> Iterator[dict[str, Any]]:
+    """One Ray generator task: re-think ``keys``, ``in_flight`` at a time, yielding each result when done.
+
+    The conversations run on an asyncio loop in a thread, so they go on while Ray ships the
+    results already yielded; the caller sees progress per conversation, not per task.
+    """
+    done: queue.Queue[dict[str, Any] | BaseException] = queue.Queue()
+
+    def run() -> None:
+        try:
+            with asyncio.Runner(loop_factory=_new_loop) as runner:
+                runner.run(_recompute_slice(runtime, plan, keys, in_flight, done.put))
+        except BaseException as exc:  # handed to the generator, which raises it to the caller
+            done.put(exc)
+
+    thread = threading.Thread(target=run, name="recompute-slice", daemon=True)
+    thread.start()
+    for _ in keys:
+        item = done.get()
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+    thread.join()
+    while not done.empty():  # the loop's own failure after the last conversation (closing)
+        item = done.get()
+        if isinstance(item, BaseException):
+            raise item
+
+
+def plan_slices(keys: Sequence[StreamKey], concurrency: int) -> list[tuple[list[StreamKey], int]]:
+    """``keys`` dealt round robin to ceil(C / MAX_PER_TASK) tasks (at most one per key), each with
+    how many it keeps in flight: together at most C, each at most MAX_PER_TASK and its share."""
+    if not keys:
+        return []
+    tasks = min(len(keys), -(-concurrency // MAX_PER_TASK))
+    slices = []
+    for index in range(tasks):
+        part = list(keys[index::tasks])
+        share = concurrency // tasks + (1 if index < concurrency % tasks else 0)
+        slices.append((part, min(share, MAX_PER_TASK, len(part))))
+    return slices
+
+
+def run_recompute(
+    runtime: RuntimeSettings, job: RecomputeJob, *, on_progress: Callable[[RecomputeProgress], None] | None = None
+) -> dict[str, Any]:
+    """Run ``job`` on the Ray cluster this process is connected to; returns the report.
+
+    A few long generator tasks (each keeping up to MAX_PER_TASK conversations in flight and
+    starting the next as one finishes) rather than many short tasks: no task start-up or
+    slowest-member wait per group, and progress still arrives conversation by conversation.
+    """
+    started = time.perf_counter()
+    keys = asyncio.run(_conversations(runtime, job))
+    progress = RecomputeProgress(total=len(keys))
+    if on_progress:
+        on_progress(progress)
+    streams = [recompute_slice.remote(runtime, job.plan, part, share) for part, share in plan_slices(keys, job.concurrency)]
+    while streams:
+        ready, _ = ray.wait(streams, num_returns=1)
+        for stream in ready:
+            try:
+                result = ray.get(next(stream))
+            except StopIteration:
+                streams.remove(stream)
+                continue
+            progress.results.append(result)
+            progress.done += 1
+            progress.failed += 1 if result.get("error") else 0
+            if on_progress:
+                on_progress(progress)
+    return report(job, progress, time.perf_counter() - started)
+
+
+@ray.remote(num_cpus=0, max_restarts=0, max_concurrency=4)
+class RecomputeDriver:
+    """One recompute job's driver, as a named Ray actor so any gateway can follow it.
+
+    ``run`` drives the tasks; ``status`` answers meanwhile (a threaded actor). If the driver's
+    process dies its tasks die with it, and the job is started again to resume.
+    """
+
+    def __init__(self, runtime: RuntimeSettings, job: RecomputeJob, job_id: str) -> None:
+        self.runtime, self.job = runtime, job
+        self.state: dict[str, Any] = {
+            "job": job_id, "status": "running", "branch": job.plan.branch_name,
+            "prompt_set": job.plan.prompts.version, "done": 0, "total": None, "failed": 0,
+            "report": None, "error": None,
+        }
+
+    def _progress(self, progress: RecomputeProgress) -> None:
+        self.state.update(done=progress.done, total=progress.total, failed=progress.failed)
+
+    def run(self) -> dict[str, Any]:
+        try:
+            self.state["report"] = run_recompute(self.runtime, self.job, on_progress=self._progress)
+            self.state["status"] = "done"
+        except Exception as exc:  # reported through the status, which is what callers read
+            self.state.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        return dict(self.state)
+
+    def status(self) -> dict[str, Any]:
+        return dict(self.state)
+
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+
+def driver_name(tenant: str, job_id: str) -> str:
+    return f"recompute/{tenant}/{job_id}"
+
+
+def report(job: RecomputeJob, progress: RecomputeProgress, seconds: float) -> dict[str, Any]:
+    results = sorted(progress.results, key=lambda result: result["conversation"])
+    return {
+        "tenant": job.tenant,
+        "branch": job.plan.branch_name,
+        "prompt_set": job.plan.prompts.version,
+        "from_seq": job.plan.from_seq,
+        "mode": job.plan.mode,
+        "counterfactual": job.plan.counterfactual,
+        "conversations": progress.total,
+        "completed": progress.done - progress.failed,
+        "failed": progress.failed,
+        "model_calls": sum(result.get("model_calls", 0) for result in results),
+        "recorded_answers": sum(result.get("recorded_answers", 0) for result in results),
+        "events_written": sum(result.get("events_written", 0) for result in results),
+        "seconds": round(seconds, 3),
+        "results": results,
+    }
+
+
+def summary(report_data: dict[str, Any]) -> str:
+    """The report as a person reads it: one block per conversation."""
+    lines = [
+        f"recompute of {report_data['conversations']} conversation(s) of {report_data['tenant']!r} on branch "
+        f"{report_data['branch']} (prompt set {report_data['prompt_set']}): {report_data['completed']} done, "
+        f"{report_data['failed']} failed, {report_data['model_calls']} model calls, "
+        f"{report_data['recorded_answers']} answers reused, {report_data['seconds']} s",
+    ]
+    for result in report_data["results"]:
+        if result.get("error"):
+            lines.append(f"- {result['conversation']}: FAILED {result['error']}")
+            continue
+        change = result.get("diff") or {}
+        lines.append(f"- {result['conversation']}: {result['turns']} turn(s) re-thought"
+                     + (f" (resumed at turn {result['resumed_at_turn']})" if result["resumed_at_turn"] else ""))
+        if change.get("narrative_changed"):
+            lines.extend(f"    {line}" for line in change.get("narrative_diff", ())[:40])
+        for key in ("beliefs_added", "beliefs_removed", "beliefs_changed", "edges_added", "edges_removed"):
+            if change.get(key):
+                lines.append(f"    {key.replace('_', ' ')}: {len(change[key])}")
+        for reply in result.get("replies") or ():
+            if reply["recorded"] != reply["regenerated"]:
+                lines.append(f"    reply at seq {reply['seq']}: {reply['recorded'][:80]!r} → {reply['regenerated'][:80]!r}")
+    return "\n".join(lines)
+
+
+def prompt_set_with(overrides: dict[str, str], base: PromptSet) -> PromptSet:
+    """``base`` with some templates replaced (the API's way to send a changed prompt set)."""
+    from string import Template
+
+    from mirror.cognition.prompts import TEMPLATES
+
+    unknown = sorted(set(overrides) - set(TEMPLATES))
+    if unknown:
+        raise RecomputeError(f"unknown prompt template(s) {', '.join(unknown)}; templates are {', '.join(TEMPLATES)}")
+    for name, text in overrides.items():
+        if not isinstance(text, str) or not text.strip():
+            raise RecomputeError(f"prompt template {name} is empty")
+        if not Template(text).is_valid():
+            raise RecomputeError(f"prompt template {name} has a malformed $placeholder")
+    if not overrides:
+        return base
+    return PromptSet("custom", {**base.templates, **overrides})
+
+
+__all__ = ["RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "plan_slices", "recompute_slice", "report", "run_recompute", "summary"]

@@ -1,0 +1,181 @@
+"""The embedded stack on one machine: NATS, a local Ray head, the ingester, the LLM, the gateway.
+
+The ingester is a Ray actor (``ingester-0``, :mod:`mirror.actors.ingester_actor`) owned by this
+process: Ray restarts it after a crash, and stopping the stack drains it and closes the DuckDB
+file before Ray shuts down.
+
+``mirror up`` runs it in the foreground; ``mirror demo`` starts one when none is running. The
+stack writes ``<data dir>/stack.json`` (gateway URL, default tenant and its token, pid) so other
+commands find it; everything lives under the data directory, so running it again resumes the
+same conversations.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mirror.actors.conversation import RuntimeSettings
+from mirror.actors.gateway.app import DEFAULT_MAX_MESSAGE_BYTES
+from mirror.actors.gateway.tenants import TenantRegistry
+from mirror.cognition.openai_client import LLMSettings
+from mirror.events.nats.server import EmbeddedNats
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TENANT = "default"
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    data_dir: Path = Path("data")
+    llm: str = "local"  # "local", "sim", or an OpenAI-compatible base URL
+    llm_model: str = ""
+    llm_api_key: str | None = None
+    gateway_port: int = 8080
+    nats_port: int = 4222
+    mode: str = "full"
+    sim_latency: str = "fixed:50"
+    passivate_after_s: float = 300.0
+    max_live_actors: int = 256
+    """Per Ray node."""
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    snapshot_every: int = 200
+    gateway_processes: int = 1
+    """Gateway actors (processes) sharing the gateway port; the kernel spreads connections over them.
+    0 serves the gateway on a thread of this process instead."""
+
+
+def stack_file(data_dir: Path) -> Path:
+    return Path(data_dir) / "stack.json"
+
+
+def running_stack(data_dir: Path) -> dict[str, Any] | None:
+    """The stack recorded in ``data_dir`` if its process is alive, else None."""
+    path = stack_file(data_dir)
+    try:
+        info = json.loads(path.read_text())
+        os.kill(int(info["pid"]), 0)
+    except (FileNotFoundError, ProcessLookupError, ValueError, KeyError, PermissionError):
+        return None
+    return info
+
+
+class EmbeddedStack:
+    def __init__(self, settings: StackSettings) -> None:
+        self.settings = settings
+        self.data_dir = Path(settings.data_dir).resolve()
+        self._closers: list[Any] = []
+        self.url = ""
+        self.token = ""
+        self.nats_url = ""
+        self.gateways: list[Any] = []
+        self.sim_pid: int | None = None
+
+    def start(self) -> EmbeddedStack:
+        import ray
+
+        from mirror.actors.ingester_actor import RayIngester
+
+        settings = self.settings
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            nats = EmbeddedNats(self.data_dir / "nats", port=settings.nats_port).start()
+            self._closers.append(nats.stop)
+            self.nats_url = nats.url
+            llm_settings = self._start_llm()
+            ray.init(namespace="mirror", include_dashboard=False, log_to_driver=False,
+                     _temp_dir=None, ignore_reinit_error=True)
+            self._closers.append(ray.shutdown)
+            # Stopped before Ray: it drains, commits and closes the DuckDB file first.
+            ingester = RayIngester(nats.url, self.data_dir / "mirror.duckdb",
+                                   log_path=self.data_dir / "ingester.log").start()
+            self._closers.append(ingester.stop)
+            runtime = RuntimeSettings(nats_url=nats.url, llm=llm_settings, mode=settings.mode,
+                                      talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens(),
+                                      snapshot_every=settings.snapshot_every, passivate_after_s=settings.passivate_after_s,
+                                      max_live_actors=settings.max_live_actors)
+            from mirror.actors.gateway.actor import start_gateways, stop_gateways
+            from mirror.actors.gateway.app import GatewaySettings
+
+            tenants_file = self.data_dir / "tenants.json"
+            self.token = self._default_token(tenants_file)
+            gateway_settings = GatewaySettings(runtime=runtime, tenants_file=str(tenants_file),
+                                               max_message_bytes=settings.max_message_bytes)
+            if settings.gateway_processes == 0:  # in this process, on a thread (comparisons, debugging)
+                from mirror.actors.gateway.app import GatewayServer, create_app
+
+                server = GatewayServer(create_app(gateway_settings), port=settings.gateway_port).start()
+                self._closers.append(server.stop)
+                self.url = server.url
+            else:
+                self.url, self.gateways = start_gateways(
+                    gateway_settings, host="127.0.0.1", port=settings.gateway_port, count=settings.gateway_processes,
+                )
+                self._closers.append(lambda: stop_gateways(self.gateways))
+            stack_file(self.data_dir).write_text(json.dumps(
+                {"url": self.url, "tenant": DEFAULT_TENANT, "token": self.token, "pid": os.getpid(),
+                 "nats_url": nats.url, "shard": runtime.shard}
+            ))
+            os.chmod(stack_file(self.data_dir), 0o600)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_llm(self) -> LLMSettings:
+        settings = self.settings
+        if settings.llm == "local":
+            from mirror.actors.llm.local import STRUCTURED_OUTPUT, LocalLLMServer
+
+            server = LocalLLMServer(log_path=self.data_dir / "llama.log").start()
+            self._closers.append(server.stop)
+            return LLMSettings(base_url=server.base_url, model=server.model, structured_output=STRUCTURED_OUTPUT,
+                               timeout_s=600)
+        if settings.llm == "sim":
+            from mirror.actors.stack.processes import SimProcess
+
+            sim = SimProcess(latency=settings.sim_latency, log_path=self.data_dir / "sim-llm.log").start()
+            self._closers.append(sim.stop)
+            self.sim_pid = sim.pid
+            return LLMSettings(base_url=sim.base_url, model="mirror-sim")
+        return LLMSettings(base_url=settings.llm, model=settings.llm_model or "default", api_key=settings.llm_api_key)
+
+    def _talker_tokens(self) -> int:
+        from mirror.actors.llm.local import LOCAL_TALKER_MAX_TOKENS
+
+        return LOCAL_TALKER_MAX_TOKENS if self.settings.llm == "local" else 1024
+
+    def _thinker_tokens(self) -> int:
+        from mirror.actors.llm.local import LOCAL_THINKER_MAX_TOKENS
+
+        return LOCAL_THINKER_MAX_TOKENS if self.settings.llm == "local" else 3000
+
+    def _default_token(self, tenants_file: Path) -> str:
+        """The default tenant's token: kept (0600) beside the data so a restart resumes it."""
+        token_file = self.data_dir / "default.token"
+        if token_file.exists():
+            return token_file.read_text().strip()
+        token = TenantRegistry(tenants_file).add(DEFAULT_TENANT)
+        token_file.write_text(token)
+        os.chmod(token_file, 0o600)
+        return token
+
+    def stop(self) -> None:
+        stack_file(self.data_dir).unlink(missing_ok=True)
+        while self._closers:
+            closer = self._closers.pop()
+            try:
+                closer()
+            except Exception:  # stopping must reach every part
+                log.exception("stopping %r failed", closer)
+
+    def __enter__(self) -> EmbeddedStack:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

@@ -1,0 +1,313 @@
+"""The MIRROR pipeline: a Talker that answers at once, a Thinker that thinks afterwards.
+
+Pure given an LLM: each function takes the projected state and returns what happened — a reply
+and its ``turn`` payload, or the thinking's ``monologue`` / ``narrative`` / ``thinker_failed``
+payloads — and never appends or mutates anything itself (the actor does that).
+
+- Talker ("the voice"): the user's message, the bounded conversation and, as background, the
+  newest narrative (``full``, ``controller_only``), the newest threads (``threads_only``) or
+  nothing (``baseline``).
+- Inner Monologue Manager ("the subconscious"): one call, three first-person threads as JSON
+  (reasoning, memory, goal). It sees the bounded conversation, its own past outputs (the
+  bounded history the projection keeps) and a continue-instruction that is never stored.
+- Cognitive Controller ("the core awareness"): sees only the new threads and the previous
+  narrative, and regenerates the whole narrative (bounded); ``controller_only`` consolidates
+  from the latest exchange instead of threads.
+
+Error chaining is designed out: a failed or unusable monologue stops the step before the
+controller (which never sees bad input); a failed or unusable controller leaves the previous
+narrative in force. Either way a ``thinker_failed`` payload records what failed, and the caller
+thinks again at the next opportunity.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from mirror.cognition.errors import LLMError
+from mirror.cognition.history import THINKER_HISTORY_TOKENS, bound_history
+from mirror.cognition.llm import LLM, ChatMessage, ChatRequest, ChatResponse, JsonSchema
+from mirror.cognition.prompts import PromptSet
+from mirror.cognition.structured import parse_json_object
+from mirror.events.envelope import Event, make_event
+from mirror.events.ids import StreamKey
+from mirror.events.payloads import Monologue, Narrative, Payload, Provenance, ThinkerFailed, Turn
+from mirror.projections.monologue import Threads, estimate_tokens
+from mirror.projections.state import ConversationState
+
+Mode = Literal["baseline", "threads_only", "controller_only", "full"]
+MODES: tuple[str, ...] = ("baseline", "threads_only", "controller_only", "full")
+THREAD_MAX_CHARS = 1200
+
+MONOLOGUE_SCHEMA = JsonSchema(
+    "monologue_threads",
+    {
+        "type": "object",
+        "properties": {
+            # No maxLength: llama.cpp turns it into a grammar rule repeated that many times,
+            # which its parser refuses; the length is checked after parsing instead.
+            name: {"type": "string", "minLength": 1}
+            for name in ("reasoning", "memory", "goal")
+        },
+        "required": ["reasoning", "memory", "goal"],
+        "additionalProperties": False,
+    },
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorConfig:
+    """How one conversation thinks; built once at the edge. Numbers follow the MIRROR papers."""
+
+    model: str
+    mode: Mode = "full"
+    temperature: float = 0.7
+    talker_max_tokens: int = 1024
+    thinker_max_tokens: int = 3000
+    narrative_max_tokens: int = 3000
+    history_tokens: int = THINKER_HISTORY_TOKENS
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
+        for name in ("talker_max_tokens", "thinker_max_tokens", "narrative_max_tokens", "history_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+
+
+class UnusableOutput(LLMError):
+    """The call succeeded but its output cannot be used (e.g. an empty or oversized narrative)."""
+
+
+# --------------------------------------------------------------------------------- requests
+
+
+def conversation_messages(state: ConversationState) -> list[ChatMessage]:
+    """The conversation as chat messages: the first user message, then the recent turns."""
+    messages: list[ChatMessage] = []
+    if state.first_user_message is not None and state.turn_count > len(state.recent_turns):
+        messages.append(ChatMessage("user", state.first_user_message))
+    for turn in state.recent_turns:
+        messages.append(ChatMessage("user", turn.user_message))
+        messages.append(ChatMessage("assistant", turn.reply))
+    return messages
+
+
+def _request(messages: Sequence[ChatMessage], config: MirrorConfig, prompts: PromptSet, max_tokens: int,
+             schema: JsonSchema | None = None) -> ChatRequest:
+    return ChatRequest(
+        messages=tuple(messages), model=config.model, temperature=config.temperature, max_tokens=max_tokens,
+        json_schema=schema, prompt_set=prompts.version, seed=config.seed,
+    )
+
+
+def _render_threads(threads: Threads | None) -> str:
+    if threads is None:
+        return "(no thoughts yet: this is the start of the conversation)"
+    return f"Reasoning: {threads.reasoning}\nMemory: {threads.memory}\nGoal: {threads.goal}"
+
+
+def talker_request(state: ConversationState, user_message: str, prompts: PromptSet, config: MirrorConfig) -> ChatRequest:
+    if config.mode == "baseline":
+        system = prompts.render("talker_baseline.md")
+    elif config.mode == "threads_only":
+        system = prompts.render("talker.md", context=_render_threads(state.threads))
+    else:
+        context = state.narrative or "(no narrative yet: this is the start of the conversation)"
+        system = prompts.render("talker.md", context=context)
+    history = bound_history(
+        [ChatMessage("system", system), *conversation_messages(state), ChatMessage("user", user_message)],
+        config.history_tokens,
+    )
+    return _request(history, config, prompts, config.talker_max_tokens)
+
+
+def monologue_request(state: ConversationState, prompts: PromptSet, config: MirrorConfig) -> ChatRequest:
+    """For the latest turn of ``state`` (the state after its ``turn`` event)."""
+    latest = state.recent_turns[-1]
+    conversation = bound_history(
+        [ChatMessage("system", prompts.render("monologue.md")), *conversation_messages(state)], config.history_tokens
+    )
+    own_thoughts = [
+        ChatMessage("assistant", json.dumps({"reasoning": e.threads.reasoning, "memory": e.threads.memory,
+                                             "goal": e.threads.goal}, ensure_ascii=False))
+        for e in state.monologue_history
+    ]
+    instruction = prompts.render("monologue_continue.md", user_message=latest.user_message, reply=latest.reply)
+    return _request([*conversation, *own_thoughts, ChatMessage("user", instruction)], config, prompts,
+                    config.thinker_max_tokens, MONOLOGUE_SCHEMA)
+
+
+def _max_words(config: MirrorConfig) -> int:
+    return max(50, config.narrative_max_tokens * 3 // 4)
+
+
+def controller_request(state: ConversationState, threads: Threads, prompts: PromptSet, config: MirrorConfig) -> ChatRequest:
+    system = prompts.render(
+        "controller.md", max_words=_max_words(config),
+        previous_narrative=state.narrative or "(none yet: this is my first narrative)",
+        reasoning=threads.reasoning, memory=threads.memory, goal=threads.goal,
+    )
+    return _request([ChatMessage("system", system), ChatMessage("user", "I write my new narrative now.")],
+                    config, prompts, config.thinker_max_tokens)
+
+
+def controller_only_request(state: ConversationState, prompts: PromptSet, config: MirrorConfig) -> ChatRequest:
+    latest = state.recent_turns[-1]
+    system = prompts.render(
+        "controller_only.md", max_words=_max_words(config),
+        previous_narrative=state.narrative or "(none yet: this is my first narrative)",
+        user_message=latest.user_message, reply=latest.reply,
+    )
+    return _request([ChatMessage("system", system), ChatMessage("user", "I write my new narrative now.")],
+                    config, prompts, config.thinker_max_tokens)
+
+
+# --------------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class Talk:
+    reply: str
+    turn: Turn
+    provenance: Provenance
+
+
+@dataclass(frozen=True, slots=True)
+class Thought:
+    payload: Payload
+    provenance: Provenance | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Thinking:
+    """What one thinking step produced for ``turn``; ``ok`` when nothing failed."""
+
+    turn: int
+    thoughts: tuple[Thought, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not any(isinstance(thought.payload, ThinkerFailed) for thought in self.thoughts)
+
+    def events(
+        self, key: StreamKey, first_seq: int, timestamp: float | None = None, causation: str | None = None
+    ) -> list[Event]:
+        """Events at ``first_seq`` onwards; a narrative points at the monologue just before it.
+
+        ``causation`` is the id of the last event of the state the step thought from: replay
+        rebuilds exactly that state (a new turn may have landed while the step ran).
+        """
+        events: list[Event] = []
+        monologue_seq: int | None = None
+        for offset, thought in enumerate(self.thoughts):
+            seq = first_seq + offset
+            payload = thought.payload
+            if isinstance(payload, Monologue):
+                monologue_seq = seq
+            elif isinstance(payload, Narrative) and monologue_seq is not None:
+                payload = replace(payload, monologue_seq=monologue_seq)
+            events.append(make_event(key, seq, payload, turn=self.turn, provenance=thought.provenance,
+                                     timestamp=timestamp, causation=causation))
+        return events
+
+
+# --------------------------------------------------------------------------------- pipeline
+
+
+def thinking_behind(state: ConversationState, mode: str) -> bool:
+    """True when the latest turn of ``state`` has not been thought through yet."""
+    if mode == "baseline" or state.turn_count == 0:
+        return False
+    thought = -1 if state.thought_turn is None else state.thought_turn
+    return thought < state.turn_count - 1
+
+
+async def talk(state: ConversationState, user_message: str, llm: LLM, prompts: PromptSet, config: MirrorConfig) -> Talk:
+    """The Talker's reply to ``user_message`` from ``state``; LLM errors propagate (nothing to record)."""
+    if not isinstance(user_message, str) or not user_message.strip():
+        raise ValueError("the user message is empty")
+    response = await llm.chat(talker_request(state, user_message, prompts, config))
+    reply = response.content.strip()
+    if not reply:
+        raise UnusableOutput("the Talker returned an empty reply")
+    if config.mode == "baseline":
+        seen = None
+    elif config.mode == "threads_only":
+        seen = state.threads_seq
+    else:
+        seen = state.narrative_seq
+    return Talk(reply, Turn(user_message, reply, narrative_seq=seen, mode=config.mode), response.provenance)
+
+
+async def think(
+    state: ConversationState, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempt: int = 1
+) -> Thinking:
+    """One thinking step about the latest turn of ``state`` (the state after its ``turn`` event)."""
+    if not state.recent_turns:
+        raise ValueError("there is no turn to think about")
+    turn = state.turn_count - 1
+    thoughts: list[Thought] = []
+    if config.mode == "baseline":
+        return Thinking(turn, ())
+    threads: Threads | None = None
+    if config.mode in ("threads_only", "full"):
+        request = monologue_request(state, prompts, config)
+        response: ChatResponse | None = None
+        try:
+            response = await llm.chat(request)
+            fields = parse_json_object(response.content, MONOLOGUE_SCHEMA.schema)
+            threads = Threads(*(str(fields[name]).strip() for name in ("reasoning", "memory", "goal")))
+            if not all((threads.reasoning, threads.memory, threads.goal)):
+                raise UnusableOutput("a monologue thread is empty")
+            if max(map(len, (threads.reasoning, threads.memory, threads.goal))) > THREAD_MAX_CHARS:
+                raise UnusableOutput(f"a monologue thread is longer than {THREAD_MAX_CHARS} characters")
+        except LLMError as exc:
+            return Thinking(turn, (_failure("monologue", exc, attempt, turn, request, response),))
+        thoughts.append(Thought(Monologue(threads.reasoning, threads.memory, threads.goal), response.provenance))
+    if config.mode in ("controller_only", "full"):
+        request = (
+            controller_request(state, threads, prompts, config) if threads is not None
+            else controller_only_request(state, prompts, config)
+        )
+        response = None
+        try:
+            response = await llm.chat(request)
+            narrative = _usable_narrative(response.content, config)
+        except LLMError as exc:
+            thoughts.append(_failure("controller", exc, attempt, turn, request, response))
+            return Thinking(turn, tuple(thoughts))
+        thoughts.append(Thought(Narrative(narrative), response.provenance))
+    return Thinking(turn, tuple(thoughts))
+
+
+def _usable_narrative(content: str, config: MirrorConfig) -> str:
+    narrative = content.strip()
+    if not narrative:
+        raise UnusableOutput("the controller returned an empty narrative")
+    if estimate_tokens(narrative) > config.narrative_max_tokens:
+        raise UnusableOutput(
+            f"the narrative is {estimate_tokens(narrative)} estimated tokens, over the bound of "
+            f"{config.narrative_max_tokens}"
+        )
+    if narrative.startswith("{") and narrative.endswith("}"):
+        raise UnusableOutput("the controller returned JSON instead of a narrative")
+    return narrative
+
+
+def _failure(stage: str, exc: LLMError, attempt: int, turn: int, request: ChatRequest,
+             response: ChatResponse | None) -> Thought:
+    """The failure, with what the model answered (or, if nothing came back, which request failed).
+
+    Either way replay can find it by fingerprint: a recorded answer is parsed again, and a
+    recorded non-answer is raised again as the same kind of error.
+    """
+    provenance = response.provenance if response is not None else Provenance(
+        model=request.model, prompt_set=request.prompt_set, request_fingerprint=request.fingerprint(),
+        parameters={"temperature": float(request.temperature), "max_tokens": request.max_tokens},
+    )
+    return Thought(ThinkerFailed(stage, exc.kind, str(exc)[:500], attempt, turn), provenance)

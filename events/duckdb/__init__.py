@@ -1,0 +1,9 @@
+"""The DuckDB event log and the ingester that fills it from JetStream.
+
+``log`` (``DuckDBEventLog``: the tables, exactly-once commits, reads), ``ingester`` (pull,
+commit batch + offset in one transaction, ack; serves the read API), ``_ingest_batch``
+(columnar batches for Arrow inserts). May import the top of ``mirror.events`` and
+``mirror.events.nats`` (the ingester is the bridge from the stream to the file).
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,262 @@
+"""The ingester: moves events from the JetStream stream into the DuckDB log, exactly once.
+
+One ingester per shard owns its DuckDB file. It pulls batches from its consumer, inserts each
+batch together with the stream offset in one transaction, and only then acknowledges the
+messages. The offset in DuckDB is the truth about progress: on every start the consumer is
+recreated to deliver from ``offset + 1``, so a crash between commit and ack costs nothing and
+a crash before commit loses nothing (the messages are still in the stream).
+
+After a batch is committed the stream's copy of older messages on each touched subject is
+purged, keeping the newest committed message per subject, which writers' fences rely on.
+
+The ingester also serves the log's reads (:mod:`mirror.events.nats.log_service`), since the process
+that owns a DuckDB file is the only one that may open it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+import nats.errors
+import nats.js.errors
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from mirror.events.duckdb._ingest_batch import IngestBatch
+from mirror.events.duckdb.log import DuckDBEventLog
+from mirror.events.nats._client import MirrorNatsClient
+from mirror.events.nats._pull import Delivery, PullFeed
+from mirror.events.nats.jetstream import STREAM_SUBJECTS, JetStreamBus, StreamSettings, ensure_stream
+from mirror.events.nats.log_service import LogService
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class IngesterSettings:
+    shard: str = "0"
+    filter_subjects: tuple[str, ...] = (STREAM_SUBJECTS,)
+    batch_size: int = 5000
+    fetch_timeout_s: float = 0.25
+    linger_s: float = 0.05
+    """A batch smaller than ``batch_size`` waits this long for more messages before it is
+    committed. A commit costs ~5 ms of DuckDB work whatever its size, so at a trickle of
+    events (a few hundred a second: live conversations, recomputes) one commit per event would
+    keep a core busy; acks and actors do not wait for commits (they fold the stream's tail)."""
+    linger_below: int = 256
+    """Only batches smaller than this linger: a larger one already amortises its commit."""
+    compact_interval_s: float = 10.0
+    max_ack_pending: int = 50_000
+    queue_depth: int = 2
+    stop_timeout_s: float = 15.0
+
+    @property
+    def consumer(self) -> str:
+        return f"ingest-{self.shard}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Decoded:
+    batch: IngestBatch
+    newest: int
+    ack_subject: bytes
+    """Reply subject of the batch's last message: acking it acknowledges all (AckAll)."""
+
+
+def _stream_seq(reply: bytes) -> int:
+    """The stream sequence from the ack subject, without building nats-py's metadata object.
+
+    ``$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ts>.<pending>``;
+    other layouts (domains, account hashes) go through nats-py's parser.
+    """
+    tokens = reply.split(b".")
+    if len(tokens) == 9 and tokens[1] == b"ACK":
+        return int(tokens[5])
+    return Msg.Metadata._from_reply(reply.decode()).sequence.stream
+
+
+class Ingester:
+    def __init__(
+        self,
+        nc: MirrorNatsClient,
+        event_log: DuckDBEventLog,
+        settings: IngesterSettings = IngesterSettings(),
+        stream: StreamSettings = StreamSettings(),
+    ) -> None:
+        self.nc = nc
+        self.js = nc.jetstream(timeout=10)
+        self.log = event_log
+        self.settings = settings
+        self.stream = stream
+        self.bus = JetStreamBus(nc, stream)
+        self.service = LogService(nc, event_log, shard=settings.shard, progress=lambda: self.committed_offset)
+        self.committed_offset = 0
+        self.committed_events = 0
+        self._batches: asyncio.Queue[_Decoded] = asyncio.Queue(maxsize=settings.queue_depth)
+        self._decoded_offset = 0
+        self._to_compact: dict[str, int] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
+        self._progress = asyncio.Condition()
+
+    async def start(self) -> None:
+        await self.bus._retrying(ensure_stream, self.js, self.stream)
+        self.committed_offset = await self.log.committed_offset(self.settings.consumer)
+        await self._recreate_consumer()
+        self._decoded_offset = self.committed_offset
+        self._feed = PullFeed(
+            self.nc, self.stream.name, self.settings.consumer,
+            batch=self.settings.batch_size, max_buffered=4 * self.settings.batch_size,
+        )
+        await self._feed.start()
+        await self.service.start()
+        self._tasks = [
+            asyncio.create_task(self._decode_loop(), name="ingest-decode"),
+            asyncio.create_task(self._commit_loop(), name="ingest-commit"),
+            asyncio.create_task(self._compact_loop(), name="ingest-compact"),
+        ]
+        log.info(
+            "ingester %s started: %s from stream seq %d into %s",
+            self.settings.shard, ",".join(self.settings.filter_subjects), self.committed_offset + 1, self.log.path,
+        )
+
+    async def _recreate_consumer(self) -> None:
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await self.js.delete_consumer(self.stream.name, self.settings.consumer)
+        subjects = list(self.settings.filter_subjects)
+        config = ConsumerConfig(
+            durable_name=self.settings.consumer,
+            ack_policy=AckPolicy.ALL,
+            ack_wait=60,
+            max_ack_pending=self.settings.max_ack_pending,
+            filter_subject=subjects[0] if len(subjects) == 1 else None,
+            filter_subjects=subjects if len(subjects) > 1 else None,
+        )
+        if self.committed_offset:
+            config.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
+            config.opt_start_seq = self.committed_offset + 1
+        await self.js.add_consumer(self.stream.name, config)
+
+    async def _decode_loop(self) -> None:
+        """Take what the feed has, decode it, hand it to the commit loop (overlapping DuckDB)."""
+        while not self._stopping.is_set():
+            messages = await self._feed.take(self.settings.batch_size, self.settings.fetch_timeout_s)
+            if messages and len(messages) < min(self.settings.batch_size, self.settings.linger_below) \
+                    and self.settings.linger_s > 0:
+                await asyncio.sleep(self.settings.linger_s)
+                messages += await self._feed.take(self.settings.batch_size - len(messages), 0)
+            if messages:
+                await self._batches.put(self._decode(messages))
+
+    def _decode(self, messages: list[Delivery]) -> _Decoded:
+        batch = IngestBatch()
+        newest = self._decoded_offset
+        for subject, reply, data in messages:
+            stream_seq = _stream_seq(reply)
+            if stream_seq <= newest:
+                continue  # committed before a crash and redelivered, or delivered twice
+            newest = stream_seq
+            batch.add(data, stream_seq, subject.decode())
+        self._decoded_offset = newest
+        return _Decoded(batch, newest, messages[-1][1])
+
+    async def _commit_loop(self) -> None:
+        while True:
+            decoded = await self._batches.get()
+            try:
+                await self._commit(decoded)
+            finally:
+                self._batches.task_done()
+
+    async def _commit(self, decoded: _Decoded) -> None:
+        if decoded.newest > self.committed_offset:
+            result = await self.log.commit_batch(
+                self.settings.consumer, self.stream.name, decoded.newest, decoded.batch
+            )
+            self.committed_offset = decoded.newest
+            self.committed_events += result.inserted
+            self._to_compact.update(decoded.batch.newest_by_subject)
+            async with self._progress:
+                self._progress.notify_all()
+        # AckAll: acknowledging the newest message acknowledges the batch, after the commit.
+        with contextlib.suppress(nats.errors.Error):
+            await self.nc.publish(decoded.ack_subject.decode())
+
+    async def _compact_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.compact_interval_s)
+            await self.compact()
+
+    async def compact(self) -> None:
+        """Purge committed messages from the stream, keeping each subject's newest one."""
+        pending, self._to_compact = self._to_compact, {}
+        for subject, stream_seq in pending.items():
+            try:
+                await self.bus.compact(subject, below_stream_seq=stream_seq)
+            except Exception as exc:  # compaction is an optimisation: never fatal
+                log.warning("compaction of %s failed: %r", subject, exc)
+
+    async def wait_for_offset(self, stream_seq: int, timeout: float) -> bool:
+        """Wait until everything up to ``stream_seq`` is committed (tests and benchmarks)."""
+        async with self._progress:
+            try:
+                await asyncio.wait_for(
+                    self._progress.wait_for(lambda: self.committed_offset >= stream_seq), timeout
+                )
+            except TimeoutError:
+                return False
+        return True
+
+    async def stop(self) -> None:
+        """Stop fetching, commit what was fetched, stop serving reads."""
+        self._stopping.set()
+        fetch, commit, compact = self._tasks
+        await fetch
+        await self._batches.join()
+        for task in (commit, compact):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.service.stop()
+        with contextlib.suppress(nats.errors.Error):
+            await self._feed.stop()
+        log.info("ingester %s stopped at stream seq %d", self.settings.shard, self.committed_offset)
+
+
+async def run_ingester(
+    nats_url: str,
+    db_path: str,
+    settings: IngesterSettings = IngesterSettings(),
+    stream: StreamSettings = StreamSettings(),
+    stop: asyncio.Event | None = None,
+    started: asyncio.Event | None = None,
+) -> None:
+    """Run an ingester until ``stop`` is set (or forever): the body of ``mirror ingest`` and of
+    the ingester Ray actor. ``started`` is set once it consumes and serves reads."""
+    from mirror.events.nats.jetstream import connect_nats
+
+    event_log = DuckDBEventLog(db_path)
+    try:
+        nc = await connect_nats(nats_url, name=f"mirror-ingest-{settings.shard}")
+    except BaseException:
+        await event_log.close()
+        raise
+    ingester = Ingester(nc, event_log, settings, stream)
+    try:
+        await ingester.start()
+        if started is not None:
+            started.set()
+        await (stop or asyncio.Event()).wait()
+        try:
+            # Bounded: with the broker gone, stopping must not wait for it forever. Whatever
+            # was not committed is still in the stream and is delivered again next start.
+            await asyncio.wait_for(ingester.stop(), settings.stop_timeout_s)
+        except TimeoutError:
+            log.warning("ingester %s did not stop within %ss; exiting anyway", settings.shard, settings.stop_timeout_s)
+    finally:
+        await event_log.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(nc.close(), 5)

@@ -1,0 +1,411 @@
+"""DuckDB adapter of the log port, owned by one process (DuckDB allows one writer).
+
+Writes (the ingest transaction, snapshots) run on one worker thread owned by the log, and
+reads on two others, each with its own connection to the same database: a read sees what is
+committed (DuckDB's MVCC) and never waits behind a commit, and the asyncio loop that feeds the
+log keeps fetching from NATS while DuckDB works (DuckDB releases the GIL while it runs).
+
+Ingest is exactly-once: a batch of events and the consumer's stream offset are written in one
+transaction. A batch that was committed but not acknowledged to NATS is redelivered after a
+crash and skipped by offset; an event already present (same primary key, same bytes) is
+ignored; one present with *other* bytes is a divergent duplicate and goes to
+``rejected_events`` rather than silently replacing or shadowing anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import duckdb
+import pyarrow as pa
+
+from mirror.events.codec import decode
+from mirror.events.duckdb._ingest_batch import IngestBatch, RejectedRecord
+from mirror.events.envelope import Event
+from mirror.events.errors import LogError, LogLocked
+from mirror.events.ids import StreamKey, validate_identifier
+from mirror.events.log import ConversationSummary, Loaded, LogStats, Snapshot, check_range
+from mirror.events.payloads import Fork
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_LOCK_CONFLICT = "Could not set lock"
+"""How DuckDB's IOException says another process holds the file (it has no error code for it)."""
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    tenant VARCHAR NOT NULL,
+    conversation VARCHAR NOT NULL,
+    branch VARCHAR NOT NULL,
+    seq BIGINT NOT NULL,
+    event_id VARCHAR NOT NULL,
+    type VARCHAR NOT NULL,
+    schema_version INTEGER NOT NULL,
+    ts DOUBLE NOT NULL,
+    turn INTEGER NOT NULL,
+    stream_seq BIGINT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (tenant, conversation, branch, seq)
+);
+CREATE TABLE IF NOT EXISTS snapshots (
+    tenant VARCHAR NOT NULL,
+    conversation VARCHAR NOT NULL,
+    branch VARCHAR NOT NULL,
+    seq BIGINT NOT NULL,
+    projection_version INTEGER NOT NULL,
+    state BLOB NOT NULL,
+    created_at DOUBLE NOT NULL,
+    PRIMARY KEY (tenant, conversation, branch, seq, projection_version)
+);
+CREATE TABLE IF NOT EXISTS ingest_offsets (
+    consumer VARCHAR PRIMARY KEY,
+    stream VARCHAR NOT NULL,
+    stream_seq BIGINT NOT NULL,
+    updated_at DOUBLE NOT NULL
+);
+CREATE TABLE IF NOT EXISTS branches (
+    tenant VARCHAR NOT NULL,
+    conversation VARCHAR NOT NULL,
+    branch VARCHAR NOT NULL,
+    parent_branch VARCHAR,
+    fork_seq BIGINT,
+    prompt_set VARCHAR,
+    created_at DOUBLE NOT NULL,
+    PRIMARY KEY (tenant, conversation, branch)
+);
+CREATE TABLE IF NOT EXISTS rejected_events (
+    stream VARCHAR NOT NULL,
+    stream_seq BIGINT NOT NULL,
+    subject VARCHAR NOT NULL,
+    error VARCHAR NOT NULL,
+    data BLOB NOT NULL,
+    rejected_at DOUBLE NOT NULL,
+    PRIMARY KEY (stream, stream_seq)
+);
+"""
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    inserted: int
+    duplicates: int
+    rejected: int
+
+
+READ_THREADS = 2
+"""Threads answering reads, each with its own connection (DuckDB runs them in parallel)."""
+
+
+class DuckDBEventLog:
+    """The event log in one DuckDB file. Only one process may open it for writing."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="duckdb")
+        self._local = threading.local()  # each thread's connection: see _db
+        self._reader: ThreadPoolExecutor | None = None
+        try:
+            self._con = self._executor.submit(self._open).result()
+        except duckdb.IOException as exc:
+            self._executor.shutdown()
+            if _LOCK_CONFLICT in str(exc):
+                raise LogLocked(self.path, str(exc)) from exc
+            raise LogError(f"cannot open the event log {self.path}: {exc}") from exc
+        except duckdb.Error as exc:
+            self._executor.shutdown()
+            raise LogError(
+                f"cannot open the event log {self.path}: {exc}; only one process may own it "
+                "(is another `mirror ingest` running on this file?)"
+            ) from exc
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        con = duckdb.connect(str(self.path))
+        con.execute(SCHEMA)
+        self._local.con = con
+        # More connections to the same database, one per read thread (made here, on the thread
+        # that owns the first; a reader thread takes one when it starts).
+        self._reader_cons = [con.cursor() for _ in range(READ_THREADS)]
+        spare = queue.SimpleQueue()
+        for reader in self._reader_cons:
+            spare.put(reader)
+        self._reader = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="duckdb-read",
+                                          initializer=lambda: setattr(self._local, "con", spare.get()))
+        return con
+
+    @property
+    def _db(self) -> duckdb.DuckDBPyConnection:
+        """This thread's connection: the writer's on the write thread, its own on a read thread."""
+        return self._local.con
+
+    async def _run(self, function: Callable[..., T], *args: Any) -> T:
+        """On the write thread: ingest transactions, snapshots, anything that must see its own writes."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+    async def _read(self, function: Callable[..., T], *args: Any) -> T:
+        """On a read thread: sees what is committed, never waits behind a commit."""
+        assert self._reader is not None
+        return await asyncio.get_running_loop().run_in_executor(self._reader, function, *args)
+
+    def _close(self) -> None:
+        if self._reader is not None:
+            self._reader.shutdown()
+            for reader in self._reader_cons:
+                reader.close()
+        self._con.execute("CHECKPOINT")
+        self._con.close()
+
+    def close_sync(self) -> None:
+        self._executor.submit(self._close).result()
+        self._executor.shutdown()
+
+    async def close(self) -> None:
+        await self._run(self._close)
+        self._executor.shutdown()
+
+    # --------------------------------------------------------------------- ingest
+
+    async def committed_offset(self, consumer: str) -> int:
+        return await self._run(self._committed_offset, consumer)
+
+    def _committed_offset(self, consumer: str) -> int:
+        row = self._con.execute(
+            "SELECT stream_seq FROM ingest_offsets WHERE consumer = ?", [consumer]
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    async def commit_batch(self, consumer: str, stream: str, offset: int, batch: IngestBatch) -> CommitResult:
+        """Insert ``batch``'s events and move ``consumer``'s offset to ``offset``, atomically."""
+        return await self._run(self._commit_batch, consumer, stream, offset, batch)
+
+    def _commit_batch(self, consumer: str, stream: str, offset: int, batch: IngestBatch) -> CommitResult:
+        table = batch.table() if len(batch) else None
+        try:
+            return self._insert_batch(consumer, stream, offset, batch, table, redelivered=False)
+        except duckdb.ConstraintException:
+            # An event of the batch is already in the log (redelivered after a lost offset, or
+            # published twice): the transaction was rolled back; redo it sorting out each row.
+            return self._insert_batch(consumer, stream, offset, batch, table, redelivered=True)
+
+    def _insert_batch(
+        self, consumer: str, stream: str, offset: int, batch: IngestBatch, table: pa.Table | None, *, redelivered: bool
+    ) -> CommitResult:
+        """One transaction: the events, their branches, rejected records, the offset.
+
+        The plain insert is the common case; with ``redelivered`` rows already present are
+        skipped if identical (a redelivery) and rejected as divergent otherwise.
+        """
+        now = time.time()
+        rejected: list[RejectedRecord] = list(batch.rejected)
+        duplicates = batch.duplicates
+        con = self._con
+        con.begin()
+        try:
+            try:
+                inserted = 0
+                if table is not None:
+                    con.register("ingest_batch", table)
+                    if not redelivered:
+                        inserted = con.execute("INSERT INTO events SELECT * FROM ingest_batch").fetchone()[0]
+                    else:
+                        inserted = con.execute(
+                            "INSERT INTO events SELECT * FROM ingest_batch ON CONFLICT DO NOTHING"
+                        ).fetchone()[0]
+                        clashes = con.execute(
+                            "SELECT b.stream_seq FROM ingest_batch b JOIN events e "
+                            "USING (tenant, conversation, branch, seq) "
+                            "WHERE e.data <> b.data"
+                        ).fetchall()
+                        rejected.extend(batch.divergent_at(row[0]) for row in clashes)
+                        duplicates += len(batch) - inserted - len(clashes)
+                    self._record_branches(con, batch.first_records)
+                if rejected:
+                    con.executemany(
+                        "INSERT INTO rejected_events VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        [[stream, r.stream_seq, r.subject, r.error, r.data, now] for r in rejected],
+                    )
+                self._store_offset(con, consumer, stream, offset, now)
+                con.commit()
+            except BaseException:
+                con.rollback()
+                raise
+        finally:
+            if table is not None:
+                con.unregister("ingest_batch")  # after commit or rollback: not in an aborted transaction
+        for r in rejected:
+            log.error("rejected stream message %s on %s: %s", r.stream_seq, r.subject, r.error)
+        return CommitResult(inserted=inserted, duplicates=duplicates, rejected=len(rejected))
+
+    @staticmethod
+    def _store_offset(con: duckdb.DuckDBPyConnection, consumer: str, stream: str, offset: int, now: float) -> None:
+        # A plain UPDATE, and an INSERT the first time: DuckDB's upsert costs ~3x as much, and
+        # this runs once per committed batch (at a trickle of events, once per event).
+        updated = con.execute(
+            "UPDATE ingest_offsets SET stream = ?, stream_seq = ?, updated_at = ? WHERE consumer = ?",
+            [stream, offset, now, consumer],
+        ).fetchone()
+        if not updated or not updated[0]:
+            con.execute("INSERT INTO ingest_offsets VALUES (?, ?, ?, ?)", [consumer, stream, offset, now])
+
+    @staticmethod
+    def _record_branches(con: duckdb.DuckDBPyConnection, firsts: Sequence[dict[str, Any]]) -> None:
+        """A branch is born with its first event: seq 1, or the ``fork`` event of a forked branch.
+
+        A forked branch inherits its parent's events up to the fork point, so its own events
+        (the ``fork`` first) start at ``fork_seq + 1``. One statement for the whole batch.
+        """
+        rows: dict[tuple[str, str, str], list[Any]] = {}
+        for r in firsts:
+            key = (r["tenant"], r["conversation"], r["branch"])
+            if r["type"] == Fork.TYPE:
+                payload = r["payload"]
+                rows[key] = [*key, payload.get("parent_branch"), payload.get("fork_seq"), payload.get("prompt_set"), r["ts"]]
+            else:
+                rows.setdefault(key, [*key, None, None, None, r["ts"]])
+        if rows:
+            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(rows))
+            con.execute(f"INSERT INTO branches VALUES {values} ON CONFLICT DO NOTHING",
+                        [value for row in rows.values() for value in row])
+
+    # --------------------------------------------------------------------- reads
+
+    async def read(
+        self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
+    ) -> list[Event]:
+        check_range(after_seq, until_seq, limit)
+        return [decode(data) for data in await self.read_raw(key, after_seq=after_seq, until_seq=until_seq, limit=limit)]
+
+    async def read_raw(
+        self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
+    ) -> list[bytes]:
+        check_range(after_seq, until_seq, limit)
+        return await self._read(self._read_raw, key, after_seq, until_seq, limit)
+
+    def _read_raw(self, key: StreamKey, after_seq: int, until_seq: int | None, limit: int | None) -> list[bytes]:
+        sql = (
+            "SELECT data FROM events WHERE tenant = ? AND conversation = ? AND branch = ? "
+            "AND seq > ? AND seq <= ? ORDER BY seq"
+        )
+        params: list[Any] = [key.tenant, key.conversation, key.branch, after_seq, until_seq if until_seq is not None else 2**62]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [row[0] for row in self._db.execute(sql, params).fetchall()]
+
+    async def last_seq(self, key: StreamKey) -> int:
+        return await self._read(self._last_seq, key)
+
+    def _last_seq(self, key: StreamKey) -> int:
+        row = self._db.execute(
+            "SELECT max(seq) FROM events WHERE tenant = ? AND conversation = ? AND branch = ?",
+            [key.tenant, key.conversation, key.branch],
+        ).fetchone()
+        return 0 if row is None or row[0] is None else int(row[0])
+
+    async def load(
+        self, key: StreamKey, *, projection_version: int | None = None, until_seq: int | None = None
+    ) -> Loaded:
+        check_range(0, until_seq, None)
+        snapshot, raw = await self._read(self._load, key, projection_version, until_seq)
+        return Loaded(key=key, snapshot=snapshot, events=tuple(decode(data) for data in raw))
+
+    async def latest_snapshot(
+        self, key: StreamKey, *, projection_version: int | None = None, until_seq: int | None = None
+    ) -> Snapshot | None:
+        """The newest snapshot of ``key`` (at or before ``until_seq``), without the events after it."""
+        check_range(0, until_seq, None)
+        return await self._read(self._latest_snapshot, key, projection_version, until_seq)
+
+    def _latest_snapshot(self, key: StreamKey, projection_version: int | None, until_seq: int | None) -> Snapshot | None:
+        sql = (
+            "SELECT seq, projection_version, state FROM snapshots "
+            "WHERE tenant = ? AND conversation = ? AND branch = ?"
+        )
+        params: list[Any] = [key.tenant, key.conversation, key.branch]
+        if projection_version is not None:
+            sql += " AND projection_version = ?"
+            params.append(projection_version)
+        if until_seq is not None:
+            sql += " AND seq <= ?"
+            params.append(until_seq)
+        row = self._db.execute(sql + " ORDER BY seq DESC LIMIT 1", params).fetchone()
+        return None if row is None else Snapshot(key, int(row[0]), int(row[1]), bytes(row[2]))
+
+    def _load(
+        self, key: StreamKey, projection_version: int | None, until_seq: int | None
+    ) -> tuple[Snapshot | None, list[bytes]]:
+        snapshot = self._latest_snapshot(key, projection_version, until_seq)
+        return snapshot, self._read_raw(key, snapshot.seq if snapshot else 0, until_seq, None)
+
+    async def seq_at_time(self, key: StreamKey, timestamp: float) -> int:
+        return await self._read(self._seq_at_time, key, float(timestamp))
+
+    def _seq_at_time(self, key: StreamKey, timestamp: float) -> int:
+        row = self._db.execute(
+            "SELECT max(seq) FROM events WHERE tenant = ? AND conversation = ? AND branch = ? AND ts <= ?",
+            [key.tenant, key.conversation, key.branch, timestamp],
+        ).fetchone()
+        return 0 if row is None or row[0] is None else int(row[0])
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        await self._run(self._save_snapshot, snapshot)
+
+    def _save_snapshot(self, snapshot: Snapshot) -> None:
+        key = snapshot.key
+        last = self._last_seq(key)
+        if snapshot.seq > last:
+            raise LogError(
+                f"snapshot of {key} at seq {snapshot.seq} is ahead of the committed log "
+                f"(last seq {last}); snapshot only committed events"
+            )
+        self._con.execute(
+            "INSERT INTO snapshots VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [key.tenant, key.conversation, key.branch, snapshot.seq, snapshot.projection_version,
+             snapshot.state, time.time()],
+        )
+
+    async def conversations(self, tenant: str) -> list[ConversationSummary]:
+        validate_identifier("tenant", tenant)
+        return await self._read(self._conversations, tenant)
+
+    def _conversations(self, tenant: str) -> list[ConversationSummary]:
+        rows = self._db.execute(
+            "SELECT conversation, list(DISTINCT branch ORDER BY branch), count(*), "
+            "max(seq) FILTER (WHERE branch = 'main'), max(ts) "
+            "FROM events WHERE tenant = ? GROUP BY conversation ORDER BY conversation",
+            [tenant],
+        ).fetchall()
+        return [
+            ConversationSummary(
+                conversation=row[0], branches=tuple(row[1]), events=int(row[2]),
+                last_seq=int(row[3] or 0), updated_at=float(row[4]),
+            )
+            for row in rows
+        ]
+
+    async def stats(self) -> LogStats:
+        return await self._read(self._stats)
+
+    def _stats(self) -> LogStats:
+        events, conversations = self._db.execute(
+            "SELECT count(*), count(DISTINCT (tenant, conversation)) FROM events"
+        ).fetchone()
+        rejected = self._db.execute("SELECT count(*) FROM rejected_events").fetchone()[0]
+        offsets = dict(self._db.execute("SELECT consumer, stream_seq FROM ingest_offsets").fetchall())
+        return LogStats(events=int(events), conversations=int(conversations), rejected=int(rejected), offsets=offsets)
+
+    async def rejected(self) -> list[tuple[int, str, str]]:
+        return await self._read(
+            lambda: self._db.execute(
+                "SELECT stream_seq, subject, error FROM rejected_events ORDER BY stream_seq"
+            ).fetchall()
+        )

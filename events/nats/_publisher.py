@@ -1,0 +1,301 @@
+"""Pipelined JetStream publishing with Mirror's own ack routing.
+
+nats-py's ``publish_async`` leaves its future pending forever when the server answers with an
+API error (its reply handler raises instead of setting the exception), and a fenced append
+must see those errors, so Mirror routes acks itself: one reply inbox, a token per publish.
+
+Two ways to wait for an ack:
+
+- :meth:`PipelinedPublisher.publish` awaits a future (one publish per call, bounded by a
+  window) — the general path, used for single appends, retries and every error case;
+- :meth:`PipelinedPublisher.send` calls a handler as the ack is read, which lets
+  :class:`ChainedAppends` publish a conversation's next event the moment the previous ack
+  arrives, without waking a task per event — the bulk path of ``append_many``.
+
+Acks arrive on a raw subscription (:meth:`MirrorNatsClient.subscribe_raw`): each is handled
+straight from the connection's read loop, without nats-py's message object and queue.
+
+Deadlines are enforced by one sweeper task over a FIFO of (deadline, token) instead of a timer
+per publish, which cost more than the publish itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Union
+
+import nats.errors
+import nats.js.errors
+
+from mirror.events.errors import BusError
+from mirror.events.nats._client import MirrorNatsClient, status_of
+
+HEADER_MSG_ID = "Nats-Msg-Id"
+HEADER_EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
+STATUS_NO_RESPONDERS = b"503"
+
+
+class Window:
+    """A FIFO counting semaphore with O(1) wake-ups.
+
+    asyncio.Semaphore scans its waiters on every release; with a thousand conversations
+    waiting on a window of 512 that scan was the publisher's largest cost.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self) -> None:
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter  # release() hands its slot straight to us
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # the slot arrived as we were cancelled: pass it on
+            raise
+
+    def release(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """What a JetStream publish ack says that an append needs (cheaper than nats-py's PubAck)."""
+
+    seq: int
+    duplicate: bool
+
+
+AckResult = Union[Ack, BaseException]
+AckHandler = Callable[[AckResult], Awaitable[None]]
+
+
+_SEQ_FIELD = b'"seq":'
+
+
+def _ack_of(data: bytes, header_block: bytes | None) -> AckResult:
+    status = status_of(header_block)
+    if status is not None and status[0] == STATUS_NO_RESPONDERS:
+        return nats.js.errors.NoStreamResponseError()
+    # The common ack, {"stream":"MIRROR","seq":N} (+ "domain"), read without a JSON parser;
+    # anything else (errors, duplicates, unexpected shapes) goes through json below.
+    if b'"error"' not in data and b'"duplicate"' not in data:
+        start = data.find(_SEQ_FIELD)
+        if start >= 0:
+            end = start + len(_SEQ_FIELD)
+            stop = end
+            while stop < len(data) and 48 <= data[stop] <= 57:
+                stop += 1
+            if stop > end and data[stop : stop + 1] in (b",", b"}"):
+                return Ack(int(data[end:stop]), False)
+    try:
+        response = json.loads(data)
+        if "error" in response:
+            return nats.js.errors.APIError(**response["error"])
+        return Ack(response["seq"], response.get("duplicate", False))
+    except (ValueError, TypeError, KeyError) as exc:
+        return BusError(f"unreadable JetStream ack: {exc!r}")
+
+
+class PipelinedPublisher:
+    """JetStream publishes whose acks are routed by token to a future or a handler."""
+
+    SWEEP_INTERVAL_S = 0.1
+
+    def __init__(self, nc: MirrorNatsClient, max_in_flight: int) -> None:
+        self.nc = nc
+        self.max_in_flight = max_in_flight
+        self._window = Window(max_in_flight)
+        self._pending: dict[int, asyncio.Future[Ack] | AckHandler] = {}
+        self._deadlines: deque[tuple[float, int]] = deque()
+        self._next_token = 0
+        self._prefix: str | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def _start(self) -> str:
+        if self._prefix is None:
+            prefix = self.nc.new_inbox()
+            await self.nc.subscribe_raw(prefix + ".*", self._on_reply)
+            self._prefix = prefix
+            self._sweeper = asyncio.create_task(self._sweep(), name="mirror-publish-deadlines")
+        return self._prefix
+
+    async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
+
+    async def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.SWEEP_INTERVAL_S)
+            now = loop.time()
+            while self._deadlines and self._deadlines[0][0] <= now:
+                _, token = self._deadlines.popleft()
+                waiter = self._pending.pop(token, None)
+                if isinstance(waiter, asyncio.Future):
+                    if not waiter.done():
+                        waiter.set_exception(nats.errors.TimeoutError())
+                elif waiter is not None:
+                    await waiter(nats.errors.TimeoutError())
+
+    def _register(self, waiter: asyncio.Future[Ack] | AckHandler, timeout: float) -> int:
+        self._next_token += 1
+        token = self._next_token
+        self._pending[token] = waiter
+        self._deadlines.append((asyncio.get_running_loop().time() + timeout, token))
+        return token
+
+    async def publish(self, subject: str, data: bytes, headers: dict[str, str], timeout: float) -> Ack:
+        """Publish and wait for the ack; raises the server's error or a timeout."""
+        prefix = self._prefix or await self._start()
+        await self._window.acquire()
+        try:
+            future: asyncio.Future[Ack] = asyncio.get_running_loop().create_future()
+            token = self._register(future, timeout)
+            try:
+                await self.nc.publish(subject, data, reply=f"{prefix}.{token}", headers=headers)
+                return await future
+            finally:
+                self._pending.pop(token, None)
+        finally:
+            self._window.release()
+
+    async def send(
+        self, subject: str, data: bytes, headers: dict[str, str], timeout: float, handler: AckHandler
+    ) -> None:
+        """Publish; ``handler`` gets the :class:`Ack` or the exception, from the reply callback."""
+        prefix = self._prefix or await self._start()
+        token = self._register(handler, timeout)
+        try:
+            await self.nc.publish(subject, data, reply=f"{prefix}.{token}", headers=headers)
+        except Exception:
+            self._pending.pop(token, None)
+            raise
+
+    async def _on_reply(self, subject: bytes, reply: bytes, data: bytes, header_block: bytes | None) -> None:
+        """An ack, straight from the read loop (a raw subscription: no Msg, no task switch)."""
+        try:
+            token = int(subject.rpartition(b".")[2])
+        except ValueError:
+            return
+        waiter = self._pending.pop(token, None)
+        if waiter is None:
+            return
+        result = _ack_of(data, header_block)
+        if not isinstance(waiter, asyncio.Future):
+            await waiter(result)
+        elif not waiter.done():
+            if isinstance(result, Ack):
+                waiter.set_result(result)
+            else:
+                waiter.set_exception(result)
+
+
+@dataclass(slots=True)
+class Chain:
+    """One conversation's append in the bulk path: its encoded events and where it stands."""
+
+    subject: str
+    encoded: Sequence[bytes]
+    message_ids: Sequence[str]
+    fence: int
+    index: int = 0
+
+
+Fallback = Callable[[int, Chain], Awaitable[object]]
+
+
+class ChainedAppends:
+    """Run many fenced appends, at most ``max_active`` conversations publishing at once.
+
+    A clean ack (no error, not a duplicate) moves its chain to the next event straight from
+    the reply callback. Anything else — an error, a timeout, a duplicate ack — hands the chain,
+    from the event it reached, to ``fallback(position, chain)``: the general coroutine path, which
+    recognises retries and reports conflicts. Per conversation, events go out in order.
+    """
+
+    def __init__(self, publisher: PipelinedPublisher, timeout: float, fallback: Fallback) -> None:
+        self.publisher = publisher
+        self.timeout = timeout
+        self.fallback = fallback
+
+    async def run(self, chains: Sequence[Chain]) -> list[object]:
+        """Per chain: its final fence (an int), or what ``fallback`` returned or raised."""
+        loop = asyncio.get_running_loop()
+        results: list[object] = [None] * len(chains)
+        waiting = deque(range(len(chains)))
+        finished: asyncio.Future[None] = loop.create_future()
+        remaining = len(chains)
+
+        def done(position: int, result: object) -> None:
+            nonlocal remaining
+            results[position] = result
+            remaining -= 1
+            if remaining == 0 and not finished.done():
+                finished.set_result(None)
+
+        async def start_next() -> None:
+            while waiting:
+                position = waiting.popleft()
+                if chains[position].encoded:
+                    await publish(position)
+                    return
+                done(position, chains[position].fence)
+
+        def settle(position: int, task: asyncio.Task[object]) -> None:
+            done(position, task.exception() or task.result())
+            loop.create_task(start_next())
+
+        def handler(position: int) -> AckHandler:
+            async def on_ack(result: AckResult) -> None:
+                chain = chains[position]
+                if isinstance(result, Ack) and not result.duplicate:
+                    chain.fence = result.seq
+                    chain.index += 1
+                    if chain.index < len(chain.encoded):
+                        await publish(position)
+                    else:
+                        done(position, chain.fence)
+                        await start_next()
+                    return
+                task = loop.create_task(self.fallback(position, chain))
+                task.add_done_callback(lambda finished_task: settle(position, finished_task))
+
+            return on_ack
+
+        async def publish(position: int) -> None:
+            chain = chains[position]
+            headers = {
+                HEADER_MSG_ID: chain.message_ids[chain.index],
+                HEADER_EXPECTED_LAST_SUBJECT_SEQUENCE: str(chain.fence),
+            }
+            try:
+                await self.publisher.send(
+                    chain.subject, chain.encoded[chain.index], headers, self.timeout, handler(position)
+                )
+            except Exception as exc:  # not even sent (connection gone): the general path retries
+                await handler(position)(exc)
+
+        for _ in range(min(self.publisher.max_in_flight, len(chains))):
+            await start_next()
+        if chains:
+            await finished
+        return results

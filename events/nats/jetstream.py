@@ -1,0 +1,313 @@
+"""JetStream adapter of the bus port: fenced, deduplicated, pipelined appends.
+
+Layout: one stream (``MIRROR`` by default) holds the subjects
+``mirror.<tenant>.<conversation>.<branch>``; each subject is one conversation branch.
+
+Fencing: every publish carries ``Nats-Expected-Last-Subject-Sequence`` = the stream sequence of
+the last message this writer saw on its subject. The server rejects the publish (error 10071)
+when another message landed there first, so two writers can never both append a seq. Every
+publish also carries ``Nats-Msg-Id`` = the deterministic event id, so a retry after a lost ack
+is recognised: on 10071 or a ``duplicate`` ack we read what the stream holds at that place and
+accept only our own bytes. The fence keeps working after the ingester compacts the stream,
+because compaction (:meth:`JetStreamBus.compact`) always keeps each subject's last message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.js import JetStreamContext
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
+
+from mirror.events.bus import Head, check_batch
+from mirror.events.codec import decode, encode
+from mirror.events.envelope import Event
+from mirror.events.errors import AppendConflict, BusError
+from mirror.events.ids import StreamKey
+from mirror.events.nats._client import MirrorNatsClient
+from mirror.events.nats._publisher import (
+    HEADER_EXPECTED_LAST_SUBJECT_SEQUENCE,
+    HEADER_MSG_ID,
+    Chain,
+    ChainedAppends,
+    PipelinedPublisher,
+)
+
+log = logging.getLogger(__name__)
+
+SUBJECT_ROOT = "mirror"
+STREAM_SUBJECTS = f"{SUBJECT_ROOT}.*.*.*"
+ERR_WRONG_LAST_SEQUENCE = 10071
+"""JetStream's error code when an expected-last-sequence header does not match."""
+
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.OutboundBufferLimitError,
+    nats.errors.StaleConnectionError,
+    nats.js.errors.NoStreamResponseError,
+    nats.js.errors.ServiceUnavailableError,
+    asyncio.TimeoutError,
+)
+
+
+def subject_for(key: StreamKey) -> str:
+    return f"{SUBJECT_ROOT}.{key.tenant}.{key.conversation}.{key.branch}"
+
+
+def key_of_subject(subject: str) -> StreamKey:
+    root, tenant, conversation, branch = subject.split(".")
+    if root != SUBJECT_ROOT:
+        raise ValueError(f"{subject!r} is not a Mirror subject")
+    return StreamKey(tenant, conversation, branch)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSettings:
+    """How the event stream is created. ``replicas`` is 3 on a production JetStream cluster."""
+
+    name: str = "MIRROR"
+    replicas: int = 1
+    duplicate_window_s: float = 120.0
+    publish_timeout_s: float = 5.0
+    retry_deadline_s: float = 30.0
+    max_in_flight: int = 512
+
+
+async def connect_nats(url: str, *, name: str = "mirror", first_connect_timeout_s: float = 10.0) -> MirrorNatsClient:
+    """A connection that, once made, keeps reconnecting for as long as the process lives.
+
+    The first connection must succeed within ``first_connect_timeout_s``; otherwise
+    :class:`BusError` says which URL could not be reached (nats-py alone would retry forever).
+    """
+
+    async def report_error(exc: Exception) -> None:
+        log.debug("nats connection error: %r", exc)
+
+    nc = MirrorNatsClient()
+    try:
+        await asyncio.wait_for(
+            nc.connect(
+                url,
+                name=name,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.25,
+                connect_timeout=5,
+                error_cb=report_error,
+            ),
+            first_connect_timeout_s,
+        )
+    except (TimeoutError, OSError, nats.errors.Error) as exc:
+        with contextlib.suppress(Exception):
+            await nc.close()
+        raise BusError(
+            f"cannot connect to NATS at {url} within {first_connect_timeout_s}s: {exc!r}; is nats-server running?"
+        ) from exc
+    return nc
+
+
+async def ensure_stream(js: JetStreamContext, settings: StreamSettings) -> None:
+    config = StreamConfig(
+        name=settings.name,
+        subjects=[STREAM_SUBJECTS],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        discard=DiscardPolicy.OLD,
+        num_replicas=settings.replicas,
+        duplicate_window=settings.duplicate_window_s,
+        allow_direct=True,
+    )
+    try:
+        await js.stream_info(settings.name)
+    except nats.js.errors.NotFoundError:
+        await js.add_stream(config)
+        log.info("created JetStream stream %s on %s", settings.name, STREAM_SUBJECTS)
+
+
+class JetStreamBus:
+    """Appends events to JetStream with fencing, deduplication and pipelining."""
+
+    def __init__(self, nc: MirrorNatsClient, settings: StreamSettings = StreamSettings()) -> None:
+        self.nc = nc
+        self.js = nc.jetstream(timeout=settings.publish_timeout_s)
+        self.settings = settings
+        self._publisher = PipelinedPublisher(nc, settings.max_in_flight)
+
+    @classmethod
+    async def connect(cls, url: str, settings: StreamSettings = StreamSettings()) -> JetStreamBus:
+        nc = await connect_nats(url, name="mirror-bus")
+        bus = cls(nc, settings)
+        await bus._retrying(ensure_stream, bus.js, settings)
+        return bus
+
+    async def close(self) -> None:
+        await self._publisher.close()
+        if not self.nc.is_closed:
+            await self.nc.drain()
+
+    async def _retrying(self, function, *args, **kwargs):  # type: ignore[no-untyped-def]
+        """Run ``function`` again on transient broker errors, with jittered backoff."""
+        try:
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception_type(TRANSIENT_ERRORS),
+                wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
+                stop=stop_after_delay(self.settings.retry_deadline_s),
+                reraise=True,
+            ):
+                with attempt:
+                    return await function(*args, **kwargs)
+        except TRANSIENT_ERRORS as exc:
+            raise BusError(
+                f"NATS did not answer within {self.settings.retry_deadline_s}s: {exc!r}"
+            ) from exc
+
+    # ------------------------------------------------------------------------- reading
+
+    async def head(self, key: StreamKey) -> Head:
+        return await self._retrying(self._head, key)
+
+    async def _head(self, key: StreamKey) -> Head:
+        try:
+            message = await self.js.get_last_msg(self.settings.name, subject_for(key), direct=True)
+        except nats.js.errors.NotFoundError:
+            return Head(last_seq=None, fence=0)
+        return Head(last_seq=decode(message.data).seq, fence=message.seq)
+
+    async def _stored_after(self, subject: str, stream_seq: int) -> tuple[int, bytes] | None:
+        """The first message on ``subject`` after ``stream_seq``, if any."""
+        try:
+            message = await self.js.get_msg(
+                self.settings.name, seq=stream_seq + 1, subject=subject, next=True, direct=True
+            )
+        except nats.js.errors.NotFoundError:
+            return None
+        return message.seq, message.data
+
+    # ------------------------------------------------------------------------- writing
+
+    async def append(self, key: StreamKey, events: Sequence[Event], head: Head) -> Head:
+        check_batch(key, events, head.next_seq(key))
+        encoded = [encode(event) for event in events]
+        fence = await self._append_from(key, events, encoded, 0, head.fence)
+        return Head(last_seq=events[-1].seq if events else head.last_seq, fence=fence)
+
+    async def _append_from(
+        self, key: StreamKey, events: Sequence[Event], encoded: Sequence[bytes], index: int, fence: int
+    ) -> int:
+        """Publish ``events[index:]`` one by one, fenced; returns the last stream sequence."""
+        subject = subject_for(key)
+        while index < len(events):
+            event, data = events[index], encoded[index]
+            try:
+                try:
+                    fence = await self._publish_fenced(key, subject, event, data, fence)
+                except TRANSIENT_ERRORS:
+                    # Same message id and fence: a copy that did land is recognised, not doubled.
+                    fence = await self._retrying(self._publish_fenced, key, subject, event, data, fence)
+            except AppendConflict:
+                landed = await self._landed_part(subject, events, encoded)
+                if landed is None or landed[0] < index:
+                    raise
+                index, fence = landed
+            index += 1
+        return fence
+
+    async def _landed_part(
+        self, subject: str, events: Sequence[Event], encoded: Sequence[bytes]
+    ) -> tuple[int, int] | None:
+        """Is the subject's newest message one of this batch's own events? (index, stream seq)
+
+        A retry whose first attempt landed, after compaction removed the older messages it
+        would be compared with: each event is fenced on the previous one, so if event k is
+        the newest message, events before it landed too. Anything else is another writer.
+        """
+        try:
+            last = await self.js.get_last_msg(self.settings.name, subject, direct=True)
+        except nats.js.errors.NotFoundError:
+            return None
+        for index in range(len(events) - 1, -1, -1):
+            if encoded[index] == last.data:
+                return index, last.seq
+        return None
+
+    async def _publish_fenced(
+        self, key: StreamKey, subject: str, event: Event, data: bytes, fence: int
+    ) -> int:
+        headers = {
+            HEADER_MSG_ID: event.id,
+            HEADER_EXPECTED_LAST_SUBJECT_SEQUENCE: str(fence),
+        }
+        try:
+            ack = await self._publisher.publish(subject, data, headers, self.settings.publish_timeout_s)
+        except nats.js.errors.APIError as exc:
+            if exc.err_code != ERR_WRONG_LAST_SEQUENCE:
+                raise BusError(f"JetStream refused {key}#{event.seq}: {exc}") from exc
+            # Either another writer got there first, or this is our own retry whose first
+            # attempt was stored but whose ack was lost: the stream tells which.
+            stored = await self._stored_after(subject, fence)
+            if stored is not None and stored[1] == data:
+                return stored[0]
+            raise AppendConflict(
+                key.tenant, key.conversation, key.branch,
+                expected_seq=event.seq,
+                detail=f"{exc.description} (writer expected subject sequence {fence})",
+            ) from exc
+        if ack.duplicate:
+            stored = await self.js.get_msg(self.settings.name, seq=ack.seq, direct=True)
+            if stored.data != data:
+                raise AppendConflict(
+                    key.tenant, key.conversation, key.branch,
+                    expected_seq=event.seq,
+                    detail=f"message id {event.id} is already stored with other content",
+                )
+        return ack.seq
+
+    async def append_many(
+        self, batches: Sequence[tuple[StreamKey, Sequence[Event], Head]]
+    ) -> list[Head | AppendConflict]:
+        """Many conversations at once, up to ``max_in_flight`` publishing, order kept per stream.
+
+        Clean acks drive each conversation's next publish from the reply callback
+        (:class:`~mirror.events.nats._publisher.ChainedAppends`); any other answer hands that
+        conversation to the general path of :meth:`append` from the event it reached.
+        """
+        chains: list[Chain] = []
+        for key, events, head in batches:
+            check_batch(key, events, head.next_seq(key))
+            encoded = [encode(event) for event in events]
+            chains.append(Chain(subject_for(key), encoded, [event.id for event in events], head.fence))
+
+        async def fallback(position: int, chain: Chain) -> int:
+            key, events, _ = batches[position]
+            return await self._append_from(key, events, chain.encoded, chain.index, chain.fence)
+
+        runner = ChainedAppends(self._publisher, self.settings.publish_timeout_s, fallback)
+        results: list[Head | AppendConflict] = []
+        for (key, events, head), outcome in zip(batches, await runner.run(chains)):
+            if isinstance(outcome, AppendConflict):
+                results.append(outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                results.append(Head(last_seq=events[-1].seq if events else head.last_seq, fence=outcome))
+        return results
+
+    # ------------------------------------------------------------------------- retention
+
+    async def compact(self, subject: str, below_stream_seq: int) -> None:
+        """Drop the stream's copy of ``subject``'s messages older than ``below_stream_seq``.
+
+        Called by the ingester with the stream sequence of the newest message it has
+        committed for that subject, so the last committed message (and everything not yet
+        committed) stays: writers' fences and heads keep working from the stream alone.
+        """
+        await self._retrying(self.js.purge_stream, self.settings.name, seq=below_stream_seq, subject=subject)

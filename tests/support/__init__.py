@@ -1,0 +1,1 @@
+"""Helpers the test suites import: Hypothesis strategies and the real-process stacks."""

@@ -1,0 +1,229 @@
+"""`mirror demo`, `chat`, `events tail` and `status`, run as a user runs them, against one real stack.
+
+The module starts one embedded stack (NATS, Ray, the ingester, the simulator, the gateway) on
+free loopback ports; every command is a real `python -m mirror` process that finds it through
+its data directory (stack.json) or through --url and --token.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mirror.actors.stack.embedded import EmbeddedStack, StackSettings
+from mirror.cognition.prompts import DEFAULT_PROMPT_SETS
+from mirror.events.nats.server import free_port
+
+pytestmark = pytest.mark.slow
+
+CLIENT_ENV = ("MIRROR_URL", "MIRROR_TOKEN", "MIRROR_DATA", "MIRROR_LLM_URL", "MIRROR_LLM_MODEL")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:
+    data = tmp_path_factory.mktemp("client-commands") / "data"
+    settings = StackSettings(data_dir=data, llm="sim", gateway_port=free_port(), nats_port=free_port(),
+                             sim_latency="fixed:5")
+    embedded = EmbeddedStack(settings).start()
+    try:
+        yield embedded
+    finally:
+        embedded.stop()
+
+
+def mirror(*args: str, stdin: str = "", timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mirror", *args], input=stdin, capture_output=True, text=True,
+                          timeout=timeout, env=client_env())
+
+
+def client_env() -> dict[str, str]:
+    """This environment without the variables that would point a command elsewhere."""
+    env = {name: value for name, value in os.environ.items() if name not in CLIENT_ENV}
+    env["COLUMNS"] = "200"  # rich wraps at 80 columns when not on a terminal
+    return env
+
+
+def api(stack: EmbeddedStack) -> httpx.Client:
+    return httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.token}"}, timeout=60)
+
+
+def converse(stack: EmbeddedStack, conversation: str, *messages: str) -> int:
+    """Send sync turns, then wait until the thinking is done and every event is committed; the last seq."""
+    with api(stack) as client:
+        for message in messages:
+            response = client.post(f"/v1/conversations/{conversation}/turns", params={"sync": "true"},
+                                   json={"message": message})
+            assert response.status_code == 200, response.text
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            summary = client.get(f"/v1/conversations/{conversation}").json()
+            committed = client.get(f"/v1/conversations/{conversation}/events", params={"limit": 1000}).json()
+            if not summary["thinking"] and committed["next_after"] == summary["last_seq"]:
+                return summary["last_seq"]
+            time.sleep(0.1)
+    raise AssertionError(f"{conversation} did not settle: {summary}")
+
+
+def test_demo_uses_the_running_stack_and_shows_replies_and_thinking(stack: EmbeddedStack) -> None:
+    result = mirror("demo", "--data", str(stack.data_dir))
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert f"using the Mirror stack at {stack.url}" in out
+    conversation = re.search(r"conversation (demo-[0-9a-f]+)", out).group(1)  # type: ignore[union-attr]
+    assert "peanut allergy" in out and "satay" in out
+    assert out.count("╭─ mirror") == 5
+    assert "narrative · seq" in out and "reasoning" in out
+    summary_line = out.strip().splitlines()[-1]
+    assert re.search(rf"5 turns, \d+ events in {conversation}; final narrative mentions the peanut allergy: (yes|no)",
+                     summary_line), summary_line
+    with api(stack) as client:
+        summary = client.get(f"/v1/conversations/{conversation}").json()
+    assert summary["turns"] == 5 and summary["thought_turn"] == 4 and summary["narrative"]
+
+
+def test_demo_starts_its_own_stack_when_none_runs_and_stops_it(tmp_path: Path) -> None:
+    data = tmp_path / "own"
+    result = mirror("demo", "--llm", "sim", "--data", str(data))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "started an embedded stack at http://127.0.0.1:" in result.stdout
+    assert "5 turns" in result.stdout
+    assert not (data / "stack.json").exists()
+
+
+def test_chat_with_piped_input_replies_and_shows_narrative_and_events(stack: EmbeddedStack) -> None:
+    result = mirror("chat", "piped-chat", "--url", stack.url, "--token", stack.token,
+                    stdin="hello\n/narrative\n/events\n/quit\nnever sent\n")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert "conversation piped-chat" in out
+    assert out.count("mirror> ") == 1
+    assert "thought: narrative updated" in out
+    assert "narrative · seq 3" in out
+    assert re.search(r"^\s+1  turn\s+'hello' → ", out, re.MULTILINE), out
+    assert re.search(r"^\s+3  narrative ", out, re.MULTILINE), out
+    with api(stack) as client:
+        assert client.get("/v1/conversations/piped-chat").json()["turns"] == 1  # /quit stopped the loop
+
+
+def test_events_tail_prints_every_event_as_a_json_line(stack: EmbeddedStack) -> None:
+    last_seq = converse(stack, "tail-me", "first", "second")
+    result = mirror("events", "tail", "tail-me", "--data", str(stack.data_dir))
+    assert result.returncode == 0, result.stderr[-3000:]
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [event["seq"] for event in events] == list(range(1, last_seq + 1))
+    assert [event["payload"]["user_message"] for event in events if event["type"] == "turn"] == ["first", "second"]
+
+    after = mirror("events", "tail", "tail-me", "--after", "2", "--data", str(stack.data_dir))
+    assert [json.loads(line)["seq"] for line in after.stdout.splitlines()] == list(range(3, last_seq + 1))
+
+
+def test_events_tail_follow_streams_new_events(stack: EmbeddedStack) -> None:
+    last_seq = converse(stack, "follow-me", "before")
+    # Ctrl-C as from a terminal: a suite started in the background (`./scripts/test &`) runs
+    # with SIGINT ignored, which children inherit, and Python then never raises KeyboardInterrupt.
+    process = subprocess.Popen([sys.executable, "-m", "mirror", "events", "tail", "follow-me", "--follow",
+                                "--url", stack.url, "--token", stack.token],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=client_env(),
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()  # type: ignore[union-attr]
+
+    def seqs_until(target: int) -> list[int]:
+        seen: list[int] = []
+        while not seen or seen[-1] < target:
+            try:
+                seen.append(json.loads(lines.get(timeout=30))["seq"])
+            except queue.Empty:
+                raise AssertionError(f"no event {target} (seen {seen}): {process.stderr.read() if process.poll() is not None else ''}")  # type: ignore[union-attr]
+        return seen
+
+    try:
+        assert seqs_until(last_seq) == list(range(1, last_seq + 1))
+        new_last = converse(stack, "follow-me", "after")
+        assert seqs_until(new_last) == list(range(last_seq + 1, new_last + 1))
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0, process.stderr.read()  # type: ignore[union-attr]
+
+
+def test_status_shows_the_stack_and_its_conversations(stack: EmbeddedStack) -> None:
+    last_seq = converse(stack, "status-me", "hello")
+    result = mirror("status", "--data", str(stack.data_dir))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Mirror stack running for data dir {stack.data_dir} at {stack.url}" in result.stdout
+    row = next(line for line in result.stdout.splitlines() if "status-me" in line)
+    assert re.search(rf"status-me\s+│\s+{last_seq}\s+│\s+{last_seq}\s+│\s+main", row), row
+
+    by_url = mirror("status", "--url", stack.url, "--token", stack.token)
+    assert by_url.returncode == 0 and f"Mirror gateway at {stack.url}" in by_url.stdout and "status-me" in by_url.stdout
+
+
+@pytest.mark.parametrize("command", [("chat",), ("events", "tail", "c1"), ("status",)], ids=" ".join)
+def test_without_a_stack_or_url_a_command_says_so_in_one_line(command: tuple[str, ...], tmp_path: Path) -> None:
+    result = mirror(*command, "--data", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"mirror: error: no Mirror stack is running for data dir {tmp_path} (no live {tmp_path}/stack.json); "
+        f"start one with `mirror up --data {tmp_path}`, or pass --url and --token"
+    ]
+    assert result.stdout == ""
+
+
+def test_a_wrong_token_or_an_unreachable_gateway_is_one_line(stack: EmbeddedStack) -> None:
+    wrong = mirror("status", "--url", stack.url, "--token", "mrr_wrong")
+    assert wrong.returncode == 2
+    assert len(wrong.stderr.strip().splitlines()) == 1 and "HTTP 401" in wrong.stderr and "--token" in wrong.stderr
+
+    gone = f"http://127.0.0.1:{free_port()}"
+    unreachable = mirror("demo", "--url", gone, "--token", "mrr_any")
+    assert unreachable.returncode == 2
+    assert unreachable.stderr.strip().splitlines()[-1].startswith(f"mirror: error: cannot reach the Mirror gateway at {gone}")
+    assert "Traceback" not in unreachable.stderr
+
+
+def test_replay_state_diff_verify_and_recompute_commands(stack: EmbeddedStack, tmp_path: Path) -> None:
+    data = str(stack.data_dir)
+    with api(stack) as http:
+        for message in ("I never eat peanuts.", "Tell me about rivers."):
+            assert http.post("/v1/conversations/lookback/turns", params={"sync": "true"},
+                             json={"message": message}).status_code == 200
+        deadline = time.monotonic() + 30
+        while (summary := http.get("/v1/conversations/lookback").json())["thinking"] or summary["thought_turn"] != 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+    state = mirror("replay", "state", "lookback", "--at", "1", "--data", data)
+    assert state.returncode == 0, state.stderr
+    assert json.loads(state.stdout)["seq"] == 1 and json.loads(state.stdout)["turns"] == 1
+    change = mirror("replay", "diff", "lookback", "--from", "1", "--data", data)
+    assert change.returncode == 0 and "narrative:" in change.stdout and "turns: +1" in change.stdout
+    deadline = time.monotonic() + 30  # verify reads the committed log
+    while (verify := mirror("replay", "verify", "--all", "--data", data)).returncode != 0 or "lookback" not in verify.stdout:
+        assert time.monotonic() < deadline, verify.stdout + verify.stderr
+        time.sleep(0.2)
+    assert "default/lookback/main: ok" in verify.stdout and "0 model calls" in verify.stdout
+
+    prompts = tmp_path / "prompts"
+    shutil.copytree(DEFAULT_PROMPT_SETS / "default", prompts)
+    (prompts / "controller.md").write_text((prompts / "controller.md").read_text() + "\nI write briefly.\n")
+    recomputed = mirror("recompute", "--prompts", str(prompts), "--conversation", "lookback", "--json", "--data", data)
+    assert recomputed.returncode == 0, recomputed.stderr
+    report = json.loads(recomputed.stdout)
+    assert report["completed"] == 1 and report["results"][0]["diff"]["narrative_changed"]
+    readable = mirror("recompute", "--prompts", str(prompts), "--conversation", "lookback", "--data", data)
+    assert readable.returncode == 0 and "1 done, 0 failed" in readable.stdout  # the same branch, already complete
+    missing = mirror("replay", "state", "nowhere", "--data", data)
+    assert missing.returncode == 2 and "404" in missing.stderr

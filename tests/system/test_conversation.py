@@ -1,0 +1,90 @@
+"""A live conversation against real NATS, a real ingester process and the simulator over HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mirror.actors.conversation import Conversation, RuntimeSettings
+from mirror.actors.errors import Fenced
+from mirror.events.ids import StreamKey
+from mirror.events.nats.jetstream import JetStreamBus
+from mirror.events.nats.log_service import LogClient
+from mirror.events.nats.server import EmbeddedNats
+from mirror.events.payloads import Monologue, Narrative, Turn
+from mirror.projections.conversation import fold
+from tests.support.stack import conversation_runtime
+
+
+@pytest.fixture
+def runtime(nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:
+    with conversation_runtime(nats_server.url, tmp_path, shard="conv", latency="fixed:20") as settings:
+        yield settings  # type: ignore[misc]
+
+
+async def log_events(settings: RuntimeSettings, key: StreamKey) -> list:  # type: ignore[type-arg]
+    bus = await JetStreamBus.connect(settings.nats_url)
+    client = LogClient(bus.nc, shard=settings.shard)
+    assert await client.wait_committed((await bus.head(key)).fence, timeout=30)
+    events = await client.read(key)
+    await bus.close()
+    return events
+
+
+async def test_a_turn_is_acknowledged_then_thought_about(runtime: RuntimeSettings) -> None:
+    key = StreamKey("acme", "live")
+    conversation = await Conversation(key, runtime).start()
+    try:
+        first = await conversation.turn("I am allergic to peanuts.")
+        assert first["reply"] and first["seq"] == 1 and first["narrative_seq"] is None
+        assert await conversation.wait_idle(30)
+        second = await conversation.turn("Suggest a snack.", sync=True)
+        assert second["narrative_seq"] == 3  # sync: the first turn was thought through first
+        assert await conversation.wait_idle(30)
+        state = conversation.state
+    finally:
+        await conversation.stop()
+    events = await log_events(runtime, key)
+    assert [type(e.payload) for e in events] == [Turn, Monologue, Narrative, Turn, Monologue, Narrative]
+    assert events[3].payload.narrative_seq == 3  # the second turn saw the first narrative
+    assert fold(events) == state
+
+
+async def test_a_restarted_conversation_continues_where_the_last_stopped(runtime: RuntimeSettings) -> None:
+    key = StreamKey("acme", "restart")
+    first = await Conversation(key, runtime).start()
+    await first.turn("Remember: my name is Ada.")
+    await first.wait_idle(30)
+    before = first.state
+    await first.stop()
+    second = await Conversation(key, runtime).start()  # rebuilt from the log and the stream
+    try:
+        assert second.state == before
+        reply = await second.turn("What is my name?")
+        assert reply["seq"] == before.last_seq + 1
+        await second.wait_idle(30)
+    finally:
+        await second.stop()
+
+
+async def test_two_writers_on_one_conversation_never_fork_it(runtime: RuntimeSettings) -> None:
+    key = StreamKey("acme", "contested")
+    one = await Conversation(key, runtime).start()
+    two = await Conversation(key, runtime).start()
+    try:
+        await one.turn("Hello from one")
+        await one.wait_idle(30)
+        with pytest.raises(Fenced):
+            await two.turn("Hello from two")  # its head is stale: fenced, nothing appended
+        with pytest.raises(Fenced):
+            await two.turn("Again")  # and it stays stopped
+        await one.turn("Still me")
+        await one.wait_idle(30)
+    finally:
+        await one.stop()
+        await two.stop()
+    events = await log_events(runtime, key)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert all(e.payload.user_message != "Hello from two" for e in events if isinstance(e.payload, Turn))

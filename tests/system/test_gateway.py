@@ -1,0 +1,104 @@
+"""End to end over HTTP: uvicorn gateway → Ray actors → NATS → ingester → DuckDB; the simulator as LLM."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from mirror.events.nats.server import EmbeddedNats
+from tests.support.stack import gateway_stack
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def stack(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    with gateway_stack(nats_server.url, tmp_path_factory.mktemp("gateway"), shard="gw", latency="fixed:5") as stack:
+        yield stack
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_two_tenants_concurrent_turns_all_acknowledged_and_logged(stack) -> None:  # type: ignore[no-untyped-def]
+    url, tokens = stack
+    jobs = [(tenant, f"chat-{index}", turn) for tenant in tokens for index in range(3) for turn in range(3)]
+
+    def run_conversation(tenant: str, conversation: str) -> list[dict]:  # type: ignore[type-arg]
+        with httpx.Client(base_url=url, headers=auth(tokens[tenant]), timeout=60) as client:
+            replies = []
+            for turn in range(3):
+                response = client.post(f"/v1/conversations/{conversation}/turns", json={"message": f"{tenant} says {turn}"})
+                assert response.status_code == 200, response.text
+                timing = dict(part.strip().split(";dur=") for part in response.headers["server-timing"].split(","))
+                assert set(timing) == {"llm", "talk", "append", "actor", "gateway"}
+                # Each phase lies within the one around it: llm ⊂ talk ⊂ actor ⊂ gateway.
+                assert float(timing["llm"]) <= float(timing["talk"]) <= float(timing["actor"]) <= float(timing["gateway"])
+                assert float(timing["append"]) <= float(timing["actor"])
+                assert abs(float(timing["llm"]) - response.json()["llm_ms"]) < 0.01
+                replies.append(response.json())
+            return replies
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(lambda job: run_conversation(*job), sorted({(t, c) for t, c, _ in jobs})))
+    assert all([r["turn"] for r in replies] == [0, 1, 2] for replies in results)
+    for tenant, token in tokens.items():
+        with httpx.Client(base_url=url, headers=auth(token), timeout=60) as client:
+            for index in range(3):
+                listed = client.get(f"/v1/conversations/chat-{index}/events", params={"limit": 1000}).json()["events"]
+                turns = [e for e in listed if e["type"] == "turn"]
+                assert [t["payload"]["user_message"] for t in turns][:3] == [f"{tenant} says {n}" for n in range(3)]
+                assert [e["seq"] for e in listed] == list(range(1, len(listed) + 1))
+
+
+def test_tenant_isolation_matrix(stack) -> None:  # type: ignore[no-untyped-def]
+    url, tokens = stack
+    acme, globex = tokens["acme"], tokens["globex"]
+    with httpx.Client(base_url=url, timeout=60) as client:
+        assert client.post("/v1/conversations/private/turns", json={"message": "secret plan"}, headers=auth(acme)).status_code == 200
+        routes = [
+            ("GET", "/v1/conversations"), ("GET", "/v1/conversations/private"),
+            ("GET", "/v1/conversations/private/events"), ("POST", "/v1/conversations/private/turns"),
+        ]
+        for method, route in routes:
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic abc"}):
+                response = client.request(method, route, headers=headers, json={"message": "x"})
+                assert response.status_code == 401, (method, route, headers)
+        # globex cannot see or read acme's conversation: it does not exist for globex
+        assert "private" not in [c["id"] for c in client.get("/v1/conversations", headers=auth(globex)).json()["conversations"]]
+        assert client.get("/v1/conversations/private", headers=auth(globex)).status_code == 404
+        assert client.get("/v1/conversations/private/events", headers=auth(globex)).status_code == 404
+        assert client.get("/v1/conversations/private/stream", headers=auth(globex)).status_code == 404
+        assert "private" in [c["id"] for c in client.get("/v1/conversations", headers=auth(acme)).json()["conversations"]]
+        summary = client.get("/v1/conversations/private", headers=auth(acme)).json()
+        assert summary["turns"] >= 1 and summary["last_seq"] >= 1
+
+
+@pytest.mark.parametrize(
+    "route, body, status",
+    [
+        ("/v1/conversations/bad.name/turns", {"message": "hi"}, 400),
+        ("/v1/conversations/ok/turns", {"message": ""}, 400),
+        ("/v1/conversations/ok/turns", {"message": "x" * (32 * 1024 + 1)}, 413),
+        ("/v1/conversations/ok/turns", {"text": "hi"}, 422),
+    ],
+)
+def test_bad_input_is_refused_and_appends_nothing(stack, route, body, status) -> None:  # type: ignore[no-untyped-def]
+    url, tokens = stack
+    with httpx.Client(base_url=url, headers=auth(tokens["acme"]), timeout=60) as client:
+        assert client.post(route, json=body).status_code == status
+        malformed = client.post("/v1/conversations/ok/turns", content=b"{not json", headers={"Content-Type": "application/json"})
+        assert malformed.status_code == 422
+        assert client.get("/v1/conversations/ok").status_code == 404  # nothing was created
+
+
+def test_healthz_and_openapi(stack) -> None:  # type: ignore[no-untyped-def]
+    url, _ = stack
+    assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
+    paths = httpx.get(f"{url}/openapi.json").json()["paths"]
+    assert "/v1/conversations/{conversation}/turns" in paths
+    assert httpx.get(f"{url}/docs").status_code == 200

@@ -1,0 +1,53 @@
+"""Virtual actors: 200 conversations under a cap of 16 live actors; all answered, state intact."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Iterator
+
+import pytest
+import ray
+
+from mirror.actors.conversation import RuntimeSettings
+from mirror.actors.conversation_actor import call, conversation_actor, is_passivated
+from mirror.actors.directory import DIRECTORY_NAME, NAMESPACE
+from mirror.events.ids import StreamKey
+from mirror.events.nats.server import EmbeddedNats
+from tests.support.stack import conversation_runtime, local_ray
+
+# ~4 minutes alone on 2 cores; the suite-wide 300 s limit is too tight when the machine is shared.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+CAP = 16
+
+
+@pytest.fixture(scope="module")
+def runtime(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeSettings]:
+    tmp = tmp_path_factory.mktemp("passivation")
+    with local_ray(), conversation_runtime(nats_server.url, tmp, shard="pas", max_live_actors=CAP,
+                                           mode="controller_only") as settings:
+        yield settings  # type: ignore[misc]
+
+
+def ask(key: StreamKey, runtime: RuntimeSettings, message: str) -> dict:  # type: ignore[type-arg]
+    for _ in range(20):
+        try:
+            return call(conversation_actor(key, runtime).turn, message, True)
+        except Exception as exc:  # a passivating actor: a fresh handle re-activates it
+            if not is_passivated(exc):
+                raise
+    raise AssertionError(f"{key} never answered")
+
+
+def test_two_hundred_conversations_under_a_cap_of_sixteen(runtime: RuntimeSettings) -> None:
+    keys = [StreamKey("acme", f"v{index}") for index in range(200)]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        first = list(pool.map(lambda key: ask(key, runtime, "first"), keys))
+    assert all(reply["turn"] == 0 for reply in first)
+    stats = ray.get(ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE).stats.remote())
+    assert stats["live"] <= CAP and stats["passivations"] >= 200 - CAP
+    assert stats["live_per_node"] == {ray.get_runtime_context().get_node_id(): stats["live"]}  # one local node
+    # Every conversation re-activates with its state: the next turn continues the sequence.
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        second = list(pool.map(lambda key: ask(key, runtime, "second"), keys[::10]))
+    assert all(reply["turn"] == 1 and reply["narrative_seq"] is not None for reply in second)
+    assert all(reply["seq"] > first_reply["seq"] + 1 for reply, first_reply in zip(second, first[::10]))

@@ -1,0 +1,314 @@
+"""Replay against the real parts: conversations driven through the live runtime (real NATS, a
+real ingester process writing DuckDB, the simulator over HTTP), then looked back at.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from mirror.actors.conversation import Conversation, RuntimeSettings
+from mirror.cognition.llm import ChatMessage, ChatRequest
+from mirror.cognition.openai_client import OpenAIChatClient
+from mirror.cognition.prompts import DEFAULT_PROMPT_SETS, default_prompt_set, load_prompt_set
+from mirror.events.codec import encode
+from mirror.events.ids import StreamKey
+from mirror.events.nats.jetstream import JetStreamBus
+from mirror.events.nats.log_service import LogClient
+from mirror.events.nats.server import EmbeddedNats
+from mirror.events.payloads import Monologue, Narrative, ThinkerFailed, Turn
+from mirror.projections.conversation import fold
+from mirror.projections.state import initial_state
+from mirror.replay import (
+    History,
+    NonDeterminism,
+    RecomputeError,
+    RecomputePlan,
+    RecordedLLM,
+    RecordingMiss,
+    UnknownPosition,
+    diff,
+    recompute_conversation,
+    verify_events,
+)
+from mirror.replay.verify import thinking_steps
+from tests.support.stack import conversation_runtime
+
+
+@pytest.fixture(scope="module")
+def runtime(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeSettings]:
+    directory = tmp_path_factory.mktemp("replay")
+    with conversation_runtime(nats_server.url, directory, shard="replay", snapshot_every=5) as settings:
+        yield settings  # type: ignore[misc]
+
+
+@asynccontextmanager
+async def log_of(settings: RuntimeSettings, *keys: StreamKey) -> AsyncIterator[tuple[JetStreamBus, LogClient]]:
+    """The bus and the log, once the log holds everything the stream has for ``keys``."""
+    bus = await JetStreamBus.connect(settings.nats_url)
+    client = LogClient(bus.nc, shard=settings.shard)
+    for key in keys:
+        assert await client.wait_committed((await bus.head(key)).fence, timeout=30)
+    try:
+        yield bus, client
+    finally:
+        await bus.close()
+
+
+async def sim(settings: RuntimeSettings, path: str, body: Any = None) -> Any:
+    async with httpx.AsyncClient(base_url=settings.llm.base_url.removesuffix("/v1")) as client:
+        response = await (client.get(path) if body is None else client.post(path, json=body))
+        response.raise_for_status()
+        return response.json()
+
+
+async def talk_through(settings: RuntimeSettings, key: StreamKey, messages: list[str], *, sync: bool = True) -> Any:
+    conversation = await Conversation(key, settings).start()
+    try:
+        for message in messages:
+            await conversation.turn(message, sync=sync)
+        assert await conversation.wait_idle(60)
+        return conversation.state
+    finally:
+        await conversation.stop()
+
+
+MESSAGES = ["I never eat peanuts: I am allergic.", "Tell me about rivers.", "And mountains?",
+            "Which one is older?", "Suggest a snack with peanut butter."]
+
+
+def edited_prompts(tmp_path: Path, template: str, extra: str) -> Any:
+    directory = tmp_path / "prompts"
+    shutil.copytree(DEFAULT_PROMPT_SETS / "default", directory)
+    path = directory / template
+    path.write_text(path.read_text() + "\n" + extra + "\n")
+    return load_prompt_set(directory)
+
+
+async def test_state_at_every_seq_equals_the_fold_of_its_prefix(runtime: RuntimeSettings) -> None:
+    key = StreamKey("replay", "prefix")
+    final = await talk_through(runtime, key, MESSAGES, sync=False)
+    async with log_of(runtime, key) as (_, log):
+        events = await log.read(key)
+        history = History(log, snapshot_every=4)
+        assert await history.state_at(key) == final
+        for k in range(0, len(events) + 1):
+            expected = fold(events[:k]) if k else initial_state(key)
+            assert await history.state_at(key, k) == expected, k
+        with pytest.raises(UnknownPosition, match=f"ends at seq {len(events)}"):
+            await history.state_at(key, len(events) + 1)
+        middle = events[len(events) // 2]
+        assert (await history.state_at(key, at_time=middle.timestamp)).last_seq >= middle.seq
+        assert (await history.state_at(key, at_time=events[0].timestamp - 1)).last_seq == 0
+
+
+async def test_diff_shows_the_narrative_and_turns_that_changed(runtime: RuntimeSettings) -> None:
+    key = StreamKey("replay", "diffs")
+    await talk_through(runtime, key, MESSAGES[:3])
+    async with log_of(runtime, key) as (_, log):
+        history = History(log)
+        events = await log.read(key)
+        narratives = [e.seq for e in events if isinstance(e.payload, Narrative)]
+        before, after = await history.state_at(key, narratives[0]), await history.state_at(key, narratives[-1])
+        change = diff(before, after)
+        assert change.changed and change.narrative_changed and change.turns_added == 2
+        assert any(line.startswith("+") for line in change.narrative_diff)
+        assert "narrative" in change.summary() and change.as_dict()["narrative_after"] == after.narrative
+        assert not diff(after, after).changed
+
+
+async def test_replay_with_unchanged_prompts_reproduces_every_event_without_a_model_call(
+    runtime: RuntimeSettings,
+) -> None:
+    key = StreamKey("replay", "faithful")
+    await sim(runtime, "/_sim/reset", {})
+    # A monologue that is not JSON, then a controller that gets no answer, then clean thinking.
+    await sim(runtime, "/_sim/script", {"faults": ["ok", "garbage", "ok", "500", "500", "ok", "ok"]})
+    await talk_through(runtime, key, MESSAGES, sync=True)
+    async with log_of(runtime, key) as (_, log):
+        events = await log.read(key)
+    assert any(isinstance(e.payload, ThinkerFailed) for e in events)
+    calls_before = (await sim(runtime, "/_sim/stats"))["chat_calls"]
+    report = await verify_events(key, initial_state(key), events, default_prompt_set())
+    assert report.ok, report.as_dict()["divergences"][:2]
+    assert report.model_calls == 0 and report.unverifiable == 0
+    assert report.steps == len(MESSAGES) + len(thinking_steps(events))
+    assert (await sim(runtime, "/_sim/stats"))["chat_calls"] == calls_before
+
+
+async def test_a_divergent_log_raises_a_typed_non_determinism_error(runtime: RuntimeSettings) -> None:
+    key = StreamKey("replay", "tampered")
+    await talk_through(runtime, key, MESSAGES[:2])
+    async with log_of(runtime, key) as (_, log):
+        events = await log.read(key)
+    narrative = next(e for e in events if isinstance(e.payload, Narrative))
+    forged = replace(narrative, payload=replace(narrative.payload, text="I decided something else entirely."))
+    tampered = [forged if e.seq == narrative.seq else e for e in events]
+    report = await verify_events(key, initial_state(key), tampered, default_prompt_set())
+    # The first divergence is the forged event; later steps saw the forged narrative, so they
+    # cannot be answered from the recording either.
+    assert report.divergences[0].seq == narrative.seq and "text" in report.divergences[0].reason
+    assert all(d.seq > narrative.seq for d in report.divergences[1:])
+    with pytest.raises(NonDeterminism, match=f"seq {narrative.seq}"):
+        report.raise_for_divergence()
+
+
+async def test_a_changed_prompt_shows_only_where_that_prompt_was_used(
+    runtime: RuntimeSettings, tmp_path: Path
+) -> None:
+    key = StreamKey("replay", "reprompt")
+    await talk_through(runtime, key, MESSAGES)
+    prompts = edited_prompts(tmp_path, "controller.md", "I keep my narrative to three sentences.")
+    assert prompts.version != default_prompt_set().version
+    async with log_of(runtime, key) as (bus, log):
+        main_before = [encode(e) for e in await log.read(key)]
+        llm = OpenAIChatClient(runtime.llm)
+        plan = RecomputePlan(prompts)
+        result = await recompute_conversation(key, plan, history=History(log), bus=bus, live=llm)
+        await llm.aclose()
+        branch = replace(key, branch=plan.branch_name)
+        assert await log.wait_committed((await bus.head(branch)).fence, timeout=30)
+        main_after = [encode(e) for e in await log.read(key)]
+        history = History(log)
+        branch_events = await history.events(branch)
+        recorded = await log.read(key)
+        verify = await verify_events(branch, await history.state_at(branch, 1), (await log.read(branch))[1:], prompts)
+    assert main_after == main_before  # main is never written
+    assert result.turns == len(MESSAGES) and result.resumed_at_turn == 0
+    own = branch_events[1:]  # after the fork event
+    assert [e.type for e in own] == [e.type for e in recorded]
+    for old, new in zip(recorded, own):
+        if isinstance(old.payload, (Turn, Monologue)):
+            assert new.payload == old.payload  # the monologue prompt did not change: same thoughts
+        else:
+            assert new.payload != old.payload and new.provenance.prompt_set == prompts.version
+    narratives = sum(isinstance(e.payload, Narrative) for e in recorded)
+    assert result.model_calls == narratives  # only controller requests changed
+    assert result.diff["narrative_changed"]
+    assert verify.ok and verify.model_calls == 0  # the branch itself replays deterministically
+
+
+async def test_recompute_resumes_a_half_done_branch_without_duplicates(
+    runtime: RuntimeSettings, tmp_path: Path
+) -> None:
+    key = StreamKey("replay", "resume")
+    await talk_through(runtime, key, MESSAGES)
+    prompts = edited_prompts(tmp_path, "monologue.md", "I think in short sentences.")
+
+    class Interrupted(Exception):
+        pass
+
+    class Failing:
+        """The live model, until it is cut off after ``budget`` calls (an interrupted run)."""
+
+        def __init__(self, live: Any, budget: int) -> None:
+            self.live, self.budget = live, budget
+
+        async def chat(self, request: Any) -> Any:
+            if self.budget == 0:
+                raise Interrupted
+            self.budget -= 1
+            return await self.live.chat(request)
+
+    async with log_of(runtime, key) as (bus, log):
+        llm = OpenAIChatClient(runtime.llm)
+        half = RecomputePlan(prompts, branch="resumed")
+        with pytest.raises(Interrupted):
+            await recompute_conversation(key, half, history=History(log), bus=bus, live=Failing(llm, 5))
+        resumed = await recompute_conversation(key, half, history=History(log), bus=bus, live=llm)
+        clean = await recompute_conversation(key, replace(half, branch="clean"), history=History(log), bus=bus,
+                                             live=llm)
+        await llm.aclose()
+        for branch in ("resumed", "clean"):
+            assert await log.wait_committed((await bus.head(replace(key, branch=branch))).fence, timeout=30)
+        got = await log.read(replace(key, branch="resumed"))
+        want = await log.read(replace(key, branch="clean"))
+    assert resumed.resumed_at_turn >= 1 and clean.resumed_at_turn == 0
+    assert [e.seq for e in got] == list(range(1, len(got) + 1))
+    assert [(e.type, e.payload) for e in got[1:]] == [(e.type, e.payload) for e in want[1:]]
+
+
+async def test_recompute_refuses_bad_requests_and_writes_nothing(runtime: RuntimeSettings, tmp_path: Path) -> None:
+    key = StreamKey("replay", "refused")
+    await talk_through(runtime, key, MESSAGES[:1])
+    async with log_of(runtime, key) as (bus, log):
+        history = History(log)
+        last = await log.last_seq(key)
+        with pytest.raises(RecomputeError, match="past its end"):
+            await recompute_conversation(key, RecomputePlan(default_prompt_set(), from_seq=last + 2),
+                                         history=history, bus=bus, live=RecordedLLM([]))
+        with pytest.raises(RecomputeError, match="never writes main"):
+            RecomputePlan(default_prompt_set(), branch="main")
+        with pytest.raises(RecordingMiss):  # no live model: a changed request has no answer
+            await RecordedLLM([]).chat(ChatRequest((ChatMessage("user", "hi"),), model="m", temperature=0.7,
+                                                   max_tokens=1))
+        assert [s.branches for s in await log.conversations("replay") if s.conversation == "refused"] == [("main",)]
+
+
+async def test_counterfactual_recompute_regenerates_replies_and_mode_changes_the_thinking(
+    runtime: RuntimeSettings, tmp_path: Path
+) -> None:
+    key = StreamKey("replay", "whatif")
+    await talk_through(runtime, key, MESSAGES[:3])
+    prompts = edited_prompts(tmp_path, "talker.md", "I answer in one short sentence.")
+    async with log_of(runtime, key) as (bus, log):
+        llm = OpenAIChatClient(runtime.llm)
+        history = History(log)
+        counterfactual = await recompute_conversation(
+            key, RecomputePlan(prompts, counterfactual=True, from_seq=2), history=history, bus=bus, live=llm)
+        lean = await recompute_conversation(
+            key, RecomputePlan(default_prompt_set(), mode="controller_only"), history=history, bus=bus, live=llm)
+        await llm.aclose()
+        branches = {result.branch: replace(key, branch=result.branch) for result in (counterfactual, lean)}
+        for branch in branches.values():
+            assert await log.wait_committed((await bus.head(branch)).fence, timeout=30)
+        recorded = await log.read(key)
+        what_if = await history.events(branches[counterfactual.branch])
+        lean_events = await log.read(branches[lean.branch])
+    # Forked after seq 1: the first turn is inherited, the other two were answered again.
+    assert counterfactual.fork_seq == 1 and what_if[:1] == recorded[:1] and what_if[1].type == "fork"
+    assert [r["recorded"] for r in counterfactual.replies] == [e.payload.reply for e in recorded if e.type == "turn"][1:]
+    assert all(r["regenerated"] != r["recorded"] for r in counterfactual.replies)
+    new_turns = [e for e in what_if[2:] if e.type == "turn"]
+    assert [e.payload.reply for e in new_turns] == [r["regenerated"] for r in counterfactual.replies]
+    assert all(e.causation is None and e.provenance.prompt_set == prompts.version for e in new_turns)
+    # controller_only: no monologue on the branch, a narrative after every turn.
+    assert [e.type for e in lean_events[1:]] == ["turn", "narrative"] * 3
+
+
+async def test_the_latest_state_includes_every_acknowledged_event(runtime: RuntimeSettings) -> None:
+    """The ingester commits in batches (~50 ms late at a trickle); a reader given the stream's
+    heads waits for what the bus acknowledged, and one whose log lags too long gets what is committed."""
+    from mirror.events.envelope import make_event
+    from mirror.replay import History
+
+    key = StreamKey("replay", "read-your-writes")
+    bus = await JetStreamBus.connect(runtime.nats_url)
+    try:
+        log = LogClient(bus.nc, shard=runtime.shard)
+
+        async def acknowledged(k: StreamKey) -> int | None:
+            return (await bus.head(k)).last_seq
+
+        history = History(log, stream_head=acknowledged)
+        head = (await bus.head(key)).with_last_seq(0)
+        for seq in range(1, 4):
+            [result] = await bus.append_many([(key, [make_event(key, seq, Turn(f"q{seq}", f"a{seq}"), turn=seq - 1)], head)])
+            head = result  # type: ignore[assignment]
+            state = await history.state_at(key)  # asked at once, before the ingester's linger is over
+            assert state.last_seq == seq and state.turn_count == seq
+        lagging = History(log, stream_head=lambda k: _never_committed(), settle_timeout_s=0.1)
+        assert (await lagging.state_at(key)).last_seq == 3
+    finally:
+        await bus.close()
+
+
+async def _never_committed() -> int:
+    return 10**9

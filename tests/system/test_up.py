@@ -1,0 +1,107 @@
+"""`mirror up` as a user runs it: a real process with NATS, Ray, the ingester actor, the simulator and the gateway."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import httpx
+import pytest
+
+from mirror.events.nats.server import free_port
+
+pytestmark = pytest.mark.slow
+
+
+def start_up(data: Path, log: Path) -> tuple[subprocess.Popen[bytes], dict]:  # type: ignore[type-arg]
+    command = [sys.executable, "-m", "mirror", "up", "--llm", "sim", "--data", str(data),
+               "--port", str(free_port()), "--nats-port", str(free_port())]
+    # Its own session, as in a terminal: Ctrl-C reaches the whole process group.
+    process = subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert process.poll() is None, log.read_text()[-3000:]
+        stack = data / "stack.json"
+        if stack.exists():
+            return process, json.loads(stack.read_text())
+        time.sleep(0.2)
+    process.kill()
+    raise AssertionError("mirror up did not come up:\n" + log.read_text()[-3000:])
+
+
+def ctrl_c(process: subprocess.Popen[bytes]) -> int:
+    os.killpg(process.pid, signal.SIGINT)
+    return process.wait(90)
+
+
+def sigterm(process: subprocess.Popen[bytes]) -> int:
+    process.send_signal(signal.SIGTERM)
+    return process.wait(90)
+
+
+def turn(stack: dict, conversation: str, message: str) -> dict:  # type: ignore[type-arg]
+    reply = httpx.post(f"{stack['url']}/v1/conversations/{conversation}/turns?sync=true", json={"message": message},
+                       headers={"Authorization": f"Bearer {stack['token']}"}, timeout=60)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def get(stack: dict, path: str, until=lambda answer: True) -> dict:  # type: ignore[no-untyped-def, type-arg]
+    """GET until it answers 200 and ``until`` holds (503 while the ingester restarts)."""
+    deadline = time.monotonic() + 60
+    while True:
+        answer = httpx.get(f"{stack['url']}{path}", headers={"Authorization": f"Bearer {stack['token']}"}, timeout=30)
+        if answer.status_code == 200 and until(answer.json()):
+            return answer.json()
+        assert answer.status_code in (200, 503) and time.monotonic() < deadline, answer.text
+        time.sleep(0.2)
+
+
+def committed_events(stack: dict, conversation: str, at_least: int) -> list[dict]:  # type: ignore[type-arg]
+    """The conversation's events from the log (committed by the ingester), once there are ``at_least``."""
+    return get(stack, f"/v1/conversations/{conversation}/events?limit=1000",
+               until=lambda answer: len(answer["events"]) >= at_least)["events"]
+
+
+def ingester_pids(data: Path) -> list[int]:
+    return [int(pid) for pid in re.findall(r"ingester-0 runs in Ray worker pid (\d+)", (data / "ingester.log").read_text())]
+
+
+def test_up_serves_turns_stops_cleanly_and_resumes(tmp_path: Path) -> None:
+    data, log = tmp_path / "data", tmp_path / "up.log"
+    process, stack = start_up(data, log)
+    replies = []
+    try:
+        replies.append(turn(stack, "first", "hello"))
+        assert replies[0]["seq"] == 1
+        # The ingester is a Ray actor in a Ray worker, not a child process of `mirror up`.
+        (pid,) = ingester_pids(data)
+        assert "IngesterActor" in Path(f"/proc/{pid}/cmdline").read_text()
+        os.kill(pid, signal.SIGKILL)
+        replies.append(turn(stack, "first", "still there?"))  # turns go on while Ray restarts it
+        committed_events(stack, "first", get(stack, "/v1/conversations/first")["last_seq"])
+        assert len(ingester_pids(data)) == 2  # restarted by Ray, in another worker
+    finally:
+        assert ctrl_c(process) == 0, log.read_text()[-3000:]
+    assert not (data / "stack.json").exists()
+    duckdb.connect(str(data / "mirror.duckdb")).close()  # stopped cleanly: no process holds the file
+
+    process, again = start_up(data, log)  # the same data: the same tenant token, the same conversation
+    try:
+        assert again["token"] == stack["token"]
+        replies.append(turn(again, "first", "again"))
+        assert replies[-1]["turn"] == 2  # continued where it stopped
+        events = committed_events(again, "first", replies[-1]["seq"])
+        assert [event["seq"] for event in events] == list(range(1, len(events) + 1))  # no gap, no double
+        said = [event["payload"]["reply"] for event in events if event["type"] == "turn"]
+        assert said == [reply["reply"] for reply in replies]
+    finally:
+        assert sigterm(process) == 0, log.read_text()[-3000:]
+    assert not (data / "stack.json").exists()

@@ -1,0 +1,133 @@
+"""Configuration through the real `mirror` command: flag > environment > config file > built-in default."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mirror.actors.cli.app import Mode
+
+
+def mirror(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {key: value for key, value in os.environ.items() if not key.startswith("MIRROR_")}
+    return subprocess.run([sys.executable, "-m", "mirror", *args], cwd=cwd, env=clean | (env or {}),
+                          capture_output=True, text=True, timeout=120)
+
+
+def shown(result: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[type-arg]
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+FILE = """
+data = "top"                 # shared: every command with --data
+[up]
+llm = "sim"
+max_live_actors = 7
+snapshot_every = 50
+mode = "baseline"
+nats-port = 4333             # dashes read the same
+[tenants.add]
+data = "tenants-own"
+"""
+
+
+def test_flag_beats_environment_beats_file_beats_default(tmp_path: Path) -> None:
+    (tmp_path / "mirror.toml").write_text(FILE)  # found in the working directory without --config
+    settings = shown(mirror("up", "--show-config", "--snapshot-every", "70", "--mode", "full", cwd=tmp_path,
+                            env={"MIRROR_LLM_URL": "http://127.0.0.1:9/v1", "MIRROR_SNAPSHOT_EVERY": "60",
+                                 "MIRROR_MODE": "controller_only"}))
+    assert settings["max_live_actors"] == 7  # file only
+    assert settings["nats_port"] == 4333  # file only, written with a dash
+    assert settings["data_dir"] == "top"  # the file's shared key
+    assert settings["llm"] == "http://127.0.0.1:9/v1"  # environment over file
+    assert settings["snapshot_every"] == 70 and settings["mode"] == "full"  # flag over environment and file
+    assert settings["passivate_after_s"] == 300.0 and settings["gateway_port"] == 8080  # set nowhere: built in
+
+
+def test_a_command_table_beats_the_shared_key_and_reaches_other_commands(tmp_path: Path) -> None:
+    (tmp_path / "mirror.toml").write_text(FILE)
+    added = mirror("tenants", "add", "acme", cwd=tmp_path)
+    assert added.returncode == 0, added.stderr
+    assert (tmp_path / "tenants-own" / "tenants.json").exists() and not (tmp_path / "top").exists()
+    listed = mirror("tenants", "list", "--data", "tenants-own", cwd=tmp_path)
+    assert listed.stdout.startswith("acme\tactive")
+
+
+def test_the_file_comes_from_config_then_mirror_config_then_the_working_directory(tmp_path: Path) -> None:
+    (tmp_path / "mirror.toml").write_text('[up]\nport = 1001\n')
+    (tmp_path / "env.toml").write_text('[up]\nport = 1002\n')
+    (tmp_path / "flag.toml").write_text('[up]\nport = 1003\n')
+    env = {"MIRROR_CONFIG": str(tmp_path / "env.toml")}
+    assert shown(mirror("up", "--show-config", cwd=tmp_path))["gateway_port"] == 1001
+    assert shown(mirror("up", "--show-config", cwd=tmp_path, env=env))["gateway_port"] == 1002
+    flag = mirror("--config", str(tmp_path / "flag.toml"), "up", "--show-config", cwd=tmp_path, env=env)
+    assert shown(flag)["gateway_port"] == 1003
+
+
+def test_without_a_file_the_cli_defaults_are_the_runtime_defaults(tmp_path: Path) -> None:
+    from mirror.actors.conversation import RuntimeSettings
+    from mirror.actors.stack.embedded import StackSettings
+    from mirror.cognition.pipeline import MODES
+
+    settings = shown(mirror("up", "--show-config", cwd=tmp_path))
+    runtime = RuntimeSettings(nats_url="", llm=None)  # type: ignore[arg-type]
+    stack = StackSettings()
+    assert settings["passivate_after_s"] == runtime.passivate_after_s == stack.passivate_after_s
+    assert settings["max_live_actors"] == runtime.max_live_actors == stack.max_live_actors
+    assert settings["snapshot_every"] == runtime.snapshot_every == stack.snapshot_every
+    assert settings["max_message_bytes"] == stack.max_message_bytes
+    assert (settings["llm"], settings["mode"], settings["sim_latency"]) == (stack.llm, stack.mode, stack.sim_latency)
+    assert tuple(mode.value for mode in Mode) == MODES
+
+
+@pytest.mark.parametrize(("content", "key", "problem"), [
+    ("[up]\nprot = 8080\n", "up.prot", "`mirror up` has no such option"),
+    ("[up]\nport = true\n", "up.port", "must be an integer, not True"),
+    ('[up]\nport = "8080"\n', "up.port", "must be an integer"),
+    ("[up]\nmax_live_actors = 1.5\n", "up.max_live_actors", "must be an integer"),
+    ("[up]\nport = 70000\n", "up.port", "less than or equal to 65535"),
+    ('[up]\nmode = "fast"\n', "up.mode", "'fast' is not one of"),
+    ("[upp]\nport = 1\n", "upp", "no such command `mirror upp`"),
+    ("[bench]\nturns = 3\n", "bench.turns", "must be a table"),
+    ("port = 1\n", "port", "unknown top-level key"),
+    ("data = 3\n", "data", "must be a string"),
+    ('[ingest]\nsubject = "mirror.a.*.*"\n', "ingest.subject", "must be a list"),
+])
+def test_a_bad_file_is_one_line_naming_file_and_key_and_changes_nothing(
+        tmp_path: Path, content: str, key: str, problem: str) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(content)
+    result = mirror("--config", str(bad), "tenants", "add", "acme", "--data", "d", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"mirror: error: config file {bad}, key {key}: ") and problem in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert not (tmp_path / "d").exists()  # the command did not run
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    ("[up\nport = 1\n", "not valid TOML"),
+    (None, "no such file"),
+])
+def test_an_unreadable_file_is_one_line(tmp_path: Path, content: str | None, problem: str) -> None:
+    path = tmp_path / "mirror.toml"
+    if content is not None:
+        path.write_text(content)
+    result = mirror("up", "--show-config", cwd=tmp_path, env={"MIRROR_CONFIG": str(path)})
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"mirror: error: config file {path}: ") and problem in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_the_readme_example_file_is_valid(tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "mirror.toml").write_text(example)
+    settings = shown(mirror("up", "--show-config", cwd=tmp_path))
+    assert settings["data_dir"] == "/srv/mirror" and settings["llm"] == "http://127.0.0.1:8000/v1"
+    assert settings["max_live_actors"] == 256 and settings["log_level"] == "INFO"
