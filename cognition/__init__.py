@@ -1,4 +1,11 @@
-"""Cognition: what to think, given a language model behind the :class:`LLM` port."""
+"""Cognition: what to think, given a language model behind the :class:`LLM` port.
+
+May import ``mirror.projections`` and ``mirror.events`` (the model and its ports), never the
+runtime. ``pipeline`` (the MIRROR Talker, Inner Monologue and Cognitive Controller), ``llm``
+(the port), ``openai_client`` and ``http_transport`` (the adapter for any OpenAI-compatible
+API), ``structured`` (schema-constrained output), ``prompts`` and ``prompt_sets/`` (versioned
+prompt sets), ``history`` (bounded conversation views).
+"""
 
 from .errors import (
     CognitionError,

@@ -1,5 +1,11 @@
 """Events: what happened — typed payloads, the envelope, the codec, the bus and the log.
 
+The bottom layer: imports nothing else of Mirror. At the top the model and the ports
+(``envelope``, ``payloads``, ``codec``, ``ids``, ``bus`` and ``log`` (the ports and their
+in-memory adapters), ``errors``); the adapters live in ``nats/`` (JetStream bus, the log's read
+API over NATS, the embedded server) and ``duckdb/`` (the log file and the ingester). Other
+layers reach NATS and DuckDB only through the ports.
+
 Names are imported lazily (PEP 562), so a process that needs only the codec does not pay for
 DuckDB and Arrow: every Ray actor process imports this package.
 """

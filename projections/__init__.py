@@ -1,4 +1,10 @@
-"""Projections: state folded from events by pure ``apply(state, event) -> state``."""
+"""Projections: state folded from events by pure ``apply(state, event) -> state``.
+
+May import ``mirror.events`` (the model: envelope, payloads, ids) and nothing else of Mirror;
+no I/O. ``conversation`` (the fold), ``state`` (the state and its limits), ``beliefs`` and
+``edges`` (decay, reinforcement, contradictions), ``monologue`` (the bounded thought history),
+``snapshot`` (cached folds, versioned).
+"""
 
 from .conversation import apply, fold
 from .snapshot import PROJECTION_VERSION, snapshot_bytes, state_from_snapshot

@@ -1,5 +1,8 @@
 """Replay: re-read and re-run history.
 
+May import ``mirror.cognition``, ``mirror.projections`` and ``mirror.events``; the runtime
+(``mirror.actors``) imports it, never the reverse.
+
 - :class:`History` — ``state_at`` any seq or time on any branch, from snapshots at intervals.
 - :func:`diff` / :class:`StateDiff` — what changed between two states (seqs or branches).
 - :class:`RecordedLLM` — the LLM port answered from the log by request fingerprint.
