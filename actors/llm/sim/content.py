@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from mirror.actors.errors import UnsatisfiableSchema
+from mirror.actors.llm.errors import UnsatisfiableSchema
+from mirror.projections.monologue import estimate_tokens  # the simulator counts usage as Mirror estimates it
 
 # The request fields that decide the content; anything else (user, stream_options, ...) does not.
 CONTENT_FIELDS = ("model", "messages", "temperature", "max_tokens", "max_completion_tokens", "response_format", "seed")
@@ -63,11 +64,6 @@ def request_digest(body: Mapping[str, Any]) -> bytes:
 
 def rng_for(digest: bytes) -> random.Random:
     return random.Random(int.from_bytes(digest, "big"))
-
-
-def estimate_tokens(text: str) -> int:
-    """The simulator's token count: ceil(characters / 4), the usual rule of thumb for English."""
-    return math.ceil(len(text) / 4)
 
 
 def voice_for(name: str) -> str:
