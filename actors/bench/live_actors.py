@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from mirror.actors.bench._stats import percentile
 from mirror.actors.stack.embedded import DEFAULT_TENANT, EmbeddedStack, StackSettings
 from mirror.events.bus import Head
 from mirror.events.envelope import Event, make_event
@@ -97,11 +98,6 @@ async def seed(nats_url: str, histories: dict[StreamKey, int], *, shard: str = "
     finally:
         await bus.close()
     return sum(len(events) for _, events, _ in batches)
-
-
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 async def _turn(client: httpx.AsyncClient, name: str, message: str) -> tuple[float, dict[str, Any]]:
@@ -187,7 +183,7 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
 
         reactivations: dict[str, list[float]] = {"short": [], "long": []}
         reports: dict[str, list[dict[str, Any]]] = {"short": [], "long": []}
-        pairs = [(kind, name) for pair in zip(short_names, long_names) for kind, name in zip(("short", "long"), pair)]
+        pairs = [(kind, name) for pair in zip(short_names, long_names, strict=False) for kind, name in zip(("short", "long"), pair, strict=True)]
         for kind, name in pairs:
             try:
                 elapsed, reply = await _turn(client, name, "a message after passivation")
@@ -221,7 +217,7 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
     for kind, events in (("short", config.short_events), ("long", config.long_events)):
         values, rebuilt = reactivations[kind], reports[kind]
         result[f"reactivate_p50_ms_{events}"] = round(statistics.median(values), 1) if values else None
-        result[f"reactivate_p90_ms_{events}"] = round(_percentile(values, 0.9), 1) if values else None
+        result[f"reactivate_p90_ms_{events}"] = round(percentile(values, 0.9), 1) if values else None
         result[f"rebuild_p50_ms_{events}"] = (
             round(statistics.median(r["rebuild_ms"] for r in rebuilt), 2) if rebuilt else None)
         result[f"snapshot_bytes_max_{events}"] = max((r["snapshot_bytes"] for r in rebuilt), default=None)

@@ -398,7 +398,7 @@ def embedding(text: str, dimensions: int) -> list[float]:
     retrieval code sees cosine similarity that means something, yet everything stays pure.
     """
     words = _WORD.findall(text.lower())
-    features = words + [f"{a} {b}" for a, b in zip(words, words[1:])] or [f"\0{text}"]
+    features = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)] or [f"\0{text}"]
     vector = [0.0] * dimensions
     for feature in features:
         for index, component in enumerate(_direction(feature, dimensions)):
