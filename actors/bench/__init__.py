@@ -3,8 +3,7 @@ measured against taken in the same run where one exists.
 
 ``ingest`` (bench ingest), ``turns`` (bench turns), ``timetravel`` (bench timetravel),
 ``recompute`` (bench recompute), ``live_actors`` (bench actors), ``pipeline`` (bench pipeline);
-``_log_stack`` (NATS and an ingester, for the log benchmarks) and ``_stats`` (percentiles) are
-theirs to share.
+``_stacks`` (the stacks they start) and ``_stats`` (percentiles) are theirs to share.
 
 May import everything in ``mirror.actors`` but the CLI (which imports these), and the layers
 below. Nothing in the runtime imports a benchmark.

@@ -22,23 +22,21 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 
+from mirror.actors.bench._stacks import sim_stack
 from mirror.actors.bench._stats import percentile
-from mirror.actors.stack.embedded import DEFAULT_TENANT, EmbeddedStack, StackSettings
+from mirror.actors.stack.embedded import DEFAULT_TENANT, EmbeddedStack
 from mirror.events.bus import Head
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import AppendConflict
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
-from mirror.events.nats.server import free_port
 from mirror.events.payloads import Monologue, Narrative, Provenance, Turn
 
 
@@ -233,10 +231,5 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
 
 
 def run_actors_bench(config: ActorsBenchConfig) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="mirror-bench-actors-") as data:
-        settings = StackSettings(
-            data_dir=Path(data), llm="sim", sim_latency=f"fixed:{config.llm_latency_ms:g}", mode=config.mode,
-            gateway_port=free_port(), nats_port=free_port(), max_live_actors=config.max_live_actors,
-        )
-        with EmbeddedStack(settings) as stack:
-            return asyncio.run(asyncio.wait_for(_measure(stack, config), config.timeout_s))
+    with sim_stack("actors", config.llm_latency_ms, config.mode, max_live_actors=config.max_live_actors) as stack:
+        return asyncio.run(asyncio.wait_for(_measure(stack, config), config.timeout_s))

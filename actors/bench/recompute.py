@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from mirror.actors.bench._log_stack import nats_and_ingester
+from mirror.actors.bench._stacks import nats_and_ingester
 from mirror.actors.stack.processes import SimProcess
 from mirror.cognition.openai_client import LLMSettings
 from mirror.cognition.prompts import default_prompt_set

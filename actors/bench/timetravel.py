@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from mirror.actors.bench._log_stack import nats_and_ingester
+from mirror.actors.bench._stacks import nats_and_ingester
 from mirror.actors.bench._stats import percentile
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey

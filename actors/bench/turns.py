@@ -22,19 +22,16 @@ from __future__ import annotations
 import asyncio
 import random
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 
+from mirror.actors.bench._stacks import sim_stack
 from mirror.actors.bench._stats import percentile
-from mirror.actors.stack.embedded import EmbeddedStack, StackSettings
 from mirror.cognition.http_transport import AiohttpTransport
 from mirror.events.ids import StreamKey
-from mirror.events.nats.server import free_port
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,10 +194,5 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
 
 
 def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="mirror-bench-turns-") as data:
-        settings = StackSettings(
-            data_dir=Path(data), llm="sim", sim_latency=f"fixed:{config.llm_latency_ms:g}", mode=config.mode,
-            gateway_port=free_port(), nats_port=free_port(), gateway_processes=config.gateways,
-        )
-        with EmbeddedStack(settings) as stack:
-            return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url))
+    with sim_stack("turns", config.llm_latency_ms, config.mode, gateway_processes=config.gateways) as stack:
+        return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url))
