@@ -147,7 +147,7 @@ def chat_completion(body: Mapping[str, Any], digest: bytes, model: str) -> dict[
                      "finish_reason": finish_reason}],
         "usage": {},
     }
-    return with_content(response, content, prompt_tokens=math.ceil(prompt_characters(body["messages"]) / 4))
+    return with_content(response, content, prompt_tokens=estimate_tokens(prompt_text(body["messages"])))
 
 
 def with_content(response: dict[str, Any], content: str, *, prompt_tokens: int | None = None) -> dict[str, Any]:
@@ -181,9 +181,9 @@ def last_user_text(messages: list[Mapping[str, Any]]) -> str:
     return ""
 
 
-def prompt_characters(messages: list[Mapping[str, Any]]) -> int:
-    """Characters of text in the messages: string contents and the text parts of part lists."""
-    return sum(len(_text_of(message.get("content"))) for message in messages)
+def prompt_text(messages: list[Mapping[str, Any]]) -> str:
+    """The text of the messages run together: string contents and the text parts of part lists."""
+    return "".join(_text_of(message.get("content")) for message in messages)
 
 
 GARBAGE_BODY = "<html><body><h1>502 Bad Gateway</h1><p>mirror sim-llm: a proxy's page, not JSON</p></body></html>"
