@@ -139,7 +139,7 @@ async def _run(config: IngestBenchConfig, nats_url: str, pids: dict[str, int | N
         heads = [(await bus.head(key)).with_last_seq(0) for key, _ in batches]
         meter = _CpuMeter(pids).start()
         started = time.perf_counter()
-        results = await bus.append_many([(key, events, head) for (key, events), head in zip(batches, heads)])
+        results = await bus.append_many([(key, events, head) for (key, events), head in zip(batches, heads, strict=True)])
         published = time.perf_counter() - started
         conflicts = sum(isinstance(result, AppendConflict) for result in results)
         last_stream_seq = max(result.fence for result in results if isinstance(result, Head))

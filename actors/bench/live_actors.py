@@ -22,22 +22,21 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from mirror.actors.stack.embedded import DEFAULT_TENANT, EmbeddedStack, StackSettings
+from mirror.actors.bench._stacks import sim_stack
+from mirror.actors.bench._stats import percentile
+from mirror.actors.stack.embedded import DEFAULT_TENANT, EmbeddedStack
 from mirror.events.bus import Head
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import AppendConflict
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
-from mirror.events.nats.server import free_port
 from mirror.events.payloads import Monologue, Narrative, Provenance, Turn
 
 
@@ -97,11 +96,6 @@ async def seed(nats_url: str, histories: dict[StreamKey, int], *, shard: str = "
     finally:
         await bus.close()
     return sum(len(events) for _, events, _ in batches)
-
-
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 async def _turn(client: httpx.AsyncClient, name: str, message: str) -> tuple[float, dict[str, Any]]:
@@ -187,7 +181,7 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
 
         reactivations: dict[str, list[float]] = {"short": [], "long": []}
         reports: dict[str, list[dict[str, Any]]] = {"short": [], "long": []}
-        pairs = [(kind, name) for pair in zip(short_names, long_names) for kind, name in zip(("short", "long"), pair)]
+        pairs = [(kind, name) for pair in zip(short_names, long_names, strict=False) for kind, name in zip(("short", "long"), pair, strict=True)]
         for kind, name in pairs:
             try:
                 elapsed, reply = await _turn(client, name, "a message after passivation")
@@ -221,7 +215,7 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
     for kind, events in (("short", config.short_events), ("long", config.long_events)):
         values, rebuilt = reactivations[kind], reports[kind]
         result[f"reactivate_p50_ms_{events}"] = round(statistics.median(values), 1) if values else None
-        result[f"reactivate_p90_ms_{events}"] = round(_percentile(values, 0.9), 1) if values else None
+        result[f"reactivate_p90_ms_{events}"] = round(percentile(values, 0.9), 1) if values else None
         result[f"rebuild_p50_ms_{events}"] = (
             round(statistics.median(r["rebuild_ms"] for r in rebuilt), 2) if rebuilt else None)
         result[f"snapshot_bytes_max_{events}"] = max((r["snapshot_bytes"] for r in rebuilt), default=None)
@@ -237,10 +231,5 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
 
 
 def run_actors_bench(config: ActorsBenchConfig) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="mirror-bench-actors-") as data:
-        settings = StackSettings(
-            data_dir=Path(data), llm="sim", sim_latency=f"fixed:{config.llm_latency_ms:g}", mode=config.mode,
-            gateway_port=free_port(), nats_port=free_port(), max_live_actors=config.max_live_actors,
-        )
-        with EmbeddedStack(settings) as stack:
-            return asyncio.run(asyncio.wait_for(_measure(stack, config), config.timeout_s))
+    with sim_stack("actors", config.llm_latency_ms, config.mode, max_live_actors=config.max_live_actors) as stack:
+        return asyncio.run(asyncio.wait_for(_measure(stack, config), config.timeout_s))

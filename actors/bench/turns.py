@@ -22,18 +22,16 @@ from __future__ import annotations
 import asyncio
 import random
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from mirror.actors.stack.embedded import EmbeddedStack, StackSettings
+from mirror.actors.bench._stacks import sim_stack
+from mirror.actors.bench._stats import percentile
 from mirror.cognition.http_transport import AiohttpTransport
 from mirror.events.ids import StreamKey
-from mirror.events.nats.server import free_port
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +43,6 @@ class TurnsBenchConfig:
     gateways: int = 1
     pause_ms: float = 0.0
     seed: int = 0
-
-
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 def _server_timing(header: str) -> dict[str, float]:
@@ -172,7 +165,7 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         started = time.perf_counter()
         rngs = [random.Random(f"{config.seed}:{name}") for name in names]
         runs = await asyncio.gather(*(_conversation(client, name, config.turns, config.pause_ms, rng)
-                                      for name, rng in zip(names, rngs)))
+                                      for name, rng in zip(names, rngs, strict=True)))
         wall = time.perf_counter() - started
         backlog = await asyncio.gather(*(_backlog(client, name) for name in names))
     latencies = [elapsed for run in runs for elapsed, _ in run]
@@ -189,7 +182,7 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         "latency_p50_ms": round(statistics.median(latencies), 2),
         "llm_call_p50_ms": round(statistics.median(llm_times), 2),
         "overhead_p50_ms": round(statistics.median(overheads), 2),
-        "overhead_p99_ms": round(_percentile(overheads, 0.99), 2),
+        "overhead_p99_ms": round(percentile(overheads, 0.99), 2),
         "floor_p50_ms": floor,
         "overhead_over_floor_p50_ms": round(statistics.median(overheads) - floor["total"], 2),
         "turns_per_s": round(len(latencies) / wall, 1),
@@ -201,10 +194,5 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
 
 
 def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="mirror-bench-turns-") as data:
-        settings = StackSettings(
-            data_dir=Path(data), llm="sim", sim_latency=f"fixed:{config.llm_latency_ms:g}", mode=config.mode,
-            gateway_port=free_port(), nats_port=free_port(), gateway_processes=config.gateways,
-        )
-        with EmbeddedStack(settings) as stack:
-            return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url))
+    with sim_stack("turns", config.llm_latency_ms, config.mode, gateway_processes=config.gateways) as stack:
+        return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url))

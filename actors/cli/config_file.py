@@ -34,7 +34,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup, TyperOption
 
-from mirror.actors.errors import ConfigError
+from mirror.actors.cli.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = Path("mirror.toml")
 SHARED_KEYS = frozenset({"data", "nats_url", "log_level", "llm", "model", "url", "token", "shard"})

@@ -6,7 +6,7 @@
 turns, summaries, paged events, the server-sent event stream — that turns every transport or
 HTTP failure into one typed error saying what to do, so the CLI prints one line, not a trace.
 
-Errors (``MirrorError`` → ``ActorError`` → …):
+Errors (``MirrorError`` → ``ActorError`` → …, in :mod:`mirror.actors.cli.errors`):
 
     NoStackRunning          no live stack for the data directory and no --url given
     MissingToken            --url without a token (also a ValueError)
@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from mirror.actors.errors import GatewayRequestFailed, GatewayUnavailable, MissingToken, NoStackRunning
+from mirror.actors.cli.errors import GatewayRequestFailed, GatewayUnavailable, MissingToken, NoStackRunning
 from mirror.actors.stack.embedded import running_stack
 
 TURN_TIMEOUT_S = 660.0  # a sync turn waits for the previous thinking (minutes on the offline model)

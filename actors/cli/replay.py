@@ -3,7 +3,8 @@
 ``state`` and ``diff`` ask the HTTP API of a running stack. ``verify`` runs *here*, with this
 checkout's pipeline code and prompts, over events read from the log's owner through NATS —
 it is the check to run after touching the pipelines. ``recompute`` starts a job through the
-API and follows its progress.
+API and follows its progress. :mod:`.app` registers ``replay_app`` as ``mirror replay`` and
+``recompute`` as a command of its own.
 """
 
 from __future__ import annotations
@@ -16,18 +17,13 @@ from typing import Any
 
 import typer
 
+from mirror.actors.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, gateway_client
+
+__all__ = ["recompute", "replay_app"]
+
 replay_app = typer.Typer(help="Look back at conversations: state at any event, diffs, deterministic replay.")
 
-DATA_DIR = typer.Option(Path("data"), "--data", envvar="MIRROR_DATA", help="Data directory of the embedded stack.")
-GATEWAY_URL = typer.Option(None, "--url", envvar="MIRROR_URL", help="Gateway URL; overrides the stack found in --data.")
-GATEWAY_TOKEN = typer.Option(None, "--token", envvar="MIRROR_TOKEN", help="Bearer token for --url.")
 PROMPTS = typer.Option(None, "--prompts", help="Prompt-set directory (default: the built-in prompt set).")
-
-
-def _client(data: Path, url: str | None, token: str | None) -> Any:
-    from mirror.actors.cli.gateway_client import GatewayClient, find_stack
-
-    return GatewayClient(find_stack(data, url, token))
 
 
 def _print_json(value: Any) -> None:
@@ -39,11 +35,11 @@ def state(
     conversation: str,
     at: int = typer.Option(None, "--at", min=0, help="The seq to look at (default: the last)."),
     at_time: str = typer.Option(None, "--at-time", help="Or an ISO 8601 time, e.g. 2026-11-23T12:00:00Z."),
-    branch: str = typer.Option("main", "--branch"),
+    branch: str = BRANCH,
     data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,
 ) -> None:
     """Print the conversation's state exactly as it was right after event --at (JSON)."""
-    with _client(data, url, token) as client:
+    with gateway_client(data, url, token) as client:
         _print_json(client.state(conversation, at=at, at_time=at_time, branch=branch))
 
 
@@ -58,7 +54,7 @@ def diff(
     data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,
 ) -> None:
     """What changed between two states (two seqs, or two branches): narrative, beliefs, edges."""
-    with _client(data, url, token) as client:
+    with gateway_client(data, url, token) as client:
         result = client.diff(conversation, source=source, target=target, from_branch=from_branch, to_branch=to_branch)
     if as_json:
         _print_json(result)
@@ -85,7 +81,7 @@ def verify(
     conversation: str = typer.Argument(None, help="Conversation id (or --all)."),
     all_conversations: bool = typer.Option(False, "--all", help="Every conversation of the tenant."),
     tenant: str = typer.Option(None, "--tenant", help="Tenant (default: the stack's default tenant)."),
-    branch: str = typer.Option("main", "--branch"),
+    branch: str = BRANCH,
     prompts: Path = PROMPTS,
     nats_url: str = typer.Option(None, "--nats-url", envvar="MIRROR_NATS_URL",
                                  help="NATS of the log's owner (default: the stack found in --data)."),
@@ -172,7 +168,7 @@ def recompute(
     body = {"prompts": {name: prompt_set.templates[name] for name in TEMPLATES},
             "conversations": conversations or [], "from_seq": from_seq, "mode": mode,
             "counterfactual": counterfactual, "branch": branch, "concurrency": concurrency}
-    with _client(data, url, token) as client:
+    with gateway_client(data, url, token) as client:
         status = client.start_recompute(body)
         with Progress(TextColumn("recompute → {task.fields[branch]}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), transient=as_json) as bar:

@@ -2,8 +2,9 @@
 local model (``local``, the ``[local]`` extra).
 
 Both are real OpenAI-compatible HTTP servers; the client side lives in ``mirror.cognition``.
-May import ``mirror.events`` (free ports) and ``mirror.actors._threaded_server``; nothing
-else in the actor layer.
+Their errors are in ``errors``. May import ``mirror.events`` (free ports),
+``mirror.projections`` (the token estimate), ``mirror.actors._threaded_server`` and
+``mirror.actors.errors``; nothing else in the actor layer.
 """
 
 __all__: list[str] = []

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from mirror.actors.errors import LocalModelUnavailable
+from mirror.actors.llm.errors import LocalModelUnavailable
 from mirror.events.nats.server import free_port
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mirror.actors.cli.app import Mode
+from mirror.actors.cli.options import Mode
 
 
 def mirror(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

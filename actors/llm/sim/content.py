@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from mirror.actors.errors import UnsatisfiableSchema
+from mirror.actors.llm.errors import UnsatisfiableSchema
+from mirror.projections.monologue import estimate_tokens  # the simulator counts usage as Mirror estimates it
 
 # The request fields that decide the content; anything else (user, stream_options, ...) does not.
 CONTENT_FIELDS = ("model", "messages", "temperature", "max_tokens", "max_completion_tokens", "response_format", "seed")
@@ -63,11 +64,6 @@ def request_digest(body: Mapping[str, Any]) -> bytes:
 
 def rng_for(digest: bytes) -> random.Random:
     return random.Random(int.from_bytes(digest, "big"))
-
-
-def estimate_tokens(text: str) -> int:
-    """The simulator's token count: ceil(characters / 4), the usual rule of thumb for English."""
-    return math.ceil(len(text) / 4)
 
 
 def voice_for(name: str) -> str:
@@ -151,7 +147,7 @@ def chat_completion(body: Mapping[str, Any], digest: bytes, model: str) -> dict[
                      "finish_reason": finish_reason}],
         "usage": {},
     }
-    return with_content(response, content, prompt_tokens=math.ceil(prompt_characters(body["messages"]) / 4))
+    return with_content(response, content, prompt_tokens=estimate_tokens(prompt_text(body["messages"])))
 
 
 def with_content(response: dict[str, Any], content: str, *, prompt_tokens: int | None = None) -> dict[str, Any]:
@@ -185,9 +181,9 @@ def last_user_text(messages: list[Mapping[str, Any]]) -> str:
     return ""
 
 
-def prompt_characters(messages: list[Mapping[str, Any]]) -> int:
-    """Characters of text in the messages: string contents and the text parts of part lists."""
-    return sum(len(_text_of(message.get("content"))) for message in messages)
+def prompt_text(messages: list[Mapping[str, Any]]) -> str:
+    """The text of the messages run together: string contents and the text parts of part lists."""
+    return "".join(_text_of(message.get("content")) for message in messages)
 
 
 GARBAGE_BODY = "<html><body><h1>502 Bad Gateway</h1><p>mirror sim-llm: a proxy's page, not JSON</p></body></html>"
@@ -402,7 +398,7 @@ def embedding(text: str, dimensions: int) -> list[float]:
     retrieval code sees cosine similarity that means something, yet everything stays pure.
     """
     words = _WORD.findall(text.lower())
-    features = words + [f"{a} {b}" for a, b in zip(words, words[1:])] or [f"\0{text}"]
+    features = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)] or [f"\0{text}"]
     vector = [0.0] * dimensions
     for feature in features:
         for index, component in enumerate(_direction(feature, dimensions)):

