@@ -44,7 +44,7 @@ def create_app(settings: GatewaySettings, actors: Callable[[StreamKey], Any] | N
     """
     app = FastAPI(title="Mirror", summary="LLM conversations that think between turns", version="0.1.0")
     app.state.runtime = GatewayRuntime.build(settings, actors)
-    app.add_exception_handler(LogUnavailable, _log_unavailable)  # type: ignore[arg-type]
+    app.add_exception_handler(LogUnavailable, _log_unavailable)
     for router in ROUTERS:
         app.include_router(router)
     return app
