@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import ray
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from mirror.actors.conversation import Conversation, RuntimeSettings
 from mirror.actors.directory import NAMESPACE, TOUCH_EVERY_S, directory
@@ -131,15 +132,11 @@ def call(method: Any, *args: Any, retry_for_s: float = 30.0, **kwargs: Any) -> A
     """``ray.get(method.remote(...))``, retried while the actor is restarting after a crash.
 
     Only calls that are safe to repeat should go through here: a turn is, because its append
-    is fenced and a retried turn after a crash is a new turn the caller asked for again.
+    is fenced and a retried turn after a crash is a new turn the caller asked for again. After
+    ``retry_for_s`` the last ``ActorUnavailableError`` is raised as it was.
     """
-    import time
-
-    deadline = time.monotonic() + retry_for_s
-    while True:
-        try:
+    for attempt in Retrying(retry=retry_if_exception_type(ray.exceptions.ActorUnavailableError),
+                            stop=stop_after_delay(retry_for_s), wait=wait_fixed(0.1), reraise=True):
+        with attempt:
             return ray.get(method.remote(*args, **kwargs))
-        except ray.exceptions.ActorUnavailableError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+    raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover

@@ -116,7 +116,7 @@ class GatewayClient:
         """Events ``after+1 .. through``, waiting while the ingester commits them (it lags the stream)."""
         found: list[dict[str, Any]] = []
         deadline = time.monotonic() + timeout_s
-        while True:
+        while True:  # a polling wait, not a retry: no request failed, the events are just not logged yet
             found += [e for e in self.events(conversation, after=after) if e["seq"] <= through]
             after = found[-1]["seq"] if found else after
             if after >= through or time.monotonic() > deadline:

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import nats.js.errors
 
@@ -54,16 +55,17 @@ def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency:
 
 
 @contextlib.contextmanager
-def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str) -> Iterator[tuple[str, dict[str, str]]]:
+def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str,
+                  **gateway: Any) -> Iterator[tuple[str, dict[str, str]]]:
     """Local Ray, a conversation runtime and the gateway on a free port, with tenants acme and
-    globex; yields the gateway's URL and each tenant's token."""
+    globex; yields the gateway's URL and each tenant's token. ``gateway``: GatewaySettings fields."""
     from mirror.actors.gateway.app import GatewayServer, GatewaySettings, create_app
     from mirror.actors.gateway.tenants import TenantRegistry
 
     registry = TenantRegistry(directory / "tenants.json")
     tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
     with local_ray(), conversation_runtime(nats_url, directory, shard=shard, latency=latency) as runtime:
-        app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json")))  # type: ignore[arg-type]
+        app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json"), **gateway))  # type: ignore[arg-type]
         with GatewayServer(app) as gateway:
             yield gateway.url, tokens
 

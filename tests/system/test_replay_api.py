@@ -24,10 +24,13 @@ from tests.support.stack import gateway_stack
 
 pytestmark = pytest.mark.slow
 
+MAX_FINISHED_JOBS = 2  # small, so a test can see the gateway forget the oldest finished job
+
 
 @pytest.fixture(scope="module")
 def stack(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
-    with gateway_stack(nats_server.url, tmp_path_factory.mktemp("replay-api"), shard="replayapi", latency="fixed:30") as stack:
+    with gateway_stack(nats_server.url, tmp_path_factory.mktemp("replay-api"), shard="replayapi", latency="fixed:30",
+                       max_finished_jobs=MAX_FINISHED_JOBS) as stack:
         yield stack
 
 
@@ -145,6 +148,28 @@ def test_a_killed_recompute_driver_resumes_without_duplicates(stack) -> None:  #
                 a = http.get(f"/v1/conversations/{name}/state", params={"branch": "resumable", "at": seq}).json()
                 b = http.get(f"/v1/conversations/{name}/state", params={"branch": "clean", "at": seq}).json()
                 assert (a["narrative"], a["threads"], a["turns"]) == (b["narrative"], b["threads"], b["turns"]), seq
+
+
+def test_the_gateway_forgets_the_oldest_finished_jobs_beyond_its_bound(stack) -> None:  # type: ignore[no-untyped-def]
+    url, tokens = stack
+    with client(url, tokens["acme"]) as http:
+        jobs = []
+        for _ in range(MAX_FINISHED_JOBS + 1):  # each fails at once (no such conversation), and is finished
+            job = http.post("/v1/recompute", json={"conversations": ["nobody-here"]}).json()["job"]
+            deadline = time.monotonic() + 60
+            while (status := http.get(f"/v1/recompute/{job}").json())["status"] == "running":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert status["status"] == "failed" and "nobody-here" in status["error"], status
+            jobs.append(job)
+        for job in jobs[1:]:  # remembered: their drivers are gone, so this is the gateway's record
+            with pytest.raises(ValueError):
+                ray.get_actor(driver_name("acme", job), namespace=NAMESPACE)
+            assert http.get(f"/v1/recompute/{job}").json()["status"] == "failed"
+        forgotten = http.get(f"/v1/recompute/{jobs[0]}")
+        assert forgotten.status_code == 404 and "forgotten" in forgotten.json()["detail"], forgotten.text
+    with client(url, tokens["globex"]) as other:  # and another tenant never saw them
+        assert other.get(f"/v1/recompute/{jobs[-1]}").status_code == 404
 
 
 @given(conversations=st.integers(0, 200), concurrency=st.integers(1, 64))

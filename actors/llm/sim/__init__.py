@@ -1,7 +1,9 @@
 """`mirror sim-llm`: the deterministic OpenAI-compatible simulator.
 
-``server`` (the ASGI app and its threaded server), ``settings`` (settings and the seeded fault
-and latency schedule), ``content`` (what it says: pure functions from a request to content).
+``server`` (the ASGI app, its threaded server, and the docstring describing every endpoint),
+``routes`` (one handler function per endpoint), ``state`` (the per-app counters and fault
+script), ``settings`` (settings and the seeded fault and latency schedule), ``content`` (what it
+says: pure functions from a request to content).
 """
 
 __all__: list[str] = []

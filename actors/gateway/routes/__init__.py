@@ -1,0 +1,15 @@
+"""The gateway's routes, one module per group; :func:`mirror.actors.gateway.app.create_app` includes them all.
+
+``health`` (liveness), ``turns`` (a user message → the conversation's actor), ``conversations``
+(list, summary, paged events), ``replay`` (time travel: state at a seq or time, diff),
+``recompute`` (re-think on a branch in a driver actor), ``stream`` (server-sent events).
+Each route takes the tenant and the shared :class:`~mirror.actors.gateway.runtime.GatewayRuntime`
+as dependencies (``Tenant``, ``Runtime``) and keeps no state of its own.
+"""
+
+from mirror.actors.gateway.routes import conversations, health, recompute, replay, stream, turns
+
+ROUTERS = (health.router, turns.router, conversations.router, replay.router, recompute.router, stream.router)
+"""In the order the routes were always declared (so is ``/openapi.json``)."""
+
+__all__ = ["ROUTERS"]

@@ -1,0 +1,58 @@
+"""``POST /v1/conversations/{conversation}/turns``: a user message to the conversation's actor.
+
+Bad input (an empty or oversized message, a bad identifier) is refused here, before any actor
+is involved. The reply carries ``Server-Timing`` so clients can tell Mirror's share of a turn.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query, Response
+from pydantic import BaseModel
+
+from mirror.actors.gateway.runtime import Runtime, Tenant, key_of
+
+__all__ = ["SERVER_TIMING", "TurnIn", "TurnOut", "router", "server_timing"]
+
+router = APIRouter()
+
+
+class TurnIn(BaseModel):
+    message: str
+
+
+class TurnOut(BaseModel):
+    reply: str
+    turn: int
+    seq: int
+    narrative_seq: int | None
+    llm_ms: float | None = None
+    """How long the Talker's LLM call took, as Mirror saw it (so clients can tell Mirror's share)."""
+
+
+@router.post("/v1/conversations/{conversation}/turns", response_model=TurnOut)
+async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Runtime, response: Response,
+                    sync: bool = Query(False, description="wait for the previous turn's thinking first")) -> Any:
+    started = time.perf_counter()
+    key = key_of(owner, conversation)
+    if not body.message.strip():
+        raise HTTPException(400, "message is empty")
+    size = len(body.message.encode())
+    limit = runtime.settings.max_message_bytes
+    if size > limit:
+        raise HTTPException(413, f"message is {size} bytes; the limit is {limit}")
+    result = await runtime.ask(key, "turn", body.message, sync)
+    response.headers["Server-Timing"] = server_timing(result, (time.perf_counter() - started) * 1000)
+    return result
+
+
+SERVER_TIMING = (("llm", "llm_ms"), ("talk", "talk_ms"), ("append", "append_ms"), ("actor", "turn_ms"))
+"""Server-Timing metrics of a turn: the Talker's LLM call, the whole Talker, the fenced append,
+the actor's whole turn; ``gateway`` is the gateway's handler around the actor call."""
+
+
+def server_timing(result: dict[str, Any], gateway_ms: float) -> str:
+    parts = [f"{name};dur={result[field]:.3f}" for name, field in SERVER_TIMING if result.get(field) is not None]
+    return ", ".join([*parts, f"gateway;dur={gateway_ms:.3f}"])

@@ -1,0 +1,107 @@
+"""The gateway's shared runtime without a cluster: the bound on finished recompute jobs, and how
+``ask`` re-asks a passivating actor. Actors come in through ``create_app``'s ``actors`` port."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from fastapi import HTTPException
+
+from mirror.actors.conversation import RuntimeSettings
+from mirror.actors.errors import Fenced, Passivated
+from mirror.actors.gateway.runtime import ASK_ATTEMPTS, FinishedJobs, GatewayRuntime
+from mirror.actors.gateway.settings import GatewaySettings
+from mirror.events.ids import StreamKey
+
+KEY = StreamKey("acme", "talk")
+
+
+def test_finished_jobs_keep_only_the_newest() -> None:
+    jobs = FinishedJobs(limit=3)
+    for index in range(5):
+        jobs.record("acme", f"job{index}", {"job": f"job{index}", "status": "done"})
+    assert len(jobs) == 3
+    assert [jobs.get("acme", f"job{index}") is not None for index in range(5)] == [False, False, True, True, True]
+    jobs.record("acme", "job2", {"job": "job2", "status": "failed"})  # finished again: now the newest
+    jobs.record("acme", "job5", {"job": "job5", "status": "done"})
+    assert jobs.get("acme", "job3") is None and jobs.get("acme", "job2") == {"job": "job2", "status": "failed"}
+    assert jobs.get("globex", "job4") is None  # per tenant
+
+
+def test_a_bound_below_one_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_finished_jobs"):
+        GatewaySettings(RuntimeSettings("nats://127.0.0.1:1", None), str(tmp_path / "t.json"),
+                        max_finished_jobs=0)
+
+
+class ActorCallFailed(Exception):
+    """What a Ray actor call raises: the actor's own error as ``cause``."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class ScriptedActors:
+    """``actors(key)``: every handle's ``turn`` answers with the next outcome of one script."""
+
+    def __init__(self, *outcomes: Any) -> None:
+        self.outcomes = list(outcomes)
+        self.handles_made = 0
+
+    def __call__(self, key: StreamKey) -> Any:
+        self.handles_made += 1
+        return SimpleNamespace(turn=SimpleNamespace(remote=self._next))
+
+    def _next(self, *args: Any) -> Awaitable[Any]:
+        async def answer() -> Any:
+            outcome = self.outcomes.pop(0)
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
+        return answer()
+
+
+def runtime(tmp_path: Path, actors: ScriptedActors) -> GatewayRuntime:
+    settings = GatewaySettings(RuntimeSettings("nats://127.0.0.1:1", None), str(tmp_path / "t.json"))
+    return GatewayRuntime.build(settings, actors)
+
+
+def test_ask_re_asks_a_passivating_actor_through_a_fresh_handle(tmp_path: Path) -> None:
+    actors = ScriptedActors(ActorCallFailed(Passivated(KEY)), ActorCallFailed(Passivated(KEY)), {"reply": "hi"})
+    assert asyncio.run(runtime(tmp_path, actors).ask(KEY, "turn", "hello")) == {"reply": "hi"}
+    assert actors.handles_made == 3 and not actors.outcomes
+
+
+def test_ask_gives_up_after_its_attempts_with_the_last_error(tmp_path: Path) -> None:
+    errors = [ActorCallFailed(Passivated(KEY)) for _ in range(ASK_ATTEMPTS + 1)]
+    actors = ScriptedActors(*errors)
+    with pytest.raises(ActorCallFailed) as raised:
+        asyncio.run(runtime(tmp_path, actors).ask(KEY, "turn", "hello"))
+    assert raised.value is errors[ASK_ATTEMPTS - 1] and actors.handles_made == ASK_ATTEMPTS
+
+
+def test_ask_answers_409_for_a_fenced_actor_and_raises_other_errors_at_once(tmp_path: Path) -> None:
+    fenced = ScriptedActors(ActorCallFailed(Fenced(KEY, "another writer appended")), {"reply": "never"})
+    with pytest.raises(HTTPException) as raised:
+        asyncio.run(runtime(tmp_path, fenced).ask(KEY, "turn", "hello"))
+    assert raised.value.status_code == 409 and fenced.handles_made == 1
+    broken = ScriptedActors(RuntimeError("boom"), {"reply": "never"})
+    with pytest.raises(RuntimeError, match="boom"):
+        asyncio.run(runtime(tmp_path, broken).ask(KEY, "turn", "hello"))
+    assert broken.handles_made == 1
+
+
+def test_a_handle_is_reused_until_a_call_through_it_fails(tmp_path: Path) -> None:
+    actors = ScriptedActors({"reply": "1"}, {"reply": "2"})
+    gateway = runtime(tmp_path, actors)
+
+    async def twice() -> list[Any]:
+        return [await gateway.ask(KEY, "turn", "a"), await gateway.ask(KEY, "turn", "b")]
+
+    assert asyncio.run(twice()) == [{"reply": "1"}, {"reply": "2"}] and actors.handles_made == 1
