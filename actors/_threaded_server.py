@@ -70,7 +70,7 @@ class ThreadedServer:
         self.port = self._socket.getsockname()[1]
         # log_config=None keeps Mirror's logging setup instead of uvicorn's own handlers.
         config = uvicorn.Config(self.app, log_config=None, log_level=self.log_level.lower(),
-                                access_log=self.access_log, timeout_graceful_shutdown=1.0)
+                                access_log=self.access_log, timeout_graceful_shutdown=1)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
                                         name=f"{self.name}-{self.port}", daemon=True)

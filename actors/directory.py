@@ -18,7 +18,7 @@ TOUCH_EVERY_S = 1.0
 """How often a busy actor tells the directory it was used (its LRU position)."""
 
 
-@ray.remote(max_restarts=-1, max_concurrency=1000)
+@ray.remote(max_restarts=-1, max_concurrency=1000)  # type: ignore[call-overload]  # ray's typed overloads know task options only; max_concurrency is an actor's
 class Directory:
     """Which conversation actors are live on each Ray node, least recently used first.
 
@@ -91,7 +91,7 @@ class Directory:
 
 
 def directory(max_live: int) -> Any:
-    return Directory.options(  # type: ignore[attr-defined]
+    return Directory.options(  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime; mypy keeps a decorated class's own type
         name=DIRECTORY_NAME, namespace=NAMESPACE, get_if_exists=True, lifetime="detached",
     ).remote(max_live)
 

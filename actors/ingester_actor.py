@@ -148,7 +148,7 @@ class RayIngester:
 
     def start(self, timeout: float = 60.0) -> RayIngester:
         here = ray.get_runtime_context().get_node_id()
-        self.actor = IngesterActor.options(  # type: ignore[attr-defined]
+        self.actor = IngesterActor.options(  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime; mypy keeps a decorated class's own type
             name=self.name, namespace=NAMESPACE,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False),
         ).remote(self.nats_url, str(self.db_path), self.settings, str(self.log_path) if self.log_path else None)

@@ -139,6 +139,9 @@ def schema_errors(value: Any, schema: Mapping[str, Any], path: str = "$") -> Ite
             yield from schema_errors(item, schema["items"], f"{path}[{index}]")
 
 
+_JSON_TYPE_NAMES: dict[type, str] = {str: "string", list: "array", dict: "object"}
+
+
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
@@ -148,7 +151,7 @@ def _json_type(value: Any) -> str:
         return "integer"
     if isinstance(value, float):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
+    return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
 
 
 def _same_json(left: Any, right: Any) -> bool:

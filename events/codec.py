@@ -165,7 +165,7 @@ def _checker(annotation: Any) -> _Check:
         return lambda value: (
             isinstance(value, (list, tuple))
             and len(value) == len(items)
-            and all(check(v) for check, v in zip(items, value))
+            and all(check(v) for check, v in zip(items, value, strict=True))
         )
     if origin is dict:
         key_type, value_type = typing.get_args(annotation)

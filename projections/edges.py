@@ -122,7 +122,7 @@ def apply_edge(edges: Edges, payload: Edge, *, timestamp: float) -> Edges:
     edge = _asserted(edges, payload, timestamp)
     if payload.operation != "contradict" or payload.contradicts is None:
         return edges.set(edge.key, edge)
-    opposed_key: EdgeKey = tuple(payload.contradicts)  # type: ignore[assignment]
+    opposed_key: EdgeKey = payload.contradicts
     opposed = edges.get(opposed_key)
     if opposed_key == edge.key:
         # An edge cannot contradict itself; what remains is an ordinary assertion.

@@ -50,9 +50,14 @@ def _names(cls: type) -> tuple[str, ...]:
     return tuple(item.name for item in fields(cls))
 
 
+def _values(record: Any) -> list[Any]:
+    """A record's field values, in field order."""
+    return [getattr(record, name) for name in _names(type(record))]  # type: ignore[arg-type]  # types are hashable; mypy reads type.__hash__ as unbound (mypy issue 20409)
+
+
 def _flat(record: Any) -> list[Any] | None:
     """A record whose fields are all scalars, as the list of its field values."""
-    return None if record is None else [getattr(record, name) for name in _names(type(record))]
+    return None if record is None else _values(record)
 
 
 def _checked(cls: type, values: Any) -> list[Any]:
@@ -66,13 +71,13 @@ def _unflat(cls: type, values: Any) -> Any:
 
 
 def _edge_record(edge: EdgeState) -> list[Any]:
-    *scalars, contradicted_by = _flat(edge)
+    *scalars, contradicted_by = _values(edge)
     return [*scalars, [list(key) for key in contradicted_by]]
 
 
 def _edge_from(values: Any) -> EdgeState:
     *scalars, contradicted_by = _checked(EdgeState, values)
-    return EdgeState(*scalars, tuple(tuple(key) for key in contradicted_by))
+    return EdgeState(*scalars, tuple(tuple(key) for key in contradicted_by))  # type: ignore[call-arg]  # _checked fixed the arity; mypy assumes a starred list fills every parameter
 
 
 def _state_record(state: ConversationState) -> dict[str, Any]:

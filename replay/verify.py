@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from mirror.cognition.pipeline import MirrorConfig, talk, think
+from mirror.cognition.pipeline import MirrorConfig, Mode, talk, think
 from mirror.cognition.prompts import PromptSet
 from mirror.events.codec import to_json_ready
 from mirror.events.envelope import Event, make_event
@@ -76,13 +76,14 @@ class VerifyReport:
 
 def config_from(provenance: Provenance | None, mode: str | None, *, talker: bool) -> MirrorConfig:
     """The pipeline configuration a recorded call was made with."""
+    checked_mode = cast(Mode, mode or "full")  # a recorded string: MirrorConfig rejects one not in MODES
     if provenance is None:
-        return MirrorConfig(model="unknown", mode=mode or "full")  # type: ignore[arg-type]
+        return MirrorConfig(model="unknown", mode=checked_mode)
     parameters = provenance.parameters
     max_tokens = int(parameters.get("max_tokens", 1024 if talker else 3000))
     seed = parameters.get("seed")
     return MirrorConfig(
-        model=provenance.model, mode=mode or "full",  # type: ignore[arg-type]
+        model=provenance.model, mode=checked_mode,
         temperature=float(parameters.get("temperature", 0.7)),
         talker_max_tokens=max_tokens if talker else 1024,
         thinker_max_tokens=3000 if talker else max_tokens,
@@ -129,7 +130,9 @@ def _compare(recorded: Sequence[Event], replayed: Sequence[Event], report: Verif
         old = recorded[index] if index < len(recorded) else None
         new = replayed[index] if index < len(replayed) else None
         if old is None or new is None:
-            seq = (old or new).seq  # type: ignore[union-attr]
+            present = old or new
+            assert present is not None  # index < the longer length: one of the two is there
+            seq = present.seq
             what = "the replay produced an extra event" if old is None else "the replay produced no such event"
             report.divergences.append(Divergence(seq, what, old and _comparable(old), new and _comparable(new)))
             continue
@@ -186,7 +189,7 @@ async def verify_events(
 
 async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, prompts: PromptSet,
                        llm: RecordedLLM, report: VerifyReport) -> None:
-    payload: Turn = event.payload  # type: ignore[assignment]
+    payload = cast(Turn, event.payload)  # the caller checked isinstance(event.payload, Turn)
     if event.causation is not None:
         return  # a reply copied from another branch (a recompute keeps them): not produced here
     if event.provenance is None:

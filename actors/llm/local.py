@@ -20,16 +20,20 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 from mirror.actors.llm.errors import LocalModelUnavailable
 from mirror.events.nats.server import free_port
 
+if TYPE_CHECKING:
+    from mirror.cognition.openai_client import StructuredOutputMode
+
 log = logging.getLogger(__name__)
 
 LOCAL_MODEL_NAME = "gemma-3-270m-q4_k_m"
-STRUCTURED_OUTPUT = "json_object_schema"
+STRUCTURED_OUTPUT: StructuredOutputMode = "json_object_schema"
 """How llama-cpp-python's server takes a JSON schema (it becomes a grammar)."""
 LOCAL_TALKER_MAX_TOKENS = 256
 """A base model of this size rambles until the limit; short replies keep a turn in seconds."""

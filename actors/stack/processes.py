@@ -129,8 +129,8 @@ class SimProcess:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
                                             preexec_fn=_die_with_parent)
         finally:
-            if self.log_path:
-                output.close()  # type: ignore[union-attr]
+            if not isinstance(output, int):  # a log file of ours, not DEVNULL
+                output.close()
         deadline = time.monotonic() + timeout
         with httpx.Client(base_url=self.url, timeout=0.5) as client:
             while True:

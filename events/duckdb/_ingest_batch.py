@@ -114,7 +114,7 @@ class IngestBatch:
             self.schema_version, self.ts, self.turn, self.stream_seq, self.data,
         ]
         return pa.Table.from_arrays(
-            [pa.array(column, type=field.type) for column, field in zip(columns, EVENT_COLUMNS)],
+            [pa.array(column, type=field.type) for column, field in zip(columns, EVENT_COLUMNS, strict=True)],
             schema=EVENT_COLUMNS,
         )
 

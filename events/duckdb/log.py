@@ -94,6 +94,14 @@ CREATE TABLE IF NOT EXISTS rejected_events (
 );
 """
 
+
+def _one_row(result: duckdb.DuckDBPyConnection) -> tuple[Any, ...]:
+    """The row of a query that always returns one: an aggregate, or an INSERT's row count."""
+    row = result.fetchone()
+    assert row is not None, "an aggregate or an INSERT returns exactly one row"
+    return row
+
+
 @dataclass(frozen=True, slots=True)
 class CommitResult:
     inserted: int
@@ -135,7 +143,7 @@ class DuckDBEventLog:
         # More connections to the same database, one per read thread (made here, on the thread
         # that owns the first; a reader thread takes one when it starts).
         self._reader_cons = [con.cursor() for _ in range(READ_THREADS)]
-        spare = queue.SimpleQueue()
+        spare: queue.SimpleQueue[duckdb.DuckDBPyConnection] = queue.SimpleQueue()
         for reader in self._reader_cons:
             spare.put(reader)
         self._reader = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="duckdb-read",
@@ -215,11 +223,11 @@ class DuckDBEventLog:
                 if table is not None:
                     con.register("ingest_batch", table)
                     if not redelivered:
-                        inserted = con.execute("INSERT INTO events SELECT * FROM ingest_batch").fetchone()[0]
+                        inserted = _one_row(con.execute("INSERT INTO events SELECT * FROM ingest_batch"))[0]
                     else:
-                        inserted = con.execute(
+                        inserted = _one_row(con.execute(
                             "INSERT INTO events SELECT * FROM ingest_batch ON CONFLICT DO NOTHING"
-                        ).fetchone()[0]
+                        ))[0]
                         clashes = con.execute(
                             "SELECT b.stream_seq FROM ingest_batch b JOIN events e "
                             "USING (tenant, conversation, branch, seq) "
@@ -396,10 +404,10 @@ class DuckDBEventLog:
         return await self._read(self._stats)
 
     def _stats(self) -> LogStats:
-        events, conversations = self._db.execute(
+        events, conversations = _one_row(self._db.execute(
             "SELECT count(*), count(DISTINCT (tenant, conversation)) FROM events"
-        ).fetchone()
-        rejected = self._db.execute("SELECT count(*) FROM rejected_events").fetchone()[0]
+        ))
+        rejected = _one_row(self._db.execute("SELECT count(*) FROM rejected_events"))[0]
         offsets = dict(self._db.execute("SELECT consumer, stream_seq FROM ingest_offsets").fetchall())
         return LogStats(events=int(events), conversations=int(conversations), rejected=int(rejected), offsets=offsets)
 

@@ -25,9 +25,9 @@ import asyncio
 import contextlib
 import json
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Union
+from typing import Any
 
 import nats.errors
 import nats.js.errors
@@ -81,7 +81,7 @@ class Ack:
     duplicate: bool
 
 
-AckResult = Union[Ack, BaseException]
+AckResult = Ack | BaseException
 AckHandler = Callable[[AckResult], Awaitable[None]]
 
 
@@ -220,7 +220,7 @@ class Chain:
     index: int = 0
 
 
-Fallback = Callable[[int, Chain], Awaitable[object]]
+Fallback = Callable[[int, Chain], Coroutine[Any, Any, object]]
 
 
 class ChainedAppends:

@@ -344,13 +344,10 @@ class _Generator:
     def _number(self, schema: Mapping[str, Any], path: str, *, integer: bool) -> int | float:
         low, low_open = _bound(schema, "minimum", "exclusiveMinimum")
         high, high_open = _bound(schema, "maximum", "exclusiveMaximum")
-        if low is None and high is None:
-            low, high = 0, 100
-        elif low is None:
-            low = high - 100  # type: ignore[operator]
-        elif high is None:
-            high = low + 100
-        assert low is not None and high is not None
+        if high is None:  # a missing bound is 100 from the other one; no bounds at all: 0..100
+            high = 100 if low is None else low + 100
+        if low is None:
+            low = high - 100
         if integer:
             first = math.floor(low) + 1 if low_open and float(low).is_integer() else math.ceil(low)
             last = math.ceil(high) - 1 if high_open and float(high).is_integer() else math.floor(high)
