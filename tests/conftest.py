@@ -10,6 +10,7 @@ import pytest
 from mirror.events.bus import InMemoryBus
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.server import EmbeddedNats
+from tests.support.logs import ADAPTERS, WritableLog, writable_log
 from tests.support.stack import reset_stream
 
 
@@ -44,3 +45,11 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "log.duckdb"
 
 
+
+
+@pytest.fixture(params=ADAPTERS)
+async def event_log(request: pytest.FixtureRequest, tmp_path: Path, nats_server: EmbeddedNats) -> AsyncIterator[WritableLog]:
+    """Every adapter of the log port (in-memory, DuckDB, the NATS client of a DuckDB log's
+    service), each with its write path; the contract suite runs against each."""
+    async with writable_log(request.param, tmp_path, nats_server.url) as adapter:
+        yield adapter
