@@ -1,4 +1,5 @@
-"""Fixtures: a real nats-server per session (and per crash test), real DuckDB files."""
+"""Fixtures: a real nats-server per session (and per crash test), real DuckDB files, one simulator
+per session."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 from mirror.events.bus import InMemoryBus
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.server import EmbeddedNats
@@ -53,3 +55,17 @@ async def event_log(request: pytest.FixtureRequest, tmp_path: Path, nats_server:
     service), each with its write path; the contract suite runs against each."""
     async with writable_log(request.param, tmp_path, nats_server.url) as adapter:
         yield adapter
+
+
+@pytest.fixture(scope="session")
+def sim_server() -> Iterator[SimLLMServer]:
+    """The simulator with default settings, on a free loopback port, for the whole session."""
+    with SimLLMServer(SimSettings()) as server:
+        yield server
+
+
+@pytest.fixture
+def sim(sim_server: SimLLMServer) -> SimLLMServer:
+    """The session's simulator with its counters zeroed and no fault scripted."""
+    sim_server.reset()
+    return sim_server
