@@ -13,7 +13,7 @@ from mirror.events.bus import InMemoryBus
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.server import EmbeddedNats
 from tests.support.logs import ADAPTERS, WritableLog, writable_log
-from tests.support.stack import reset_stream
+from tests.support.stack import clear_named_actors, reset_stream, start_ray, stop_ray
 
 
 @pytest.fixture(scope="session")
@@ -69,3 +69,21 @@ def sim(sim_server: SimLLMServer) -> SimLLMServer:
     """The session's simulator with its counters zeroed and no fault scripted."""
     sim_server.reset()
     return sim_server
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[None]:
+    """Stops, at the end of the session, the one local Ray cluster the modules share."""
+    yield
+    stop_ray()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(ray_session: None) -> Iterator[None]:
+    """The session's local Ray cluster (started by the first module that asks), with Mirror's
+    namespace emptied of named actors before and after the module. Modules that kill Ray's
+    processes use ``tests.support.stack.local_ray`` for a private cluster instead."""
+    start_ray()
+    clear_named_actors()
+    yield
+    clear_named_actors()

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def stack(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+def stack(ray_cluster: None, nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
     with gateway_stack(nats_server.url, tmp_path_factory.mktemp("gateway"), shard="gw", latency="fixed:5") as stack:
         yield stack
 
