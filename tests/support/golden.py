@@ -11,7 +11,10 @@ what earlier code wrote, so they are not refreshed to make a failing test pass. 
 
     .venv/bin/python -m tests.support.golden
 
-and commit the new files beside the old ones (keep the old logs: they are the past versions).
+after renaming the current logs (``conversation.msgpack`` to ``conversation-v1.msgpack``, say)
+and adding their names to ``LOGS``: the old logs are the past versions and stay checked; the
+script writes new ``conversation``, ``prototype`` and ``divergent`` logs and the expected
+results of every log in ``LOGS``.
 The script drives the real MIRROR pipeline against the simulator, so every LLM-produced event
 carries the provenance ``replay verify`` re-runs it by.
 """
