@@ -152,6 +152,24 @@ async def test_provenance_identifies_the_exact_request(sim: SimLLMServer) -> Non
     assert said.provenance.parameters["temperature"] == 0.7
 
 
+async def test_a_call_that_got_no_answer_records_the_request_it_asked(sim: SimLLMServer) -> None:
+    """Replay rebuilds a failed request from its provenance: every parameter that reaches the
+    model (the seed too) must be there, or the rebuilt request is another one."""
+    config = MirrorConfig(model="mirror-sim", seed=5, temperature=0.3)
+    state = initial_state(KEY)
+    async with client(sim) as llm:
+        said = await talk(state, "Hello there", llm, PROMPTS, config)
+        state = apply(state, make_event(KEY, 1, said.turn, provenance=said.provenance))
+        reset(sim, ["500"])
+        thinking = await think(state, llm, PROMPTS, config)
+    (failed,) = thinking.thoughts
+    assert isinstance(failed.payload, ThinkerFailed) and failed.payload.error_type == "LLMUnavailable"
+    asked = monologue_request(state, PROMPTS, config)
+    assert failed.provenance is not None and failed.provenance.response is None
+    assert failed.provenance.request_fingerprint == asked.fingerprint()
+    assert failed.provenance.parameters == {"temperature": 0.3, "max_tokens": config.thinker_max_tokens, "seed": 5}
+
+
 # ------------------------------------------------------------------------------ failures
 
 
