@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "Fork": "payloads",
     "Head": "bus",
     "InMemoryBus": "bus",
+    "InMemoryEventLog": "memory_log",
     "Ingester": "duckdb.ingester",
     "IngesterSettings": "duckdb.ingester",
     "Insight": "payloads",
