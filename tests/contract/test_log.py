@@ -162,17 +162,18 @@ async def test_conversations_of_a_tenant(event_log: WritableLog) -> None:
     fork = make_event(StreamKey("acme", KEY.conversation, "alt"), 4, Fork("main", 3, "v2", "recompute"),
                       timestamp=5000.0)
     await event_log.write([
-        *history(KEY, 1, 6), fork, *history(fork.key, 5, 2, tag="-alt", start=5000.0),
+        *history(KEY, 1, 6), fork, *history(fork.key, 5, 3, tag="-alt", start=5000.0),
         *history(other, 1, 2, start=1500.0), *history(StreamKey("globex", "secret"), 1, 9),
     ])
+    # last_seq is main's (alt ends at 7), updated_at the newest event of any branch.
     assert await event_log.log.conversations("acme") == [
         ConversationSummary("conversation-0", ("main",), events=2, last_seq=2, updated_at=1502.0),
-        ConversationSummary("conversation-1", ("alt", "main"), events=9, last_seq=6, updated_at=5006.0),
+        ConversationSummary("conversation-1", ("alt", "main"), events=10, last_seq=6, updated_at=5007.0),
     ]
     assert [summary.conversation for summary in await event_log.log.conversations("globex")] == ["secret"]
     assert await event_log.log.conversations("initech") == []
     stats = await event_log.log.stats()
-    assert (stats.events, stats.conversations, stats.rejected) == (20, 3, 0)
+    assert (stats.events, stats.conversations, stats.rejected) == (21, 3, 0)
 
 
 @pytest.mark.parametrize(
