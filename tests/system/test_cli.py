@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import typer.core
 import typer.main
 
 from mirror.actors.cli.app import app
+from mirror.actors.stack.processes import IngesterProcess
+from mirror.events.bus import Head
+from mirror.events.envelope import make_event
+from mirror.events.ids import StreamKey
+from mirror.events.nats.jetstream import JetStreamBus
+from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
+from mirror.events.payloads import Turn
+from tests.support.stack import reset_stream
 
 
 def mirror(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -75,17 +85,8 @@ def test_log_commands_without_an_ingester_say_so(nats_server: EmbeddedNats) -> N
     assert "no ingester serves shard 'nobody'" in result.stderr
 
 
-def test_log_commands_read_through_the_ingester(nats_server: EmbeddedNats, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import asyncio
-
-    from mirror.actors.stack.processes import IngesterProcess
-    from mirror.events.bus import Head
-    from mirror.events.envelope import make_event
-    from mirror.events.ids import StreamKey
-    from mirror.events.nats.jetstream import JetStreamBus
-    from mirror.events.nats.log_service import LogClient
-    from mirror.events.payloads import Turn
-
+def test_log_commands_read_through_the_ingester(nats_server: EmbeddedNats, tmp_path: Path) -> None:
+    asyncio.run(reset_stream(nats_server.url))  # the stream holds this test's event alone
     ingester = IngesterProcess(nats_server.url, tmp_path / "log.duckdb", shard="cli").start()
     try:
         key = StreamKey("cli-tenant", "chat")
