@@ -306,8 +306,11 @@ def _failure(stage: str, exc: LLMError, attempt: int, turn: int, request: ChatRe
     Either way replay can find it by fingerprint: a recorded answer is parsed again, and a
     recorded non-answer is raised again as the same kind of error.
     """
+    parameters: dict[str, float | int | str] = {"temperature": float(request.temperature), "max_tokens": request.max_tokens}
+    if request.seed is not None:  # replay rebuilds the request from these: without the seed it asks another one
+        parameters["seed"] = request.seed
     provenance = response.provenance if response is not None else Provenance(
         model=request.model, prompt_set=request.prompt_set, request_fingerprint=request.fingerprint(),
-        parameters={"temperature": float(request.temperature), "max_tokens": request.max_tokens},
+        parameters=parameters,
     )
     return Thought(ThinkerFailed(stage, exc.kind, str(exc)[:500], attempt, turn), provenance)

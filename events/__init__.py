@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "Fork": "payloads",
     "Head": "bus",
     "InMemoryBus": "bus",
+    "InMemoryEventLog": "memory_log",
     "Ingester": "duckdb.ingester",
     "IngesterSettings": "duckdb.ingester",
     "Insight": "payloads",

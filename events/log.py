@@ -101,6 +101,13 @@ def check_range(after_seq: int, until_seq: int | None, limit: int | None) -> Non
         raise ValueError(f"limit must be a whole number >= 1, got {limit!r}")
 
 
+def check_timestamp(timestamp: object) -> float:
+    """``timestamp`` as float seconds; a ValueError for anything else (NaN matches no event)."""
+    if type(timestamp) not in (int, float) or timestamp != timestamp:
+        raise ValueError(f"timestamp must be a number of seconds, got {timestamp!r}")
+    return float(timestamp)  # type: ignore[arg-type]
+
+
 __all__: Sequence[str] = [
     "ConversationSummary",
     "EventLogReader",
@@ -108,4 +115,5 @@ __all__: Sequence[str] = [
     "Loaded",
     "Snapshot",
     "check_range",
+    "check_timestamp",
 ]

@@ -1,4 +1,5 @@
-"""Fixtures: a real nats-server per session (and per crash test), real DuckDB files."""
+"""Fixtures: a real nats-server per session (and per crash test), real DuckDB files, one simulator
+per session."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 from mirror.events.bus import InMemoryBus
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.server import EmbeddedNats
-from tests.support.stack import reset_stream
+from tests.support.logs import ADAPTERS, WritableLog, writable_log
+from tests.support.stack import clear_named_actors, reset_stream, start_ray, stop_ray
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +47,43 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "log.duckdb"
 
 
+
+
+@pytest.fixture(params=ADAPTERS)
+async def event_log(request: pytest.FixtureRequest, tmp_path: Path, nats_server: EmbeddedNats) -> AsyncIterator[WritableLog]:
+    """Every adapter of the log port (in-memory, DuckDB, the NATS client of a DuckDB log's
+    service), each with its write path; the contract suite runs against each."""
+    async with writable_log(request.param, tmp_path, nats_server.url) as adapter:
+        yield adapter
+
+
+@pytest.fixture(scope="session")
+def sim_server() -> Iterator[SimLLMServer]:
+    """The simulator with default settings, on a free loopback port, for the whole session."""
+    with SimLLMServer(SimSettings()) as server:
+        yield server
+
+
+@pytest.fixture
+def sim(sim_server: SimLLMServer) -> SimLLMServer:
+    """The session's simulator with its counters zeroed and no fault scripted."""
+    sim_server.reset()
+    return sim_server
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[None]:
+    """Stops, at the end of the session, the one local Ray cluster the modules share."""
+    yield
+    stop_ray()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(ray_session: None) -> Iterator[None]:
+    """The session's local Ray cluster (started by the first module that asks), with Mirror's
+    namespace emptied of named actors before and after the module. Modules that kill Ray's
+    processes use ``tests.support.stack.local_ray`` for a private cluster instead."""
+    start_ray()
+    clear_named_actors()
+    yield
+    clear_named_actors()

@@ -33,7 +33,7 @@ from mirror.events.duckdb._ingest_batch import IngestBatch, RejectedRecord
 from mirror.events.envelope import Event
 from mirror.events.errors import LogError, LogLocked
 from mirror.events.ids import StreamKey, validate_identifier
-from mirror.events.log import ConversationSummary, Loaded, LogStats, Snapshot, check_range
+from mirror.events.log import ConversationSummary, Loaded, LogStats, Snapshot, check_range, check_timestamp
 from mirror.events.payloads import Fork
 
 log = logging.getLogger(__name__)
@@ -355,7 +355,7 @@ class DuckDBEventLog:
         return snapshot, self._read_raw(key, snapshot.seq if snapshot else 0, until_seq, None)
 
     async def seq_at_time(self, key: StreamKey, timestamp: float) -> int:
-        return await self._read(self._seq_at_time, key, float(timestamp))
+        return await self._read(self._seq_at_time, key, check_timestamp(timestamp))
 
     def _seq_at_time(self, key: StreamKey, timestamp: float) -> int:
         row = self._db.execute(

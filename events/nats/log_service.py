@@ -75,6 +75,9 @@ class LogService:
 
     async def start(self) -> None:
         self._subscription = await self.nc.subscribe(service_subject(self.shard, "*"), cb=self._dispatch)
+        # Until the server has the subscription, a reader on another connection gets "no
+        # responders": started means answering.
+        await self.nc.flush()
 
     async def stop(self) -> None:
         if self._subscription is not None:

@@ -111,11 +111,11 @@ async def test_a_malformed_batch_is_refused_and_changes_nothing(bus, bad, messag
 async def test_append_many_keeps_order_per_conversation_and_reports_conflicts(bus) -> None:  # type: ignore[no-untyped-def]
     keys = [StreamKey("acme", f"c{index}") for index in range(20)]
     heads = [await fresh_head(bus, key) for key in keys]
-    results = await bus.append_many([(key, events(key, 1, 5), head) for key, head in zip(keys, heads)])
-    assert all(isinstance(result, Head) and result.last_seq == 5 for result in results)
+    results = await bus.append_many([(key, events(key, 1, 5), head) for key, head in zip(keys, heads, strict=True)])
+    assert len(results) == 20 and all(isinstance(result, Head) and result.last_seq == 5 for result in results)
     # Same stale heads again, other content: every one conflicts, nothing changes.
-    stale = await bus.append_many([(key, events(key, 1, 1, tag="-x"), head) for key, head in zip(keys, heads)])
-    assert all(isinstance(result, AppendConflict) for result in stale)
+    stale = await bus.append_many([(key, events(key, 1, 1, tag="-x"), head) for key, head in zip(keys, heads, strict=True)])
+    assert len(stale) == 20 and all(isinstance(result, AppendConflict) for result in stale)
     assert [await bus.head(key) for key in keys] == results
 
 

@@ -57,28 +57,54 @@ def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency:
 @contextlib.contextmanager
 def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str,
                   **gateway: Any) -> Iterator[tuple[str, dict[str, str]]]:
-    """Local Ray, a conversation runtime and the gateway on a free port, with tenants acme and
-    globex; yields the gateway's URL and each tenant's token. ``gateway``: GatewaySettings fields."""
+    """A conversation runtime and the gateway on a free port, with tenants acme and globex, on
+    the Ray cluster the caller started (fixture ``ray_cluster``); yields the gateway's URL and
+    each tenant's token. ``gateway``: GatewaySettings fields."""
     from mirror.actors.gateway.app import GatewayServer, GatewaySettings, create_app
     from mirror.actors.gateway.tenants import TenantRegistry
 
     registry = TenantRegistry(directory / "tenants.json")
     tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
-    with local_ray(), conversation_runtime(nats_url, directory, shard=shard, latency=latency) as runtime:
+    with conversation_runtime(nats_url, directory, shard=shard, latency=latency) as runtime:
         app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json"), **gateway))  # type: ignore[arg-type]
         with GatewayServer(app) as gateway:
             yield gateway.url, tokens
 
 
-@contextlib.contextmanager
-def local_ray() -> Iterator[None]:
-    """A real local Ray cluster for one test module (2 CPUs, Mirror's namespace)."""
+def start_ray() -> None:
+    """Start the local Ray cluster the tests share (2 CPUs, Mirror's namespace), unless one runs."""
     import ray
 
     from mirror.actors.conversation_actor import NAMESPACE
 
-    ray.init(num_cpus=2, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
+
+
+def stop_ray() -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def clear_named_actors() -> None:
+    """Kill every named actor of Mirror's namespace: the directory, conversation and ingester
+    actors are detached singletons found by name, so a module must not meet another's."""
+    import ray
+
+    for name in ray.util.list_named_actors():
+        with contextlib.suppress(ValueError):  # gone already
+            ray.kill(ray.get_actor(name), no_restart=True)
+
+
+@contextlib.contextmanager
+def local_ray() -> Iterator[None]:
+    """A private local Ray cluster for a module that needs a fresh one (it replaces the shared
+    one, which the next module that asks for it starts again)."""
+    stop_ray()
+    start_ray()
     try:
         yield
     finally:
-        ray.shutdown()
+        stop_ray()

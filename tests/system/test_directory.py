@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 import ray
 
 from mirror.actors.directory import NAMESPACE, Directory
-from tests.support.stack import local_ray
 
 pytestmark = pytest.mark.slow
 
@@ -26,12 +24,6 @@ class Probe:
 
     def was_passivated(self) -> bool:
         return self.passivated
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    with local_ray():
-        yield
 
 
 def test_each_node_keeps_its_own_least_recently_used_under_the_cap(ray_cluster: None) -> None:

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def stack(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+def stack(ray_cluster: None, nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
     with gateway_stack(nats_server.url, tmp_path_factory.mktemp("gateway"), shard="gw", latency="fixed:5") as stack:
         yield stack
 
@@ -51,7 +51,7 @@ def test_two_tenants_concurrent_turns_all_acknowledged_and_logged(stack) -> None
             for index in range(3):
                 listed = client.get(f"/v1/conversations/chat-{index}/events", params={"limit": 1000}).json()["events"]
                 turns = [e for e in listed if e["type"] == "turn"]
-                assert [t["payload"]["user_message"] for t in turns][:3] == [f"{tenant} says {n}" for n in range(3)]
+                assert [t["payload"]["user_message"] for t in turns] == [f"{tenant} says {n}" for n in range(3)]
                 assert [e["seq"] for e in listed] == list(range(1, len(listed) + 1))
 
 
@@ -75,7 +75,7 @@ def test_tenant_isolation_matrix(stack) -> None:  # type: ignore[no-untyped-def]
         assert client.get("/v1/conversations/private/stream", headers=auth(globex)).status_code == 404
         assert "private" in [c["id"] for c in client.get("/v1/conversations", headers=auth(acme)).json()["conversations"]]
         summary = client.get("/v1/conversations/private", headers=auth(acme)).json()
-        assert summary["turns"] >= 1 and summary["last_seq"] >= 1
+        assert summary["turns"] == 1 and summary["last_seq"] >= 1  # thinking may still be under way
 
 
 @pytest.mark.parametrize(

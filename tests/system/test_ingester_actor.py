@@ -33,6 +33,7 @@ CONVERSATIONS = 6
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[None]:
+    """A private cluster, not the session's: this module SIGKILLs Ray worker processes."""
     with local_ray():
         yield
 

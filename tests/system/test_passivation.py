@@ -13,7 +13,7 @@ from mirror.actors.conversation_actor import call, conversation_actor, is_passiv
 from mirror.actors.directory import DIRECTORY_NAME, NAMESPACE
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
-from tests.support.stack import conversation_runtime, local_ray
+from tests.support.stack import conversation_runtime
 
 # ~4 minutes alone on 2 cores; the suite-wide 300 s limit is too tight when the machine is shared.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -21,9 +21,9 @@ CAP = 16
 
 
 @pytest.fixture(scope="module")
-def runtime(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeSettings]:
+def runtime(ray_cluster: None, nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeSettings]:
     tmp = tmp_path_factory.mktemp("passivation")
-    with local_ray(), conversation_runtime(nats_server.url, tmp, shard="pas", max_live_actors=CAP,
+    with conversation_runtime(nats_server.url, tmp, shard="pas", max_live_actors=CAP,
                                            mode="controller_only") as settings:
         yield settings  # type: ignore[misc]
 

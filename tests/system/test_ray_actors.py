@@ -16,15 +16,9 @@ from mirror.actors.conversation_actor import call, conversation_actor
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
 from mirror.projections.snapshot import state_from_snapshot
-from tests.support.stack import conversation_runtime, local_ray
+from tests.support.stack import conversation_runtime
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    with local_ray():
-        yield
 
 
 @pytest.fixture

@@ -184,7 +184,7 @@ async def test_a_changed_prompt_shows_only_where_that_prompt_was_used(
     assert result.turns == len(MESSAGES) and result.resumed_at_turn == 0
     own = branch_events[1:]  # after the fork event
     assert [e.type for e in own] == [e.type for e in recorded]
-    for old, new in zip(recorded, own):
+    for old, new in zip(recorded, own, strict=True):
         if isinstance(old.payload, (Turn, Monologue)):
             assert new.payload == old.payload  # the monologue prompt did not change: same thoughts
         else:

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
+from mirror.actors.llm.sim.server import SimLLMServer
 from mirror.cognition.errors import PromptSetError
 from mirror.cognition.history import bound_history
 from mirror.cognition.llm import ChatMessage
-from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
+from mirror.cognition.openai_client import OpenAIChatClient
 from mirror.cognition.pipeline import MODES, MirrorConfig, controller_request, monologue_request, talk, think
 from mirror.cognition.prompts import DEFAULT_PROMPT_SETS, default_prompt_set, load_prompt_set
 from mirror.events.envelope import Event, make_event
@@ -24,17 +23,10 @@ from mirror.events.payloads import Monologue, Narrative, ThinkerFailed, Turn
 from mirror.projections.conversation import apply, fold
 from mirror.projections.monologue import estimate_tokens
 from mirror.projections.state import ConversationState, initial_state
+from tests.support.sim import sim_client
 
 KEY = StreamKey("acme", "pipeline")
 PROMPTS = default_prompt_set()
-
-
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimLLMServer]:
-    server = SimLLMServer(SimSettings())
-    server.start()
-    yield server
-    server.stop()
 
 
 def reset(server: SimLLMServer, script: list[str] | None = None) -> None:
@@ -48,8 +40,7 @@ def chat_calls(server: SimLLMServer) -> int:
 
 
 def client(server: SimLLMServer, retries: int = 0) -> OpenAIChatClient:
-    return OpenAIChatClient(LLMSettings(base_url=server.base_url, model="mirror-sim", max_retries=retries,
-                                        backoff_initial_s=0.01, backoff_max_s=0.02, timeout_s=5))
+    return sim_client(server, retries=retries)
 
 
 async def one_turn(state: ConversationState, message: str, llm: OpenAIChatClient, config: MirrorConfig):  # type: ignore[no-untyped-def]
@@ -161,6 +152,24 @@ async def test_provenance_identifies_the_exact_request(sim: SimLLMServer) -> Non
     assert said.provenance.parameters["temperature"] == 0.7
 
 
+async def test_a_call_that_got_no_answer_records_the_request_it_asked(sim: SimLLMServer) -> None:
+    """Replay rebuilds a failed request from its provenance: every parameter that reaches the
+    model (the seed too) must be there, or the rebuilt request is another one."""
+    config = MirrorConfig(model="mirror-sim", seed=5, temperature=0.3)
+    state = initial_state(KEY)
+    async with client(sim) as llm:
+        said = await talk(state, "Hello there", llm, PROMPTS, config)
+        state = apply(state, make_event(KEY, 1, said.turn, provenance=said.provenance))
+        reset(sim, ["500"])
+        thinking = await think(state, llm, PROMPTS, config)
+    (failed,) = thinking.thoughts
+    assert isinstance(failed.payload, ThinkerFailed) and failed.payload.error_type == "LLMUnavailable"
+    asked = monologue_request(state, PROMPTS, config)
+    assert failed.provenance is not None and failed.provenance.response is None
+    assert failed.provenance.request_fingerprint == asked.fingerprint()
+    assert failed.provenance.parameters == {"temperature": 0.3, "max_tokens": config.thinker_max_tokens, "seed": 5}
+
+
 # ------------------------------------------------------------------------------ failures
 
 
@@ -207,10 +216,10 @@ async def test_retries_inside_the_client_hide_transient_faults(sim: SimLLMServer
 FAULTS = st.sampled_from(["ok", "ok", "ok", "500", "malformed", "empty", "429"])
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None)
 @given(script=st.lists(FAULTS, min_size=0, max_size=24), turns=st.integers(1, 5))
-def test_no_failure_sequence_yields_a_narrative_that_no_controller_wrote(sim, script, turns) -> None:  # type: ignore[no-untyped-def]
-    asyncio.run(_error_chaining_scenario(sim, script, turns))
+def test_no_failure_sequence_yields_a_narrative_that_no_controller_wrote(sim_server, script, turns) -> None:  # type: ignore[no-untyped-def]
+    asyncio.run(_error_chaining_scenario(sim_server, script, turns))
 
 
 async def _error_chaining_scenario(sim: SimLLMServer, script: list[str], turns: int) -> None:

@@ -110,6 +110,7 @@ def violations(value: Any, schema: Any, root: Mapping[str, Any] | None = None, p
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimLLMServer]:
+    """Its own simulator, not the session's: the ``timeout`` fault must hang only 0.2 s here."""
     with SimLLMServer(SimSettings(timeout_hang_s=0.2)) as server:
         yield server
 
@@ -438,7 +439,7 @@ async def test_latency_applies_and_concurrent_requests_overlap() -> None:
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
-    return sum(x * y for x, y in zip(a, b))
+    return sum(x * y for x, y in zip(a, b, strict=True))
 
 
 def test_embeddings_are_deterministic_unit_vectors(client: httpx.Client) -> None:
@@ -457,7 +458,7 @@ def test_embeddings_are_deterministic_unit_vectors(client: httpx.Client) -> None
     assert len(short) == 16
     encoded = client.post("/embeddings", json={"input": texts[0], "encoding_format": "base64"}).json()
     decoded = struct.unpack("<64f", base64.b64decode(encoded["data"][0]["embedding"]))
-    assert max(abs(a - b) for a, b in zip(decoded, vectors[0])) < 1e-6
+    assert max(abs(a - b) for a, b in zip(decoded, vectors[0], strict=True)) < 1e-6
     assert client.post("/embeddings", json={"input": []}).status_code == 400
 
 
@@ -502,8 +503,11 @@ def test_models_health_and_admin_endpoints(sim: SimLLMServer, fresh: httpx.Clien
     stats = sim.reset()
     assert stats["script"] == [] and stats["calls"] == 0 and stats["faults"]["429"] == 0
     assert fresh.post("/chat/completions", json=chat_body()).status_code == 200
-    assert set(sim.stats()) >= {"calls", "chat_calls", "embedding_calls", "faults", "in_flight", "max_in_flight",
-                                "authorized_calls", "bad_requests", "script", "response_formats", "last_response_format"}
+    assert sim.stats() == {
+        "calls": 1, "chat_calls": 1, "embedding_calls": 0, "faults": dict.fromkeys(FAULT_KINDS, 0),
+        "in_flight": 0, "max_in_flight": 1, "authorized_calls": 0, "bad_requests": 0, "script": [],
+        "response_formats": {"none": 1}, "last_response_format": None,
+    }
 
 
 # ----------------------------------------------------------------------------- CLI

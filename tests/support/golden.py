@@ -1,0 +1,257 @@
+"""Golden event logs: what they hold, how they are read, and the script that writes them.
+
+A golden log is a msgpack array of event records, each exactly the bytes the codec wrote
+(``mirror.events.codec.encode``). ``tests/golden/expected.json`` holds, per log and branch, the
+state the projections fold it to (as plain JSON, :func:`summary`) and what ``replay verify``
+counts over it.
+
+Regenerate ONLY when a schema version is deliberately added (a new event type or version, a
+new projection field): the point of these files is that code written later must keep reading
+what earlier code wrote, so they are not refreshed to make a failing test pass. Then run
+
+    .venv/bin/python -m tests.support.golden
+
+after renaming the current logs (``conversation.msgpack`` to ``conversation-v1.msgpack``, say)
+and adding their names to ``LOGS``: the old logs are the past versions and stay checked; the
+script writes new ``conversation``, ``prototype`` and ``divergent`` logs and the expected
+results of every log in ``LOGS``.
+The script drives the real MIRROR pipeline against the simulator, so every LLM-produced event
+carries the provenance ``replay verify`` re-runs it by.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
+from mirror.cognition.llm import LLM
+from mirror.cognition.pipeline import MirrorConfig, talk, think
+from mirror.cognition.prompts import default_prompt_set
+from mirror.events.codec import decode, encode
+from mirror.events.envelope import Event, make_event
+from mirror.events.ids import MAIN_BRANCH, StreamKey
+from mirror.events.memory_log import InMemoryEventLog
+from mirror.events.payloads import Belief, Edge, Fork, Insight, Narrative, Payload, Provenance
+from mirror.projections._frozen import FrozenMap
+from mirror.projections.conversation import apply
+from mirror.projections.state import ConversationState, initial_state
+from mirror.replay import History, VerifyReport, verify_events
+from tests.support.sim import SIM_MODEL, sim_client
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+EXPECTED = GOLDEN / "expected.json"
+LOGS = ("conversation", "prototype")
+"""Logs that must fold to their expected states and verify with no divergence."""
+DIVERGENT = "divergent"
+"""A log whose recorded narrative was edited after the fact: verify must find it."""
+START = 1_700_000_000.0
+"""Event ``seq`` of every golden log happened at ``START + seq``."""
+
+
+# --------------------------------------------------------------------------------- reading
+
+
+def read_log(name: str) -> list[bytes]:
+    return list(msgpack.unpackb((GOLDEN / f"{name}.msgpack").read_bytes(), raw=False))
+
+
+def write_log(name: str, events: Iterable[Event]) -> None:
+    write_records(name, [encode(event) for event in events])
+
+
+def write_records(name: str, records: Sequence[bytes]) -> None:
+    (GOLDEN / f"{name}.msgpack").write_bytes(msgpack.packb(list(records), use_bin_type=True))
+
+
+def keys_of(events: Iterable[Event]) -> list[StreamKey]:
+    """Every branch of the log, main first."""
+    return sorted({event.key for event in events}, key=lambda key: (key.branch != MAIN_BRANCH, key))
+
+
+def plain(value: Any) -> Any:
+    """A state as JSON values: dataclasses as objects, maps with text keys, floats to 9 places."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {item.name: plain(getattr(value, item.name)) for item in dataclasses.fields(value)
+                if item.name != "limits"}
+    if isinstance(value, (FrozenMap, Mapping)):
+        return {("|".join(map(str, key)) if isinstance(key, tuple) else str(key)): plain(item)
+                for key, item in sorted(value.items(), key=lambda pair: str(pair[0]))}
+    if isinstance(value, (tuple, list)):
+        return [plain(item) for item in value]
+    if isinstance(value, float):
+        return round(value, 9)
+    return value
+
+
+def summary(state: ConversationState) -> dict[str, Any]:
+    return plain(state)
+
+
+def verify_counts(report: VerifyReport) -> dict[str, int]:
+    return {"events": report.events, "steps": report.steps, "unverifiable": report.unverifiable,
+            "recorded_answers": report.recorded_answers, "model_calls": report.model_calls}
+
+
+async def fold_and_verify(events: Sequence[Event], log: Any = None) -> dict[str, dict[str, Any]]:
+    """Per branch: its folded state and ``replay verify``'s report, as ``replay verify`` runs it
+    (a forked branch verified from its parent's state at the fork). ``log``: a log port that
+    already holds ``events`` (default: an in-memory log of them)."""
+    log = log if log is not None else _log_of(events)
+    history = History(log, materialize=False)
+    prompts = default_prompt_set()
+    out: dict[str, dict[str, Any]] = {}
+    for key in keys_of(events):
+        point = await history.fork_point(key)
+        base = await history.state_at(key, point.fork_seq if point else 0)
+        report = await verify_events(key, base, await log.read(key), prompts)
+        out[key.branch] = {"state": summary(await history.state_at(key)), "report": report}
+    return out
+
+
+# --------------------------------------------------------------------------------- writing
+
+
+def _steady(provenance: Provenance | None) -> Provenance | None:
+    """A measured latency fixed at 1 ms, so a rerun changes no more bytes than it must (a call
+    that got no answer measured nothing and keeps its 0)."""
+    if provenance is None or provenance.latency_ms == 0:
+        return provenance
+    return dataclasses.replace(provenance, latency_ms=1.0)
+
+
+class _Writer:
+    """Appends events to one branch the way the conversation actor does."""
+
+    def __init__(self, key: StreamKey, llm: LLM, state: ConversationState | None = None) -> None:
+        self.key = key
+        self.llm = llm
+        self.state = state or initial_state(key)
+        self.events: list[Event] = []
+        self.config = MirrorConfig(model=SIM_MODEL, mode="full", seed=11)
+        self.prompts = default_prompt_set()
+
+    def append(self, payload: Payload, *, provenance: Provenance | None = None, causation: str | None = None) -> Event:
+        seq = self.state.last_seq + 1
+        event = make_event(self.key, seq, payload, turn=max(self.state.turn_count - 1, 0), provenance=provenance,
+                           causation=causation, timestamp=START + seq)
+        return self._apply(event)
+
+    def _apply(self, event: Event) -> Event:
+        self.state = apply(self.state, event)
+        self.events.append(event)
+        return event
+
+    async def turn(self, message: str) -> None:
+        said = await talk(self.state, message, self.llm, self.prompts, self.config)
+        seq = self.state.last_seq + 1
+        self._apply(make_event(self.key, seq, said.turn, turn=self.state.turn_count, provenance=_steady(said.provenance),
+                               timestamp=START + seq))
+
+    async def think(self, attempt: int = 1) -> bool:
+        seen = self.events[-1].id if self.events else None
+        thinking = await think(self.state, self.llm, self.prompts, self.config, attempt=attempt)
+        for event in thinking.events(self.key, self.state.last_seq + 1, causation=seen):
+            self._apply(dataclasses.replace(event, timestamp=START + event.seq, provenance=_steady(event.provenance)))
+        return thinking.ok
+
+
+async def _conversation(sim: SimLLMServer) -> list[Event]:
+    """Main: three turns thought through (one thinking step fails once and is retried), with
+    beliefs, edges and an insight; ``alt``: forked after the second turn's thinking, re-thought,
+    and one more turn of its own."""
+    main = StreamKey("golden", "conversation")
+    async with sim_client(sim) as llm:
+        writer = _Writer(main, llm)
+        await writer.turn("I am allergic to peanuts.")
+        await writer.think()
+        writer.append(Belief("allergy", "assert", "The user is allergic to peanuts.", "operational", 0.9))
+        writer.append(Edge("peanuts", "causes", "allergic reaction"))
+        await writer.turn("What should I cook tonight?")
+        sim.script("500")
+        assert not await writer.think(), "the scripted 500 must fail the monologue"
+        assert await writer.think(attempt=2)
+        fork_seq = writer.state.last_seq
+        writer.append(Belief("allergy", "reinforce"))
+        writer.append(Insight("The user plans meals around an allergy."))
+        await writer.turn("Something quick, please.")
+        await writer.think()
+        writer.append(Edge("cooking", "needs", "time", origin="user_confirmed"))
+
+        history = History(_log_of(writer.events), materialize=False)
+        alt = StreamKey(main.tenant, main.conversation, "alt")
+        branch = _Writer(alt, llm, _rekey(await history.state_at(main, fork_seq), alt))
+        branch.append(Fork(MAIN_BRANCH, fork_seq, "default", "golden fork"))
+        await branch.think()
+        await branch.turn("Actually, I can eat peanuts now.")
+        await branch.think()
+        branch.append(Belief("no-allergy", "contradict", "The user can eat peanuts.", related=("allergy",)))
+    return writer.events + branch.events
+
+
+def _log_of(events: Iterable[Event]) -> InMemoryEventLog:
+    log = InMemoryEventLog()
+    log.add(events)
+    return log
+
+
+def _rekey(state: ConversationState, key: StreamKey) -> ConversationState:
+    return dataclasses.replace(state, key=key)
+
+
+def _prototype() -> list[bytes]:
+    """Turns as the prototype wrote them (``turn`` schema 1: ``user``/``assistant``, no
+    provenance), then a belief and an edge: records the codec must upcast, forever."""
+    key = StreamKey("golden", "prototype")
+    events = [
+        make_event(key, 1, Belief("tea", "assert", "The user likes tea."), timestamp=START + 1),
+    ]
+    records = []
+    for seq, (user, assistant) in enumerate([("Hello.", "Hello! How are you?"), ("I like tea.", "Noted: tea.")], 2):
+        record = msgpack.unpackb(encode(make_event(key, seq, Narrative("placeholder"), turn=seq - 2,
+                                                   timestamp=START + seq)), raw=False)
+        record.update(type="turn", schema=1, payload={"user": user, "assistant": assistant})
+        records.append(msgpack.packb(record, use_bin_type=True))
+    tail = [make_event(key, 4, Edge("tea", "eases", "stress"), turn=1, timestamp=START + 4)]
+    return [encode(events[0]), *records, *(encode(event) for event in tail)]
+
+
+def _divergent(conversation: list[Event]) -> list[Event]:
+    """The main branch up to its first narrative, whose text was edited after the fact (the recorded
+    answer in its provenance left as the model gave it): a replay must notice."""
+    main = [event for event in conversation if event.branch == MAIN_BRANCH]
+    first = next(index for index, event in enumerate(main) if isinstance(event.payload, Narrative))
+    main = main[: first + 1]
+    edited = dataclasses.replace(main[first].payload, text="I was told something else entirely.")
+    main[first] = dataclasses.replace(main[first], payload=edited)
+    return main
+
+
+async def regenerate() -> None:
+    GOLDEN.mkdir(exist_ok=True)
+    with SimLLMServer(SimSettings()) as sim:
+        conversation = await _conversation(sim)
+    write_log("conversation", conversation)
+    write_records("prototype", _prototype())
+    write_log(DIVERGENT, _divergent(conversation))
+    expected: dict[str, Any] = {}
+    for name in LOGS:
+        folded = await fold_and_verify([decode(record) for record in read_log(name)])
+        for branch, result in folded.items():
+            report: VerifyReport = result["report"]
+            assert report.ok and report.model_calls == 0, f"{name}/{branch} does not verify: {report.as_dict()}"
+            expected.setdefault(name, {})[branch] = {"state": result["state"], "verify": verify_counts(report)}
+    divergent = (await fold_and_verify([decode(record) for record in read_log(DIVERGENT)]))[MAIN_BRANCH]["report"]
+    assert not divergent.ok
+    expected[DIVERGENT] = {MAIN_BRANCH: {"diverges_at": [d.seq for d in divergent.divergences]}}
+    EXPECTED.write_text(json.dumps(expected, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    asyncio.run(regenerate())

@@ -1,0 +1,99 @@
+"""Golden logs (tests/golden/): event logs written by earlier code, which every later change must
+keep reading, folding to the same states and replaying without a model call.
+
+See tests/support/golden.py for what each log holds and when (rarely) to regenerate them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import msgpack
+import pytest
+
+from mirror.events.codec import decode, encode
+from mirror.events.envelope import Event
+from mirror.events.ids import MAIN_BRANCH, StreamKey
+from mirror.events.payloads import Narrative, Turn
+from mirror.projections.conversation import fold
+from mirror.projections.state import initial_state
+from mirror.replay.errors import NonDeterminism
+from tests.support.golden import DIVERGENT, EXPECTED, LOGS, fold_and_verify, read_log, summary, verify_counts
+from tests.support.logs import WritableLog
+
+EXPECTED_RESULTS = json.loads(EXPECTED.read_text())
+
+
+def golden_events(name: str) -> list[Event]:
+    return [decode(record) for record in read_log(name)]
+
+
+@pytest.mark.parametrize("name", [*LOGS, DIVERGENT])
+def test_every_golden_record_decodes_and_current_ones_encode_back_to_their_bytes(name: str) -> None:
+    records = read_log(name)
+    events = [decode(record) for record in records]
+    assert len(events) == len(records) > 0
+    for record, event in zip(records, events, strict=True):
+        if msgpack.unpackb(record, raw=False)["schema"] == event.schema_version:
+            assert encode(event) == record, f"{name} seq {event.seq} encodes differently today"
+    for key in {event.key for event in events}:
+        seqs = [event.seq for event in events if event.key == key]
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), f"{key} has gaps or doubles"
+
+
+def test_prototype_turns_are_upcast_to_the_current_schema() -> None:
+    records = [msgpack.unpackb(record, raw=False) for record in read_log("prototype")]
+    assert [(record["type"], record["schema"]) for record in records] == [
+        ("belief", 1), ("turn", 1), ("turn", 1), ("edge", 1)]
+    turns = [event.payload for event in golden_events("prototype") if isinstance(event.payload, Turn)]
+    assert turns == [Turn("Hello.", "Hello! How are you?", narrative_seq=None, mode="full"),
+                     Turn("I like tea.", "Noted: tea.", narrative_seq=None, mode="full")]
+
+
+@pytest.mark.parametrize("name", LOGS)
+async def test_golden_logs_fold_and_verify_through_every_log_adapter(name: str, event_log: WritableLog) -> None:
+    events = golden_events(name)
+    await event_log.write(events)
+    results = await fold_and_verify(events, event_log.log)
+    assert sorted(results) == sorted(EXPECTED_RESULTS[name])
+    for branch, result in results.items():
+        expected = EXPECTED_RESULTS[name][branch]
+        assert result["state"] == expected["state"], f"{name}/{branch} folds to another state"
+        report = result["report"]
+        assert report.divergences == [], f"{name}/{branch}: {report.as_dict()}"
+        assert report.model_calls == 0
+        assert verify_counts(report) == expected["verify"]
+
+
+@pytest.mark.parametrize("name", LOGS)
+def test_a_plain_fold_of_main_matches_the_expected_state(name: str) -> None:
+    main = [event for event in golden_events(name) if event.branch == MAIN_BRANCH]
+    state = fold(main, initial_state(main[0].key))
+    assert summary(state) == EXPECTED_RESULTS[name][MAIN_BRANCH]["state"]
+
+
+def test_the_conversation_log_covers_what_it_promises() -> None:
+    events = golden_events("conversation")
+    types = {(event.branch, event.type) for event in events}
+    for branch in ("main", "alt"):
+        assert {(branch, kind) for kind in ("turn", "monologue", "narrative", "belief")} <= types
+    assert {("main", "thinker_failed"), ("main", "edge"), ("main", "insight"), ("alt", "fork")} <= types
+    llm_made = [event for event in events if event.type in ("turn", "monologue", "narrative", "thinker_failed")]
+    assert all(event.provenance is not None for event in llm_made)
+
+
+async def test_the_divergent_log_is_reported_as_non_determinism() -> None:
+    events = golden_events(DIVERGENT)
+    report = (await fold_and_verify(events))[MAIN_BRANCH]["report"]
+    assert [divergence.seq for divergence in report.divergences] == EXPECTED_RESULTS[DIVERGENT]["main"]["diverges_at"]
+    divergence = report.divergences[0]
+    assert divergence.reason == "narrative differs in payload.text"
+    assert isinstance(events[divergence.seq - 1].payload, Narrative)
+    assert divergence.recorded["payload"]["text"] == "I was told something else entirely."
+    assert divergence.replayed["payload"]["text"] == events[divergence.seq - 1].provenance.response  # type: ignore[union-attr]
+    assert report.model_calls == 0
+    with pytest.raises(NonDeterminism) as caught:
+        report.raise_for_divergence()
+    assert caught.value.key == StreamKey("golden", "conversation")
+    assert caught.value.divergences == report.divergences
+    assert "diverges at seq 3" in str(caught.value)
