@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "Snapshot": "log",
     "StreamKey": "ids",
     "StreamSettings": "nats.jetstream",
+    "Subscription": "bus",
     "ThinkerFailed": "payloads",
     "Turn": "payloads",
     "UnknownEventType": "errors",

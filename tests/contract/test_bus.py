@@ -137,6 +137,60 @@ async def test_any_payload_type_appends_and_is_retried_by_its_bytes(bus) -> None
         await bus.append(KEY, [make_event(KEY, 1, Narrative("I hold something else."))], head)
 
 
+async def test_tail_yields_what_the_bus_holds_after_a_position(bus) -> None:  # type: ignore[no-untyped-def]
+    other = StreamKey("acme", "interleaved")
+    head, other_head = await fresh_head(bus, KEY), await fresh_head(bus, other)
+    for first in (1, 3):  # two streams written in turns: positions of one skip the other's (JetStream)
+        head = await bus.append(KEY, events(KEY, first, 2), head)
+        other_head = await bus.append(other, events(other, first, 2), other_head)
+    everything = [item async for item in bus.tail(KEY, 0)]
+    assert [event for _, event in everything] == events(KEY, 1, 4)
+    positions = [position for position, _ in everything]
+    assert positions == sorted(set(positions)) and positions[-1] == head.fence
+    after_second = [event async for _, event in bus.tail(KEY, positions[1])]
+    assert after_second == events(KEY, 3, 2)
+    assert [item async for item in bus.tail(KEY, head.fence)] == []
+    assert [item async for item in bus.tail(StreamKey("acme", "never-written"), 0)] == []
+
+
+async def test_a_subscription_delivers_each_stored_event_once_in_order(bus) -> None:  # type: ignore[no-untyped-def]
+    head = await bus.append(KEY, events(KEY, 1, 2), await fresh_head(bus, KEY))  # before: not delivered
+    other = StreamKey("acme", "elsewhere")
+    async with await bus.subscribe(KEY) as subscription:
+        stale = head
+        head = await bus.append(KEY, events(KEY, 3, 2), head)
+        assert await bus.append(KEY, events(KEY, 3, 2), stale) == head  # a retry: stored once
+        with pytest.raises(AppendConflict):
+            await bus.append(KEY, events(KEY, 3, 1, tag="-refused"), stale)  # refused: never shown
+        await bus.append(other, events(other, 1, 1), await fresh_head(bus, other))  # another stream
+        head = await bus.append(KEY, events(KEY, 5, 1), head)
+        received = [await asyncio.wait_for(anext(subscription), 10) for _ in range(3)]
+        assert received == events(KEY, 3, 3)
+        with pytest.raises(TimeoutError):  # nothing else came: no duplicate, no refused event
+            await asyncio.wait_for(anext(subscription), 0.3)
+        # A wait cancelled (as by a keep-alive timeout) loses nothing.
+        await bus.append(KEY, events(KEY, 6, 1), head)
+        assert await asyncio.wait_for(anext(subscription), 10) == events(KEY, 6, 1)[0]
+    assert [event async for event in subscription] == []  # closed: iteration ends
+
+
+async def test_a_slow_subscriber_loses_the_newest_events_not_the_writers_time(bus) -> None:  # type: ignore[no-untyped-def]
+    subscription = await bus.subscribe(KEY, buffer=2)
+    try:
+        await bus.append(KEY, events(KEY, 1, 5), await fresh_head(bus, KEY))
+        for _ in range(250):  # nothing is read yet: two are buffered, three dropped as they arrive
+            if subscription.dropped == 3:
+                break
+            await asyncio.sleep(0.02)
+        assert subscription.dropped == 3
+        assert [(await asyncio.wait_for(anext(subscription), 10)).seq for _ in range(2)] == [1, 2]
+        head = await bus.head(KEY)
+        await bus.append(KEY, events(KEY, 6, 1), head)  # room again: delivered
+        assert (await asyncio.wait_for(anext(subscription), 10)).seq == 6
+    finally:
+        await subscription.aclose()
+
+
 async def test_the_recompute_writer_pipelines_appends_and_stops_at_the_first_failure(bus) -> None:  # type: ignore[no-untyped-def]
     """Recompute's branch writer sends each append behind the previous one without waiting for
     it: all land in order, and once one fails nothing after it is written and the failure is raised."""
