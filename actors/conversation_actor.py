@@ -14,6 +14,7 @@ import ray
 
 from mirror.actors.conversation import Conversation, RuntimeSettings
 from mirror.actors.directory import NAMESPACE, TOUCH_EVERY_S, directory
+from mirror.actors.results import ConversationSummary, TurnResult
 from mirror.events.ids import StreamKey
 
 
@@ -66,10 +67,10 @@ class ConversationActor:
                 await self.passivate()
                 return
 
-    async def turn(self, message: str, sync: bool = False) -> dict[str, Any]:
+    async def turn(self, message: str, sync: bool = False) -> TurnResult:
         return await (await self._ready()).turn(message, sync=sync)
 
-    async def summary(self) -> dict[str, Any]:
+    async def summary(self) -> ConversationSummary:
         return (await self._ready()).summary()
 
     async def wait_idle(self, timeout: float | None = None) -> bool:

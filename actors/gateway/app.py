@@ -5,7 +5,7 @@ one tenant, and every identifier a route touches is scoped by that tenant — no
 another tenant's conversation. Turns go to the conversation's Ray actor through its handle
 (uvicorn → actor handle measured ~1.8 ms p50 here, against ~7.5 ms for Ray Serve's proxy, so
 the gateway is plain uvicorn processes behind any load balancer). Reads go to the log's owner
-over NATS; ``/stream`` relays the conversation's subject as server-sent events.
+over NATS; ``/stream`` relays the conversation's new events (a bus subscription) as server-sent events.
 
 Bad input changes nothing: identifiers, message size, malformed JSON and unknown conversations
 are refused with a 4xx that says what was wrong, before any actor or append is involved.
@@ -29,10 +29,12 @@ from mirror.actors._threaded_server import ThreadedServer
 from mirror.actors.conversation import RuntimeSettings
 from mirror.actors.errors import Fenced
 from mirror.actors.gateway.tenants import TenantRegistry
-from mirror.events.codec import decode, to_json_ready
+from mirror.actors.results import ConversationSummary, TurnResult
+from mirror.events.bus import EventBus
+from mirror.events.codec import to_json_ready
 from mirror.events.errors import InvalidIdentifier, LogUnavailable
 from mirror.events.ids import StreamKey, validate_identifier
-from mirror.events.nats.jetstream import connect_nats, subject_for
+from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024
@@ -88,16 +90,16 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
     registry = TenantRegistry(settings.tenants_file)
     app = FastAPI(title="Mirror", summary="LLM conversations that think between turns", version="0.1.0")
     app.state.registry = registry
-    nats_box: dict[str, Any] = {}
+    opened: dict[str, Any] = {}
     handles: dict[StreamKey, Any] = {}
 
-    async def nats() -> Any:
-        if "nc" not in nats_box:
-            nats_box["nc"] = await connect_nats(settings.runtime.nats_url, name="mirror-gateway")
-        return nats_box["nc"]
+    async def bus() -> JetStreamBus:
+        if "bus" not in opened:
+            opened["bus"] = await JetStreamBus.connect(settings.runtime.nats_url, settings.runtime.stream)
+        return opened["bus"]
 
     async def log_client() -> LogClient:
-        return LogClient(await nats(), shard=settings.runtime.shard)
+        return LogClient((await bus()).nc, shard=settings.runtime.shard)
 
     def key_of(tenant_id: str, conversation: str) -> StreamKey:
         try:
@@ -108,7 +110,7 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
     async def existing(key: StreamKey) -> int:
         last_seq = await (await log_client()).last_seq(key)
         if last_seq == 0:
-            bus_head = await _stream_last_seq(await nats(), key, settings)
+            bus_head = await _stream_last_seq(await bus(), key)
             if bus_head is None:
                 raise HTTPException(404, f"no conversation {key.conversation!r} for this tenant")
             return bus_head
@@ -155,9 +157,9 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
         size = len(body.message.encode())
         if size > settings.max_message_bytes:
             raise HTTPException(413, f"message is {size} bytes; the limit is {settings.max_message_bytes}")
-        result = await ask(key, "turn", body.message, sync)
+        result: TurnResult = await ask(key, "turn", body.message, sync)
         response.headers["Server-Timing"] = server_timing(result, (time.perf_counter() - started) * 1000)
-        return result
+        return result.as_dict()
 
     @app.get("/v1/conversations")
     async def list_conversations(owner: Tenant) -> dict[str, Any]:
@@ -171,8 +173,8 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
     async def get_conversation(conversation: str, owner: Tenant) -> dict[str, Any]:
         key = key_of(owner, conversation)
         await existing(key)
-        summary = await ask(key, "summary")
-        return {"id": conversation, **{k: v for k, v in summary.items() if k not in ("tenant", "conversation")}}
+        summary: ConversationSummary = await ask(key, "summary")
+        return {"id": conversation, **{k: v for k, v in summary.as_dict().items() if k not in ("tenant", "conversation")}}
 
     @app.get("/v1/conversations/{conversation}/events")
     async def get_events(conversation: str, owner: Tenant, after: int = Query(0, ge=0),
@@ -188,13 +190,13 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
     async def history() -> Any:
         from mirror.replay import History
 
-        if "history" not in nats_box:
-            nc = await nats()
-            nats_box["history"] = History(
+        if "history" not in opened:
+            events = await bus()
+            opened["history"] = History(
                 await log_client(), snapshot_every=settings.runtime.snapshot_every,
-                stream_head=lambda key: _stream_last_seq(nc, key, settings),
+                stream_head=lambda key: _stream_last_seq(events, key),
             )
-        return nats_box["history"]
+        return opened["history"]
 
     def branch_key(key: StreamKey, branch: str) -> StreamKey:
         try:
@@ -274,8 +276,8 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
         ).remote(settings.runtime, job, job_id)
         running = driver.run.remote()
         if not wait:
-            return await driver.status.remote()
-        status = await running
+            return (await driver.status.remote()).as_dict()
+        status = (await running).as_dict()
         finished[(owner, job_id)] = status
         ray_kill(driver)
         if status["status"] == "failed":
@@ -296,7 +298,7 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
         except (ValueError, InvalidIdentifier):
             raise HTTPException(404, f"no recompute job {job!r} for this tenant") from None
         try:
-            status = await driver.status.remote()
+            status = (await driver.status.remote()).as_dict()
         except Exception as exc:  # the driver's process died: its tasks died with it
             status = {"job": job, "status": "failed", "error": f"the driver died ({type(exc).__name__}); "
                       "start the same recompute again to resume it"}
@@ -309,7 +311,7 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
     async def stream(conversation: str, owner: Tenant) -> StreamingResponse:
         key = key_of(owner, conversation)
         await existing(key)
-        return StreamingResponse(_sse(await nats(), key), media_type="text/event-stream")
+        return StreamingResponse(_sse(await bus(), key), media_type="text/event-stream")
 
     return app
 
@@ -355,8 +357,9 @@ SERVER_TIMING = (("llm", "llm_ms"), ("talk", "talk_ms"), ("append", "append_ms")
 the actor's whole turn; ``gateway`` is the gateway's handler around the actor call."""
 
 
-def server_timing(result: dict[str, Any], gateway_ms: float) -> str:
-    parts = [f"{name};dur={result[field]:.3f}" for name, field in SERVER_TIMING if result.get(field) is not None]
+def server_timing(result: TurnResult, gateway_ms: float) -> str:
+    parts = [f"{name};dur={getattr(result, field):.3f}" for name, field in SERVER_TIMING
+             if getattr(result, field) is not None]
     return ", ".join([*parts, f"gateway;dur={gateway_ms:.3f}"])
 
 
@@ -364,38 +367,31 @@ def _json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-async def _stream_last_seq(nc: Any, key: StreamKey, settings: GatewaySettings) -> int | None:
-    import nats.js.errors
-
-    try:
-        message = await nc.jetstream().get_last_msg(settings.runtime.stream.name, subject_for(key), direct=True)
-    except nats.js.errors.NotFoundError:
-        return None
-    return decode(message.data).seq
+async def _stream_last_seq(bus: EventBus, key: StreamKey) -> int | None:
+    """The last seq the bus holds for ``key`` (None: nothing), committed to the log yet or not."""
+    return (await bus.head(key)).last_seq
 
 
-async def _sse(nc: Any, key: StreamKey) -> AsyncIterator[bytes]:
-    """New events of ``key`` as server-sent events, as they are published."""
-    queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=1000)
+SSE_KEEP_ALIVE_S = 15.0
 
-    async def on_message(message: Any) -> None:
-        if not queue.full():
-            queue.put_nowait(message.data)
 
-    subscription = await nc.subscribe(subject_for(key), cb=on_message)
+async def _sse(bus: EventBus, key: StreamKey) -> AsyncIterator[bytes]:
+    """New events of ``key`` as server-sent events, as they are appended."""
+    subscription = await bus.subscribe(key)
     try:
         yield b": connected\n\n"
         while True:
-            try:
-                data = await asyncio.wait_for(queue.get(), 15)
+            try:  # a cancelled wait loses nothing (see Subscription)
+                event = await asyncio.wait_for(anext(subscription), SSE_KEEP_ALIVE_S)
             except TimeoutError:
                 yield b": keep-alive\n\n"
                 continue
-            event = decode(data)
+            except StopAsyncIteration:
+                return
             payload = json.dumps(to_json_ready(event), default=str)
             yield f"id: {event.seq}\nevent: {event.type}\ndata: {payload}\n\n".encode()
     finally:
-        await subscription.unsubscribe()
+        await subscription.aclose()
 
 
 class GatewayServer(ThreadedServer):

@@ -191,27 +191,56 @@ async def test_a_slow_subscriber_loses_the_newest_events_not_the_writers_time(bu
         await subscription.aclose()
 
 
-async def test_the_recompute_writer_pipelines_appends_and_stops_at_the_first_failure(bus) -> None:  # type: ignore[no-untyped-def]
-    """Recompute's branch writer sends each append behind the previous one without waiting for
-    it: all land in order, and once one fails nothing after it is written and the failure is raised."""
+def batch_of(key: StreamKey, count: int):  # type: ignore[no-untyped-def]
+    """A writer's build step: ``count`` turns after whatever the state holds."""
+    return lambda state: events(key, state.last_seq + 1, count)
+
+
+async def test_the_pipelined_writer_sends_behind_the_previous_append_and_stops_at_the_first_failure(bus) -> None:  # type: ignore[no-untyped-def]
+    """Recompute's way to write: each append is sent behind the previous one without waiting for
+    it; all land in order, and once one fails nothing after it is written and the failure is raised."""
+    from mirror.cognition.writer import ConversationWriter
     from mirror.projections.state import initial_state
-    from mirror.replay.recompute import _BranchWriter
 
     key = StreamKey("acme", "pipelined")
-    writer = _BranchWriter(bus, key, initial_state(key), await fresh_head(bus, key))
-    for first in (1, 3, 5):
-        await writer.append(events(key, first, 2))
-    assert writer.state.last_seq == 6  # folded at once, before any acknowledgement
+    writer = ConversationWriter(bus, key, initial_state(key), await fresh_head(bus, key), pipelined=True)
+    for _ in range(3):
+        await writer.append(batch_of(key, 2))
+    assert writer.state.last_seq == 6 and writer.written == 6  # folded at once, before any acknowledgement
     await writer.flush()
     assert writer.head.last_seq == 6 and (await bus.head(key)).last_seq == 6
 
     other = StreamKey("acme", "raced")
     stale = await fresh_head(bus, other)
     await bus.append(other, events(other, 1, 1, tag=" by another writer"), stale)
-    loser = _BranchWriter(bus, other, initial_state(other), stale)
+    loser = ConversationWriter(bus, other, initial_state(other), stale, pipelined=True)
     with pytest.raises(AppendConflict):
-        for first in range(1, 20, 2):  # the first send fails; a later append or the flush says so
-            await loser.append(events(other, first, 2))
+        for _ in range(10):  # the first send fails; a later append or the flush says so
+            await loser.append(batch_of(other, 2))
             await asyncio.sleep(0)
         await loser.flush()
     assert (await bus.head(other)).last_seq == 1  # nothing was written past the failure
+
+
+async def test_the_serial_writer_folds_only_what_landed_and_a_conflict_stops_it_for_good(bus) -> None:  # type: ignore[no-untyped-def]
+    """The live conversation's way to write: the state moves once the bus acknowledged; losing
+    the fence refuses every later append without sending it."""
+    from mirror.cognition.writer import ConversationWriter
+    from mirror.projections.state import initial_state
+
+    key = StreamKey("acme", "serial")
+    appended: list[int] = []
+    writer = ConversationWriter(bus, key, initial_state(key), await fresh_head(bus, key),
+                                on_appended=lambda batch: appended.extend(event.seq for event in batch))
+    await asyncio.gather(*(writer.append(batch_of(key, 2)) for _ in range(3)))  # concurrent: serialised
+    assert writer.state.last_seq == 6 and appended == [1, 2, 3, 4, 5, 6]
+    assert writer.head == await bus.head(key)
+
+    rival = await bus.append(key, events(key, 7, 1, tag=" by another writer"), writer.head)
+    with pytest.raises(AppendConflict):
+        await writer.append(batch_of(key, 1))
+    assert writer.state.last_seq == 6 and writer.failure is not None
+    await bus.append(key, events(key, 8, 1), rival)  # the stream moves on; the writer stays stopped
+    with pytest.raises(AppendConflict):
+        await writer.append(batch_of(key, 1))
+    assert (await bus.head(key)).last_seq == 8 and appended == [1, 2, 3, 4, 5, 6]
