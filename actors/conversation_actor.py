@@ -12,7 +12,7 @@ from typing import Any
 
 import ray
 
-from mirror.actors.conversation import Conversation, RuntimeSettings
+from mirror.actors.conversation import Conversation, RebuildReport, RuntimeSettings
 from mirror.actors.directory import NAMESPACE, TOUCH_EVERY_S, directory
 from mirror.actors.results import ConversationSummary, TurnResult
 from mirror.events.ids import StreamKey
@@ -81,12 +81,9 @@ class ConversationActor:
 
         return snapshot_bytes((await self._ready()).state)
 
-    async def rebuild_report(self) -> dict[str, Any] | None:
-        """How this incarnation rebuilt its state (see :class:`RebuildReport`)."""
-        from dataclasses import asdict
-
-        conversation = await self._ready()
-        return None if conversation.rebuilt is None else asdict(conversation.rebuilt)
+    async def rebuild_report(self) -> RebuildReport | None:
+        """How this incarnation rebuilt its state."""
+        return (await self._ready()).rebuilt
 
     async def pid(self) -> int:
         import os
