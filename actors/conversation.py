@@ -31,7 +31,7 @@ from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.cognition.pipeline import MirrorConfig, talk
 from mirror.cognition.prompts import PromptSet, default_prompt_set, load_prompt_set
 from mirror.cognition.writer import ConversationWriter
-from mirror.events.bus import EventBus, Head
+from mirror.events.bus import Head
 from mirror.events.envelope import Event
 from mirror.events.errors import AppendConflict, LogError
 from mirror.events.ids import StreamKey
@@ -132,7 +132,7 @@ class Conversation:
 
     async def start(self) -> Conversation:
         nc = await connect_nats(self.settings.nats_url, name=f"mirror-conversation-{self.key.conversation}")
-        self.bus: EventBus = JetStreamBus(nc, self.settings.stream)
+        self.bus = JetStreamBus(nc, self.settings.stream)
         self.log = LogClient(nc, shard=self.settings.shard)
         self.llm = OpenAIChatClient(self.settings.llm)
         writer = await self._rebuild()

@@ -94,8 +94,10 @@ class Subscription:
 
     def deliver(self, data: bytes) -> None:
         """(Adapters) one encoded event, appended to the stream; never blocks."""
-        if self._closed or self._queue.qsize() >= self._buffer:
-            self.dropped += 0 if self._closed else 1
+        if self._closed:
+            return
+        if self._queue.qsize() >= self._buffer:
+            self.dropped += 1
             return
         self._queue.put_nowait(data)
 

@@ -191,10 +191,10 @@ def create_app(settings: GatewaySettings, actors: Any = None) -> FastAPI:
         from mirror.replay import History
 
         if "history" not in opened:
-            events = await bus()
+            event_bus = await bus()
             opened["history"] = History(
                 await log_client(), snapshot_every=settings.runtime.snapshot_every,
-                stream_head=lambda key: _stream_last_seq(events, key),
+                stream_head=lambda key: _stream_last_seq(event_bus, key),
             )
         return opened["history"]
 
