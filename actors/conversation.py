@@ -9,7 +9,9 @@ continues exactly where the last one stopped.
 A turn: the Talker replies from the newest narrative; the ``turn`` event is appended and
 acknowledged *before* the reply is returned; then the Thinker runs in the background, one
 thinking step after another, emitting monologue / narrative / thinker_failed events. A new turn
-never waits for it unless asked (``sync=True``, the papers' benchmark setting).
+never waits for it unless asked (``sync=True``, the papers' benchmark setting). Appends and the
+think loop are the :class:`~mirror.cognition.writer.ConversationWriter`'s (serial appends), the
+same writer recompute uses.
 
 Single writer: every append is fenced. A conversation that loses the fence (another writer
 appended) stops for good — :class:`Fenced` — and must be replaced by one that reloads; it
@@ -22,27 +24,26 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import nats.js.errors
 
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
-from mirror.cognition.pipeline import MirrorConfig, talk, think
+from mirror.cognition.pipeline import MirrorConfig, talk
 from mirror.cognition.prompts import PromptSet, default_prompt_set, load_prompt_set
+from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import Head
-from mirror.events.codec import decode
-from mirror.events.envelope import Event, make_event
+from mirror.events.envelope import Event
 from mirror.events.errors import AppendConflict, LogError
-from mirror.events.ids import StreamKey, event_id
+from mirror.events.ids import StreamKey
 from mirror.events.log import Snapshot
-from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats, subject_for
+from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats
 from mirror.events.nats.log_service import LogClient
 from mirror.projections.conversation import apply, fold
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes, state_from_snapshot
 from mirror.projections.state import ConversationState, initial_state
 
 from .errors import Fenced, Passivated
+from .results import ConversationSummary, TurnResult
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +97,10 @@ class Conversation:
     def __init__(self, key: StreamKey, settings: RuntimeSettings) -> None:
         self.key = key
         self.settings = settings
-        self.state: ConversationState = initial_state(key)
-        self.head = Head(0, 0)
-        self.fenced: AppendConflict | None = None
+        self.writer: ConversationWriter | None = None
+        """Made by the rebuild, from the rebuilt state and the bus head."""
         self.passivating = False
-        self._append_lock = asyncio.Lock()
+        self._fence_reported = False
         self._thinker: asyncio.Task[None] | None = None
         self._snapshotter: asyncio.Task[None] | None = None
         self.rebuilt: RebuildReport | None = None
@@ -115,15 +115,28 @@ class Conversation:
             load_prompt_set(settings.prompts_dir) if settings.prompts_dir else default_prompt_set()
         )
 
+    @property
+    def state(self) -> ConversationState:
+        return initial_state(self.key) if self.writer is None else self.writer.state
+
+    @property
+    def head(self) -> Head:
+        return Head(0, 0) if self.writer is None else self.writer.head
+
+    @property
+    def fenced(self) -> AppendConflict | None:
+        """The conflict that stopped this conversation for good, if one did."""
+        return None if self.writer is None else self.writer.failure
+
     # ------------------------------------------------------------------------ lifecycle
 
     async def start(self) -> Conversation:
-        self.nc = await connect_nats(self.settings.nats_url, name=f"mirror-conversation-{self.key.conversation}")
-        self.bus = JetStreamBus(self.nc, self.settings.stream)
-        self.log = LogClient(self.nc, shard=self.settings.shard)
+        nc = await connect_nats(self.settings.nats_url, name=f"mirror-conversation-{self.key.conversation}")
+        self.bus = JetStreamBus(nc, self.settings.stream)
+        self.log = LogClient(nc, shard=self.settings.shard)
         self.llm = OpenAIChatClient(self.settings.llm)
-        await self._rebuild()
-        if self._behind():
+        writer = await self._rebuild()
+        if writer.behind(self.config.mode):
             self._start_thinking()  # a step left unthought by the previous incarnation
         return self
 
@@ -136,9 +149,10 @@ class Conversation:
         """
         self.passivating = True
         await self._idle.wait()
-        async with self._append_lock:
-            if self.state.last_seq and self.state.last_seq != self._snapshot_seq:
-                await self._save_snapshot(self.state, self.head.fence)
+        if self.writer is not None:
+            async with self.writer.lock:
+                if self.state.last_seq and self.state.last_seq != self._snapshot_seq:
+                    await self._save_snapshot(self.state, self.head.fence)
         await self.stop()
 
     async def stop(self) -> None:
@@ -150,7 +164,7 @@ class Conversation:
         await self.llm.aclose()
         await self.bus.close()
 
-    async def _rebuild(self) -> None:
+    async def _rebuild(self) -> ConversationWriter:
         started = time.perf_counter()
         # The committed offset is read *before* the log: everything at or below it is in what
         # load() returns, so the stream only needs scanning after it.
@@ -167,8 +181,9 @@ class Conversation:
         head = await self.bus.head(self.key)
         if head.last_seq is not None and head.last_seq != state.last_seq:
             raise Fenced(self.key, f"stream ends at seq {head.last_seq} but the rebuilt state at {state.last_seq}")
-        self.state = state
-        self.head = Head(state.last_seq, head.fence)
+        self.writer = ConversationWriter(
+            self.bus, self.key, state, Head(state.last_seq, head.fence), on_appended=self._appended,
+        )
         snapshot = loaded.snapshot
         self._snapshot_seq = snapshot.seq if snapshot else None
         self.rebuilt = RebuildReport(
@@ -178,6 +193,7 @@ class Conversation:
             rebuild_ms=round((time.perf_counter() - started) * 1000, 3),
         )
         log.info("%s rebuilt: %s", self.key, self.rebuilt)
+        return self.writer
 
     async def _fold_uncommitted(
         self, state: ConversationState, *, after_stream_seq: int
@@ -188,61 +204,59 @@ class Conversation:
         cost is the ingester's lag, not the conversation's length. Returns the state, the
         messages read and the events folded.
         """
-        subject = subject_for(self.key)
-        stream_seq = after_stream_seq + 1
         read = folded = 0
-        while True:
-            try:
-                message = await self.bus.js.get_msg(
-                    self.settings.stream.name, seq=stream_seq, subject=subject, next=True, direct=True
-                )
-            except nats.js.errors.NotFoundError:
-                return state, read, folded
+        async for _, event in self.bus.tail(self.key, after_stream_seq):
             read += 1
-            event = decode(message.data)
             if event.seq == state.last_seq + 1:
                 state = apply(state, event)
                 folded += 1
-            stream_seq = message.seq + 1
+        return state, read, folded
 
     # ------------------------------------------------------------------------ turns
 
-    async def turn(self, message: str, *, sync: bool = False) -> dict[str, Any]:
+    async def turn(self, message: str, *, sync: bool = False) -> TurnResult:
         """Reply to ``message``; the ``turn`` event is acknowledged before this returns."""
         self._check_not_fenced()
         if self.passivating:
             raise Passivated(self.key)
         if sync:
             await self._idle.wait()
+        writer = self._writer()
         started = time.perf_counter()
-        said = await talk(self.state, message, self.llm, self.prompts, self.config)
+        said = await talk(writer.state, message, self.llm, self.prompts, self.config)
         talked = time.perf_counter()
-        async with self._append_lock:
-            event = make_event(self.key, self.state.last_seq + 1, said.turn, turn=self.state.turn_count,
-                               provenance=said.provenance)
-            await self._append([event])
+        try:
+            event = await writer.append_turn(said.turn, said.provenance)
+        except AppendConflict as conflict:
+            raise self._fenced_off(conflict) from conflict
         appended = time.perf_counter()
         self._start_thinking()
         # Where the turn's time went, in this process: the Talker (its LLM call within it) and
         # the fenced append until JetStream acknowledged it. The gateway sends these on as a
         # Server-Timing header.
-        return {"reply": said.reply, "turn": event.turn, "seq": event.seq, "narrative_seq": said.turn.narrative_seq,
-                "llm_ms": round(said.provenance.latency_ms, 3), "talk_ms": round((talked - started) * 1000, 3),
-                "append_ms": round((appended - talked) * 1000, 3), "turn_ms": round((appended - started) * 1000, 3)}
+        return TurnResult(
+            reply=said.reply, turn=event.turn, seq=event.seq, narrative_seq=said.turn.narrative_seq,
+            llm_ms=round(said.provenance.latency_ms, 3), talk_ms=round((talked - started) * 1000, 3),
+            append_ms=round((appended - talked) * 1000, 3), turn_ms=round((appended - started) * 1000, 3),
+        )
 
-    async def _append(self, events: list[Event]) -> None:
-        """Append under the lock; losing the fence stops this conversation for good."""
-        try:
-            self.head = await self.bus.append(self.key, events, self.head)
-        except AppendConflict as conflict:
-            self.fenced = conflict
+    def _writer(self) -> ConversationWriter:
+        if self.writer is None:
+            raise RuntimeError(f"{self.key} is not started: call start() first")
+        return self.writer
+
+    def _fenced_off(self, conflict: AppendConflict) -> Fenced:
+        """Losing the fence stops this conversation for good (the writer refuses every later append)."""
+        if not self._fence_reported:
+            self._fence_reported = True
             log.warning("%s was fenced off: %s", self.key, conflict)
-            raise Fenced(self.key, str(conflict)) from conflict
-        self.state = fold(events, self.state)
-        every = self.settings.snapshot_every
-        if self.state.last_seq // every > (self.state.last_seq - len(events)) // every:
-            self._snapshot_in_background()
+        return Fenced(self.key, str(conflict))
 
+    def _appended(self, events: Sequence[Event]) -> None:
+        """After each acknowledged append (under the writer's lock): snapshot at every boundary."""
+        every = self.settings.snapshot_every
+        if events and events[-1].seq // every > (events[0].seq - 1) // every:
+            self._snapshot_in_background()
     def _snapshot_in_background(self) -> None:
         """Snapshot the current state once the log has it, without holding up the turn."""
         if self._snapshotter is not None and not self._snapshotter.done():
@@ -271,43 +285,25 @@ class Conversation:
 
     def _check_not_fenced(self) -> None:
         if self.fenced is not None:
-            raise Fenced(self.key, str(self.fenced))
+            raise self._fenced_off(self.fenced)
 
     # ------------------------------------------------------------------------ thinking
-
-    def _behind(self) -> bool:
-        if self.config.mode == "baseline" or self.state.turn_count == 0:
-            return False
-        thought = -1 if self.state.thought_turn is None else self.state.thought_turn
-        return thought < self.state.turn_count - 1
 
     def _start_thinking(self) -> None:
         if self.config.mode == "baseline" or (self._thinker is not None and not self._thinker.done()):
             return
         self._idle.clear()
-        self._thinker = asyncio.create_task(self._think_until_current(), name=f"thinker-{self.key}")
+        self._thinker = asyncio.create_task(self._think_in_background(), name=f"thinker-{self.key}")
 
-    async def _think_until_current(self) -> None:
-        """Think about the newest turn until it is thought through (or attempts run out)."""
-        attempt = 0
+    async def _think_in_background(self) -> None:
+        """The writer's think loop, after the reply's head start; what stops it is logged, not raised."""
         await asyncio.sleep(REPLY_HEAD_START_S)
         try:
-            while self._behind() and self.fenced is None:
-                target = self.state.turn_count
-                attempt += 1
-                # think() turns every LLM failure into a thinker_failed payload; it does not raise them.
-                basis = self.state
-                thinking = await think(basis, self.llm, self.prompts, self.config, attempt=attempt)
-                async with self._append_lock:
-                    # causation = the last event the step saw: replay rebuilds exactly that state.
-                    cause = event_id(self.key.tenant, self.key.conversation, self.key.branch, basis.last_seq)
-                    await self._append(thinking.events(self.key, self.state.last_seq + 1, causation=cause))
-                if thinking.ok:
-                    attempt = 0
-                elif attempt >= self.settings.thinking_attempts and self.state.turn_count == target:
-                    break  # left for the next turn (or re-activation) to retry
-        except Fenced:
-            pass
+            await self._writer().think_until_current(
+                self.llm, self.prompts, self.config, attempts=self.settings.thinking_attempts
+            )
+        except AppendConflict as conflict:
+            self._fenced_off(conflict)
         except Exception:
             log.exception("%s thinker crashed", self.key)
         finally:
@@ -321,13 +317,16 @@ class Conversation:
             return False
         return True
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ConversationSummary:
         state = self.state
-        return {
-            "tenant": self.key.tenant, "conversation": self.key.conversation, "branch": self.key.branch,
-            "turns": state.turn_count, "last_seq": state.last_seq, "narrative": state.narrative,
-            "narrative_seq": state.narrative_seq, "thought_turn": state.thought_turn,
-            "thinking": not self._idle.is_set(), "mode": self.config.mode,
-            "last_failure": None if state.last_failure is None else state.last_failure.message,
-            "updated_at": state.last_timestamp or time.time(),
-        }
+        return ConversationSummary(
+            tenant=self.key.tenant, conversation=self.key.conversation, branch=self.key.branch,
+            turns=state.turn_count, last_seq=state.last_seq, narrative=state.narrative,
+            narrative_seq=state.narrative_seq, thought_turn=state.thought_turn,
+            thinking=not self._idle.is_set(), mode=self.config.mode,
+            last_failure=None if state.last_failure is None else state.last_failure.message,
+            updated_at=state.last_timestamp or time.time(),
+        )
+
+
+__all__ = ["Conversation", "REPLY_HEAD_START_S", "RebuildReport", "RuntimeSettings"]

@@ -13,8 +13,9 @@ from typing import Any
 import ray
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from mirror.actors.conversation import Conversation, RuntimeSettings
+from mirror.actors.conversation import Conversation, RebuildReport, RuntimeSettings
 from mirror.actors.directory import NAMESPACE, TOUCH_EVERY_S, directory
+from mirror.actors.results import ConversationSummary, TurnResult
 from mirror.events.ids import StreamKey
 
 
@@ -67,10 +68,10 @@ class ConversationActor:
                 await self.passivate()
                 return
 
-    async def turn(self, message: str, sync: bool = False) -> dict[str, Any]:
+    async def turn(self, message: str, sync: bool = False) -> TurnResult:
         return await (await self._ready()).turn(message, sync=sync)
 
-    async def summary(self) -> dict[str, Any]:
+    async def summary(self) -> ConversationSummary:
         return (await self._ready()).summary()
 
     async def wait_idle(self, timeout: float | None = None) -> bool:
@@ -81,12 +82,9 @@ class ConversationActor:
 
         return snapshot_bytes((await self._ready()).state)
 
-    async def rebuild_report(self) -> dict[str, Any] | None:
-        """How this incarnation rebuilt its state (see :class:`RebuildReport`)."""
-        from dataclasses import asdict
-
-        conversation = await self._ready()
-        return None if conversation.rebuilt is None else asdict(conversation.rebuilt)
+    async def rebuild_report(self) -> RebuildReport | None:
+        """How this incarnation rebuilt its state."""
+        return (await self._ready()).rebuilt
 
     async def pid(self) -> int:
         import os

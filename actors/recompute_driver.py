@@ -19,20 +19,24 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import ray
 
 from mirror.actors.conversation import RuntimeSettings
+from mirror.actors.results import RecomputeFailure, RecomputeStatus
 from mirror.cognition.openai_client import OpenAIChatClient
 from mirror.cognition.prompts import PromptSet
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
-from mirror.replay import History, RecomputeError, RecomputePlan, recompute_conversation
+from mirror.replay import History, Recomputation, RecomputeError, RecomputePlan, recompute_conversation
 
 MAX_PER_TASK = 8
+
+ConversationResult = Recomputation | RecomputeFailure
+"""What a recompute task yields per conversation."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,7 @@ class RecomputeProgress:
     total: int = 0
     done: int = 0
     failed: int = 0
-    results: list[dict[str, Any]] = field(default_factory=list)
+    results: list[ConversationResult] = field(default_factory=list)
 
 
 async def _conversations(runtime: RuntimeSettings, job: RecomputeJob) -> list[StreamKey]:
@@ -75,7 +79,7 @@ async def _conversations(runtime: RuntimeSettings, job: RecomputeJob) -> list[St
 
 async def _recompute_slice(
     runtime: RuntimeSettings, plan: RecomputePlan, keys: Sequence[StreamKey], in_flight: int,
-    deliver: Callable[[dict[str, Any]], None],
+    deliver: Callable[[ConversationResult], None],
 ) -> None:
     bus = await JetStreamBus.connect(runtime.nats_url, runtime.stream)
     llm = OpenAIChatClient(runtime.llm)
@@ -89,11 +93,11 @@ async def _recompute_slice(
 
     async def one(key: StreamKey) -> None:
         async with slots:
+            result: ConversationResult
             try:
-                result = (await recompute_conversation(key, plan, history=history, bus=bus, live=llm)).as_dict()
+                result = await recompute_conversation(key, plan, history=history, bus=bus, live=llm)
             except Exception as exc:  # one conversation's failure is reported, the others go on
-                result = {"conversation": key.conversation, "branch": plan.branch_name,
-                          "error": f"{type(exc).__name__}: {exc}"}
+                result = RecomputeFailure(key.conversation, plan.branch_name, f"{type(exc).__name__}: {exc}")
         deliver(result)
 
     try:
@@ -117,13 +121,13 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 @ray.remote(num_cpus=0, max_retries=0)
 def recompute_slice(
     runtime: RuntimeSettings, plan: RecomputePlan, keys: list[StreamKey], in_flight: int
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[ConversationResult]:
     """One Ray generator task: re-think ``keys``, ``in_flight`` at a time, yielding each result when done.
 
     The conversations run on an asyncio loop in a thread, so they go on while Ray ships the
     results already yielded; the caller sees progress per conversation, not per task.
     """
-    done: queue.Queue[dict[str, Any] | BaseException] = queue.Queue()
+    done: queue.Queue[ConversationResult | BaseException] = queue.Queue()
 
     def run() -> None:
         try:
@@ -185,7 +189,7 @@ def run_recompute(
                 continue
             progress.results.append(result)
             progress.done += 1
-            progress.failed += 1 if result.get("error") else 0
+            progress.failed += 1 if result.error else 0
             if on_progress:
                 on_progress(progress)
     return report(job, progress, time.perf_counter() - started)
@@ -201,25 +205,23 @@ class RecomputeDriver:
 
     def __init__(self, runtime: RuntimeSettings, job: RecomputeJob, job_id: str) -> None:
         self.runtime, self.job = runtime, job
-        self.state: dict[str, Any] = {
-            "job": job_id, "status": "running", "branch": job.plan.branch_name,
-            "prompt_set": job.plan.prompts.version, "done": 0, "total": None, "failed": 0,
-            "report": None, "error": None,
-        }
+        self.state = RecomputeStatus(
+            job=job_id, status="running", branch=job.plan.branch_name, prompt_set=job.plan.prompts.version,
+        )
 
     def _progress(self, progress: RecomputeProgress) -> None:
-        self.state.update(done=progress.done, total=progress.total, failed=progress.failed)
+        self.state = replace(self.state, done=progress.done, total=progress.total, failed=progress.failed)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> RecomputeStatus:
         try:
-            self.state["report"] = run_recompute(self.runtime, self.job, on_progress=self._progress)
-            self.state["status"] = "done"
+            report_data = run_recompute(self.runtime, self.job, on_progress=self._progress)
+            self.state = replace(self.state, report=report_data, status="done")
         except Exception as exc:  # reported through the status, which is what callers read
-            self.state.update(status="failed", error=f"{type(exc).__name__}: {exc}")
-        return dict(self.state)
+            self.state = replace(self.state, status="failed", error=f"{type(exc).__name__}: {exc}")
+        return self.state
 
-    def status(self) -> dict[str, Any]:
-        return dict(self.state)
+    def status(self) -> RecomputeStatus:
+        return self.state
 
     def pid(self) -> int:
         import os
@@ -232,7 +234,8 @@ def driver_name(tenant: str, job_id: str) -> str:
 
 
 def report(job: RecomputeJob, progress: RecomputeProgress, seconds: float) -> dict[str, Any]:
-    results = sorted(progress.results, key=lambda result: result["conversation"])
+    """The job's report, as the JSON document the API and ``mirror replay recompute`` show."""
+    results = [result.as_dict() for result in sorted(progress.results, key=_conversation_of)]
     return {
         "tenant": job.tenant,
         "branch": job.plan.branch_name,
@@ -249,6 +252,10 @@ def report(job: RecomputeJob, progress: RecomputeProgress, seconds: float) -> di
         "seconds": round(seconds, 3),
         "results": results,
     }
+
+
+def _conversation_of(result: ConversationResult) -> str:
+    return result.conversation if isinstance(result, RecomputeFailure) else result.key.conversation
 
 
 def summary(report_data: dict[str, Any]) -> str:
@@ -296,4 +303,4 @@ def prompt_set_with(overrides: dict[str, str], base: PromptSet) -> PromptSet:
     return PromptSet("custom", {**base.templates, **overrides})
 
 
-__all__ = ["RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "plan_slices", "recompute_slice", "report", "run_recompute", "summary"]
+__all__ = ["ConversationResult", "RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "plan_slices", "recompute_slice", "report", "run_recompute", "summary"]

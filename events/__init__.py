@@ -53,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "Snapshot": "log",
     "StreamKey": "ids",
     "StreamSettings": "nats.jetstream",
+    "Subscription": "bus",
     "ThinkerFailed": "payloads",
     "Turn": "payloads",
     "UnknownEventType": "errors",

@@ -4,16 +4,29 @@ A writer asks for the :class:`Head` of a stream once, then appends with it; each
 append returns the next head. The head's ``fence`` is an opaque token the bus uses to refuse an
 append from a writer whose view is stale (:class:`AppendConflict`) — so two writers of one
 conversation can never both append the same seq.
+
+Readers get two things from the bus and nothing else (so no caller outside ``events/`` needs the
+broker's own API): :meth:`EventBus.tail`, the events the bus still holds after a *position*
+(what a rebuilding conversation folds beyond the log), and :meth:`EventBus.subscribe`, the events
+appended from now on (what the gateway relays as server-sent events).
+
+Positions: every message the bus stores has one, increasing with each append to a stream (a
+head's ``fence`` is the position of the stream's newest event). The log records the position of
+the newest event it has committed (its committed offset), so ``tail(key, committed)`` is exactly
+what the log does not hold yet. In JetStream a position is the stream sequence; in memory, the
+index of the event in its stream, from 1.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Protocol, runtime_checkable
 
-from .codec import encode
+from .codec import decode, encode
 from .envelope import Event
 from .errors import AppendConflict
 from .ids import StreamKey
@@ -55,6 +68,72 @@ def check_batch(key: StreamKey, events: Sequence[Event], next_seq: int) -> None:
             )
 
 
+DEFAULT_SUBSCRIPTION_BUFFER = 1000
+"""Events a subscriber may fall behind by before the newest are dropped (see :class:`Subscription`)."""
+
+
+class Subscription:
+    """The events appended to one stream after :meth:`EventBus.subscribe` returned, in order.
+
+    An async iterator of :class:`Event`; ``aclose()`` (or leaving ``async with``) unsubscribes,
+    after which iteration ends. Waiting for the next event may be cancelled (e.g. by
+    ``asyncio.wait_for`` for a keep-alive) without losing the subscription. A subscriber more
+    than ``buffer`` events behind loses the newer ones (``dropped`` counts them; the gap shows in
+    the seqs, and the log has them): a slow reader must never hold up the writers.
+    """
+
+    def __init__(self, key: StreamKey, buffer: int = DEFAULT_SUBSCRIPTION_BUFFER) -> None:
+        if buffer < 1:
+            raise ValueError("a subscription buffers at least one event")
+        self.key = key
+        self.dropped = 0
+        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=buffer + 1)  # + the end marker
+        self._buffer = buffer
+        self._unsubscribe: Callable[[], Awaitable[None]] | None = None
+        self._closed = False
+
+    def deliver(self, data: bytes) -> None:
+        """(Adapters) one encoded event, appended to the stream; never blocks."""
+        if self._closed:
+            return
+        if self._queue.qsize() >= self._buffer:
+            self.dropped += 1
+            return
+        self._queue.put_nowait(data)
+
+    def on_close(self, unsubscribe: Callable[[], Awaitable[None]]) -> None:
+        """(Adapters) what ``aclose`` runs to stop the delivery."""
+        self._unsubscribe = unsubscribe
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Event:
+        if self._closed and self._queue.empty():
+            raise StopAsyncIteration
+        data = await self._queue.get()
+        if data is None:
+            raise StopAsyncIteration
+        return decode(data)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(asyncio.QueueFull):
+            self._queue.put_nowait(None)  # wakes a reader waiting for the next event
+        if self._unsubscribe is not None:
+            await self._unsubscribe()
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
 @runtime_checkable
 class EventBus(Protocol):
     async def head(self, key: StreamKey) -> Head:
@@ -77,6 +156,22 @@ class EventBus(Protocol):
         """
         ...
 
+    def tail(self, key: StreamKey, after_position: int) -> AsyncIterator[tuple[int, Event]]:
+        """The events of ``key`` the bus still holds after ``after_position``, oldest first.
+
+        Yields ``(position, event)``. Reads as it goes, so the cost is what is yielded (for a
+        rebuild after the log's committed offset: the ingester's lag, not the stream's length).
+        """
+        ...
+
+    async def subscribe(self, key: StreamKey, *, buffer: int = DEFAULT_SUBSCRIPTION_BUFFER) -> Subscription:
+        """Every event appended to ``key`` after this returns, once each, in seq order.
+
+        Only what the bus stored is delivered: a refused (fenced-off) append never shows.
+        Close the subscription when done (``aclose`` or ``async with``).
+        """
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -85,6 +180,7 @@ class InMemoryBus:
 
     def __init__(self) -> None:
         self.records: dict[StreamKey, list[tuple[int, bytes]]] = {}
+        self._subscriptions: dict[StreamKey, set[Subscription]] = {}
         self._lock = asyncio.Lock()
 
     async def head(self, key: StreamKey) -> Head:
@@ -111,6 +207,9 @@ class InMemoryBus:
                     detail=f"stream holds {len(records)} events, writer expected {head.fence + len(landed)}",
                 )
             records.extend(encoded[len(landed) :])
+            for subscription in self._subscriptions.get(key, ()):
+                for _, data in encoded[len(landed) :]:
+                    subscription.deliver(data)
             fence = head.fence + len(encoded)
             return Head(last_seq=events[-1].seq if events else head.last_seq, fence=fence)
 
@@ -125,5 +224,26 @@ class InMemoryBus:
                 results.append(conflict)
         return results
 
+    async def tail(self, key: StreamKey, after_position: int) -> AsyncIterator[tuple[int, Event]]:
+        records = self.records.get(key, [])
+        for index in range(max(after_position, 0), len(records)):
+            yield index + 1, decode(records[index][1])
+
+    async def subscribe(self, key: StreamKey, *, buffer: int = DEFAULT_SUBSCRIPTION_BUFFER) -> Subscription:
+        subscription = Subscription(key, buffer)
+        subscribers = self._subscriptions.setdefault(key, set())
+        subscribers.add(subscription)
+
+        async def unsubscribe() -> None:
+            subscribers.discard(subscription)
+
+        subscription.on_close(unsubscribe)
+        return subscription
+
     async def close(self) -> None:
         return None
+
+
+__all__ = [
+    "DEFAULT_SUBSCRIPTION_BUFFER", "EventBus", "Head", "InMemoryBus", "Subscription", "check_batch",
+]

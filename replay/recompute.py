@@ -11,6 +11,9 @@ Every request goes through :class:`RecordedLLM` with the live model behind it: a
 prompt change did not touch (same fingerprint) is answered from the recording, so the branch
 differs from its parent exactly where the changed prompts were used.
 
+The branch is written through the :class:`~mirror.cognition.writer.ConversationWriter` the live
+conversation uses (pipelined appends): the same think loop, the same "is thinking behind" check.
+
 Resumable: the branch is written with fenced appends, and a run that finds a half-done branch
 rebuilds its state and carries on from the first recorded turn it does not hold yet — nothing
 is duplicated, nothing skipped. Two runs on one branch at once cannot fork it: the second
@@ -22,14 +25,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from mirror.cognition.llm import LLM
-from mirror.cognition.pipeline import MirrorConfig, talk, think, thinking_behind
+from mirror.cognition.pipeline import MirrorConfig, talk
 from mirror.cognition.prompts import PromptSet
-from mirror.events.bus import Head
+from mirror.cognition.writer import ConversationWriter
+from mirror.events.bus import EventBus, Head
 from mirror.events.envelope import Event, make_event
-from mirror.events.ids import StreamKey, event_id, validate_identifier
+from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.payloads import Fork, Monologue, Narrative, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
@@ -43,12 +47,6 @@ from .verify import config_from
 SETTLE_TIMEOUT_S = 30.0
 FOLD_AT_HAND = 400
 """Up to this many events, folding the events already read beats asking for a snapshot."""
-
-
-class Bus(Protocol):
-    async def head(self, key: StreamKey) -> Head: ...
-
-    async def append(self, key: StreamKey, events: list[Event], head: Head) -> Head: ...
 
 
 @dataclass(frozen=True)
@@ -82,7 +80,7 @@ class RecomputePlan:
         return f"rc-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Recomputation:
     """One conversation's recompute, as a report can show it."""
 
@@ -108,49 +106,19 @@ class Recomputation:
         }
 
 
-class _BranchWriter:
-    """Fenced appends to the branch, with the state they lead to.
+@dataclass(frozen=True, slots=True)
+class _Rethought:
+    """What re-thinking the recorded turns did (the part of the result :func:`_rethink` knows)."""
 
-    ``append`` folds its events at once and sends them in the background, behind the append
-    before it, so the next model call does not wait for JetStream's acknowledgement. Each send
-    still waits for the previous one's head (the fence), and a failed send fails every later
-    one: nothing is written past a failure, which the next ``append`` or ``flush`` raises.
-    """
-
-    def __init__(self, bus: Bus, key: StreamKey, state: ConversationState, head: Head) -> None:
-        self.bus, self.key, self.state, self.head = bus, key, state, head
-        self.written = 0
-        self._sending: asyncio.Future[None] | None = None
-
-    async def append(self, events: list[Event]) -> None:
-        previous = self._sending
-        if previous is not None and previous.done():
-            previous.result()  # an earlier send failed: stop here
-        self.state = fold(events, self.state)
-        self.written += len(events)
-        self._sending = asyncio.ensure_future(self._send(previous, events))
-
-    async def _send(self, previous: asyncio.Future[None] | None, events: list[Event]) -> None:
-        if previous is not None:
-            await previous
-        self.head = await self.bus.append(self.key, events, self.head)
-
-    async def flush(self) -> None:
-        """Wait until everything appended is acknowledged (raises the first failure)."""
-        if self._sending is not None:
-            await self._sending
-
-    async def abandon(self) -> None:
-        """After a failure elsewhere: let what was sent finish, without raising its own failure."""
-        if self._sending is not None:
-            await asyncio.gather(self._sending, return_exceptions=True)
-
-    def cause(self) -> str:
-        return event_id(self.key.tenant, self.key.conversation, self.key.branch, self.state.last_seq)
+    turns: int
+    resumed_at_turn: int
+    model_calls: int
+    recorded_answers: int
+    replies: list[dict[str, Any]] | None
 
 
 async def recompute_conversation(
-    parent: StreamKey, plan: RecomputePlan, *, history: History, bus: Bus, live: LLM
+    parent: StreamKey, plan: RecomputePlan, *, history: History, bus: EventBus, live: LLM
 ) -> Recomputation:
     """Recompute ``parent`` on ``plan.branch_name`` (created, or continued if half done)."""
     branch = replace(parent, branch=plan.branch_name)
@@ -168,25 +136,25 @@ async def recompute_conversation(
         raise RecomputeError(f"{parent} ends at seq {parent_last}; from_seq {plan.from_seq} is past its end")
     if (recorded_events[-1].seq if recorded_events else 0) < parent_last:
         recorded_events = await history.events(parent)  # read before the log caught up: again
-    result = Recomputation(parent, branch.branch, fork_seq)
     writer = await _open_branch(branch, branch_head, parent, fork_seq, plan, history, bus, recorded_events)
     try:
-        await _rethink(writer, result, recorded_events, fork_seq, plan, live=live)
+        rethought = await _rethink(writer, recorded_events, fork_seq, plan, live=live)
     except BaseException:
         await writer.abandon()
         raise
     await writer.flush()
-    result.events_written = writer.written
-    result.diff = diff(await _state_of(parent, parent_last, history, recorded_events), writer.state).as_dict()
-    return result
+    changed = diff(await _state_of(parent, parent_last, history, recorded_events), writer.state).as_dict()
+    return Recomputation(
+        parent, branch.branch, fork_seq, turns=rethought.turns, resumed_at_turn=rethought.resumed_at_turn,
+        events_written=writer.written, model_calls=rethought.model_calls,
+        recorded_answers=rethought.recorded_answers, diff=changed, replies=rethought.replies,
+    )
 
 
 async def _rethink(
-    writer: _BranchWriter, result: Recomputation, recorded_events: list[Event], fork_seq: int, plan: RecomputePlan,
-    *, live: LLM,
-) -> None:
+    writer: ConversationWriter, recorded_events: list[Event], fork_seq: int, plan: RecomputePlan, *, live: LLM,
+) -> _Rethought:
     """The recorded turns after the fork, re-thought one by one (appended through ``writer``)."""
-    branch = writer.key
     llm = RecordedLLM(recorded_events, live=live, replay_failures=False)
     talker_provenance = next((e.provenance for e in recorded_events if isinstance(e.payload, Turn) and e.provenance), None)
     thinker_provenance = next(
@@ -195,13 +163,13 @@ async def _rethink(
     turns = [event for event in recorded_events if isinstance(event.payload, Turn) and event.seq > fork_seq]
     inherited_turns = sum(1 for event in recorded_events if isinstance(event.payload, Turn) and event.seq <= fork_seq)
     done = writer.state.turn_count - inherited_turns
-    result.turns, result.resumed_at_turn = len(turns), done
     replies: list[dict[str, Any]] = []
 
-    def mode_now() -> str:
-        return plan.mode or writer.state.mode or "full"
+    async def think_until_current() -> None:
+        config = config_from(thinker_provenance, plan.mode or writer.state.mode or "full", talker=False)
+        await writer.think_until_current(llm, plan.prompts, config, attempts=plan.thinking_attempts)
 
-    await _think_until_current(writer, llm, plan, config_from(thinker_provenance, mode_now(), talker=False))
+    await think_until_current()
     for recorded in turns[done:]:
         payload: Turn = recorded.payload  # type: ignore[assignment]
         provenance = recorded.provenance
@@ -214,12 +182,9 @@ async def _rethink(
         elif plan.mode is not None:
             payload = replace(payload, mode=plan.mode)
         # A kept reply names the recorded turn it copies (causation); a regenerated one does not.
-        await writer.append([make_event(branch, writer.state.last_seq + 1, payload, turn=writer.state.turn_count,
-                                        provenance=provenance,
-                                        causation=None if plan.counterfactual else recorded.id)])
-        await _think_until_current(writer, llm, plan, config_from(thinker_provenance, mode_now(), talker=False))
-    result.model_calls, result.recorded_answers = llm.live_calls, llm.recorded_calls
-    result.replies = replies if plan.counterfactual else None
+        await writer.append_turn(payload, provenance, causation=None if plan.counterfactual else recorded.id)
+        await think_until_current()
+    return _Rethought(len(turns), done, llm.live_calls, llm.recorded_calls, replies if plan.counterfactual else None)
 
 
 async def _together(*steps: Any) -> list[Any]:
@@ -242,15 +207,15 @@ async def _state_of(key: StreamKey, seq: int, history: History, events: list[Eve
 
 async def _open_branch(
     branch: StreamKey, head: Head, parent: StreamKey, fork_seq: int, plan: RecomputePlan, history: History,
-    bus: Bus, parent_events: list[Event],
-) -> _BranchWriter:
+    bus: EventBus, parent_events: list[Event],
+) -> ConversationWriter:
     """The branch's writer (``head``: its settled head): a new branch gets its ``fork`` event, a
     half-done one its state back."""
     if head.last_seq is None:
         base = await _state_of(parent, fork_seq, history, parent_events)
-        writer = _BranchWriter(bus, branch, replace(base, key=branch), Head(fork_seq, head.fence))
+        writer = ConversationWriter(bus, branch, replace(base, key=branch), Head(fork_seq, head.fence), pipelined=True)
         fork = Fork(parent.branch, fork_seq, plan.prompts.version, reason="recompute")
-        await writer.append([make_event(branch, fork_seq + 1, fork, turn=base.turn_count)])
+        await writer.append(lambda state: [make_event(branch, state.last_seq + 1, fork, turn=state.turn_count)])
         return writer
     point = await history.fork_point(branch)
     if point is None or point.parent != parent or point.fork_seq != fork_seq:
@@ -264,10 +229,10 @@ async def _open_branch(
             f"branch {branch.branch!r} was recomputed with prompt set {point.prompt_set}, not "
             f"{plan.prompts.version}; name another branch"
         )
-    return _BranchWriter(bus, branch, await history.state_at(branch), head)
+    return ConversationWriter(bus, branch, await history.state_at(branch), head, pipelined=True)
 
 
-async def _settled_head(key: StreamKey, history: History, bus: Bus) -> Head:
+async def _settled_head(key: StreamKey, history: History, bus: EventBus) -> Head:
     """The bus head of ``key`` once the log holds everything the bus does (read-your-writes)."""
     head = await bus.head(key)
     if head.last_seq is None:
@@ -276,19 +241,6 @@ async def _settled_head(key: StreamKey, history: History, bus: Bus) -> Head:
     if await history.wait_for_log(key, head.last_seq, SETTLE_TIMEOUT_S) < head.last_seq:
         raise RecomputeError(f"{key}: the log did not catch up with the stream in {SETTLE_TIMEOUT_S}s")
     return head
-
-
-async def _think_until_current(writer: _BranchWriter, llm: LLM, plan: RecomputePlan, config: MirrorConfig) -> None:
-    attempt = 0
-    while thinking_behind(writer.state, config.mode):
-        target = writer.state.turn_count
-        attempt += 1
-        thinking = await think(writer.state, llm, plan.prompts, config, attempt=attempt)
-        await writer.append(thinking.events(writer.key, writer.state.last_seq + 1, causation=writer.cause()))
-        if thinking.ok:
-            attempt = 0
-        elif attempt >= plan.thinking_attempts and writer.state.turn_count == target:
-            return  # the next turn (or a resumed run) thinks again
 
 
 __all__ = ["RecomputePlan", "Recomputation", "recompute_conversation"]

@@ -30,6 +30,7 @@ import httpx
 
 from mirror.actors.bench._stacks import sim_stack
 from mirror.actors.bench._stats import percentile
+from mirror.actors.conversation import RebuildReport
 from mirror.actors.stack.embedded import DEFAULT_TENANT, EmbeddedStack
 from mirror.events.bus import Head
 from mirror.events.envelope import Event, make_event
@@ -129,7 +130,7 @@ async def _wait_passivated(names: list[str], timeout_s: float) -> list[str]:
     return alive
 
 
-def _report(name: str) -> dict[str, Any] | None:
+def _report(name: str) -> RebuildReport | None:
     import ray
 
     from mirror.actors.conversation_actor import NAMESPACE
@@ -180,7 +181,7 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
             errors.append(f"{len(still_alive)} measured conversations never passivated: {still_alive[:3]}")
 
         reactivations: dict[str, list[float]] = {"short": [], "long": []}
-        reports: dict[str, list[dict[str, Any]]] = {"short": [], "long": []}
+        reports: dict[str, list[RebuildReport]] = {"short": [], "long": []}
         pairs = [(kind, name) for pair in zip(short_names, long_names, strict=False) for kind, name in zip(("short", "long"), pair, strict=True)]
         for kind, name in pairs:
             try:
@@ -217,10 +218,10 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
         result[f"reactivate_p50_ms_{events}"] = round(statistics.median(values), 1) if values else None
         result[f"reactivate_p90_ms_{events}"] = round(percentile(values, 0.9), 1) if values else None
         result[f"rebuild_p50_ms_{events}"] = (
-            round(statistics.median(r["rebuild_ms"] for r in rebuilt), 2) if rebuilt else None)
-        result[f"snapshot_bytes_max_{events}"] = max((r["snapshot_bytes"] for r in rebuilt), default=None)
+            round(statistics.median(r.rebuild_ms for r in rebuilt), 2) if rebuilt else None)
+        result[f"snapshot_bytes_max_{events}"] = max((r.snapshot_bytes for r in rebuilt), default=None)
         result[f"from_snapshot_{events}"] = sum(
-            r["snapshot_seq"] is not None and r["log_tail_events"] == 0 and r["stream_messages_read"] == 0
+            r.snapshot_seq is not None and r.log_tail_events == 0 and r.stream_messages_read == 0
             for r in rebuilt)
         result[f"measured_{events}"] = len(values)
     result["ratio"] = round(long_p50 / short_p50, 3) if reactivations["short"] and reactivations["long"] else None

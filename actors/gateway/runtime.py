@@ -1,6 +1,6 @@
 """What a gateway process shares between its requests: one :class:`GatewayRuntime` on ``app.state``.
 
-It holds the settings, the tenant registry, the NATS connection (opened on first use), the
+It holds the settings, the tenant registry, the bus (opened on first use), the
 cached conversation-actor handles, the time-travel reader and the record of finished recompute
 jobs. Routes reach it through the :data:`Runtime` dependency and the tenant through
 :data:`Tenant`; nothing else is shared, so two apps in one process never see each other's state.
@@ -28,7 +28,7 @@ from mirror.actors.gateway.streaming import _stream_last_seq
 from mirror.actors.gateway.tenants import TenantRegistry
 from mirror.events.errors import InvalidIdentifier
 from mirror.events.ids import StreamKey, validate_identifier
-from mirror.events.nats.jetstream import connect_nats
+from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.replay import History
 
@@ -90,7 +90,7 @@ class GatewayRuntime:
     actors: Callable[[StreamKey], Any]
     """``actors(key) -> handle``: get-or-create the conversation's actor."""
     finished_jobs: FinishedJobs
-    _nats: Any = None
+    _bus: JetStreamBus | None = None
     _history: History | None = None
     _handles: dict[StreamKey, Any] = field(default_factory=dict)
 
@@ -105,20 +105,20 @@ class GatewayRuntime:
 
         return cls(settings, TenantRegistry(settings.tenants_file), actors, FinishedJobs(settings.max_finished_jobs))
 
-    async def nats(self) -> Any:
-        if self._nats is None:
-            self._nats = await connect_nats(self.settings.runtime.nats_url, name="mirror-gateway")
-        return self._nats
+    async def bus(self) -> JetStreamBus:
+        if self._bus is None:
+            self._bus = await JetStreamBus.connect(self.settings.runtime.nats_url, self.settings.runtime.stream)
+        return self._bus
 
     async def log_client(self) -> LogClient:
-        return LogClient(await self.nats(), shard=self.settings.runtime.shard)
+        return LogClient((await self.bus()).nc, shard=self.settings.runtime.shard)  # start-up wiring only
 
     async def history(self) -> History:
         if self._history is None:
-            nc = await self.nats()
+            event_bus = await self.bus()
             self._history = History(
                 await self.log_client(), snapshot_every=self.settings.runtime.snapshot_every,
-                stream_head=lambda key: _stream_last_seq(nc, key, self.settings),
+                stream_head=lambda key: _stream_last_seq(event_bus, key),
             )
         return self._history
 
@@ -126,7 +126,7 @@ class GatewayRuntime:
         """The conversation's last seq; 404 when it has no events (in the log or, not yet logged, the stream)."""
         last_seq = await (await self.log_client()).last_seq(key)
         if last_seq == 0:
-            bus_head = await _stream_last_seq(await self.nats(), key, self.settings)
+            bus_head = await _stream_last_seq(await self.bus(), key)
             if bus_head is None:
                 raise HTTPException(404, f"no conversation {key.conversation!r} for this tenant")
             return bus_head

@@ -29,7 +29,7 @@ from mirror.events.duckdb._ingest_batch import IngestBatch
 from mirror.events.duckdb.log import DuckDBEventLog
 from mirror.events.nats._client import MirrorNatsClient
 from mirror.events.nats._pull import Delivery, PullFeed
-from mirror.events.nats.jetstream import STREAM_SUBJECTS, JetStreamBus, StreamSettings, ensure_stream
+from mirror.events.nats.jetstream import STREAM_SUBJECTS, JetStreamBus, StreamSettings, ensure_stream, retry_transient
 from mirror.events.nats.log_service import LogService
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class Ingester:
         self._progress = asyncio.Condition()
 
     async def start(self) -> None:
-        await self.bus._retrying(ensure_stream, self.js, self.stream)
+        await retry_transient(ensure_stream, self.js, self.stream, deadline_s=self.stream.retry_deadline_s)
         self.committed_offset = await self.log.committed_offset(self.settings.consumer)
         await self._recreate_consumer()
         self._decoded_offset = self.committed_offset

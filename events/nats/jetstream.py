@@ -17,17 +17,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import nats
 import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
-from mirror.events.bus import Head, check_batch
+from mirror.events.bus import DEFAULT_SUBSCRIPTION_BUFFER, Head, Subscription, check_batch
 from mirror.events.codec import decode, encode
 from mirror.events.envelope import Event
 from mirror.events.errors import AppendConflict, BusError
@@ -58,6 +59,30 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     nats.js.errors.ServiceUnavailableError,
     asyncio.TimeoutError,
 )
+
+
+T = TypeVar("T")
+
+
+async def retry_transient(
+    function: Callable[..., Awaitable[T]], *args: Any, deadline_s: float, **kwargs: Any
+) -> T:
+    """``await function(*args, **kwargs)``, again on transient broker errors (jittered backoff).
+
+    Past ``deadline_s`` the last transient error is raised as :class:`BusError`, which says so.
+    """
+    try:
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(TRANSIENT_ERRORS),
+            wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
+            stop=stop_after_delay(deadline_s),
+            reraise=True,
+        ):
+            with attempt:
+                return await function(*args, **kwargs)
+    except TRANSIENT_ERRORS as exc:
+        raise BusError(f"NATS did not answer within {deadline_s}s: {exc!r}") from exc
+    raise AssertionError("unreachable: AsyncRetrying either returns or raises")
 
 
 def subject_for(key: StreamKey) -> str:
@@ -154,21 +179,8 @@ class JetStreamBus:
         if not self.nc.is_closed:
             await self.nc.drain()
 
-    async def _retrying(self, function, *args, **kwargs):  # type: ignore[no-untyped-def]
-        """Run ``function`` again on transient broker errors, with jittered backoff."""
-        try:
-            async for attempt in AsyncRetrying(
-                retry=retry_if_exception_type(TRANSIENT_ERRORS),
-                wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
-                stop=stop_after_delay(self.settings.retry_deadline_s),
-                reraise=True,
-            ):
-                with attempt:
-                    return await function(*args, **kwargs)
-        except TRANSIENT_ERRORS as exc:
-            raise BusError(
-                f"NATS did not answer within {self.settings.retry_deadline_s}s: {exc!r}"
-            ) from exc
+    async def _retrying(self, function: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        return await retry_transient(function, *args, deadline_s=self.settings.retry_deadline_s, **kwargs)
 
     # ------------------------------------------------------------------------- reading
 
@@ -191,6 +203,38 @@ class JetStreamBus:
         except nats.js.errors.NotFoundError:
             return None
         return message.seq, message.data
+
+    async def tail(self, key: StreamKey, after_position: int) -> AsyncIterator[tuple[int, Event]]:
+        """One direct get per message (``next`` from a stream sequence, on the subject)."""
+        subject = subject_for(key)
+        position = after_position
+        while True:
+            stored = await self._retrying(self._stored_after, subject, position)
+            if stored is None:
+                return
+            position = stored[0]
+            yield position, decode(stored[1])
+
+    async def subscribe(self, key: StreamKey, *, buffer: int = DEFAULT_SUBSCRIPTION_BUFFER) -> Subscription:
+        """An ordered push consumer from the next stored message: unlike a plain subscription
+        to the subject, it never shows a publish the stream refused (a fenced-off writer's) or
+        a retry's duplicate, and it resumes in order after a reconnect."""
+        subscription = Subscription(key, buffer)
+
+        async def on_message(message: Any) -> None:
+            subscription.deliver(message.data)
+
+        consumer = await self._retrying(
+            self.js.subscribe, subject_for(key), cb=on_message, stream=self.settings.name,
+            ordered_consumer=True, deliver_policy=DeliverPolicy.NEW,
+        )
+
+        async def unsubscribe() -> None:
+            with contextlib.suppress(nats.errors.Error):  # the connection may be closing already
+                await consumer.unsubscribe()
+
+        subscription.on_close(unsubscribe)
+        return subscription
 
     # ------------------------------------------------------------------------- writing
 
@@ -311,3 +355,9 @@ class JetStreamBus:
         committed) stays: writers' fences and heads keep working from the stream alone.
         """
         await self._retrying(self.js.purge_stream, self.settings.name, seq=below_stream_seq, subject=subject)
+
+
+__all__ = [
+    "ERR_WRONG_LAST_SEQUENCE", "STREAM_SUBJECTS", "SUBJECT_ROOT", "TRANSIENT_ERRORS", "JetStreamBus", "StreamSettings",
+    "connect_nats", "ensure_stream", "key_of_subject", "retry_transient", "subject_for",
+]

@@ -137,27 +137,110 @@ async def test_any_payload_type_appends_and_is_retried_by_its_bytes(bus) -> None
         await bus.append(KEY, [make_event(KEY, 1, Narrative("I hold something else."))], head)
 
 
-async def test_the_recompute_writer_pipelines_appends_and_stops_at_the_first_failure(bus) -> None:  # type: ignore[no-untyped-def]
-    """Recompute's branch writer sends each append behind the previous one without waiting for
-    it: all land in order, and once one fails nothing after it is written and the failure is raised."""
+async def test_tail_yields_what_the_bus_holds_after_a_position(bus) -> None:  # type: ignore[no-untyped-def]
+    other = StreamKey("acme", "interleaved")
+    head, other_head = await fresh_head(bus, KEY), await fresh_head(bus, other)
+    for first in (1, 3):  # two streams written in turns: positions of one skip the other's (JetStream)
+        head = await bus.append(KEY, events(KEY, first, 2), head)
+        other_head = await bus.append(other, events(other, first, 2), other_head)
+    everything = [item async for item in bus.tail(KEY, 0)]
+    assert [event for _, event in everything] == events(KEY, 1, 4)
+    positions = [position for position, _ in everything]
+    assert positions == sorted(set(positions)) and positions[-1] == head.fence
+    after_second = [event async for _, event in bus.tail(KEY, positions[1])]
+    assert after_second == events(KEY, 3, 2)
+    assert [item async for item in bus.tail(KEY, head.fence)] == []
+    assert [item async for item in bus.tail(StreamKey("acme", "never-written"), 0)] == []
+
+
+async def test_a_subscription_delivers_each_stored_event_once_in_order(bus) -> None:  # type: ignore[no-untyped-def]
+    head = await bus.append(KEY, events(KEY, 1, 2), await fresh_head(bus, KEY))  # before: not delivered
+    other = StreamKey("acme", "elsewhere")
+    async with await bus.subscribe(KEY) as subscription:
+        stale = head
+        head = await bus.append(KEY, events(KEY, 3, 2), head)
+        assert await bus.append(KEY, events(KEY, 3, 2), stale) == head  # a retry: stored once
+        with pytest.raises(AppendConflict):
+            await bus.append(KEY, events(KEY, 3, 1, tag="-refused"), stale)  # refused: never shown
+        await bus.append(other, events(other, 1, 1), await fresh_head(bus, other))  # another stream
+        head = await bus.append(KEY, events(KEY, 5, 1), head)
+        received = [await asyncio.wait_for(anext(subscription), 10) for _ in range(3)]
+        assert received == events(KEY, 3, 3)
+        with pytest.raises(TimeoutError):  # nothing else came: no duplicate, no refused event
+            await asyncio.wait_for(anext(subscription), 0.3)
+        # A wait cancelled (as by a keep-alive timeout) loses nothing.
+        await bus.append(KEY, events(KEY, 6, 1), head)
+        assert await asyncio.wait_for(anext(subscription), 10) == events(KEY, 6, 1)[0]
+    assert [event async for event in subscription] == []  # closed: iteration ends
+
+
+async def test_a_slow_subscriber_loses_the_newest_events_not_the_writers_time(bus) -> None:  # type: ignore[no-untyped-def]
+    subscription = await bus.subscribe(KEY, buffer=2)
+    try:
+        await bus.append(KEY, events(KEY, 1, 5), await fresh_head(bus, KEY))
+        for _ in range(250):  # nothing is read yet: two are buffered, three dropped as they arrive
+            if subscription.dropped == 3:
+                break
+            await asyncio.sleep(0.02)
+        assert subscription.dropped == 3
+        assert [(await asyncio.wait_for(anext(subscription), 10)).seq for _ in range(2)] == [1, 2]
+        head = await bus.head(KEY)
+        await bus.append(KEY, events(KEY, 6, 1), head)  # room again: delivered
+        assert (await asyncio.wait_for(anext(subscription), 10)).seq == 6
+    finally:
+        await subscription.aclose()
+
+
+def batch_of(key: StreamKey, count: int):  # type: ignore[no-untyped-def]
+    """A writer's build step: ``count`` turns after whatever the state holds."""
+    return lambda state: events(key, state.last_seq + 1, count)
+
+
+async def test_the_pipelined_writer_sends_behind_the_previous_append_and_stops_at_the_first_failure(bus) -> None:  # type: ignore[no-untyped-def]
+    """Recompute's way to write: each append is sent behind the previous one without waiting for
+    it; all land in order, and once one fails nothing after it is written and the failure is raised."""
+    from mirror.cognition.writer import ConversationWriter
     from mirror.projections.state import initial_state
-    from mirror.replay.recompute import _BranchWriter
 
     key = StreamKey("acme", "pipelined")
-    writer = _BranchWriter(bus, key, initial_state(key), await fresh_head(bus, key))
-    for first in (1, 3, 5):
-        await writer.append(events(key, first, 2))
-    assert writer.state.last_seq == 6  # folded at once, before any acknowledgement
+    writer = ConversationWriter(bus, key, initial_state(key), await fresh_head(bus, key), pipelined=True)
+    for _ in range(3):
+        await writer.append(batch_of(key, 2))
+    assert writer.state.last_seq == 6 and writer.written == 6  # folded at once, before any acknowledgement
     await writer.flush()
     assert writer.head.last_seq == 6 and (await bus.head(key)).last_seq == 6
 
     other = StreamKey("acme", "raced")
     stale = await fresh_head(bus, other)
     await bus.append(other, events(other, 1, 1, tag=" by another writer"), stale)
-    loser = _BranchWriter(bus, other, initial_state(other), stale)
+    loser = ConversationWriter(bus, other, initial_state(other), stale, pipelined=True)
     with pytest.raises(AppendConflict):
-        for first in range(1, 20, 2):  # the first send fails; a later append or the flush says so
-            await loser.append(events(other, first, 2))
+        for _ in range(10):  # the first send fails; a later append or the flush says so
+            await loser.append(batch_of(other, 2))
             await asyncio.sleep(0)
         await loser.flush()
     assert (await bus.head(other)).last_seq == 1  # nothing was written past the failure
+
+
+async def test_the_serial_writer_folds_only_what_landed_and_a_conflict_stops_it_for_good(bus) -> None:  # type: ignore[no-untyped-def]
+    """The live conversation's way to write: the state moves once the bus acknowledged; losing
+    the fence refuses every later append without sending it."""
+    from mirror.cognition.writer import ConversationWriter
+    from mirror.projections.state import initial_state
+
+    key = StreamKey("acme", "serial")
+    appended: list[int] = []
+    writer = ConversationWriter(bus, key, initial_state(key), await fresh_head(bus, key),
+                                on_appended=lambda batch: appended.extend(event.seq for event in batch))
+    await asyncio.gather(*(writer.append(batch_of(key, 2)) for _ in range(3)))  # concurrent: serialised
+    assert writer.state.last_seq == 6 and appended == [1, 2, 3, 4, 5, 6]
+    assert writer.head == await bus.head(key)
+
+    rival = await bus.append(key, events(key, 7, 1, tag=" by another writer"), writer.head)
+    with pytest.raises(AppendConflict):
+        await writer.append(batch_of(key, 1))
+    assert writer.state.last_seq == 6 and writer.failure is not None
+    await bus.append(key, events(key, 8, 1), rival)  # the stream moves on; the writer stays stopped
+    with pytest.raises(AppendConflict):
+        await writer.append(batch_of(key, 1))
+    assert (await bus.head(key)).last_seq == 8 and appended == [1, 2, 3, 4, 5, 6]

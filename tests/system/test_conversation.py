@@ -38,10 +38,10 @@ async def test_a_turn_is_acknowledged_then_thought_about(runtime: RuntimeSetting
     conversation = await Conversation(key, runtime).start()
     try:
         first = await conversation.turn("I am allergic to peanuts.")
-        assert first["reply"] and first["seq"] == 1 and first["narrative_seq"] is None
+        assert first.reply and first.seq == 1 and first.narrative_seq is None
         assert await conversation.wait_idle(30)
         second = await conversation.turn("Suggest a snack.", sync=True)
-        assert second["narrative_seq"] == 3  # sync: the first turn was thought through first
+        assert second.narrative_seq == 3  # sync: the first turn was thought through first
         assert await conversation.wait_idle(30)
         state = conversation.state
     finally:
@@ -63,7 +63,7 @@ async def test_a_restarted_conversation_continues_where_the_last_stopped(runtime
     try:
         assert second.state == before
         reply = await second.turn("What is my name?")
-        assert reply["seq"] == before.last_seq + 1
+        assert reply.seq == before.last_seq + 1
         await second.wait_idle(30)
     finally:
         await second.stop()

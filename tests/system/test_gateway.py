@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -102,3 +103,44 @@ def test_healthz_and_openapi(stack) -> None:  # type: ignore[no-untyped-def]
     paths = httpx.get(f"{url}/openapi.json").json()["paths"]
     assert "/v1/conversations/{conversation}/turns" in paths
     assert httpx.get(f"{url}/docs").status_code == 200
+
+
+def test_turn_and_summary_answer_the_same_json_shape(stack) -> None:  # type: ignore[no-untyped-def]
+    """The actors answer dataclasses across Ray; the HTTP API answers the JSON it always did."""
+    url, tokens = stack
+    with httpx.Client(base_url=url, headers=auth(tokens["acme"]), timeout=60) as client:
+        answer = client.post("/v1/conversations/shape/turns", json={"message": "hello"}, params={"sync": True}).json()
+        assert list(answer) == ["reply", "turn", "seq", "narrative_seq", "llm_ms"]
+        assert (answer["turn"], answer["seq"], answer["narrative_seq"]) == (0, 1, None) and answer["reply"]
+        summary = client.get("/v1/conversations/shape").json()
+        assert list(summary) == ["id", "branch", "turns", "last_seq", "narrative", "narrative_seq", "thought_turn",
+                                 "thinking", "mode", "last_failure", "updated_at"]
+        assert (summary["id"], summary["branch"], summary["turns"], summary["mode"]) == ("shape", "main", 1, "full")
+
+
+def test_stream_relays_each_new_event_once_in_order(stack) -> None:  # type: ignore[no-untyped-def]
+    url, tokens = stack
+    headers = auth(tokens["acme"])
+    with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
+        assert client.post("/v1/conversations/streamed/turns", json={"message": "first"}).status_code == 200
+        deadline = time.monotonic() + 30
+        while client.get("/v1/conversations/streamed").json()["thinking"]:  # its thoughts come before the stream
+            assert time.monotonic() < deadline, "the first turn was never thought through"
+            time.sleep(0.05)
+        with client.stream("GET", "/v1/conversations/streamed/stream") as stream:
+            lines = stream.iter_lines()
+            assert next(lines) == ": connected"  # subscribed: everything appended from now on is relayed
+            with httpx.Client(base_url=url, headers=headers, timeout=60) as other:
+                said = other.post("/v1/conversations/streamed/turns", json={"message": "second"}, params={"sync": True}).json()
+            relayed: list[tuple[int, str]] = []
+            seq = None
+            for line in lines:
+                if line.startswith("id: "):
+                    seq = int(line.removeprefix("id: "))
+                elif line.startswith("event: "):
+                    relayed.append((seq, line.removeprefix("event: ")))  # type: ignore[arg-type]
+                    if relayed[-1][1] == "narrative" and relayed[-1][0] > said["seq"]:
+                        break
+    assert relayed[0] == (said["seq"], "turn")  # nothing from before the subscription
+    assert [seq for seq, _ in relayed] == list(range(said["seq"], said["seq"] + len(relayed)))
+    assert [kind for _, kind in relayed][-2:] == ["monologue", "narrative"]

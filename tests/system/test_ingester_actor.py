@@ -76,7 +76,7 @@ async def converse(settings: RuntimeSettings, ingester: RayIngester
         turn = 0
         while not done:
             answer = await conversation.turn(f"message {turn}")  # returns once the turn is acknowledged
-            replies[conversation.key].append(answer["reply"])
+            replies[conversation.key].append(answer.reply)
             turn += 1
             if turn == 3:
                 flowing.set()

@@ -42,12 +42,12 @@ def test_two_hundred_conversations_under_a_cap_of_sixteen(runtime: RuntimeSettin
     keys = [StreamKey("acme", f"v{index}") for index in range(200)]
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         first = list(pool.map(lambda key: ask(key, runtime, "first"), keys))
-    assert all(reply["turn"] == 0 for reply in first)
+    assert all(reply.turn == 0 for reply in first)
     stats = ray.get(ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE).stats.remote())
     assert stats["live"] <= CAP and stats["passivations"] >= 200 - CAP
     assert stats["live_per_node"] == {ray.get_runtime_context().get_node_id(): stats["live"]}  # one local node
     # Every conversation re-activates with its state: the next turn continues the sequence.
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         second = list(pool.map(lambda key: ask(key, runtime, "second"), keys[::10]))
-    assert all(reply["turn"] == 1 and reply["narrative_seq"] is not None for reply in second)
-    assert all(reply["seq"] > first_reply["seq"] + 1 for reply, first_reply in zip(second, first[::10]))
+    assert all(reply.turn == 1 and reply.narrative_seq is not None for reply in second)
+    assert all(reply.seq > first_reply.seq + 1 for reply, first_reply in zip(second, first[::10]))

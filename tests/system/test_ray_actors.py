@@ -33,9 +33,9 @@ def test_get_or_create_gives_one_actor_per_conversation(runtime: RuntimeSettings
     same = conversation_actor(key, runtime)
     assert ray.get(actor.pid.remote()) == ray.get(same.pid.remote())
     reply = ray.get(actor.turn.remote("Hello"))
-    assert reply["seq"] == 1
+    assert reply.seq == 1
     assert ray.get(same.wait_idle.remote(30))
-    assert ray.get(same.summary.remote())["turns"] == 1
+    assert ray.get(same.summary.remote()).turns == 1
     ray.kill(actor, no_restart=True)
 
 
@@ -52,5 +52,5 @@ def test_a_killed_actor_is_rebuilt_with_the_state_it_had_plus_finished_thinking(
     state = state_from_snapshot(call(actor.state_bytes))
     assert state.turn_count == 2 and state.thought_turn == 1 and state.narrative
     reply = call(actor.turn, "And dinner?")
-    assert reply["seq"] == state.last_seq + 1
+    assert reply.seq == state.last_seq + 1
     ray.kill(actor, no_restart=True)

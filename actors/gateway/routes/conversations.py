@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Query
 
 from mirror.actors.gateway.runtime import Runtime, Tenant, key_of
+from mirror.actors.results import ConversationSummary
 from mirror.events.codec import to_json_ready
 
 __all__ = ["router"]
@@ -32,8 +33,8 @@ async def list_conversations(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
 async def get_conversation(conversation: str, owner: Tenant, runtime: Runtime) -> dict[str, Any]:
     key = key_of(owner, conversation)
     await runtime.existing(key)
-    summary = await runtime.ask(key, "summary")
-    return {"id": conversation, **{k: v for k, v in summary.items() if k not in ("tenant", "conversation")}}
+    summary: ConversationSummary = await runtime.ask(key, "summary")
+    return {"id": conversation, **{k: v for k, v in summary.as_dict().items() if k not in ("tenant", "conversation")}}
 
 
 @router.get("/v1/conversations/{conversation}/events")

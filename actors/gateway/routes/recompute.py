@@ -68,8 +68,8 @@ async def post_recompute(body: RecomputeIn, owner: Tenant, runtime: Runtime,
     ).remote(settings, job, job_id)
     running = driver.run.remote()
     if not wait:
-        return await driver.status.remote()
-    status = await running
+        return (await driver.status.remote()).as_dict()
+    status = (await running).as_dict()
     runtime.finished_jobs.record(owner, job_id, status)
     ray_kill(driver)
     if status["status"] == "failed":
@@ -94,7 +94,7 @@ async def get_recompute(job: str, owner: Tenant, runtime: Runtime) -> dict[str, 
                             f"was forgotten (a gateway remembers the last {runtime.finished_jobs.limit} finished "
                             "jobs)") from None
     try:
-        status = await driver.status.remote()
+        status = (await driver.status.remote()).as_dict()
     except Exception as exc:  # the driver's process died: its tasks died with it
         status = {"job": job, "status": "failed", "error": f"the driver died ({type(exc).__name__}); "
                   "start the same recompute again to resume it"}

@@ -20,4 +20,4 @@ router = APIRouter()
 async def stream(conversation: str, owner: Tenant, runtime: Runtime) -> StreamingResponse:
     key = key_of(owner, conversation)
     await runtime.existing(key)
-    return StreamingResponse(_sse(await runtime.nats(), key), media_type="text/event-stream")
+    return StreamingResponse(_sse(await runtime.bus(), key), media_type="text/event-stream")

@@ -13,6 +13,7 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel
 
 from mirror.actors.gateway.runtime import Runtime, Tenant, key_of
+from mirror.actors.results import TurnResult
 
 __all__ = ["SERVER_TIMING", "TurnIn", "TurnOut", "router", "server_timing"]
 
@@ -43,9 +44,9 @@ async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Run
     limit = runtime.settings.max_message_bytes
     if size > limit:
         raise HTTPException(413, f"message is {size} bytes; the limit is {limit}")
-    result = await runtime.ask(key, "turn", body.message, sync)
+    result: TurnResult = await runtime.ask(key, "turn", body.message, sync)
     response.headers["Server-Timing"] = server_timing(result, (time.perf_counter() - started) * 1000)
-    return result
+    return result.as_dict()
 
 
 SERVER_TIMING = (("llm", "llm_ms"), ("talk", "talk_ms"), ("append", "append_ms"), ("actor", "turn_ms"))
@@ -53,6 +54,7 @@ SERVER_TIMING = (("llm", "llm_ms"), ("talk", "talk_ms"), ("append", "append_ms")
 the actor's whole turn; ``gateway`` is the gateway's handler around the actor call."""
 
 
-def server_timing(result: dict[str, Any], gateway_ms: float) -> str:
-    parts = [f"{name};dur={result[field]:.3f}" for name, field in SERVER_TIMING if result.get(field) is not None]
+def server_timing(result: TurnResult, gateway_ms: float) -> str:
+    parts = [f"{name};dur={getattr(result, field):.3f}" for name, field in SERVER_TIMING
+             if getattr(result, field) is not None]
     return ", ".join([*parts, f"gateway;dur={gateway_ms:.3f}"])

@@ -1,0 +1,86 @@
+"""What actors answer across Ray: frozen dataclasses, not dicts, so both ends name the same
+fields and a typo is an AttributeError where it is made, not a KeyError in another process.
+
+``as_dict`` gives the JSON the HTTP API has always returned: field order is its key order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """A turn's answer: the reply, where its ``turn`` event landed, and where the time went (ms).
+
+    ``llm_ms`` is the Talker's LLM call, ``talk_ms`` the whole Talker, ``append_ms`` the fenced
+    append until the bus acknowledged, ``turn_ms`` all of it, as the conversation's process saw it.
+    """
+
+    reply: str
+    turn: int
+    seq: int
+    narrative_seq: int | None
+    llm_ms: float
+    talk_ms: float
+    append_ms: float
+    turn_ms: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationSummary:
+    """A live conversation as it stands: its projected state's headline and whether it is thinking."""
+
+    tenant: str
+    conversation: str
+    branch: str
+    turns: int
+    last_seq: int
+    narrative: str | None
+    narrative_seq: int | None
+    thought_turn: int | None
+    thinking: bool
+    mode: str
+    last_failure: str | None
+    updated_at: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RecomputeFailure:
+    """One conversation of a recompute job that failed (the others go on)."""
+
+    conversation: str
+    branch: str
+    error: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RecomputeStatus:
+    """A recompute job's progress, and its report (the JSON document) once done."""
+
+    job: str
+    status: str
+    """``running``, ``done`` or ``failed``."""
+    branch: str
+    prompt_set: str
+    done: int = 0
+    total: int | None = None
+    failed: int = 0
+    report: dict[str, Any] | None = None
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+__all__ = ["ConversationSummary", "RecomputeFailure", "RecomputeStatus", "TurnResult"]

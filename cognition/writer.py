@@ -1,0 +1,167 @@
+"""The conversation writer: the one place that drives the pipeline over ports.
+
+A conversation's facts are written in one way wherever they are written: events are built from
+the current state, appended fenced to the bus, folded into the state; and after a turn the
+Thinker runs step after step until the newest turn is thought through (a ``thinker_failed``
+step is tried again, up to ``attempts`` times in a row for one turn). The live conversation
+(:mod:`mirror.actors.conversation`) and recompute (:mod:`mirror.replay.recompute`) both write
+through :class:`ConversationWriter`, so the think loop and the "is thinking behind" check
+(:func:`~mirror.cognition.pipeline.thinking_behind`) exist once.
+
+It lives in ``cognition/`` because it needs nothing above it: the bus port (``events``), the
+fold (``projections``) and the pipeline (here) are all it touches, and its ports (bus, LLM,
+prompts, config) come in as arguments. In ``replay/`` the live actor would depend on the
+replay layer for every write; in ``actors/`` replay could not reach it.
+
+Two ways to append, one per caller:
+
+- **serial** (live): build, append and fold under one lock, because a turn and the thinker
+  write concurrently; the state moves only once the bus acknowledged. An
+  :class:`AppendConflict` stops the writer for good (another writer owns the conversation):
+  every later append raises it again.
+- **pipelined** (recompute, where one task writes): fold at once and send in the background,
+  each send behind the previous one (the fence), so the next model call does not wait for
+  the acknowledgement. A failed send fails every later one: nothing is written past a failure,
+  which the next append, :meth:`ConversationWriter.flush` or the think loop raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+from mirror.cognition.llm import LLM
+from mirror.cognition.pipeline import MirrorConfig, Thinking, think, thinking_behind
+from mirror.cognition.prompts import PromptSet
+from mirror.events.bus import EventBus, Head
+from mirror.events.envelope import Event, make_event
+from mirror.events.errors import AppendConflict
+from mirror.events.ids import StreamKey, event_id
+from mirror.events.payloads import Provenance, Turn
+from mirror.projections.conversation import fold
+from mirror.projections.state import ConversationState
+
+Build = Callable[[ConversationState], Sequence[Event]]
+"""Events to append, built from the state they will follow (their first seq: ``last_seq + 1``)."""
+
+
+class ConversationWriter:
+    """Fenced appends to one conversation branch, the state they lead to, and the think loop."""
+
+    def __init__(
+        self, bus: EventBus, key: StreamKey, state: ConversationState, head: Head, *, pipelined: bool = False,
+        on_appended: Callable[[Sequence[Event]], None] | None = None,
+    ) -> None:
+        """``head``: the bus head at ``state.last_seq``. ``on_appended`` (serial only) runs after
+        each acknowledged and folded append, under the lock: state and head agree there."""
+        if pipelined and on_appended is not None:
+            raise ValueError("on_appended needs serial appends: a pipelined state runs ahead of the head")
+        self.bus, self.key, self.state, self.head = bus, key, state, head
+        self.pipelined = pipelined
+        self.written = 0
+        self.failure: AppendConflict | None = None
+        """(serial) The conflict that stopped this writer for good, if one did."""
+        self.lock = asyncio.Lock()
+        """(serial) Held while an append is built, sent and folded: hold it to read a state and
+        head that agree (e.g. for a snapshot)."""
+        self._on_appended = on_appended
+        self._sending: asyncio.Future[None] | None = None
+
+    # ------------------------------------------------------------------------ appending
+
+    async def append(self, build: Build) -> list[Event]:
+        """Append what ``build`` makes of the current state; returns the events."""
+        if self.pipelined:
+            return self._append_pipelined(build)
+        async with self.lock:
+            self.check()
+            events = list(build(self.state))
+            try:
+                self.head = await self.bus.append(self.key, events, self.head)
+            except AppendConflict as conflict:
+                self.failure = conflict
+                raise
+            self._folded(events)
+            if self._on_appended is not None:
+                self._on_appended(events)
+            return events
+
+    def _append_pipelined(self, build: Build) -> list[Event]:
+        previous = self._sending
+        self.check()
+        events = list(build(self.state))
+        self._folded(events)
+        self._sending = asyncio.ensure_future(self._send(previous, events))
+        return events
+
+    def _folded(self, events: list[Event]) -> None:
+        self.state = fold(events, self.state)
+        self.written += len(events)
+
+    async def _send(self, previous: asyncio.Future[None] | None, events: list[Event]) -> None:
+        if previous is not None:
+            await previous
+        self.head = await self.bus.append(self.key, events, self.head)
+
+    async def append_turn(self, turn: Turn, provenance: Provenance | None, *, causation: str | None = None) -> Event:
+        """The ``turn`` event, next after the current state."""
+        events = await self.append(lambda state: [make_event(
+            self.key, state.last_seq + 1, turn, turn=state.turn_count, provenance=provenance, causation=causation,
+        )])
+        return events[0]
+
+    def check(self) -> None:
+        """Raise what stopped this writer, if anything did (a conflict; a failed pipelined send)."""
+        if self.failure is not None:
+            raise self.failure
+        sending = self._sending
+        if sending is not None and sending.done():
+            sending.result()
+
+    async def flush(self) -> None:
+        """(pipelined) Wait until everything appended is acknowledged (raises the first failure)."""
+        if self._sending is not None:
+            await self._sending
+
+    async def abandon(self) -> None:
+        """(pipelined) After a failure elsewhere: let what was sent finish, without raising its own failure."""
+        if self._sending is not None:
+            await asyncio.gather(self._sending, return_exceptions=True)
+
+    # ------------------------------------------------------------------------ thinking
+
+    def behind(self, mode: str) -> bool:
+        """Is the newest turn not thought through yet (in ``mode``)?"""
+        return thinking_behind(self.state, mode)
+
+    async def think_until_current(self, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempts: int) -> None:
+        """Think about the newest turn until it is thought through, or ``attempts`` steps in a row
+        failed for it (then the next turn, a re-activation or a resumed run thinks again).
+
+        A turn appended meanwhile (live) is thought about by the next step. Raises what stops
+        the writer (see :meth:`check`); LLM failures do not raise, they are ``thinker_failed``.
+        """
+        attempt = 0
+        while True:
+            self.check()
+            if not self.behind(config.mode):
+                return
+            target = self.state.turn_count
+            attempt += 1
+            basis = self.state
+            thinking = await think(basis, llm, prompts, config, attempt=attempt)
+            # causation = the last event the step saw: replay rebuilds exactly that state.
+            cause = event_id(self.key.tenant, self.key.conversation, self.key.branch, basis.last_seq)
+            await self.append(_after(thinking, self.key, cause))
+            if thinking.ok:
+                attempt = 0
+            elif attempt >= attempts and self.state.turn_count == target:
+                return
+
+
+def _after(thinking: Thinking, key: StreamKey, cause: str) -> Build:
+    """The step's events, placed after whatever the state holds when they are appended."""
+    return lambda state: thinking.events(key, state.last_seq + 1, causation=cause)
+
+
+__all__ = ["Build", "ConversationWriter"]
