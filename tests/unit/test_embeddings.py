@@ -23,6 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mirror.actors.bench.embed import default_texts, run_embed_bench
 from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 from mirror.cognition import LLMRequestRejected, LLMSettings, LLMUnavailable
 from mirror.cognition.embeddings import (
@@ -260,3 +261,17 @@ def test_minilm_refuses_an_incomplete_model(minilm: MiniLMEmbedder, tmp_path: Pa
     save_file(weights, str(tmp_path / "model.safetensors"))
     with pytest.raises(EmbeddingModelInvalid, match=r"encoder\.layer\.5\.output\.dense\.weight"):
         MiniLMEmbedder(tmp_path)
+
+
+@needs_minilm
+def test_the_embed_bench_reports_both_batch_sizes() -> None:
+    texts = default_texts(6)
+    assert len(set(texts)) == 6
+    result = run_embed_bench(texts, batch=4, repeats=1)
+    assert result["texts"] == 6 and result["dimensions"] == MINILM_DIMENSIONS and result["blas_threads"] == 1
+    for key in ("batch1_sentences_per_s", "single_p50_ms", "single_cpu_ms_per_sentence", "batch4_sentences_per_s",
+                "batch4_cpu_ms_per_sentence", "single_p50_ms_async_port"):
+        assert result[key] > 0, key
+    assert 10 < result["mean_tokens_per_text"] < 40
+    with pytest.raises(ValueError):
+        run_embed_bench([], batch=4)
