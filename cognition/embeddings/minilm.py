@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.util
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -63,12 +64,13 @@ class MiniLMEmbedder:
 
     ``embed`` tokenises, sorts the texts by length and runs them ``batch_size`` at a time (so
     padding is short), in a worker thread (``asyncio.to_thread``) so the event loop keeps
-    serving; one pass runs at a time. Loading takes ~0.3 s and ~90 MB: build one per process.
+    serving. One pass runs at a time (a thread lock, so it holds across event loops and for
+    direct :meth:`embed_sync` calls). Loading takes ~0.15-0.3 s and ~90 MB: build one per process.
 
     ``blas_threads`` caps BLAS's threads while the encoder runs (threadpoolctl; restored after).
     The matrices here are small (tokens x 384): with OpenBLAS's default of one thread per core,
     its threads spin-wait for each other, and on a busy 2-core machine one sentence took
-    0.5-1.7 s of wall time instead of ~30 ms single-threaded. One thread is also the polite
+    0.5-1.7 s of wall time instead of ~13 ms single-threaded. One thread is also the polite
     share beside the actors and NATS; raise it for a backfill on an idle machine.
     """
 
@@ -104,7 +106,7 @@ class MiniLMEmbedder:
         weights = safetensors_numpy.load_file(str(model_dir / "model.safetensors"))
         self._encoder = BertEncoder(weights, config, source=str(model_dir))
         self._model = MINILM_MODEL if max_tokens == MINILM_MAX_TOKENS else f"{MINILM_MODEL}/max{max_tokens}"
-        self._turn = asyncio.Lock()
+        self._one_pass = threading.Lock()
         self.calls = 0
 
     def __repr__(self) -> str:
@@ -125,8 +127,7 @@ class MiniLMEmbedder:
         started = time.perf_counter()
         if texts:
             self.calls += 1
-            async with self._turn:
-                vectors, tokens = await asyncio.to_thread(self.embed_sync, texts)
+            vectors, tokens = await asyncio.to_thread(self.embed_sync, texts)
         else:
             vectors, tokens = np.zeros((0, self.dimensions), dtype=np.float32), 0
         latency_ms = (time.perf_counter() - started) * 1000
@@ -139,7 +140,7 @@ class MiniLMEmbedder:
         lengths = [len(encoding.ids) for encoding in encodings]
         order = sorted(range(len(texts)), key=lengths.__getitem__)
         vectors = np.empty((len(texts), self.dimensions), dtype=np.float32)
-        with self._thread_pools.limit(limits=self.blas_threads, user_api="blas"):
+        with self._one_pass, self._thread_pools.limit(limits=self.blas_threads, user_api="blas"):
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start:start + self.batch_size]
                 width = max(lengths[index] for index in chunk)

@@ -248,6 +248,15 @@ async def test_minilm_truncates_counts_tokens_and_leaves_the_loop_free(minilm: M
 
 
 @needs_minilm
+async def test_concurrent_minilm_calls_take_turns_and_agree_with_serial_ones(minilm: MiniLMEmbedder) -> None:
+    batches = [["the ferry leaves at dawn"], ["a goat named Clementine", "two bicycles"], ["the radio argued back"]]
+    together = await asyncio.gather(*(minilm.embed(batch) for batch in batches))
+    for batch, embeddings in zip(batches, together, strict=True):
+        alone = await minilm.embed(batch)
+        assert np.array_equal(alone.vectors, embeddings.vectors)
+
+
+@needs_minilm
 def test_minilm_refuses_an_incomplete_model(minilm: MiniLMEmbedder, tmp_path: Path) -> None:
     # The [local] extra's package: imported here so that the module loads without it.
     from safetensors.numpy import load_file, save_file
