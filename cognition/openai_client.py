@@ -225,10 +225,25 @@ class OpenAIChatClient:
         return await chat_json(self, request)
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors, _ = await self.embed_with_usage(texts)
+        return vectors
+
+    async def embed_with_usage(
+        self, texts: Sequence[str], *, dimensions: int | None = None
+    ) -> tuple[list[list[float]], int]:
+        """:meth:`embed`, and the prompt tokens of this call (reported, else estimated).
+
+        The per-call count is what an embedder's provenance records; reading the running
+        counter before and after would mix in concurrent calls. ``dimensions`` is sent only
+        when given (OpenAI's text-embedding-3 models shorten vectors; other servers may reject it).
+        """
         if not texts:
-            return []
+            return [], 0
         self.calls += 1
-        envelope = await self._post_with_retries(EMBEDDINGS_PATH, {"model": self.settings.model, "input": list(texts)})
+        body: dict[str, Any] = {"model": self.settings.model, "input": list(texts)}
+        if dimensions is not None:
+            body["dimensions"] = dimensions
+        envelope = await self._post_with_retries(EMBEDDINGS_PATH, body)
         try:
             rows = sorted(envelope["data"], key=lambda row: row["index"])
             vectors = [[float(number) for number in row["embedding"]] for row in rows]
@@ -239,9 +254,12 @@ class OpenAIChatClient:
             raise LLMBadResponse(f"asked for {len(texts)} embeddings, got {len(vectors)}",
                                  base_url=self.settings.base_url)
         usage = envelope.get("usage")
-        tokens = usage.get("prompt_tokens") if isinstance(usage, Mapping) else None
-        self.prompt_tokens += tokens if isinstance(tokens, int) else sum(estimate_tokens(text) for text in texts)
-        return vectors
+        reported = usage.get("prompt_tokens") if isinstance(usage, Mapping) else None
+        tokens = reported if isinstance(reported, int) and not isinstance(reported, bool) else sum(
+            estimate_tokens(text) for text in texts
+        )
+        self.prompt_tokens += tokens
+        return vectors, tokens
 
     # --- request and response shapes ------------------------------------------------------
 

