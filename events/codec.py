@@ -370,7 +370,9 @@ def check_record(record: Any) -> CheckedRecord:
         raise _corruption(record)(str(exc)) from None
     _SHAPES[cls].check(fields, record)
     if record["provenance"] is not None:
-        if record["f"] == 1 and isinstance(record["provenance"], dict):
+        if record["f"] == 1:
+            if "response_in_payload" in record["provenance"]:
+                raise _corruption(record)("a format-1 provenance cannot say response_in_payload (format 2 added it)")
             record = {**record, "provenance": _provenance_format_1_to_2(record["provenance"])}
         _SHAPES[Provenance].check(record["provenance"], record)
         provenance = record["provenance"]
