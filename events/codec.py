@@ -27,7 +27,7 @@ from .payloads import PAYLOAD_TYPES, Payload, Provenance
 RECORD_FORMAT = 2
 """Version of the envelope layout itself (independent of each payload's schema version).
 
-Format 2 added ``Provenance.response_in_payload`` (one copy of each model output); a format-1
+Format 2 added ``Provenance.response_digest`` (one copy of each model output); a format-1
 record is read through :func:`_provenance_format_1_to_2`. Writers always write the newest.
 """
 
@@ -78,7 +78,7 @@ def _belief_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
 def _provenance_format_1_to_2(provenance: dict[str, Any]) -> dict[str, Any]:
     # Format 1 always stored the model's answer in the provenance (or none at all, for a call
     # that got no answer): the payload was never the copy.
-    return {**provenance, "response_in_payload": False}
+    return {**provenance, "response_digest": ""}
 
 
 def payload_class(event_type: str) -> type[Payload]:
@@ -371,12 +371,12 @@ def check_record(record: Any) -> CheckedRecord:
     _SHAPES[cls].check(fields, record)
     if record["provenance"] is not None:
         if record["f"] == 1:
-            if "response_in_payload" in record["provenance"]:
-                raise _corruption(record)("a format-1 provenance cannot say response_in_payload (format 2 added it)")
+            if "response_digest" in record["provenance"]:
+                raise _corruption(record)("a format-1 provenance cannot have a response_digest (format 2 added it)")
             record = {**record, "provenance": _provenance_format_1_to_2(record["provenance"])}
         _SHAPES[Provenance].check(record["provenance"], record)
         provenance = record["provenance"]
-        if provenance.get("response_in_payload") and provenance.get("response") is not None:
+        if provenance.get("response_digest") and provenance.get("response") is not None:
             raise _corruption(record)("provenance holds a response and also says it is in the payload")
     return CheckedRecord(record, cls, fields)
 

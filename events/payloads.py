@@ -185,9 +185,11 @@ class Provenance:
     One copy of each model output: ``response`` holds the model's raw answer only when the
     payload cannot give it back. When the payload rebuilds into the exact answer, or into one
     the pipeline parses to the identical payload (checked when the event is made), ``response``
-    is ``None`` and ``response_in_payload`` is true; replay rebuilds the answer from the payload
-    (:mod:`mirror.cognition.responses`). Invariant: ``response_in_payload`` implies
-    ``response is None``. Records of format 1 predate the flag and always carry the response.
+    is ``None`` and ``response_digest`` is the digest of the rebuilt answer
+    (:mod:`mirror.cognition.responses`): replay rebuilds the answer from the payload and refuses
+    it if the digest no longer matches, so a payload edited on its own is still caught, as the
+    second copy used to catch it. Invariant: a non-empty ``response_digest`` implies
+    ``response is None``. Records of format 1 predate the digest and carry the response.
     """
 
     model: str
@@ -198,7 +200,12 @@ class Provenance:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     response: str | None = None
-    response_in_payload: bool = False
+    response_digest: str = ""
+
+    @property
+    def response_in_payload(self) -> bool:
+        """True when the payload, not this provenance, holds the model's answer."""
+        return bool(self.response_digest)
 
 
 PAYLOAD_TYPES: tuple[type[Payload], ...] = (

@@ -229,10 +229,10 @@ provenances = st.builds(
     completion_tokens=st.integers(0, 2**31),
     response=st.none() | texts,
 ).flatmap(
-    # response_in_payload implies no response (the codec refuses both at once).
+    # A response digest implies no response (the codec refuses both at once).
     lambda provenance: st.just(provenance)
     if provenance.response is not None
-    else st.builds(lambda flag: replace(provenance, response_in_payload=flag), st.booleans())
+    else st.builds(lambda digest: replace(provenance, response_digest=digest), fingerprints)
 )
 
 # --------------------------------------------------------------------------------- events

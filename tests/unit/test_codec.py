@@ -121,8 +121,8 @@ GOLDEN_V2_BELIEF = bytes.fromhex(
 
 
 def test_golden_record_still_decodes() -> None:
-    # Format 1, belief schema 1: read through both upcasters (the provenance gains
-    # response_in_payload=False, the belief gains empty memory fields), never rewritten.
+    # Format 1, belief schema 1: read through both upcasters (the provenance gains an empty
+    # response_digest, the belief gains empty memory fields), never rewritten.
     assert unpack(GOLDEN_V2_BELIEF)["f"] == 1 and unpack(GOLDEN_V2_BELIEF)["schema"] == 1
     event = decode(GOLDEN_V2_BELIEF)
     assert event == make_event(

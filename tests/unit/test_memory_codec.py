@@ -78,26 +78,26 @@ def test_memory_stage_failures_are_thinker_failed_events() -> None:
 
 
 def test_format_1_provenance_reads_with_the_response_kept() -> None:
-    provenance = {name: value for name, value in event_to_record(make_event(KEY, 1, Turn("a", "b"), provenance=PROVENANCE, timestamp=1.0))["provenance"].items() if name != "response_in_payload"}
+    provenance = {name: value for name, value in event_to_record(make_event(KEY, 1, Turn("a", "b"), provenance=PROVENANCE, timestamp=1.0))["provenance"].items() if name != "response_digest"}
     event = decode(pack(record_of({"user_message": "a", "reply": "b"}, schema=2, fmt=1, provenance=provenance, kind="turn")))
     assert event.provenance == PROVENANCE
     assert not event.provenance.response_in_payload
 
 
-def test_format_1_cannot_claim_the_format_2_flag() -> None:
-    provenance = {"model": "m", "prompt_set": "p", "request_fingerprint": "f", "response_in_payload": False}
+def test_format_1_cannot_claim_the_format_2_digest() -> None:
+    provenance = {"model": "m", "prompt_set": "p", "request_fingerprint": "f", "response_digest": "00ff"}
     with pytest.raises(CorruptEvent, match="format-1"):
         decode(pack(record_of({"user_message": "a", "reply": "b"}, schema=2, fmt=1, provenance=provenance, kind="turn")))
 
 
 def test_a_provenance_cannot_hold_the_response_and_point_at_the_payload() -> None:
-    provenance = {"model": "m", "prompt_set": "p", "request_fingerprint": "f", "response": "b", "response_in_payload": True}
+    provenance = {"model": "m", "prompt_set": "p", "request_fingerprint": "f", "response": "b", "response_digest": "00ff"}
     with pytest.raises(CorruptEvent, match="also says"):
         decode(pack(record_of({"user_message": "a", "reply": "b"}, schema=2, provenance=provenance, kind="turn")))
 
 
 def test_a_compact_provenance_round_trips() -> None:
-    compact = Provenance("gemma", "v1", "f00d", {}, 1.0, 10, 5, None, response_in_payload=True)
+    compact = Provenance("gemma", "v1", "f00d", {}, 1.0, 10, 5, None, response_digest="0123456789abcdef")
     event = make_event(KEY, 1, Turn("a", "b"), provenance=compact, timestamp=1.0)
     assert decode(encode(event)) == event
     assert unpack(encode(event))["f"] == 2
