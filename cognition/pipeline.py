@@ -38,7 +38,7 @@ from mirror.cognition.responses import one_copy
 from mirror.cognition.structured import parse_json_object
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
-from mirror.events.payloads import Monologue, Narrative, Payload, Provenance, ThinkerFailed, Turn
+from mirror.events.payloads import Monologue, Narrative, Payload, Provenance, ThinkerFailed, ThinkerStage, Turn
 from mirror.projections.monologue import Threads, estimate_tokens
 from mirror.projections.state import ConversationState
 
@@ -319,7 +319,7 @@ def _usable_narrative(content: str, config: MirrorConfig) -> str:
     return narrative
 
 
-def _failure(stage: str, exc: LLMError, attempt: int, turn: int, request: ChatRequest,
+def _failure(stage: ThinkerStage, exc: LLMError, attempt: int, turn: int, request: ChatRequest,
              response: ChatResponse | None) -> Thought:
     """The failure, with what the model answered (or, if nothing came back, which request failed).
 

@@ -17,6 +17,7 @@ from mirror.events.errors import CorruptEvent
 from mirror.events.ids import StreamKey
 from mirror.events.payloads import Belief, Provenance, Recall, ThinkerFailed, Turn
 from mirror.events.vectors import dimensions, vector_from_bytes, vector_to_bytes
+from mirror.replay import RecordedVectors
 
 KEY = StreamKey("acme", "memory-1")
 PROVENANCE = Provenance("gemma", "v1", "f00d", {"temperature": 0.7}, 1.0, 10, 5, "the answer")
@@ -130,3 +131,20 @@ def test_vectors_are_little_endian_and_refuse_bad_input() -> None:
         vector_to_bytes([float("nan")])
     with pytest.raises(CorruptEvent):
         vector_from_bytes(b"\x00\x00\x80")
+
+
+def test_recorded_vectors_answer_from_beliefs_and_recalls() -> None:
+    statement, query = vector_to_bytes([1.0, 0.0]), vector_to_bytes([0.0, 1.0])
+    log = [
+        make_event(KEY, 1, Belief("b", "assert", "Ann is allergic to nuts", embedding=statement,
+                                  embedding_model="minilm", embedding_fingerprint="aa"), timestamp=1.0),
+        make_event(KEY, 2, Belief("b", "reinforce", "Ann is allergic to nuts"), timestamp=2.0),
+        make_event(KEY, 3, Recall("nuts?", query, "minilm", "bb", ("b",)), timestamp=3.0),
+    ]
+    vectors = RecordedVectors(decode(encode(event)) for event in log)
+    assert len(vectors) == 2
+    assert vectors.by_fingerprint("aa") == statement and vectors.by_fingerprint("bb") == query
+    assert vectors.by_text("minilm", "nuts?") == query
+    assert vectors.by_text("other-model", "nuts?") is None  # another model's vector is another vector
+    assert vectors.by_fingerprint("cc") is None
+    assert (vectors.hits, vectors.misses) == (3, 2)
