@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirror.events.codec import RECORD_FORMAT, decode, encode, event_to_record, to_json_ready, unpack
-from mirror.events.envelope import make_event
+from mirror.events.envelope import Event, make_event
 from mirror.events.errors import CorruptEvent
 from mirror.events.ids import StreamKey
 from mirror.events.payloads import Belief, Provenance, Recall, ThinkerFailed, Turn
@@ -148,3 +148,71 @@ def test_recorded_vectors_answer_from_beliefs_and_recalls() -> None:
     assert vectors.by_text("other-model", "nuts?") is None  # another model's vector is another vector
     assert vectors.by_fingerprint("cc") is None
     assert (vectors.hits, vectors.misses) == (3, 2)
+
+
+# ------------------------------------------------------------------------------------ golden
+
+
+def _hex(*lines: str) -> bytes:
+    return bytes.fromhex("".join(lines))
+
+
+GOLDEN_FORMAT_2 = {
+    "turn_with_digest": _hex(
+        "8ca16602a674656e616e74a461636d65ac636f6e766572736174696f6ea86d656d6f72792d31a66272616e63",
+        "68a46d61696ea373657101a474797065a47475726ea6736368656d6102a27473cb41d954fc40000000a47475",
+        "726e00a9636175736174696f6ec0a77061796c6f616484ac757365725f6d657373616765b64920616d20616c",
+        "6c657267696320746f206e7574732ea57265706c79a64e6f7465642ead6e61727261746976655f736571c0a4",
+        "6d6f6465a466756c6caa70726f76656e616e636589a56d6f64656ca567656d6d61aa70726f6d70745f736574",
+        "a27631b3726571756573745f66696e6765727072696e74a462656566aa706172616d657465727381ab74656d",
+        "7065726174757265cb3fe6666666666666aa6c6174656e63795f6d73cb4000000000000000ad70726f6d7074",
+        "5f746f6b656e7308b1636f6d706c6574696f6e5f746f6b656e7302a8726573706f6e7365c0af726573706f6e",
+        "73655f646967657374b030313233343536373839616263646566",
+    ),
+    "belief_v2": _hex(
+        "8ca16602a674656e616e74a461636d65ac636f6e766572736174696f6ea86d656d6f72792d31a66272616e63",
+        "68a46d61696ea373657102a474797065a662656c696566a6736368656d6102a27473cb41d954fc40200000a4",
+        "7475726e00a9636175736174696f6ec0a77061796c6f61648ca962656c6965665f6964a26231a96f70657261",
+        "74696f6ea6617373657274a973746174656d656e74b7416e6e20697320616c6c657267696320746f206e7574",
+        "73ab6d656d6f72795f74797065a87374616e64617264aa636f6e666964656e6365cb3fe6666666666666a772",
+        "656c6174656490a561626f7574a3416e6ea46b696e64a662656c696566ab736f757263655f7475726e00a965",
+        "6d62656464696e67c40c0000003f000080be0000803faf656d62656464696e675f6d6f64656ca66d696e696c",
+        "6db5656d62656464696e675f66696e6765727072696e74a461613131aa70726f76656e616e636589a56d6f64",
+        "656ca567656d6d61aa70726f6d70745f736574a27631b3726571756573745f66696e6765727072696e74a466",
+        "303064aa706172616d657465727381ab74656d7065726174757265cb3fe6666666666666aa6c6174656e6379",
+        "5f6d73cb400c000000000000ad70726f6d70745f746f6b656e730ab1636f6d706c6574696f6e5f746f6b656e",
+        "7305a8726573706f6e7365a75b7b2e2e2e7d5daf726573706f6e73655f646967657374a0",
+    ),
+    "recall_v1": _hex(
+        "8ca16602a674656e616e74a461636d65ac636f6e766572736174696f6ea86d656d6f72792d31a66272616e63",
+        "68a46d61696ea373657103a474797065a6726563616c6ca6736368656d6101a27473cb41d954fc40400000a4",
+        "7475726e01a9636175736174696f6ec0a77061796c6f616487a57175657279a56e7574733faf71756572795f",
+        "656d62656464696e67c4080000803e0000003faf656d62656464696e675f6d6f64656ca66d696e696c6db171",
+        "756572795f66696e6765727072696e74a462623232aa62656c6965665f69647391a26231aa7265766965775f",
+        "69647391b372762d30303131323233333434353536363737a565646765739193a46e757473a56361757365a4",
+        "72617368aa70726f76656e616e6365c0",
+    ),
+}
+"""Records of format 2 as this build wrote them: they must keep decoding to the same events."""
+
+
+def golden_events() -> dict[str, Event]:
+    return {
+        "turn_with_digest": make_event(KEY, 1, Turn("I am allergic to nuts.", "Noted."), timestamp=1_700_000_000.0,
+                                       provenance=Provenance("gemma", "v1", "beef", {"temperature": 0.7}, 2.0, 8, 2,
+                                                             None, "0123456789abcdef")),
+        "belief_v2": make_event(KEY, 2, Belief("b1", "assert", "Ann is allergic to nuts", "standard", 0.7, (), "Ann",
+                                               "belief", 0, vector_to_bytes([0.5, -0.25, 1.0]), "minilm", "aa11"),
+                                timestamp=1_700_000_000.5,
+                                provenance=Provenance("gemma", "v1", "f00d", {"temperature": 0.7}, 3.5, 10, 5, "[{...}]")),
+        "recall_v1": make_event(KEY, 3, Recall("nuts?", vector_to_bytes([0.25, 0.5]), "minilm", "bb22", ("b1",),
+                                               ("rv-0011223344556677",), (("nuts", "cause", "rash"),)),
+                                turn=1, timestamp=1_700_000_001.0),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_FORMAT_2))
+def test_golden_format_2_records_still_decode(name: str) -> None:
+    event = decode(GOLDEN_FORMAT_2[name])
+    assert event == golden_events()[name]
+    assert encode(event) == GOLDEN_FORMAT_2[name]  # current records are written canonically
