@@ -123,7 +123,12 @@ class ChatRequest:
 
 @dataclass(frozen=True, slots=True)
 class ChatResponse:
-    """The model's answer and where it came from; ``provenance.response`` equals ``content``."""
+    """The model's answer and where it came from.
+
+    From a live model ``provenance.response`` equals ``content``; replayed from a log whose
+    provenance points at its payload (``response_in_payload``), ``content`` is the answer
+    rebuilt from the payload and ``provenance`` is the recorded one, unchanged.
+    """
 
     content: str
     provenance: Provenance

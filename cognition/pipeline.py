@@ -18,6 +18,9 @@ Error chaining is designed out: a failed or unusable monologue stops the step be
 controller (which never sees bad input); a failed or unusable controller leaves the previous
 narrative in force. Either way a ``thinker_failed`` payload records what failed, and the caller
 thinks again at the next opportunity.
+
+Each result's provenance keeps the model's raw answer only when the payload cannot give it back
+(:func:`mirror.cognition.responses.one_copy`): one copy of each model output in the log.
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ from mirror.cognition.errors import LLMError
 from mirror.cognition.history import THINKER_HISTORY_TOKENS, bound_history
 from mirror.cognition.llm import LLM, ChatMessage, ChatRequest, ChatResponse, JsonSchema
 from mirror.cognition.prompts import PromptSet
+from mirror.cognition.responses import one_copy
 from mirror.cognition.structured import parse_json_object
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
-from mirror.events.payloads import Monologue, Narrative, Payload, Provenance, ThinkerFailed, Turn
+from mirror.events.payloads import Monologue, Narrative, Payload, Provenance, ThinkerFailed, ThinkerStage, Turn
 from mirror.projections.monologue import Threads, estimate_tokens
 from mirror.projections.state import ConversationState
 
@@ -232,16 +236,23 @@ async def talk(state: ConversationState, user_message: str, llm: LLM, prompts: P
     if not isinstance(user_message, str) or not user_message.strip():
         raise ValueError("the user message is empty")
     response = await llm.chat(talker_request(state, user_message, prompts, config))
-    reply = response.content.strip()
-    if not reply:
-        raise UnusableOutput("the Talker returned an empty reply")
+    reply = _reply_of(response.content)
     if config.mode == "baseline":
         seen = None
     elif config.mode == "threads_only":
         seen = state.threads_seq
     else:
         seen = state.narrative_seq
-    return Talk(reply, Turn(user_message, reply, narrative_seq=seen, mode=config.mode), response.provenance)
+    turn = Turn(user_message, reply, narrative_seq=seen, mode=config.mode)
+    provenance = one_copy(turn, response.provenance, lambda text: replace(turn, reply=_reply_of(text)))
+    return Talk(reply, turn, provenance)
+
+
+def _reply_of(content: str) -> str:
+    reply = content.strip()
+    if not reply:
+        raise UnusableOutput("the Talker returned an empty reply")
+    return reply
 
 
 async def think(
@@ -260,15 +271,11 @@ async def think(
         response: ChatResponse | None = None
         try:
             response = await llm.chat(request)
-            fields = parse_json_object(response.content, MONOLOGUE_SCHEMA.schema)
-            threads = Threads(*(str(fields[name]).strip() for name in ("reasoning", "memory", "goal")))
-            if not all((threads.reasoning, threads.memory, threads.goal)):
-                raise UnusableOutput("a monologue thread is empty")
-            if max(map(len, (threads.reasoning, threads.memory, threads.goal))) > THREAD_MAX_CHARS:
-                raise UnusableOutput(f"a monologue thread is longer than {THREAD_MAX_CHARS} characters")
+            monologue = _monologue_of(response.content)
         except LLMError as exc:
             return Thinking(turn, (_failure("monologue", exc, attempt, turn, request, response),))
-        thoughts.append(Thought(Monologue(threads.reasoning, threads.memory, threads.goal), response.provenance))
+        threads = Threads(monologue.reasoning, monologue.memory, monologue.goal)
+        thoughts.append(Thought(monologue, one_copy(monologue, response.provenance, _monologue_of)))
     if config.mode in ("controller_only", "full"):
         request = (
             controller_request(state, threads, prompts, config) if threads is not None
@@ -281,8 +288,21 @@ async def think(
         except LLMError as exc:
             thoughts.append(_failure("controller", exc, attempt, turn, request, response))
             return Thinking(turn, tuple(thoughts))
-        thoughts.append(Thought(Narrative(narrative), response.provenance))
+        written = Narrative(narrative)
+        provenance = one_copy(written, response.provenance, lambda text: Narrative(_usable_narrative(text, config)))
+        thoughts.append(Thought(written, provenance))
     return Thinking(turn, tuple(thoughts))
+
+
+def _monologue_of(content: str) -> Monologue:
+    """The three threads the monologue answer holds; an ``LLMError`` if they are unusable."""
+    fields = parse_json_object(content, MONOLOGUE_SCHEMA.schema)
+    reasoning, memory, goal = (str(fields[name]).strip() for name in ("reasoning", "memory", "goal"))
+    if not all((reasoning, memory, goal)):
+        raise UnusableOutput("a monologue thread is empty")
+    if max(map(len, (reasoning, memory, goal))) > THREAD_MAX_CHARS:
+        raise UnusableOutput(f"a monologue thread is longer than {THREAD_MAX_CHARS} characters")
+    return Monologue(reasoning, memory, goal)
 
 
 def _usable_narrative(content: str, config: MirrorConfig) -> str:
@@ -299,7 +319,7 @@ def _usable_narrative(content: str, config: MirrorConfig) -> str:
     return narrative
 
 
-def _failure(stage: str, exc: LLMError, attempt: int, turn: int, request: ChatRequest,
+def _failure(stage: ThinkerStage, exc: LLMError, attempt: int, turn: int, request: ChatRequest,
              response: ChatResponse | None) -> Thought:
     """The failure, with what the model answered (or, if nothing came back, which request failed).
 

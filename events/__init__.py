@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "Narrative": "payloads",
     "PAYLOAD_TYPES": "payloads",
     "Provenance": "payloads",
+    "Recall": "payloads",
     "Reflection": "payloads",
     "Snapshot": "log",
     "StreamKey": "ids",
@@ -65,6 +66,8 @@ _EXPORTS: dict[str, str] = {
     "register_upcaster": "codec",
     "run_ingester": "duckdb.ingester",
     "validate_identifier": "ids",
+    "vector_from_bytes": "vectors",
+    "vector_to_bytes": "vectors",
 }
 
 __all__ = sorted(_EXPORTS)

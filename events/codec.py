@@ -9,6 +9,7 @@ payload class sees it.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import math
 import types
@@ -23,8 +24,14 @@ from .errors import CorruptEvent, InvalidIdentifier, UnknownEventType
 from .ids import validate_identifier
 from .payloads import PAYLOAD_TYPES, Payload, Provenance
 
-RECORD_FORMAT = 1
-"""Version of the envelope layout itself (independent of each payload's schema version)."""
+RECORD_FORMAT = 2
+"""Version of the envelope layout itself (independent of each payload's schema version).
+
+Format 2 added ``Provenance.response_digest`` (one copy of each model output); a format-1
+record is read through :func:`_provenance_format_1_to_2`. Writers always write the newest.
+"""
+
+READABLE_FORMATS = frozenset({1, RECORD_FORMAT})
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -51,6 +58,27 @@ def _turn_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
         "narrative_seq": None,
         "mode": payload.get("mode", "full"),
     }
+
+
+@register_upcaster("belief", 1)
+def _belief_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    # Beliefs written before the memory stage know nothing of what they are about, which turn
+    # they rest on or their vector: recorded as unknown (empty), which is what they were.
+    return {
+        **payload,
+        "about": "",
+        "kind": "belief",
+        "source_turn": None,
+        "embedding": b"",
+        "embedding_model": "",
+        "embedding_fingerprint": "",
+    }
+
+
+def _provenance_format_1_to_2(provenance: dict[str, Any]) -> dict[str, Any]:
+    # Format 1 always stored the model's answer in the provenance (or none at all, for a call
+    # that got no answer): the payload was never the copy.
+    return {**provenance, "response_digest": ""}
 
 
 def payload_class(event_type: str) -> type[Payload]:
@@ -147,7 +175,7 @@ def _checker(annotation: Any) -> _Check:
         return lambda value: True
     if annotation is float:
         return lambda value: type(value) is int or _is_finite_float(value)
-    if annotation in (str, int, bool):
+    if annotation in (str, int, bool, bytes):
         return lambda value: type(value) is annotation
     if origin is Literal:
         allowed = frozenset(typing.get_args(annotation))
@@ -228,15 +256,24 @@ class _Shape:
         """Build ``cls`` from a map that passed :meth:`check`."""
         if self.tuple_fields:
             values = {
-                name: (tuple(value) if name in self.tuple_fields and isinstance(value, list) else value)
+                name: (_tupled(value) if name in self.tuple_fields and isinstance(value, list) else value)
                 for name, value in values.items()
             }
         return self.cls(**values)
 
 
+def _tupled(value: list[Any]) -> tuple[Any, ...]:
+    """A list from the wire as the tuple it was, nested lists (e.g. ``Recall.edges``) included."""
+    items = tuple(value)
+    for item in items:
+        if type(item) is list:
+            return tuple(_tupled(item) if type(item) is list else item for item in items)
+    return items
+
+
 _SHAPES: dict[type, _Shape] = {cls: _Shape.of(cls) for cls in (*PAYLOAD_TYPES, Provenance)}
 _ENVELOPE: dict[str, _Check] = {
-    "f": lambda v: type(v) is int and v == RECORD_FORMAT,
+    "f": lambda v: type(v) is int and v in READABLE_FORMATS,
     "tenant": lambda v: type(v) is str,
     "conversation": lambda v: type(v) is str,
     "branch": lambda v: type(v) is str,
@@ -333,12 +370,20 @@ def check_record(record: Any) -> CheckedRecord:
         raise _corruption(record)(str(exc)) from None
     _SHAPES[cls].check(fields, record)
     if record["provenance"] is not None:
+        if record["f"] == 1:
+            if "response_digest" in record["provenance"]:
+                raise _corruption(record)("a format-1 provenance cannot have a response_digest (format 2 added it)")
+            record = {**record, "provenance": _provenance_format_1_to_2(record["provenance"])}
         _SHAPES[Provenance].check(record["provenance"], record)
+        provenance = record["provenance"]
+        if provenance.get("response_digest") and provenance.get("response") is not None:
+            raise _corruption(record)("provenance holds a response and also says it is in the payload")
     return CheckedRecord(record, cls, fields)
 
 
 def record_to_event(record: Any) -> Event:
     checked = check_record(record)
+    record = checked.record
     provenance = record["provenance"]
     return Event(
         tenant=record["tenant"],
@@ -371,7 +416,17 @@ def decode(data: bytes) -> Event:
 
 
 def to_json_ready(event: Event) -> Mapping[str, Any]:
-    """The record as plain JSON-compatible values (tuples become lists), for APIs and tools."""
+    """The record as plain JSON-compatible values, for APIs and tools.
+
+    Tuples become lists when serialised; bytes (embedding vectors) become base64 text here,
+    since JSON has no bytes: ``base64.b64decode`` gives back the little-endian float32s.
+    """
     record = event_to_record(event)
+    payload = record["payload"]
+    if any(type(value) is bytes for value in payload.values()):
+        record["payload"] = {
+            name: base64.b64encode(value).decode("ascii") if type(value) is bytes else value
+            for name, value in payload.items()
+        }
     record["id"] = event.id
     return record

@@ -15,7 +15,8 @@ MemoryType = Literal["standard", "emotional", "operational", "location"]
 EdgeOrigin = Literal["conversation", "world", "data", "user_confirmed"]
 BeliefOperation = Literal["assert", "reinforce", "recall", "consistent", "contradict"]
 EdgeOperation = Literal["assert", "reinforce", "contradict"]
-ThinkerStage = Literal["monologue", "controller", "reflection", "talker"]
+BeliefKind = Literal["belief", "open_loop"]
+ThinkerStage = Literal["monologue", "controller", "reflection", "talker", "memory"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,15 +66,57 @@ class Belief(Payload):
     The dedup gate and the contradiction check decide ``operation``; the projection applies the
     confidence arithmetic, so every state is a pure function of the events.
     ``related`` names the beliefs a ``consistent`` event boosts or a ``contradict`` event opposes.
+
+    Version 2 adds what the memory stage knows: ``about`` (what or whom the belief concerns),
+    ``kind`` (an open loop is a question or promise still pending; the dedup gate is looser for
+    those), ``source_turn`` (the envelope turn the belief rests on) and the statement's vector.
+
+    The vector travels once, on the ``assert`` that creates the belief: ``embedding`` is
+    little-endian float32 (:mod:`mirror.events.vectors`), ``embedding_model`` the embedder's
+    model and ``embedding_fingerprint`` the fingerprint of the embedding request that produced
+    it. Those two sit on the payload rather than in :class:`Provenance` because one belief event
+    rests on two calls — the extraction chat (its provenance) and the embedding — and replay
+    answers each from the log by its own fingerprint. Reinforce, recall and the other operations
+    leave all three empty: a restatement needs no second copy of a 1.5 KB vector.
     """
 
     TYPE: ClassVar[str] = "belief"
+    VERSION: ClassVar[int] = 2
     belief_id: str
     operation: BeliefOperation
     statement: str = ""
     memory_type: MemoryType = "standard"
     confidence: float = 0.6
     related: tuple[str, ...] = ()
+    about: str = ""
+    kind: BeliefKind = "belief"
+    source_turn: int | None = None
+    embedding: bytes = b""
+    embedding_model: str = ""
+    embedding_fingerprint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Recall(Payload):
+    """Before a turn, the Talker was given these memories; nothing else happened to them.
+
+    Recall is a pure function of the state and the query's vector, so the event records the
+    vector (``query_embedding``, little-endian float32) with the embedding request's
+    ``query_fingerprint`` and ``embedding_model``: replay reproduces the same recall with zero
+    embedding calls, and the projection counts the recalls (3+ double a belief's half-life).
+    ``belief_ids`` are best first; ``review_ids`` name open review items
+    (:func:`mirror.projections.beliefs.review_id`); ``edges`` are the ``(src, relation, dst)``
+    of the 2-hop walk from what the message mentions. No LLM produced it: no provenance.
+    """
+
+    TYPE: ClassVar[str] = "recall"
+    query: str
+    query_embedding: bytes = b""
+    embedding_model: str = ""
+    query_fingerprint: str = ""
+    belief_ids: tuple[str, ...] = ()
+    review_ids: tuple[str, ...] = ()
+    edges: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +181,15 @@ class Provenance:
 
     ``request_fingerprint`` hashes the exact request (model, messages, parameters); replay
     serves a recorded response whose fingerprint matches. API keys are never part of it.
+
+    One copy of each model output: ``response`` holds the model's raw answer only when the
+    payload cannot give it back. When the payload rebuilds into the exact answer, or into one
+    the pipeline parses to the identical payload (checked when the event is made), ``response``
+    is ``None`` and ``response_digest`` is the digest of the rebuilt answer
+    (:mod:`mirror.cognition.responses`): replay rebuilds the answer from the payload and refuses
+    it if the digest no longer matches, so a payload edited on its own is still caught, as the
+    second copy used to catch it. Invariant: a non-empty ``response_digest`` implies
+    ``response is None``. Records of format 1 predate the digest and carry the response.
     """
 
     model: str
@@ -148,6 +200,12 @@ class Provenance:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     response: str | None = None
+    response_digest: str = ""
+
+    @property
+    def response_in_payload(self) -> bool:
+        """True when the payload, not this provenance, holds the model's answer."""
+        return bool(self.response_digest)
 
 
 PAYLOAD_TYPES: tuple[type[Payload], ...] = (
@@ -160,4 +218,27 @@ PAYLOAD_TYPES: tuple[type[Payload], ...] = (
     Reflection,
     ThinkerFailed,
     Fork,
+    Recall,
 )
+
+__all__ = [
+    "MemoryType",
+    "EdgeOrigin",
+    "BeliefOperation",
+    "BeliefKind",
+    "EdgeOperation",
+    "ThinkerStage",
+    "Payload",
+    "Turn",
+    "Monologue",
+    "Narrative",
+    "Belief",
+    "Recall",
+    "Edge",
+    "Insight",
+    "Reflection",
+    "ThinkerFailed",
+    "Fork",
+    "Provenance",
+    "PAYLOAD_TYPES",
+]

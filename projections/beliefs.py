@@ -10,17 +10,19 @@ Invariants:
 * ``0 <= confidence <= CONFIDENCE_CAP`` for every belief, whatever the payload says.
 * A contradiction never overwrites: the new belief and the beliefs it opposes are all kept,
   and an open review item records each opposed pair with the seq that found it.
+* A belief, once in state, stays: no operation removes one (a contradiction least of all).
 * Decay is never stored. ``strength(belief, now)`` is computed from ``last_reinforced`` when
   asked, so folding is independent of wall-clock time and decay is monotone in ``now``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from mirror.events.payloads import Belief, MemoryType
+from mirror.events.payloads import Belief, BeliefKind, MemoryType, Recall
 
 from ._frozen import FrozenMap
 from .constants import (
@@ -42,7 +44,11 @@ class BeliefState:
     """One belief as the log has shaped it so far.
 
     ``created`` and ``last_reinforced`` are event timestamps (epoch seconds); decay counts from
-    ``last_reinforced``. ``recall_count`` only grows.
+    ``last_reinforced``. ``recall_count`` only grows, by ``recall`` operations and by
+    :class:`~mirror.events.payloads.Recall` events. ``about``, ``kind``, ``source_turn``,
+    ``embedding`` and ``embedding_model`` are what the event that created the belief said
+    (the vector kept as given, little-endian float32); later events never change them, so a
+    vector stays the one its statement was embedded to.
     """
 
     belief_id: str
@@ -52,6 +58,11 @@ class BeliefState:
     created: float
     last_reinforced: float
     recall_count: int = 0
+    about: str = ""
+    kind: BeliefKind = "belief"
+    source_turn: int | None = None
+    embedding: bytes = b""
+    embedding_model: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +81,22 @@ class ReviewItem:
     @property
     def key(self) -> ReviewKey:
         return (self.belief_id, self.opposed_id)
+
+    @property
+    def review_id(self) -> str:
+        """The item's stable id (see :func:`review_id`)."""
+        return review_id(self.belief_id, self.opposed_id)
+
+
+def review_id(belief_id: str, opposed_id: str) -> str:
+    """A stable id for the review of ``belief_id`` opposing ``opposed_id``.
+
+    A hash of the pair, not the seq that opened it: the same contradiction found on another
+    branch, or again by a recompute, keeps its id, so a ``Recall`` naming it and an API link
+    to it stay valid. Safe in URLs and identifiers (``rv-`` and 16 hex digits).
+    """
+    digest = hashlib.blake2b(f"{belief_id}\x00{opposed_id}".encode(), digest_size=8).hexdigest()
+    return f"rv-{digest}"
 
 
 ReviewKey = tuple[str, str]
@@ -121,6 +148,11 @@ def _new_belief(payload: Belief, timestamp: float) -> BeliefState:
         confidence=clamp_confidence(payload.confidence),
         created=timestamp,
         last_reinforced=timestamp,
+        about=payload.about,
+        kind=payload.kind,
+        source_turn=payload.source_turn,
+        embedding=payload.embedding,
+        embedding_model=payload.embedding_model,
     )
 
 
@@ -205,10 +237,27 @@ def apply_belief(
     return operation(beliefs, reviews, payload, seq, timestamp)
 
 
+def apply_recall(beliefs: Beliefs, payload: Recall) -> Beliefs:
+    """The beliefs after the Talker was given ``payload.belief_ids``: each recalled once more.
+
+    An id named twice in one recall counts once (one recall, one use); an id this branch does
+    not hold changes nothing, as with a ``recall`` belief operation. Confidence and decay
+    clocks are untouched: being recalled is not evidence, only a reason to forget more slowly.
+    """
+    recalled = [
+        (belief_id, replace(beliefs[belief_id], recall_count=beliefs[belief_id].recall_count + 1))
+        for belief_id in dict.fromkeys(payload.belief_ids)
+        if belief_id in beliefs
+    ]
+    return beliefs.set_many(recalled) if recalled else beliefs
+
+
 __all__ = [
     "BeliefState",
     "ReviewItem",
     "ReviewKey",
+    "review_id",
+    "apply_recall",
     "clamp_confidence",
     "half_life_days",
     "strength",

@@ -32,6 +32,11 @@ BELIEF_HALF_LIFE_DAYS: Mapping[str, float] = MappingProxyType(
 BELIEF_STRENGTH_FLOOR: Mapping[str, float] = MappingProxyType(
     {"standard": 0.10, "emotional": 0.10, "operational": 0.02, "location": 0.01}
 )
+DEDUP_COSINE: Mapping[str, float] = MappingProxyType({"belief": 0.90, "open_loop": 0.85})
+"""By ``Belief.kind``: a candidate at least this similar to an existing belief reinforces it.
+
+Used by the memory stage's dedup gate, not by the fold; here so the design's numbers sit together.
+"""
 RECALLS_TO_EXTEND_HALF_LIFE = 3
 """A belief recalled this many times or more decays more slowly ..."""
 RECALLED_HALF_LIFE_FACTOR = 2.0
@@ -59,6 +64,7 @@ __all__ = [
     "CONSISTENT_BOOST",
     "BELIEF_HALF_LIFE_DAYS",
     "BELIEF_STRENGTH_FLOOR",
+    "DEDUP_COSINE",
     "RECALLS_TO_EXTEND_HALF_LIFE",
     "RECALLED_HALF_LIFE_FACTOR",
     "EDGE_INITIAL_CONFIDENCE",

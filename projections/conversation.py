@@ -25,12 +25,13 @@ from mirror.events.payloads import (
     Monologue,
     Narrative,
     Payload,
+    Recall,
     Reflection,
     ThinkerFailed,
     Turn,
 )
 
-from .beliefs import apply_belief
+from .beliefs import apply_belief, apply_recall
 from .edges import apply_edge
 from .errors import EmptyFold, OutOfOrderEvent, UnhandledEvent
 from .monologue import MonologueEntry, Threads, append_bounded
@@ -161,6 +162,13 @@ def _on_belief(payload: Belief, state: ConversationState, event: Event) -> Conve
         state.beliefs, state.review_items, payload, seq=event.seq, timestamp=event.timestamp
     )
     return replace(state, beliefs=beliefs, review_items=reviews)
+
+
+@_apply_payload.register
+def _on_recall(payload: Recall, state: ConversationState, event: Event) -> ConversationState:
+    # Only the recall counts change: what was recalled is in the log, not worth a copy in state.
+    beliefs = apply_recall(state.beliefs, payload)
+    return state if beliefs is state.beliefs else replace(state, beliefs=beliefs)
 
 
 @_apply_payload.register

@@ -38,8 +38,12 @@ from .state import (
     TurnRecord,
 )
 
-PROJECTION_VERSION = 3
-"""Bump on any change to what the conversation projection computes or how it is stored."""
+PROJECTION_VERSION = 4
+"""Bump on any change to what the conversation projection computes or how it is stored.
+
+4: beliefs carry ``about``, ``kind``, ``source_turn``, ``embedding`` and ``embedding_model``,
+and ``recall`` events count recalls.
+"""
 
 _PROJECTION_NAME = "conversation"
 

@@ -11,6 +11,8 @@ import difflib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mirror.events.vectors import dimensions
+from mirror.projections.beliefs import BeliefState, ReviewItem
 from mirror.projections.state import ConversationState
 
 CONFIDENCE_EPSILON = 1e-9
@@ -32,13 +34,26 @@ def state_view(state: ConversationState) -> dict[str, Any]:
         "threads": None if state.threads is None else asdict(state.threads),
         "threads_seq": state.threads_seq,
         "recent_turns": [asdict(turn) for turn in state.recent_turns],
-        "beliefs": [asdict(belief) for belief in state.beliefs.values()],
+        "beliefs": [belief_view(belief) for belief in state.beliefs.values()],
+        "review_items": [review_view(item) for item in state.review_items.values()],
         "edges": [_edge_view(edge) for edge in state.edges.values()],
         "reflection": state.reflection_snapshot,
         "last_failure": None if state.last_failure is None else asdict(state.last_failure),
         "fork": None if state.fork is None else asdict(state.fork),
         "events_by_type": dict(state.counters.events_by_type),
     }
+
+
+def belief_view(belief: BeliefState) -> dict[str, Any]:
+    """A belief as JSON-ready data: the vector's size and model, not its 1.5 KB of float32s."""
+    view = asdict(belief)
+    view["embedding_dimensions"] = dimensions(view.pop("embedding"))
+    return view
+
+
+def review_view(item: ReviewItem) -> dict[str, Any]:
+    """An open review item with its stable ``review_id`` (what a ``recall`` event names)."""
+    return {"review_id": item.review_id, **asdict(item)}
 
 
 def _edge_view(edge: Any) -> dict[str, Any]:
@@ -125,8 +140,8 @@ def diff(a: ConversationState, b: ConversationState) -> StateDiff:
         narrative_diff=narrative_diff,
         threads_changed=a.threads != b.threads,
         turns_added=b.turn_count - a.turn_count,
-        beliefs_added=tuple(asdict(beliefs_b[k]) for k in beliefs_b if k not in beliefs_a),
-        beliefs_removed=tuple(asdict(beliefs_a[k]) for k in beliefs_a if k not in beliefs_b),
+        beliefs_added=tuple(belief_view(beliefs_b[k]) for k in beliefs_b if k not in beliefs_a),
+        beliefs_removed=tuple(belief_view(beliefs_a[k]) for k in beliefs_a if k not in beliefs_b),
         beliefs_changed=tuple(
             Change(k, beliefs_a[k].confidence, beliefs_b[k].confidence, beliefs_b[k].statement)
             for k in beliefs_a
@@ -143,4 +158,4 @@ def diff(a: ConversationState, b: ConversationState) -> StateDiff:
     )
 
 
-__all__ = ["Change", "StateDiff", "diff", "state_view"]
+__all__ = ["Change", "StateDiff", "belief_view", "diff", "review_view", "state_view"]

@@ -2,7 +2,10 @@
 
 Every LLM-produced event carries its provenance: the fingerprint of the exact request and the
 model's answer (or, for a call that got no answer, the fingerprint and the failure the
-``thinker_failed`` event recorded). Replaying the same pipeline over the same states asks the
+``thinker_failed`` event recorded). Where the provenance points at the payload
+(``response_in_payload``: one copy of each model output), the answer is rebuilt from the
+payload (:func:`mirror.cognition.responses.response_from_payload`), which the pipeline parses
+to the same payload, so old-form and new-form logs replay alike. Replaying the same pipeline over the same states asks the
 same requests, so each is answered from the recording — zero model calls, identical events.
 
 A request whose fingerprint was never recorded is a :class:`RecordingMiss` (an ``LLMError``, so
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 
 from mirror.cognition.errors import LLMError
 from mirror.cognition.llm import LLM, ChatRequest, ChatResponse
+from mirror.cognition.responses import PayloadDoesNotMatch, recorded_response
 from mirror.events.envelope import Event
 from mirror.events.payloads import Provenance, ThinkerFailed
 
@@ -40,6 +44,8 @@ class ReplayedFailure(LLMError):
 class _Recorded:
     provenance: Provenance
     failure: ThinkerFailed | None
+    response: str | None
+    mismatch: str | None = None
 
 
 class RecordedLLM:
@@ -65,9 +71,13 @@ class RecordedLLM:
             if provenance is None:
                 continue
             failure = event.payload if isinstance(event.payload, ThinkerFailed) else None
-            if provenance.response is None and failure is None:
+            try:
+                recorded = _Recorded(provenance, failure, recorded_response(event))
+            except PayloadDoesNotMatch as exc:  # an edited event answers with its edit refused
+                recorded = _Recorded(provenance, failure, None, str(exc))
+            if recorded.response is None and failure is None and recorded.mismatch is None:
                 continue  # nothing to answer with
-            self._answers.setdefault(provenance.request_fingerprint, deque()).append(_Recorded(provenance, failure))
+            self._answers.setdefault(provenance.request_fingerprint, deque()).append(recorded)
 
     def __len__(self) -> int:
         return sum(len(answers) for answers in self._answers.values())
@@ -77,9 +87,12 @@ class RecordedLLM:
         answers = self._answers.get(fingerprint)
         if answers:
             recorded = answers.popleft() if len(answers) > 1 else answers[0]
-            if recorded.provenance.response is not None:
+            if recorded.mismatch is not None:
                 self.recorded_calls += 1
-                return ChatResponse(recorded.provenance.response, recorded.provenance)
+                raise ReplayedFailure("recording_mismatch", recorded.mismatch)
+            if recorded.response is not None:
+                self.recorded_calls += 1
+                return ChatResponse(recorded.response, recorded.provenance)
             if self.replay_failures or self.live is None:
                 self.recorded_calls += 1
                 failure = recorded.failure

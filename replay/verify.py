@@ -136,9 +136,30 @@ def _compare(recorded: Sequence[Event], replayed: Sequence[Event], report: Verif
             what = "the replay produced an extra event" if old is None else "the replay produced no such event"
             report.divergences.append(Divergence(seq, what, old and _comparable(old), new and _comparable(new)))
             continue
-        a, b = _comparable(old), _comparable(new)
+        a, b = _same_storage_form(_comparable(old), _comparable(new))
         if a != b:
             report.divergences.append(Divergence(old.seq, f"{old.type} differs in {', '.join(_differing(a, b))}", a, b))
+
+
+def _same_storage_form(a: dict[str, Any], b: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Compare what the model answered, not how the log stores it.
+
+    A log written before one copy of each model output (record format 1) holds the raw answer
+    in the provenance; the replayed event keeps a digest instead, since its payload gives the
+    answer back. Where either side keeps a digest, the payloads (compared too) carry the
+    answer, so the ``response`` and ``response_digest`` fields are left out on both sides.
+    Two raw responses (e.g. the unparsable answer of a ``thinker_failed``) are still compared.
+    """
+    left, right = a.get("provenance"), b.get("provenance")
+    if not (isinstance(left, dict) and isinstance(right, dict)):
+        return a, b
+    if not (left.get("response_digest") or right.get("response_digest")):
+        return a, b
+    storage = ("response", "response_digest")
+    return (
+        {**a, "provenance": {k: v for k, v in left.items() if k not in storage}},
+        {**b, "provenance": {k: v for k, v in right.items() if k not in storage}},
+    )
 
 
 def _differing(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:

@@ -17,6 +17,7 @@ projection clamps and does not store verbatim, include NaN, infinities and out-o
 from __future__ import annotations
 
 import string
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import strategies as st
@@ -33,6 +34,7 @@ from mirror.events.payloads import (
     Narrative,
     Payload,
     Provenance,
+    Recall,
     Reflection,
     ThinkerFailed,
     Turn,
@@ -104,7 +106,12 @@ MEMORY_TYPES = ("standard", "emotional", "operational", "location")
 BELIEF_OPERATIONS = ("assert", "reinforce", "recall", "consistent", "contradict")
 EDGE_OPERATIONS = ("assert", "reinforce", "contradict")
 EDGE_ORIGINS = ("conversation", "world", "data", "user_confirmed")
-THINKER_STAGES = ("monologue", "controller", "reflection", "talker")
+THINKER_STAGES = ("monologue", "controller", "reflection", "talker", "memory")
+BELIEF_KINDS = ("belief", "open_loop")
+
+vector_bytes = st.binary(max_size=64)
+"""Embedding bytes as the codec and projection see them: opaque, kept as given."""
+fingerprints = st.text(alphabet="0123456789abcdef", max_size=64)
 
 
 def belief_payloads(
@@ -120,6 +127,29 @@ def belief_payloads(
         memory_type=st.sampled_from(MEMORY_TYPES),
         confidence=confidence,
         related=st.lists(ids, max_size=4).map(tuple),
+        about=text,
+        kind=st.sampled_from(BELIEF_KINDS),
+        source_turn=st.none() | st.integers(0, INT64_MAX),
+        embedding=vector_bytes,
+        embedding_model=text,
+        embedding_fingerprint=fingerprints,
+    )
+
+
+def recall_payloads(
+    ids: st.SearchStrategy[str] = texts,
+    nodes: st.SearchStrategy[str] = texts,
+    text: st.SearchStrategy[str] = texts,
+) -> st.SearchStrategy[Recall]:
+    return st.builds(
+        Recall,
+        query=text,
+        query_embedding=vector_bytes,
+        embedding_model=text,
+        query_fingerprint=fingerprints,
+        belief_ids=st.lists(ids, max_size=5).map(tuple),
+        review_ids=st.lists(text, max_size=3).map(tuple),
+        edges=st.lists(st.tuples(nodes, text, nodes), max_size=3).map(tuple),
     )
 
 
@@ -178,6 +208,7 @@ PAYLOAD_STRATEGIES: dict[type[Payload], st.SearchStrategy[Payload]] = {
     Reflection: reflection_payloads(),
     ThinkerFailed: thinker_failed_payloads(),
     Fork: fork_payloads(),
+    Recall: recall_payloads(),
 }
 assert set(PAYLOAD_STRATEGIES) == set(PAYLOAD_TYPES), "a payload type has no strategy"
 
@@ -197,6 +228,11 @@ provenances = st.builds(
     prompt_tokens=st.integers(0, 2**31),
     completion_tokens=st.integers(0, 2**31),
     response=st.none() | texts,
+).flatmap(
+    # A response digest implies no response (the codec refuses both at once).
+    lambda provenance: st.just(provenance)
+    if provenance.response is not None
+    else st.builds(lambda digest: replace(provenance, response_digest=digest), fingerprints)
 )
 
 # --------------------------------------------------------------------------------- events
@@ -219,6 +255,8 @@ def events(payload: st.SearchStrategy[Payload] = payloads) -> st.SearchStrategy[
 # -------------------------------------------------------------------------------- sequences
 
 BELIEF_POOL = ("b0", "b1", "b2", "b3")
+RECALLED_POOL = (*BELIEF_POOL, "unknown")
+"""Recall names pooled beliefs and, sometimes, one no event ever asserted."""
 NODE_POOL = ("n0", "n1", "n2")
 RELATION_POOL = ("causes", "prevents")
 
@@ -243,10 +281,12 @@ sequence_payloads: st.SearchStrategy[Payload] = st.one_of(
     reflection_payloads(short_texts),
     thinker_failed_payloads(short_texts),
     fork_payloads(short_texts),
+    recall_payloads(ids=st.sampled_from(RECALLED_POOL), nodes=st.sampled_from(NODE_POOL), text=short_texts),
     belief_payloads(ids=st.sampled_from(BELIEF_POOL), confidence=st.floats(0.0, 1.0), text=short_texts),
     edge_payloads(nodes=st.sampled_from(NODE_POOL), relations=st.sampled_from(RELATION_POOL)),
 )
-"""Payloads for sequences; beliefs and edges appear twice so their interactions are common."""
+"""Payloads for sequences; beliefs and edges appear twice so their interactions are common,
+and recalls name pooled beliefs so 3+ recalls (a doubled half-life) happen in short logs."""
 
 _LLM_PRODUCED = (Monologue, Narrative, Belief, Edge, Insight, Reflection, Turn)
 
@@ -339,6 +379,9 @@ __all__ = [
     "provenances",
     "events",
     "BELIEF_POOL",
+    "RECALLED_POOL",
+    "recall_payloads",
+    "belief_payloads",
     "NODE_POOL",
     "RELATION_POOL",
     "event_sequences",

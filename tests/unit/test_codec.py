@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from mirror.events.codec import (
+    RECORD_FORMAT,
     CheckedRecord,
     check,
     check_record,
@@ -116,10 +117,13 @@ GOLDEN_V2_BELIEF = bytes.fromhex(
     "000000000000ad70726f6d70745f746f6b656e7364b1636f6d706c6574696f6e5f746f6b656e7314a872657370"
     "6f6e7365a27b7d"
 )
-"""A belief event as this record format wrote it: it must keep decoding, unchanged."""
+"""A belief event (schema 1) as record format 1 wrote it: it must keep decoding, unchanged."""
 
 
 def test_golden_record_still_decodes() -> None:
+    # Format 1, belief schema 1: read through both upcasters (the provenance gains an empty
+    # response_digest, the belief gains empty memory fields), never rewritten.
+    assert unpack(GOLDEN_V2_BELIEF)["f"] == 1 and unpack(GOLDEN_V2_BELIEF)["schema"] == 1
     event = decode(GOLDEN_V2_BELIEF)
     assert event == make_event(
         KEY,
@@ -131,7 +135,12 @@ def test_golden_record_still_decodes() -> None:
         provenance=Provenance("gemma-3-270m", "v1", "f00d", {"temperature": 0.7, "max_tokens": 3000}, 12.5, 100, 20, "{}"),
     )
     assert event.id == "6e74197f79a5ad16b966af85f5a715f1"
-    assert encode(event) == GOLDEN_V2_BELIEF
+    assert event.provenance is not None and event.provenance.response == "{}"
+    assert not event.provenance.response_in_payload
+    # Written again, it is a current record (format 2, belief schema 2) that reads back equal.
+    rewritten = encode(event)
+    assert unpack(rewritten)["f"] == RECORD_FORMAT == 2 and unpack(rewritten)["schema"] == 2
+    assert decode(rewritten) == event
 
 
 def v1_turn_record(payload: dict[str, Any], **changes: Any) -> dict[str, Any]:
@@ -260,7 +269,8 @@ def test_extra_envelope_field_is_corrupt() -> None:
 
 
 BAD_ENVELOPE_VALUES = [
-    ("f", 2),
+    ("f", 3),
+    ("f", 0),
     ("f", "1"),
     ("f", True),
     ("f", 1.0),

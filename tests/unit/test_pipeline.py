@@ -17,6 +17,7 @@ from mirror.cognition.llm import ChatMessage
 from mirror.cognition.openai_client import OpenAIChatClient
 from mirror.cognition.pipeline import MODES, MirrorConfig, controller_request, monologue_request, talk, think
 from mirror.cognition.prompts import DEFAULT_PROMPT_SETS, default_prompt_set, load_prompt_set
+from mirror.cognition.responses import response_digest
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
 from mirror.events.payloads import Monologue, Narrative, ThinkerFailed, Turn
@@ -148,7 +149,9 @@ async def test_provenance_identifies_the_exact_request(sim: SimLLMServer) -> Non
         again = await talk(state, "Hello there", llm, PROMPTS, config)
     assert said.reply == again.reply  # the simulator is a pure function of the request
     assert said.provenance.request_fingerprint == again.provenance.request_fingerprint
-    assert said.provenance.response == said.reply
+    # One copy: the reply is the Talker's answer, so the provenance keeps only its digest.
+    assert said.provenance.response is None
+    assert said.provenance.response_digest == response_digest(said.reply)
     assert said.provenance.parameters["temperature"] == 0.7
 
 
@@ -236,9 +239,11 @@ async def _error_chaining_scenario(sim: SimLLMServer, script: list[str], turns: 
             log.extend(events)
     narratives = [event for event in log if isinstance(event.payload, Narrative)]
     for event in narratives:
-        # Written by a successful controller call: its provenance holds exactly that response,
-        # and the monologue it consolidated (same step) succeeded.
-        assert event.provenance is not None and event.provenance.response.strip() == event.payload.text
+        # Written by a successful controller call: its provenance has the digest of exactly
+        # that response (the payload holds the one copy), and the monologue it consolidated
+        # (same step) succeeded.
+        assert event.provenance is not None and event.provenance.response is None
+        assert event.provenance.response_digest == response_digest(event.payload.text)
         assert event.payload.monologue_seq is not None
         monologue = log[[e.seq for e in log].index(event.payload.monologue_seq)]
         assert isinstance(monologue.payload, Monologue)

@@ -29,6 +29,7 @@ from mirror.events.payloads import (
     Insight,
     Monologue,
     Narrative,
+    Recall,
     Reflection,
     ThinkerFailed,
     Turn,
@@ -220,6 +221,10 @@ def model(log: list[Event], limits: Limits) -> dict[str, Any]:
             out["failure_seq"] = event.seq
         elif isinstance(payload, Fork):
             out["fork_seq"] = event.seq
+        elif isinstance(payload, Recall):
+            for belief_id in set(payload.belief_ids):
+                if belief_id in beliefs:
+                    beliefs[belief_id]["recalls"] += 1
         elif isinstance(payload, Belief):
             belief = beliefs.get(payload.belief_id)
             if payload.operation == "recall":
@@ -230,6 +235,8 @@ def model(log: list[Event], limits: Limits) -> dict[str, Any]:
                 beliefs[payload.belief_id] = {
                     "confidence": _clamp(payload.confidence), "type": payload.memory_type,
                     "created": event.timestamp, "reinforced": event.timestamp, "recalls": 0,
+                    "memory": (payload.about, payload.kind, payload.source_turn, payload.embedding,
+                               payload.embedding_model),
                 }
             else:
                 belief["confidence"] = _clamp(belief["confidence"] + REINFORCE_STEP)
@@ -301,6 +308,7 @@ def test_state_agrees_with_a_model_of_the_log(log: list[Event], limits: Limits) 
         assert (belief.memory_type, belief.created, belief.last_reinforced, belief.recall_count) == (
             want["type"], want["created"], want["reinforced"], want["recalls"],
         )
+        assert (belief.about, belief.kind, belief.source_turn, belief.embedding, belief.embedding_model) == want["memory"]
     assert {key: item.seq for key, item in state.review_items.items()} == expected["reviews"]
     assert set(state.edges) == set(expected["edges"])
     for key, want in expected["edges"].items():
