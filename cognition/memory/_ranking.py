@@ -1,0 +1,67 @@
+"""Best-first selection shared by the keyword and vector indexes, with ties broken by id.
+
+Why not a plain ``argsort``: ties must break by item id (not by insertion slot) so that two
+indexes built in different orders rank alike, and sorting all N items costs O(N log N) per
+query. ``np.partition`` finds the ``depth``-th best score in O(N); every item scoring at least
+that is then sorted by ``(-score, id)`` in Python (a few hundred at most, unless many tie).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def top_slots(scores: np.ndarray, candidates: np.ndarray, depth: int, ids: Sequence[str]) -> list[int]:
+    """The ``depth`` best of ``candidates`` (slots into ``scores`` and ``ids``), best first.
+
+    Order: higher score first, then smaller id. Equal to sorting every candidate by that key
+    and keeping the first ``depth``.
+    """
+    if depth <= 0 or candidates.size == 0:
+        return []
+    values = scores[candidates]
+    if candidates.size > depth:
+        threshold = np.partition(values, candidates.size - depth)[candidates.size - depth]
+        keep = values >= threshold
+        candidates, values = candidates[keep], values[keep]
+    ranked = sorted(zip(values.tolist(), candidates.tolist(), strict=True), key=lambda pair: (-pair[0], ids[pair[1]]))
+    return [slot for _, slot in ranked[:depth]]
+
+
+class GrowingArray:
+    """A 1-D or 2-D numpy array that grows by appending rows, doubling its capacity.
+
+    Why: ``np.append`` copies everything on each call, which makes adding the 10,000th belief
+    cost as much as building the index; doubling makes an append amortised O(row).
+    """
+
+    def __init__(self, dtype: np.dtype | type, width: int | None = None, capacity: int = 64) -> None:
+        shape = (capacity,) if width is None else (capacity, width)
+        self._data = np.zeros(shape, dtype=dtype)
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def append(self, row: object) -> int:
+        """Store ``row`` at the next slot and return that slot."""
+        if self._size == self._data.shape[0]:
+            grown = np.zeros((self._data.shape[0] * 2, *self._data.shape[1:]), dtype=self._data.dtype)
+            grown[: self._size] = self._data[: self._size]
+            self._data = grown
+        self._data[self._size] = row
+        self._size += 1
+        return self._size - 1
+
+    def set(self, slot: int, row: object) -> None:
+        self._data[slot] = row
+
+    @property
+    def view(self) -> np.ndarray:
+        """The filled part (a view: valid until the next append)."""
+        return self._data[: self._size]
+
+
+__all__ = ["GrowingArray", "top_slots"]
