@@ -12,20 +12,40 @@ from collections.abc import Sequence
 
 import numpy as np
 
+SCORE_DECIMALS = 9
+"""Scores are rounded to this many decimals before ranking. Why: scores that are equal in
+exact arithmetic (the same words in another order, ``a + b + c`` against ``c + b + a``) can differ
+in the last bit, and which one wins would then be float noise; rounded, they tie and break by id."""
 
-def top_slots(scores: np.ndarray, candidates: np.ndarray, depth: int, ids: Sequence[str]) -> list[int]:
-    """The ``depth`` best of ``candidates`` (slots into ``scores`` and ``ids``), best first.
+
+def rounded(scores: np.ndarray) -> np.ndarray:
+    """``scores`` rounded to :data:`SCORE_DECIMALS` (float64, so a float32 cosine keeps its value)."""
+    return np.round(scores.astype(np.float64, copy=False), SCORE_DECIMALS)
+
+
+def top_slots(scores: np.ndarray, candidates: np.ndarray | None, depth: int, ids: Sequence[str]) -> list[int]:
+    """The ``depth`` best of ``candidates`` (slots into ``scores`` and ``ids``; ``None`` = every
+    slot), best first.
 
     Order: higher score first, then smaller id. Equal to sorting every candidate by that key
     and keeping the first ``depth``.
     """
-    if depth <= 0 or candidates.size == 0:
+    count = scores.shape[0] if candidates is None else candidates.size
+    if depth <= 0 or count == 0:
         return []
-    values = scores[candidates]
-    if candidates.size > depth:
-        threshold = np.partition(values, candidates.size - depth)[candidates.size - depth]
-        keep = values >= threshold
-        candidates, values = candidates[keep], values[keep]
+    if candidates is None:
+        if count > depth:
+            threshold = np.partition(scores, count - depth)[count - depth]
+            candidates = np.flatnonzero(scores >= threshold)
+        else:
+            candidates = np.arange(count)
+        values = scores[candidates]
+    else:
+        values = scores[candidates]
+        if count > depth:
+            threshold = np.partition(values, count - depth)[count - depth]
+            keep = values >= threshold
+            candidates, values = candidates[keep], values[keep]
     ranked = sorted(zip(values.tolist(), candidates.tolist(), strict=True), key=lambda pair: (-pair[0], ids[pair[1]]))
     return [slot for _, slot in ranked[:depth]]
 
@@ -64,4 +84,4 @@ class GrowingArray:
         return self._data[: self._size]
 
 
-__all__ = ["GrowingArray", "top_slots"]
+__all__ = ["SCORE_DECIMALS", "GrowingArray", "rounded", "top_slots"]

@@ -19,6 +19,7 @@ scale (~1 ms at 10,000 beliefs); :func:`recall` builds one from scratch for a si
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, cast, runtime_checkable
@@ -238,27 +239,39 @@ class MemoryIndex:
         )
 
     def _fuse(self, keyword: list[int], vector: list[int], now: float, limit: int) -> tuple[RecalledItem, ...]:
+        # Strength is at most 1, so an item's score is at most its fused score: walking the
+        # candidates by fused score, stop once the next fused score cannot beat the limit-th
+        # best score found. Exact, and decay is computed for a handful of items, not 200.
         keyword_rank = {slot: rank for rank, slot in enumerate(keyword, start=1)}
         vector_rank = {slot: rank for rank, slot in enumerate(vector, start=1)}
-        found = []
-        for slot in keyword_rank.keys() | vector_rank.keys():
-            record = self._records[slot]
-            fused = rrf_term(keyword_rank.get(slot)) + rrf_term(vector_rank.get(slot))
-            decay = strength(cast(BeliefState, record), now)
-            found.append(
-                RecalledItem(
-                    belief_id=record.belief_id,
-                    statement=record.statement,
-                    kind=str(getattr(record, "kind", "belief")),
-                    bm25_rank=keyword_rank.get(slot),
-                    vector_rank=vector_rank.get(slot),
-                    fused=fused,
-                    strength=decay,
-                    score=fused * decay,
-                )
-            )
-        found.sort(key=lambda item: (-item.score, item.belief_id))
-        return tuple(found[: max(0, limit)])
+        fused = {
+            slot: rrf_term(keyword_rank.get(slot)) + rrf_term(vector_rank.get(slot))
+            for slot in keyword_rank.keys() | vector_rank.keys()
+        }
+        best: list[tuple[float, str, int, float]] = []  # (-score, id, slot, strength), sorted
+        for slot in sorted(fused, key=lambda slot: (-fused[slot], self._ids[slot])):
+            if limit <= 0 or (len(best) == limit and fused[slot] < -best[-1][0]):
+                break
+            decay = strength(cast(BeliefState, self._records[slot]), now)
+            entry = (-(fused[slot] * decay), self._ids[slot], slot, decay)
+            if len(best) < limit or entry[:2] < best[-1][:2]:
+                insort(best, entry, key=lambda item: item[:2])
+                del best[limit:]
+        return tuple(self._recalled(slot, keyword_rank, vector_rank, fused[slot], decay) for _, _, slot, decay in best)
+
+    def _recalled(self, slot: int, keyword_rank: dict[int, int], vector_rank: dict[int, int], fused: float,
+                  decay: float) -> RecalledItem:
+        record = self._records[slot]
+        return RecalledItem(
+            belief_id=record.belief_id,
+            statement=record.statement,
+            kind=str(getattr(record, "kind", "belief")),
+            bm25_rank=keyword_rank.get(slot),
+            vector_rank=vector_rank.get(slot),
+            fused=fused,
+            strength=decay,
+            score=fused * decay,
+        )
 
     def _relevant_reviews(
         self, items: tuple[RecalledItem, ...], reviews: Iterable[ReviewItem], limit: int

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import EmbeddingShapeError
-from ._ranking import GrowingArray, top_slots
+from ._ranking import GrowingArray, rounded, top_slots
 
 
 def unit(vector: np.ndarray) -> np.ndarray:
@@ -36,6 +36,7 @@ class VectorIndex:
         self._rows: GrowingArray | None = None  # created with the first vector's width
         self._rows_width: int | None = None
         self._present = GrowingArray(np.bool_, capacity=capacity)
+        self._missing = 0  # items without a vector; while 0 every slot is a candidate
 
     def __len__(self) -> int:
         return len(self._present)
@@ -67,6 +68,7 @@ class VectorIndex:
             self._check(array, "a belief's embedding")
         if self._rows is not None:
             self._rows.append(unit(array) if array is not None else 0.0)
+        self._missing += array is None
         return self._present.append(array is not None)
 
     def similarities(self, query: np.ndarray) -> np.ndarray:
@@ -88,8 +90,10 @@ class VectorIndex:
         array = np.asarray(query, dtype=np.float32).reshape(-1)
         if array.size == 0 or not np.any(array):
             return [], empty
-        similarities = self.similarities(array)
-        return top_slots(similarities, np.flatnonzero(self._present.view), depth, ids), similarities
+        similarities = rounded(self.similarities(array))
+        present = self._present.view
+        candidates = None if self._missing == 0 else np.flatnonzero(present)
+        return top_slots(similarities, candidates, depth, ids), similarities
 
 
 __all__ = ["VectorIndex", "unit"]
