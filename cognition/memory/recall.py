@@ -208,6 +208,25 @@ class MemoryIndex:
         for item in records:
             self.upsert(item)
 
+    def rankings(
+        self, query: str, query_vector: np.ndarray | bytes | None, *, depth: int = DEFAULT_DEPTH
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The two single rankings recall fuses, as belief ids best first: (keyword, vector).
+
+        For evals and the memory endpoint, which show what each retriever found on its own.
+        """
+        if self._stale:
+            self._rebuild()
+        keyword, vector = self._rank(query, query_vector, depth)
+        return tuple(self._ids[slot] for slot in keyword), tuple(self._ids[slot] for slot in vector)
+
+    def _rank(self, query: str, query_vector: np.ndarray | bytes | None, depth: int) -> tuple[list[int], list[int]]:
+        if isinstance(query_vector, bytes | bytearray | memoryview):
+            query_vector = unpack_vector(bytes(query_vector))
+        keyword, _ = self._keyword.rank(tokenize(query), depth, self._ids)
+        vector, _ = self._vectors.rank(query_vector, depth, self._ids)
+        return keyword, vector
+
     def recall(
         self,
         query: str,
@@ -223,10 +242,7 @@ class MemoryIndex:
         """The ``limit`` best beliefs for the message at ``now``, with topics, edges and reviews."""
         if self._stale:
             self._rebuild()
-        if isinstance(query_vector, bytes | bytearray | memoryview):
-            query_vector = unpack_vector(bytes(query_vector))
-        keyword_ranking, _ = self._keyword.rank(tokenize(query), depth, self._ids)
-        vector_ranking, _ = self._vectors.rank(query_vector, depth, self._ids)
+        keyword_ranking, vector_ranking = self._rank(query, query_vector, depth)
         items = self._fuse(keyword_ranking, vector_ranking, now, limit)
         topics = self._edges.topics(query)
         return RecallResult(
