@@ -62,6 +62,7 @@ class _Workload:
     def __init__(self, seed: int, beliefs: int, edges: int, queries: int, vocabulary: int = 4000) -> None:
         rng = random.Random(seed)
         self.words = _vocabulary(rng, vocabulary)
+        word_set = set(self.words)
         self._weights = [1.0 / rank for rank in range(1, len(self.words) + 1)]
         self.now = 1_800_000_000.0
         self.statements = [rng.choice(_TEMPLATES).format(*self._nouns(rng, 4)) for _ in range(beliefs)]
@@ -73,15 +74,9 @@ class _Workload:
         self.queries = []
         for _ in range(queries):
             source = rng.choice(self.statements[: min(SMALL_MEMORY, beliefs)])
-            nouns = [word for word in source.split() if word in self._word_set]
+            nouns = [word for word in source.split() if word in word_set]
             picked = rng.sample(nouns, min(2, len(nouns))) + self._nouns(rng, 1)
             self.queries.append(rng.choice(_QUESTIONS).format(*picked, *picked))
-
-    @property
-    def _word_set(self) -> set[str]:
-        if not hasattr(self, "_words_cache"):
-            self._words_cache = set(self.words)
-        return self._words_cache
 
     def _nouns(self, rng: random.Random, count: int) -> list[str]:
         return rng.choices(self.words, weights=self._weights, k=count)

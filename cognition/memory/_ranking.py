@@ -23,30 +23,31 @@ def rounded(scores: np.ndarray) -> np.ndarray:
     return np.round(scores.astype(np.float64, copy=False), SCORE_DECIMALS)
 
 
-def top_slots(scores: np.ndarray, candidates: np.ndarray | None, depth: int, ids: Sequence[str]) -> list[int]:
-    """The ``depth`` best of ``candidates`` (slots into ``scores`` and ``ids``; ``None`` = every
-    slot), best first.
+_ROUNDING_MARGIN = 1e-8
+"""More than rounding to SCORE_DECIMALS can move a score (5e-10), so preselecting on raw scores
+with this margin keeps every item that could tie or win after rounding."""
 
-    Order: higher score first, then smaller id. Equal to sorting every candidate by that key
-    and keeping the first ``depth``.
+
+def top_slots(scores: np.ndarray, candidates: np.ndarray | None, depth: int, ids: Sequence[str]) -> list[int]:
+    """The ``depth`` best of ``candidates`` (slots into ``scores``; ``None`` = every slot), best first.
+
+    Order: higher :func:`rounded` score first, then smaller id. Equal to rounding every
+    candidate's score, sorting by that key and keeping the first ``depth``; but only the items
+    near the top are rounded and sorted (rounding is monotone, so preselecting on the raw
+    scores with :data:`_ROUNDING_MARGIN` loses none).
     """
-    count = scores.shape[0] if candidates is None else candidates.size
+    values = scores if candidates is None else scores[candidates]
+    count = values.shape[0]
     if depth <= 0 or count == 0:
         return []
-    if candidates is None:
-        if count > depth:
-            threshold = np.partition(scores, count - depth)[count - depth]
-            candidates = np.flatnonzero(scores >= threshold)
-        else:
-            candidates = np.arange(count)
-        values = scores[candidates]
+    if count > depth:
+        threshold = np.float64(np.partition(values, count - depth)[count - depth]) - _ROUNDING_MARGIN
+        keep = np.flatnonzero(values >= threshold)  # compared in float64, so the margin survives float32
     else:
-        values = scores[candidates]
-        if count > depth:
-            threshold = np.partition(values, count - depth)[count - depth]
-            keep = values >= threshold
-            candidates, values = candidates[keep], values[keep]
-    ranked = sorted(zip(values.tolist(), candidates.tolist(), strict=True), key=lambda pair: (-pair[0], ids[pair[1]]))
+        keep = np.arange(count)
+    slots = keep if candidates is None else candidates[keep]
+    kept = rounded(values[keep]).tolist()
+    ranked = sorted(zip(kept, slots.tolist(), strict=True), key=lambda pair: (-pair[0], ids[pair[1]]))
     return [slot for _, slot in ranked[:depth]]
 
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._ranking import GrowingArray, rounded, top_slots
+from ._ranking import GrowingArray, top_slots
 
 BM25_K1 = 1.5
 BM25_B = 0.75
@@ -89,7 +89,7 @@ class KeywordIndex:
 
     def rank(self, query_tokens: Sequence[str], depth: int, ids: Sequence[str]) -> tuple[list[int], np.ndarray]:
         """The ``depth`` best-matching slots (score > 0), best first, ties by ``ids[slot]``; and all scores."""
-        scores = rounded(self.scores(query_tokens))
+        scores = self.scores(query_tokens)
         return top_slots(scores, np.flatnonzero(scores > 0.0), depth, ids), scores
 
 

@@ -30,8 +30,9 @@ from mirror.cognition.embeddings.port import unpack_vector
 from mirror.projections.beliefs import BeliefState, ReviewItem, strength
 from mirror.projections.edges import EdgeState
 
+from ._decay import ESTIMATE_TOLERANCE, DecayTable
 from ._text import tokenize
-from .fusion import rrf_term
+from .fusion import RRF_K
 from .graph import EdgeIndex
 from .keyword import KeywordIndex
 from .vectors import VectorIndex
@@ -162,6 +163,7 @@ class MemoryIndex:
         self._records: list[Recallable] = []
         self._fingerprints: list[tuple[str, bytes]] = []
         self._slot_of: dict[str, int] = {}
+        self._decay = DecayTable()
         self._stale = False
 
     def __len__(self) -> int:
@@ -182,12 +184,14 @@ class MemoryIndex:
             self._slot_of[item.belief_id] = len(self._ids)
             self._ids.append(item.belief_id)
             self._records.append(item)
+            self._decay.append(item)
             self._fingerprints.append(fingerprint)
             if not self._stale:
                 self._keyword.add(tokenize(item.statement))
                 self._vectors.add(_vector_of(item))
             return
         self._records[slot] = item
+        self._decay.set(slot, item)
         if self._fingerprints[slot] != fingerprint:
             self._fingerprints[slot] = fingerprint
             self._stale = True
@@ -255,25 +259,33 @@ class MemoryIndex:
         )
 
     def _fuse(self, keyword: list[int], vector: list[int], now: float, limit: int) -> tuple[RecalledItem, ...]:
-        # Strength is at most 1, so an item's score is at most its fused score: walking the
-        # candidates by fused score, stop once the next fused score cannot beat the limit-th
-        # best score found. Exact, and decay is computed for a handful of items, not 200.
+        # Candidates are visited by estimated score (fused x numpy decay); the exact strength is
+        # computed as each is visited, and the walk stops once an estimate (with tolerance)
+        # cannot reach the limit-th best exact score. Exact, for a handful of strength() calls.
+        if limit <= 0 or not (keyword or vector):
+            return ()
+        fused_all = np.zeros(len(self._ids), dtype=np.float64)
+        for ranking in (keyword, vector):  # the same float sums as rrf_term(a) + rrf_term(b)
+            if ranking:
+                fused_all[np.asarray(ranking)] += 1.0 / (RRF_K + np.arange(1, len(ranking) + 1, dtype=np.float64))
+        slots = np.union1d(np.asarray(keyword, dtype=np.int64), np.asarray(vector, dtype=np.int64))
+        fused = fused_all[slots]
+        estimate = fused * self._decay.estimate(slots, now)
         keyword_rank = {slot: rank for rank, slot in enumerate(keyword, start=1)}
         vector_rank = {slot: rank for rank, slot in enumerate(vector, start=1)}
-        fused = {
-            slot: rrf_term(keyword_rank.get(slot)) + rrf_term(vector_rank.get(slot))
-            for slot in keyword_rank.keys() | vector_rank.keys()
-        }
         best: list[tuple[float, str, int, float]] = []  # (-score, id, slot, strength), sorted
-        for slot in sorted(fused, key=lambda slot: (-fused[slot], self._ids[slot])):
-            if limit <= 0 or (len(best) == limit and fused[slot] < -best[-1][0]):
+        for position in np.argsort(-estimate, kind="stable").tolist():
+            if len(best) == limit and estimate[position] * (1.0 + ESTIMATE_TOLERANCE) < -best[-1][0]:
                 break
+            slot = int(slots[position])
             decay = strength(cast(BeliefState, self._records[slot]), now)
-            entry = (-(fused[slot] * decay), self._ids[slot], slot, decay)
+            entry = (-(float(fused[position]) * decay), self._ids[slot], slot, decay)
             if len(best) < limit or entry[:2] < best[-1][:2]:
                 insort(best, entry, key=lambda item: item[:2])
                 del best[limit:]
-        return tuple(self._recalled(slot, keyword_rank, vector_rank, fused[slot], decay) for _, _, slot, decay in best)
+        return tuple(
+            self._recalled(slot, keyword_rank, vector_rank, float(fused_all[slot]), decay) for _, _, slot, decay in best
+        )
 
     def _recalled(self, slot: int, keyword_rank: dict[int, int], vector_rank: dict[int, int], fused: float,
                   decay: float) -> RecalledItem:

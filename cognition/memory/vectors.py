@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import EmbeddingShapeError
-from ._ranking import GrowingArray, rounded, top_slots
+from ._ranking import GrowingArray, top_slots
 
 
 def unit(vector: np.ndarray) -> np.ndarray:
@@ -90,7 +90,7 @@ class VectorIndex:
         array = np.asarray(query, dtype=np.float32).reshape(-1)
         if array.size == 0 or not np.any(array):
             return [], empty
-        similarities = rounded(self.similarities(array))
+        similarities = self.similarities(array)
         present = self._present.view
         candidates = None if self._missing == 0 else np.flatnonzero(present)
         return top_slots(similarities, candidates, depth, ids), similarities
