@@ -5,8 +5,9 @@ message calls up, as a pure function of (items, query text, query vector, now).
 :func:`recall`, the same answer built from scratch), ``keyword`` (an incremental BM25 inverted
 index), ``vectors`` (a growing float32 matrix, one product per query), ``graph`` (topics a
 message mentions and the 2-hop walk over causal edges), ``fusion`` (reciprocal rank fusion),
-``render`` (the bounded block the Talker reads) and ``_text`` (the one tokenizer both the
-keyword index and the topic finder use).
+``render`` (the bounded block the Talker reads), ``_text`` (the one tokenizer both the keyword
+index and the topic finder use), ``_ranking`` (best-first selection with ties broken by id) and
+``_decay`` (decay estimated in numpy, so exact ``strength`` runs only for likely winners).
 
 The index is a cache derived from the items, never truth: dropping it and rebuilding it from
 the projected beliefs gives the same recall, so replay reproduces every recall exactly.

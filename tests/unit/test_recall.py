@@ -28,7 +28,7 @@ from mirror.cognition.memory import (
 )
 from mirror.cognition.memory._ranking import SCORE_DECIMALS
 from mirror.cognition.memory._text import tokenize
-from mirror.projections.beliefs import ReviewItem, strength
+from mirror.projections.beliefs import BeliefState, ReviewItem, strength
 from mirror.projections.constants import SECONDS_PER_DAY
 from mirror.projections.edges import EdgeState, edge_confidence
 
@@ -273,3 +273,24 @@ def test_the_talker_block_stays_within_its_budget_and_keeps_the_order(memory, qu
     assert [line.split(") ", 1)[1] for line in shown] == expected
     if result.items and budget >= 400:
         assert block
+
+
+# ---------------------------------------------------------------------- projected beliefs
+
+
+@settings(max_examples=50, deadline=None)
+@given(items(), items(), queries)
+def test_sync_to_a_projection_equals_an_index_built_fresh(before, after, query) -> None:
+    index = MemoryIndex()
+    index.sync({item.belief_id: item for item in before})
+    index.sync({item.belief_id: item for item in before + after})
+    merged = {item.belief_id: item for item in before + after}
+    assert index.recall(*query, NOW) == recall(list(merged.values()), *query, NOW)
+
+
+def test_beliefs_without_embeddings_are_recalled_by_their_words() -> None:
+    old = BeliefState("b1", "I am allergic to peanuts", "standard", 0.8, created=NOW, last_reinforced=NOW)
+    other = BeliefState("b2", "My sister lives in Lisbon", "location", 0.8, created=NOW, last_reinforced=NOW)
+    result = recall([old, other], "peanuts?", np.ones(4, dtype=np.float32), NOW)
+    assert [(item.belief_id, item.bm25_rank, item.vector_rank) for item in result.items] == [("b1", 1, None)]
+    assert result.items[0].strength == 1.0
