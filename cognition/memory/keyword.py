@@ -2,7 +2,7 @@
 
 Why hand-written rather than ``bm25s``: ``bm25s`` builds its sparse matrix in one pass and has
 no way to add a document, and a conversation gains beliefs one turn at a time. Rebuilding a
-``bm25s`` index of 10,000 beliefs took ~540 ms here (loaded 2-core machine), once per new belief;
+``bm25s`` index of 10,000 beliefs took 140-600 ms here (2 shared cores), once per new belief;
 adding a document to this index is O(its words), and a query touches only the postings of its
 own words (~0.1 ms at 10,000 beliefs, see ``mirror bench recall``). The scoring is ``bm25s``'s
 default ("lucene") variant, and the unit tests check the scores against ``bm25s`` itself:
