@@ -1,4 +1,4 @@
-"""``mirror bench ingest|turns|timetravel|recompute|actors|pipeline|embed``.
+"""``mirror bench ingest|turns|timetravel|recompute|actors|pipeline|embed|recall``.
 
 Each command builds its benchmark's frozen config from the options, runs it from
 :mod:`mirror.actors.bench` (one module per benchmark) and prints its one JSON object; a
@@ -193,3 +193,22 @@ def bench_embed(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     _print_result(result, as_json)
+
+
+@bench_app.command("recall")
+def bench_recall(
+    beliefs: int = typer.Option(10_000, "--beliefs", min=100, help="Beliefs in the conversation's memory."),
+    edges: int = typer.Option(5_000, "--edges", min=0, help="Causal edges in it."),
+    queries: int = typer.Option(200, "--queries", min=1, help="Recall queries per round."),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds over the query mix."),
+    seed: int = typer.Option(7, "--seed", help="Seed of the generated memory and queries."),
+    as_json: bool = JSON_ONLY,
+) -> None:
+    """Recall (BM25 + vector, fused, decay-scored, plus the 2-hop edge walk) over one large memory.
+
+    Prints p50_ms and p99_ms at --beliefs, the same query mix at 100 beliefs, their ratio
+    (ratio_10k_vs_100) and the index build time.
+    """
+    from mirror.actors.bench.recall import run_recall_bench
+
+    _print_result(run_recall_bench(beliefs=beliefs, edges=edges, queries=queries, seed=seed, rounds=rounds), as_json)
