@@ -1,8 +1,8 @@
 """What a gateway process shares between its requests: one :class:`GatewayRuntime` on ``app.state``.
 
 It holds the settings, the tenant registry, the bus (opened on first use), the
-cached conversation-actor handles, the time-travel reader and the record of finished recompute
-jobs. Routes reach it through the :data:`Runtime` dependency and the tenant through
+cached conversation-actor handles, the time-travel reader, the embedder of memory queries
+(made on first use) and the record of finished recompute jobs. Routes reach it through the :data:`Runtime` dependency and the tenant through
 :data:`Tenant`; nothing else is shared, so two apps in one process never see each other's state.
 
 Invariants: a handle is cached only until a call through it fails (the actor may have
@@ -26,6 +26,7 @@ from mirror.actors.errors import Fenced
 from mirror.actors.gateway.settings import GatewaySettings
 from mirror.actors.gateway.streaming import _stream_last_seq
 from mirror.actors.gateway.tenants import TenantRegistry
+from mirror.cognition.embeddings import Embedder, OpenAIEmbedder
 from mirror.events.errors import InvalidIdentifier
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.nats.jetstream import JetStreamBus
@@ -92,6 +93,7 @@ class GatewayRuntime:
     finished_jobs: FinishedJobs
     _bus: JetStreamBus | None = None
     _history: History | None = None
+    _embedder: Embedder | None = None
     _handles: dict[StreamKey, Any] = field(default_factory=dict)
 
     @classmethod
@@ -121,6 +123,12 @@ class GatewayRuntime:
                 stream_head=lambda key: _stream_last_seq(event_bus, key),
             )
         return self._history
+
+    def embedder(self) -> Embedder:
+        """The embedder of memory queries (``settings.embedder_settings()``), one per app."""
+        if self._embedder is None:
+            self._embedder = OpenAIEmbedder(self.settings.embedder_settings())
+        return self._embedder
 
     async def existing(self, key: StreamKey) -> int:
         """The conversation's last seq; 404 when it has no events (in the log or, not yet logged, the stream)."""

@@ -5,7 +5,8 @@ message calls up, as a pure function of (items, query text, query vector, now).
 :func:`recall`, the same answer built from scratch), ``keyword`` (an incremental BM25 inverted
 index), ``vectors`` (a growing float32 matrix, one product per query), ``graph`` (topics a
 message mentions and the 2-hop walk over causal edges), ``fusion`` (reciprocal rank fusion),
-``render`` (the bounded block the Talker reads), ``_text`` (the one tokenizer both the keyword
+``render`` (the bounded block the Talker reads), ``view`` (recalls and memory items as JSON
+data for the API and the CLI), ``_text`` (the one tokenizer both the keyword
 index and the topic finder use), ``_ranking`` (best-first selection with ties broken by id) and
 ``_decay`` (decay estimated in numpy, so exact ``strength`` runs only for likely winners).
 
@@ -35,6 +36,7 @@ from .recall import (
 )
 from .render import DEFAULT_MAX_CHARS, render_recall
 from .vectors import VectorIndex
+from .view import edge_view, recall_view, sorted_beliefs, sorted_edges, sorted_reviews
 
 __all__ = [
     "DEFAULT_DEPTH",
@@ -52,7 +54,12 @@ __all__ = [
     "RecalledItem",
     "RecalledReview",
     "VectorIndex",
+    "edge_view",
     "recall",
+    "recall_view",
     "reciprocal_rank_fusion",
     "render_recall",
+    "sorted_beliefs",
+    "sorted_edges",
+    "sorted_reviews",
 ]

@@ -2,14 +2,16 @@
 
 ``health`` (liveness), ``turns`` (a user message → the conversation's actor), ``conversations``
 (list, summary, paged events), ``replay`` (time travel: state at a seq or time, diff),
-``recompute`` (re-think on a branch in a driver actor), ``stream`` (server-sent events).
+``recompute`` (re-think on a branch in a driver actor), ``stream`` (server-sent events),
+``memory`` (beliefs, edges, review items, and what a message recalls).
 Each route takes the tenant and the shared :class:`~mirror.actors.gateway.runtime.GatewayRuntime`
 as dependencies (``Tenant``, ``Runtime``) and keeps no state of its own.
 """
 
-from mirror.actors.gateway.routes import conversations, health, recompute, replay, stream, turns
+from mirror.actors.gateway.routes import conversations, health, memory, recompute, replay, stream, turns
 
-ROUTERS = (health.router, turns.router, conversations.router, replay.router, recompute.router, stream.router)
-"""In the order the routes were always declared (so is ``/openapi.json``)."""
+ROUTERS = (health.router, turns.router, conversations.router, replay.router, recompute.router, stream.router,
+           memory.router)
+"""In the order the routes were declared (so is ``/openapi.json``); newer groups last."""
 
 __all__ = ["ROUTERS"]
