@@ -3,7 +3,7 @@
 This module is the table of contents: the root app, its ``--config`` callback, and every
 command and group registered in the order ``mirror --help`` lists them. The commands live one
 module per group (:mod:`.serve`, :mod:`.client`, :mod:`.replay`, :mod:`.tenants`,
-:mod:`.bench`, :mod:`.log`, :mod:`.evals`); the options they share are defined once in :mod:`.options`.
+:mod:`.bench`, :mod:`.log`, :mod:`.evals`, :mod:`.memory`); the options they share are defined once in :mod:`.options`.
 
 Commands import what they run inside their bodies, not at the top of their modules: importing
 the stack, Ray and the pipelines up front would make every command, ``mirror --help`` included,
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-from mirror.actors.cli import bench, client, evals, log, replay, serve, tenants
+from mirror.actors.cli import bench, client, evals, log, memory, replay, serve, tenants
 
 __all__ = ["app", "main"]
 
@@ -40,6 +40,7 @@ app.add_typer(log.log_app, name="log")
 app.add_typer(client.events_app, name="events")
 app.add_typer(replay.replay_app, name="replay")
 app.add_typer(evals.eval_app, name="eval")
+app.add_typer(memory.memory_app, name="memory")
 
 
 @app.callback()

@@ -141,6 +141,24 @@ class GatewayClient:
             params["to"] = target
         return self._request("GET", f"/v1/conversations/{conversation}/diff", params=params)
 
+    def memory(self, conversation: str, query: str, *, at: int | None = None, branch: str = "main",
+               limit: int | None = None) -> dict[str, Any]:
+        """What ``query`` recalls at seq ``at`` (default: the last), with every item's ranks and scores."""
+        params: dict[str, Any] = {"query": query, "branch": branch}
+        if at is not None:
+            params["at"] = at
+        if limit is not None:
+            params["limit"] = limit
+        return self._request("GET", f"/v1/conversations/{conversation}/memory", params=params)
+
+    def memory_items(self, conversation: str, what: str, *, at: int | None = None,
+                     branch: str = "main") -> dict[str, Any]:
+        """The projected ``beliefs``, ``edges`` or ``reviews`` at seq ``at`` (default: the last)."""
+        params: dict[str, Any] = {"branch": branch}
+        if at is not None:
+            params["at"] = at
+        return self._request("GET", f"/v1/conversations/{conversation}/{what}", params=params)
+
     def start_recompute(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._request("POST", "/v1/recompute", json=body)
 
