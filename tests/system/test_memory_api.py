@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats, free_port
-from mirror.events.payloads import Belief, Edge, Turn
+from mirror.events.payloads import Belief, Edge, Fork, Turn
 from mirror.projections.conversation import apply
 from mirror.projections.state import ConversationState, initial_state
 from tests.support.stack import conversation_runtime
@@ -50,11 +51,14 @@ BELIEFS = {  # belief_id -> (statement, memory_type, kind, about)
     "b-lisbon": ("The user lives in Lisbon near the river", "location", "belief", "user"),
     "b-recipe": ("I promised to send the user a peanut-free satay recipe", "operational", "open_loop", "recipe"),
     "b-eats": ("The user eats peanut butter every morning without trouble", "standard", "belief", "user"),
+    "b-cashew": ("The user is allergic to cashews, not peanuts", "standard", "belief", "user"),
 }
+FORK_SEQ = 6  # branch "alt" re-thinks history after the edges: no b-eats, no contradiction, b-cashew instead
 
 
-async def seed_memory(runtime: RuntimeSettings, key: StreamKey) -> list[Event]:
-    """Two turns with beliefs, edges, a contradiction and a reinforcement, appended fenced; committed."""
+async def seed_memory(runtime: RuntimeSettings, key: StreamKey) -> tuple[list[Event], list[Event]]:
+    """Two turns with beliefs, edges, a contradiction and a reinforcement, appended fenced, and
+    branch ``alt`` forked after :data:`FORK_SEQ` with a belief of its own; all committed."""
     async with OpenAIEmbedder(LLMSettings(base_url=runtime.llm.base_url, model=runtime.llm.model)) as embedder:
         ids = list(BELIEFS)
         embeddings = await embedder.embed([BELIEFS[belief_id][0] for belief_id in ids])
@@ -78,18 +82,30 @@ async def seed_memory(runtime: RuntimeSettings, key: StreamKey) -> list[Event]:
     ]
     events = [make_event(key, seq, payload, turn=turn, timestamp=ts)
               for seq, (ts, turn, payload) in enumerate(steps, start=1)]
+    alt = replace(key, branch="alt")
+    branch = [make_event(alt, FORK_SEQ + 1, Fork("main", FORK_SEQ), turn=1, timestamp=T0 + 5 * DAY),
+              make_event(alt, FORK_SEQ + 2, belief("b-cashew", "assert", 0.7), turn=1, timestamp=T0 + 5 * DAY + 1)]
     bus = await JetStreamBus.connect(runtime.nats_url, runtime.stream)
     try:
-        head = await bus.append(key, events, Head(0, 0))
+        await bus.append(key, events, Head(0, 0))
+        head = await bus.append(alt, branch, Head(FORK_SEQ, 0))
         assert await LogClient(bus.nc, shard=runtime.shard).wait_committed(head.fence, 30)
     finally:
         await bus.close()
-    return events
+    return events, branch
 
 
 def fold(key: StreamKey, events: list[Event], until: int | None = None) -> ConversationState:
     state = initial_state(key)
     for event in events[:until]:
+        state = apply(state, event)
+    return state
+
+
+def fold_branch(stack: dict[str, Any]) -> ConversationState:
+    """Branch ``alt`` as :class:`History` must see it: main up to the fork, then its own events."""
+    state = replace(fold(stack["key"], stack["events"], FORK_SEQ), key=replace(stack["key"], branch="alt"))
+    for event in stack["branch"]:
         state = apply(state, event)
     return state
 
@@ -110,10 +126,10 @@ def stack(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -
     with conversation_runtime(nats_server.url, directory, shard="memapi") as runtime:
         settings = GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json"))  # type: ignore[arg-type]
         key = StreamKey("acme", CONVERSATION)
-        events = asyncio.run(seed_memory(runtime, key))  # type: ignore[arg-type]
+        events, branch = asyncio.run(seed_memory(runtime, key))  # type: ignore[arg-type]
         with GatewayServer(create_app(settings)) as gateway:
             yield {"url": gateway.url, "tokens": tokens, "settings": settings, "runtime": runtime, "key": key,
-                   "events": events}
+                   "events": events, "branch": branch}
 
 
 def client(stack: dict[str, Any], tenant: str = "acme") -> httpx.Client:
@@ -121,10 +137,11 @@ def client(stack: dict[str, Any], tenant: str = "acme") -> httpx.Client:
                         timeout=60)
 
 
-def expected_recall(stack: dict[str, Any], query: str, *, until: int | None = None, limit: int = 5) -> dict[str, Any]:
+def expected_recall(stack: dict[str, Any], query: str, *, until: int | None = None, limit: int = 5,
+                    branch: str = "main") -> dict[str, Any]:
     """What the endpoint must answer: the same fold, the same query vector, :func:`recall` directly."""
     runtime = stack["runtime"]
-    state = fold(stack["key"], stack["events"], until)
+    state = fold(stack["key"], stack["events"], until) if branch == "main" else fold_branch(stack)
 
     async def embed() -> Any:
         async with OpenAIEmbedder(LLMSettings(base_url=runtime.llm.base_url, model=runtime.llm.model)) as embedder:
@@ -133,7 +150,7 @@ def expected_recall(stack: dict[str, Any], query: str, *, until: int | None = No
     embeddings = asyncio.run(embed())
     result = recall(state.beliefs.values(), query, embeddings.vectors[0], state.last_timestamp or 0.0,
                     edges=state.edges.values(), reviews=state.review_items.values(), limit=limit)
-    return as_json({"conversation": CONVERSATION, "branch": "main", "seq": state.last_seq,
+    return as_json({"conversation": CONVERSATION, "branch": branch, "seq": state.last_seq,
                     "timestamp": state.last_timestamp, "limit": limit, "embedding_model": embeddings.model,
                     "query_fingerprint": embeddings.request_fingerprint, **recall_view(result)})
 
@@ -174,6 +191,19 @@ def test_memory_at_a_past_seq_recalls_what_was_known_then(stack) -> None:  # typ
     assert "b-eats" not in {item["belief_id"] for item in answer["items"]}
     assert [b["belief_id"] for b in listed["beliefs"]] == ["b-allergy", "b-lisbon"] and listed["seq"] == 3
     assert reviews_then["count"] == 0
+
+
+def test_a_branch_shows_its_own_memory_and_what_it_inherited(stack) -> None:  # type: ignore[no-untyped-def]
+    with client(stack) as http:
+        recalled = http.get(f"/v1/conversations/{CONVERSATION}/memory", params={"query": QUERY, "branch": "alt"})
+        beliefs = http.get(f"/v1/conversations/{CONVERSATION}/beliefs", params={"branch": "alt"}).json()
+        reviews = http.get(f"/v1/conversations/{CONVERSATION}/reviews", params={"branch": "alt"}).json()
+        edges = http.get(f"/v1/conversations/{CONVERSATION}/edges", params={"branch": "alt", "at": FORK_SEQ}).json()
+    assert recalled.status_code == 200, recalled.text
+    assert recalled.json() == expected_recall(stack, QUERY, branch="alt")
+    assert [b["belief_id"] for b in beliefs["beliefs"]] == ["b-allergy", "b-lisbon", "b-recipe", "b-cashew"]
+    assert beliefs["branch"] == "alt" and beliefs["seq"] == FORK_SEQ + 2 and reviews["count"] == 0
+    assert edges["count"] == 2 and edges["seq"] == FORK_SEQ
 
 
 def test_beliefs_edges_and_reviews_list_the_projection_without_vectors(stack) -> None:  # type: ignore[no-untyped-def]
@@ -244,8 +274,6 @@ def test_bad_input_is_a_4xx_that_names_it(stack) -> None:  # type: ignore[no-unt
 
 
 def test_an_embedder_that_is_down_is_a_prompt_503_with_retry_after(stack) -> None:  # type: ignore[no-untyped-def]
-    from dataclasses import replace
-
     from mirror.actors.gateway.app import GatewayServer, create_app
 
     nowhere = LLMSettings(base_url=f"http://127.0.0.1:{free_port()}/v1", model="gone", timeout_s=2, max_retries=1,
@@ -298,6 +326,8 @@ def test_the_memory_commands_print_what_the_api_answers(stack) -> None:  # type:
     assert "what the Talker reads" in table.stdout and "epinephrine" in table.stdout
     shown_table = mirror_cli(stack, "memory", "show", CONVERSATION)
     assert shown_table.returncode == 0, shown_table.stderr
-    assert all(belief_id in shown_table.stdout for belief_id in BELIEFS) and "open reviews (1)" in shown_table.stdout
+    on_main = [belief_id for belief_id in BELIEFS if belief_id != "b-cashew"]
+    assert all(belief_id in shown_table.stdout for belief_id in on_main) and "b-cashew" not in shown_table.stdout
+    assert "open reviews (1)" in shown_table.stdout
     unknown = mirror_cli(stack, "memory", "show", "nowhere")
     assert unknown.returncode == 2 and "404" in unknown.stderr and "nowhere" in unknown.stderr
