@@ -270,7 +270,11 @@ def test_bad_input_is_a_4xx_that_names_it(stack) -> None:  # type: ignore[no-unt
         for route in ("memory", "beliefs", "edges", "reviews"):
             assert other.get(f"{path}/{route}", params={"query": "peanuts"}).status_code == 404, route
     with httpx.Client(base_url=stack["url"]) as anonymous:
-        assert anonymous.get(f"{path}/beliefs").status_code == 401
+        for route in ("memory", "beliefs", "edges", "reviews"):
+            assert anonymous.get(f"{path}/{route}", params={"query": "peanuts"}).status_code == 401, route
+        documented = anonymous.get("/openapi.json").json()["paths"]
+        memory = documented["/v1/conversations/{conversation}/memory"]["get"]
+        assert {p["name"] for p in memory["parameters"]} >= {"conversation", "query", "at", "branch", "limit"}
 
 
 def test_an_embedder_that_is_down_is_a_prompt_503_with_retry_after(stack) -> None:  # type: ignore[no-untyped-def]
