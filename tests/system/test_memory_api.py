@@ -296,6 +296,21 @@ def test_an_embedder_that_is_down_is_a_prompt_503_with_retry_after(stack) -> Non
             assert empty_past.status_code == 200 and empty_past.json()["items"] == []
 
 
+def test_an_embedder_that_hangs_is_a_503_after_its_timeout_not_a_hang(stack) -> None:  # type: ignore[no-untyped-def]
+    from mirror.actors.gateway.app import GatewayServer, create_app
+    from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
+
+    with SimLLMServer(SimSettings(latency="fixed:30000")) as slow:  # answers after 30 s
+        stuck = LLMSettings(base_url=slow.base_url, model="mirror-sim", timeout_s=1, max_retries=0)
+        with GatewayServer(create_app(replace(stack["settings"], embedder=stuck))) as gateway, \
+                httpx.Client(base_url=gateway.url, headers={"Authorization": f"Bearer {stack['tokens']['acme']}"},
+                             timeout=60) as http:
+            started = time.monotonic()
+            timed_out = http.get(f"/v1/conversations/{CONVERSATION}/memory", params={"query": QUERY})
+            assert timed_out.status_code == 503 and "Retry-After" in timed_out.headers, timed_out.text
+            assert time.monotonic() - started < 5
+
+
 def mirror_cli(stack: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
     env = {name: value for name, value in os.environ.items() if not name.startswith("MIRROR_")}
     env["COLUMNS"] = "250"  # rich wraps at 80 columns when not on a terminal
