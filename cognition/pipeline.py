@@ -299,7 +299,7 @@ def _usable_narrative(content: str, config: MirrorConfig) -> str:
     return narrative
 
 
-def _failure(stage: str, exc: LLMError, attempt: int, turn: int, request: ChatRequest,
+def _failure(stage: Literal["monologue", "controller", "reflection", "talker"], exc: LLMError, attempt: int, turn: int, request: ChatRequest,
              response: ChatResponse | None) -> Thought:
     """The failure, with what the model answered (or, if nothing came back, which request failed).
 
