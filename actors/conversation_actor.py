@@ -19,7 +19,7 @@ from mirror.actors.results import ConversationSummary, TurnResult
 from mirror.events.ids import StreamKey
 
 
-@ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=64)
+@ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=64)  # type: ignore[call-overload]  # Ray's typed overloads omit actor options such as max_concurrency
 class ConversationActor:
     """A virtual actor: activated by its first message, passivated when idle or crowded out."""
 

@@ -54,7 +54,7 @@ def run_recompute_bench(config: RecomputeBenchConfig) -> dict[str, Any]:
     import ray
 
     from mirror.actors.conversation import RuntimeSettings
-    from mirror.actors.recompute_driver import MAX_PER_TASK, RecomputeJob, recompute_slice, run_recompute
+    from mirror.actors.recompute_driver import MAX_PER_TASK, RecomputeJob, run_recompute, start_slice
     from mirror.replay import RecomputePlan
 
     tenant = "benchrc"
@@ -66,7 +66,7 @@ def run_recompute_bench(config: RecomputeBenchConfig) -> dict[str, Any]:
             runtime = RuntimeSettings(nats_url=nats_url, llm=LLMSettings(base_url=sim.base_url, model="mirror-sim",
                                                                          max_concurrency=config.concurrency))
             warm = time.perf_counter()
-            warmups = [recompute_slice.remote(runtime, RecomputePlan(default_prompt_set(), branch="warmup"), [], 1)
+            warmups = [start_slice(runtime, RecomputePlan(default_prompt_set(), branch="warmup"), [], 1)
                        for _ in range(max(1, -(-config.concurrency // MAX_PER_TASK)))]
             for stream in warmups:  # start the task workers (nothing to re-think)
                 ray.get(list(stream))
