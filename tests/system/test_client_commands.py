@@ -147,7 +147,7 @@ def test_events_tail_follow_streams_new_events(stack: EmbeddedStack) -> None:
             try:
                 seen.append(json.loads(lines.get(timeout=30))["seq"])
             except queue.Empty:
-                raise AssertionError(f"no event {target} (seen {seen}): {process.stderr.read() if process.poll() is not None else ''}")  # type: ignore[union-attr]
+                raise AssertionError(f"no event {target} (seen {seen}): {process.stderr.read() if process.poll() is not None else ''}") from None  # type: ignore[union-attr]
         return seen
 
     try:

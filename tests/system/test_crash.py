@@ -52,7 +52,7 @@ class Writer:
                 break
             except BusError:
                 continue  # the broker is down: the same appends again, recognised if they landed
-        for (key, events, _), result in zip(batches, results):
+        for (key, events, _), result in zip(batches, results, strict=True):
             assert isinstance(result, Head), result  # a single writer is never fenced
             self.heads[key] = result
             self.acknowledged[key].extend(map(encode, events))

@@ -50,4 +50,4 @@ def test_two_hundred_conversations_under_a_cap_of_sixteen(runtime: RuntimeSettin
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         second = list(pool.map(lambda key: ask(key, runtime, "second"), keys[::10]))
     assert all(reply.turn == 1 and reply.narrative_seq is not None for reply in second)
-    assert all(reply.seq > first_reply.seq + 1 for reply, first_reply in zip(second, first[::10]))
+    assert all(reply.seq > first_reply.seq + 1 for reply, first_reply in zip(second, first[::10], strict=True))

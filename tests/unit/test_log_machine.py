@@ -127,7 +127,7 @@ class LogMachine(RuleBasedStateMachine):
             )
 
         results = self.run(race())
-        won = [events for events, result in zip((first, second), results) if isinstance(result, Head)]
+        won = [events for events, result in zip((first, second), results, strict=True) if isinstance(result, Head)]
         assert len(won) == 1, results
         assert sum(isinstance(result, AppendConflict) for result in results) == 1, results
         self.model[key].extend(map(encode, won[0]))

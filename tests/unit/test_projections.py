@@ -89,7 +89,7 @@ def test_folding_in_chunks_equals_folding_at_once(log: list[Event], limits: Limi
     batch = fold(log, limits=limits)
     cuts = data.draw(split_points(len(log)))
     state = initial_state(log[0].key, limits)
-    for start, end in zip(cuts, cuts[1:]):
+    for start, end in zip(cuts, cuts[1:], strict=False):
         state = fold(log[start:end], state)
     assert state == batch
     assert state.last_seq == len(log)
