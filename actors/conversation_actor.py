@@ -111,7 +111,7 @@ def actor_name(key: StreamKey) -> str:
 
 def conversation_actor(key: StreamKey, settings: RuntimeSettings) -> Any:
     """The live actor of ``key``, created if there is none (``get_if_exists``)."""
-    return ConversationActor.options(  # type: ignore[attr-defined]
+    return ConversationActor.options(  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime; mypy keeps a decorated class's own type
         name=actor_name(key), namespace=NAMESPACE, get_if_exists=True, lifetime="detached",
     ).remote(key.tenant, key.conversation, key.branch, settings)
 

@@ -85,7 +85,7 @@ def start_gateways(settings: GatewaySettings, *, host: str, port: int, count: in
         port = probe.getsockname()[1]
         probe.close()
     handles = [
-        GatewayActor.options(name=GATEWAY_NAME.format(index=index), namespace=NAMESPACE,  # type: ignore[attr-defined]
+        GatewayActor.options(name=GATEWAY_NAME.format(index=index), namespace=NAMESPACE,  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime; mypy keeps a decorated class's own type
                              get_if_exists=True).remote(settings, host, port)
         for index in range(count)
     ]
