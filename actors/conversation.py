@@ -108,7 +108,7 @@ class Conversation:
         self._idle = asyncio.Event()
         self._idle.set()
         self.config = MirrorConfig(
-            model=settings.llm.model, mode=settings.mode,  # type: ignore[arg-type]
+            model=settings.llm.model, mode=settings.mode,  # type: ignore[arg-type]  # a str setting; MirrorConfig refuses one outside MODES
             talker_max_tokens=settings.talker_max_tokens, thinker_max_tokens=settings.thinker_max_tokens,
         )
         self.prompts: PromptSet = (

@@ -19,7 +19,7 @@ from mirror.actors.results import ConversationSummary, TurnResult
 from mirror.events.ids import StreamKey
 
 
-@ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=64)
+@ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=64)  # type: ignore[call-overload]  # Ray's typed overloads omit actor options such as max_concurrency
 class ConversationActor:
     """A virtual actor: activated by its first message, passivated when idle or crowded out."""
 
@@ -111,7 +111,7 @@ def actor_name(key: StreamKey) -> str:
 
 def conversation_actor(key: StreamKey, settings: RuntimeSettings) -> Any:
     """The live actor of ``key``, created if there is none (``get_if_exists``)."""
-    return ConversationActor.options(  # type: ignore[attr-defined]
+    return ConversationActor.options(  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime; mypy keeps a decorated class's own type
         name=actor_name(key), namespace=NAMESPACE, get_if_exists=True, lifetime="detached",
     ).remote(key.tenant, key.conversation, key.branch, settings)
 

@@ -20,9 +20,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import ray
+from ray import ObjectRefGenerator
 
 from mirror.actors.conversation import RuntimeSettings
 from mirror.actors.results import RecomputeFailure, RecomputeStatus
@@ -164,6 +165,20 @@ def plan_slices(keys: Sequence[StreamKey], concurrency: int) -> list[tuple[list[
     return slices
 
 
+def start_slice(
+    runtime: RuntimeSettings, plan: RecomputePlan, keys: list[StreamKey], in_flight: int
+) -> ObjectRefGenerator:
+    """``recompute_slice.remote(...)``: the stream of one generator task's results.
+
+    Ray hands a generator task's caller an :class:`ray.ObjectRefGenerator`, whose refs arrive
+    as the task yields; its typed overloads say ``ObjectRef[Iterator[...]]`` instead.
+    """
+    stream = recompute_slice.remote(runtime, plan, keys, in_flight)
+    if not isinstance(stream, ObjectRefGenerator):
+        raise TypeError(f"a Ray generator task returned {type(stream).__name__}, not an ObjectRefGenerator")
+    return stream
+
+
 def run_recompute(
     runtime: RuntimeSettings, job: RecomputeJob, *, on_progress: Callable[[RecomputeProgress], None] | None = None
 ) -> dict[str, Any]:
@@ -178,12 +193,12 @@ def run_recompute(
     progress = RecomputeProgress(total=len(keys))
     if on_progress:
         on_progress(progress)
-    streams = [recompute_slice.remote(runtime, job.plan, part, share) for part, share in plan_slices(keys, job.concurrency)]
+    streams = [start_slice(runtime, job.plan, part, share) for part, share in plan_slices(keys, job.concurrency)]
     while streams:
         ready, _ = ray.wait(streams, num_returns=1)
-        for stream in ready:
+        for stream in cast(list[ObjectRefGenerator], ready):  # ray.wait hands back the waitables it was given
             try:
-                result = ray.get(next(stream))
+                result: ConversationResult = ray.get(next(stream))
             except StopIteration:
                 streams.remove(stream)
                 continue
@@ -195,7 +210,7 @@ def run_recompute(
     return report(job, progress, time.perf_counter() - started)
 
 
-@ray.remote(num_cpus=0, max_restarts=0, max_concurrency=4)
+@ray.remote(num_cpus=0, max_restarts=0, max_concurrency=4)  # type: ignore[call-overload]  # Ray's typed overloads omit actor options such as max_concurrency
 class RecomputeDriver:
     """One recompute job's driver, as a named Ray actor so any gateway can follow it.
 
@@ -303,4 +318,4 @@ def prompt_set_with(overrides: dict[str, str], base: PromptSet) -> PromptSet:
     return PromptSet("custom", {**base.templates, **overrides})
 
 
-__all__ = ["ConversationResult", "RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "plan_slices", "recompute_slice", "report", "run_recompute", "summary"]
+__all__ = ["ConversationResult", "RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "plan_slices", "recompute_slice", "report", "start_slice", "run_recompute", "summary"]

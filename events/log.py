@@ -105,7 +105,7 @@ def check_timestamp(timestamp: object) -> float:
     """``timestamp`` as float seconds; a ValueError for anything else (NaN matches no event)."""
     if type(timestamp) not in (int, float) or timestamp != timestamp:
         raise ValueError(f"timestamp must be a number of seconds, got {timestamp!r}")
-    return float(timestamp)  # type: ignore[arg-type]
+    return float(timestamp)  # type: ignore[arg-type]  # checked above to be an int or a float
 
 
 __all__: Sequence[str] = [

@@ -171,7 +171,7 @@ async def _rethink(
 
     await think_until_current()
     for recorded in turns[done:]:
-        payload: Turn = recorded.payload  # type: ignore[assignment]
+        payload: Turn = recorded.payload  # type: ignore[assignment]  # turns holds Turn events alone (filtered above)
         provenance = recorded.provenance
         if plan.counterfactual:
             config = config_from(talker_provenance, plan.mode or payload.mode, talker=True)

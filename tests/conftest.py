@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
-from mirror.events.bus import InMemoryBus
+from mirror.events.bus import EventBus, InMemoryBus
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.server import EmbeddedNats
 from tests.support.logs import ADAPTERS, WritableLog, writable_log
@@ -31,15 +31,15 @@ async def nats_url(nats_server: EmbeddedNats) -> str:
 
 
 @pytest.fixture(params=["memory", "jetstream"])
-async def bus(request: pytest.FixtureRequest, nats_server: EmbeddedNats) -> AsyncIterator[object]:
+async def bus(request: pytest.FixtureRequest, nats_server: EmbeddedNats) -> AsyncIterator[EventBus]:
     """Every adapter of the bus port; the contract suite runs against each."""
     if request.param == "memory":
-        adapter: object = InMemoryBus()
+        adapter: EventBus = InMemoryBus()
     else:
         await reset_stream(nats_server.url)
         adapter = await JetStreamBus.connect(nats_server.url)
     yield adapter
-    await adapter.close()  # type: ignore[attr-defined]
+    await adapter.close()
 
 
 @pytest.fixture

@@ -184,7 +184,7 @@ def run_ingest_bench(config: IngestBenchConfig, nats_url: str | None = None) -> 
     """Start NATS (unless a URL is given) and an ingester process, run, tear everything down."""
     with tempfile.TemporaryDirectory(prefix="mirror-bench-") as workdir:
         server = None if nats_url else EmbeddedNats(Path(workdir) / "nats").start()
-        url = nats_url or server.url  # type: ignore[union-attr]
+        url = nats_url or server.url  # type: ignore[union-attr]  # server is started whenever nats_url is not given
         ingester = IngesterProcess(url, Path(workdir) / "log.duckdb").start()
         pids = {"publisher": None, "nats_server": None if server is None else server.pid, "ingester": ingester.pid}
         try:

@@ -136,7 +136,9 @@ def _report(name: str) -> RebuildReport | None:
     from mirror.actors.conversation_actor import NAMESPACE
 
     try:
-        return ray.get(ray.get_actor(name, namespace=NAMESPACE).rebuild_report.remote(), timeout=60)
+        actor: Any = ray.get_actor(name, namespace=NAMESPACE)  # Any: Ray types its methods, found at run time, as Never
+        report: RebuildReport = ray.get(actor.rebuild_report.remote(), timeout=60)
+        return report
     except Exception:  # crowded out again already: the report went with it
         return None
 
@@ -200,7 +202,8 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
 
     from mirror.actors.directory import DIRECTORY_NAME, NAMESPACE
 
-    directory = ray.get(ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE).stats.remote())
+    directory_actor: Any = ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE)  # Any: as in _report
+    directory: dict[str, Any] = ray.get(directory_actor.stats.remote())
     short_p50 = statistics.median(reactivations["short"]) if reactivations["short"] else float("nan")
     long_p50 = statistics.median(reactivations["long"]) if reactivations["long"] else float("nan")
     result: dict[str, Any] = {

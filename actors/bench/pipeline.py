@@ -68,10 +68,10 @@ async def run_pipeline_bench(config: PipelineBenchConfig, prompts: PromptSet) ->
     key = StreamKey("bench", "pipeline")
     settings = LLMSettings(
         base_url=config.base_url, model=config.model, api_key=config.api_key, timeout_s=300,
-        structured_output=config.structured_output,  # type: ignore[arg-type]
+        structured_output=config.structured_output,  # type: ignore[arg-type]  # a str setting; LLMSettings refuses an unknown one
     )
     mirror_config = MirrorConfig(
-        model=config.model, mode=config.mode,  # type: ignore[arg-type]
+        model=config.model, mode=config.mode,  # type: ignore[arg-type]  # a str setting; MirrorConfig refuses one outside MODES
         talker_max_tokens=config.talker_max_tokens, thinker_max_tokens=config.thinker_max_tokens,
     )
     state = initial_state(key)

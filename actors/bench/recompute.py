@@ -44,7 +44,7 @@ async def _seed(nats_url: str, tenant: str, config: RecomputeBenchConfig) -> Non
                      for seq in range(1, config.turns + 1)]
             batches.append((key, turns, (await bus.head(key)).with_last_seq(0)))
         results = await bus.append_many(batches)
-        last = max(result.fence for result in results)  # type: ignore[union-attr]
+        last = max(result.fence for result in results)  # type: ignore[union-attr]  # fresh streams, one writer each: no conflict
         assert await LogClient(bus.nc).wait_committed(last, timeout=120), "the ingester did not commit the seed"
     finally:
         await bus.close()
@@ -54,7 +54,7 @@ def run_recompute_bench(config: RecomputeBenchConfig) -> dict[str, Any]:
     import ray
 
     from mirror.actors.conversation import RuntimeSettings
-    from mirror.actors.recompute_driver import MAX_PER_TASK, RecomputeJob, recompute_slice, run_recompute
+    from mirror.actors.recompute_driver import MAX_PER_TASK, RecomputeJob, run_recompute, start_slice
     from mirror.replay import RecomputePlan
 
     tenant = "benchrc"
@@ -66,7 +66,7 @@ def run_recompute_bench(config: RecomputeBenchConfig) -> dict[str, Any]:
             runtime = RuntimeSettings(nats_url=nats_url, llm=LLMSettings(base_url=sim.base_url, model="mirror-sim",
                                                                          max_concurrency=config.concurrency))
             warm = time.perf_counter()
-            warmups = [recompute_slice.remote(runtime, RecomputePlan(default_prompt_set(), branch="warmup"), [], 1)
+            warmups = [start_slice(runtime, RecomputePlan(default_prompt_set(), branch="warmup"), [], 1)
                        for _ in range(max(1, -(-config.concurrency // MAX_PER_TASK)))]
             for stream in warmups:  # start the task workers (nothing to re-think)
                 ray.get(list(stream))

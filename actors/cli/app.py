@@ -56,7 +56,7 @@ def root(
 
     found = find_config_file(config)
     if found is not None:
-        ctx.default_map = load_default_map(found, ctx.command)  # type: ignore[arg-type]
+        ctx.default_map = load_default_map(found, ctx.command)  # type: ignore[arg-type]  # a Typer app's root command is a TyperGroup; click types it Command
 
 
 def main() -> None:

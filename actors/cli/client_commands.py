@@ -341,7 +341,7 @@ def show_status(client: GatewayClient, console: Console) -> list[dict[str, Any]]
     table = Table(title=f"conversations of tenant {target.tenant or '(this token)'}", title_justify="left")
     for column, justify in (("conversation", "left"), ("events", "right"), ("last seq", "right"),
                             ("branches", "left"), ("updated", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]  # the tuple above holds only "left" and "right"
     for item in conversations:
         updated = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["updated_at"])) if item.get("updated_at") else ""
         table.add_row(item["id"], str(item["events"]), str(item["last_seq"]), ",".join(item.get("branches", [])), updated)

@@ -83,7 +83,7 @@ def verify(
     tenant: str = typer.Option(None, "--tenant", help="Tenant (default: the stack's default tenant)."),
     branch: str = BRANCH,
     prompts: Path = PROMPTS,
-    nats_url: str = typer.Option(None, "--nats-url", envvar="MIRROR_NATS_URL",
+    nats_url: str | None = typer.Option(None, "--nats-url", envvar="MIRROR_NATS_URL",
                                  help="NATS of the log's owner (default: the stack found in --data)."),
     shard: str = typer.Option(None, "--shard", help="Log shard (default: the stack's)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON report per conversation."),

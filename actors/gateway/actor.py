@@ -25,7 +25,7 @@ from mirror.actors.gateway.app import GatewaySettings
 GATEWAY_NAME = "gateway-{index}"
 
 
-@ray.remote(max_restarts=-1, max_concurrency=10_000, num_cpus=0)
+@ray.remote(max_restarts=-1, max_concurrency=10_000, num_cpus=0)  # type: ignore[call-overload]  # Ray's typed overloads omit actor options such as max_concurrency
 class GatewayActor:
     """One gateway process: ``start()`` returns once it listens; ``stop()`` closes it."""
 
@@ -47,7 +47,7 @@ class GatewayActor:
             # Ray runs this actor's event loop; uvicorn serves on it (httptools parses HTTP when
             # installed). log_config=None keeps the worker's logging.
             config = uvicorn.Config(create_app(self.settings), log_config=None, log_level="warning",
-                                    access_log=False, timeout_graceful_shutdown=1.0)
+                                    access_log=False, timeout_graceful_shutdown=1)
             self._server = uvicorn.Server(config)
             self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]))
             while not self._server.started:
@@ -85,7 +85,7 @@ def start_gateways(settings: GatewaySettings, *, host: str, port: int, count: in
         port = probe.getsockname()[1]
         probe.close()
     handles = [
-        GatewayActor.options(name=GATEWAY_NAME.format(index=index), namespace=NAMESPACE,  # type: ignore[attr-defined]
+        GatewayActor.options(name=GATEWAY_NAME.format(index=index), namespace=NAMESPACE,  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime; mypy keeps a decorated class's own type
                              get_if_exists=True).remote(settings, host, port)
         for index in range(count)
     ]

@@ -50,7 +50,9 @@ def create_app(settings: GatewaySettings, actors: Callable[[StreamKey], Any] | N
     return app
 
 
-async def _log_unavailable(request: Request, exc: LogUnavailable) -> JSONResponse:
+async def _log_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """503 for :class:`LogUnavailable`, the one exception it is registered for (Starlette's
+    handler type takes any ``Exception``)."""
     return JSONResponse({"detail": str(exc)}, status_code=503)
 
 

@@ -27,7 +27,7 @@ import json
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import nats.errors
 import nats.js.errors
@@ -220,7 +220,7 @@ class Chain:
     index: int = 0
 
 
-Fallback = Callable[[int, Chain], Coroutine[Any, Any, object]]
+Fallback = Callable[[int, Chain], Coroutine[Any, Any, int]]
 
 
 class ChainedAppends:
@@ -237,15 +237,15 @@ class ChainedAppends:
         self.timeout = timeout
         self.fallback = fallback
 
-    async def run(self, chains: Sequence[Chain]) -> list[object]:
-        """Per chain: its final fence (an int), or what ``fallback`` returned or raised."""
+    async def run(self, chains: Sequence[Chain]) -> list[int | BaseException]:
+        """Per chain: its final fence, or what ``fallback`` returned or raised."""
         loop = asyncio.get_running_loop()
-        results: list[object] = [None] * len(chains)
+        results: list[int | BaseException | None] = [None] * len(chains)
         waiting = deque(range(len(chains)))
         finished: asyncio.Future[None] = loop.create_future()
         remaining = len(chains)
 
-        def done(position: int, result: object) -> None:
+        def done(position: int, result: int | BaseException) -> None:
             nonlocal remaining
             results[position] = result
             remaining -= 1
@@ -260,7 +260,7 @@ class ChainedAppends:
                     return
                 done(position, chains[position].fence)
 
-        def settle(position: int, task: asyncio.Task[object]) -> None:
+        def settle(position: int, task: asyncio.Task[int]) -> None:
             done(position, task.exception() or task.result())
             loop.create_task(start_next())
 
@@ -298,4 +298,4 @@ class ChainedAppends:
             await start_next()
         if chains:
             await finished
-        return results
+        return cast(list[int | BaseException], results)  # done() has filled every position by now

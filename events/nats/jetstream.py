@@ -25,7 +25,7 @@ import nats
 import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
-from nats.js.api import DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import DeliverPolicy, DiscardPolicy, RawStreamMsg, RetentionPolicy, StorageType, StreamConfig
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
 from mirror.events.bus import DEFAULT_SUBSCRIPTION_BUFFER, Head, Subscription, check_batch
@@ -89,6 +89,18 @@ def subject_for(key: StreamKey) -> str:
     return f"{SUBJECT_ROOT}.{key.tenant}.{key.conversation}.{key.branch}"
 
 
+def _stored_message(message: RawStreamMsg) -> tuple[int, bytes]:
+    """A directly got message's stream sequence and data.
+
+    nats-py types both as optional (one class serves every way of getting a message), but a
+    direct get that found one always fills them in from its reply; a reply without them is
+    reported here as :class:`BusError` rather than as a ``TypeError`` further on.
+    """
+    if message.seq is None or message.data is None:
+        raise BusError(f"JetStream returned a message without its sequence or data: {message!r}")
+    return message.seq, message.data
+
+
 def key_of_subject(subject: str) -> StreamKey:
     root, tenant, conversation, branch = subject.split(".")
     if root != SUBJECT_ROOT:
@@ -125,7 +137,7 @@ async def connect_nats(url: str, *, name: str = "mirror", first_connect_timeout_
                 url,
                 name=name,
                 max_reconnect_attempts=-1,
-                reconnect_time_wait=0.25,
+                reconnect_time_wait=0.25,  # type: ignore[arg-type]  # nats-py annotates int, but only sleeps and compares with it: a float works
                 connect_timeout=5,
                 error_cb=report_error,
             ),
@@ -192,7 +204,8 @@ class JetStreamBus:
             message = await self.js.get_last_msg(self.settings.name, subject_for(key), direct=True)
         except nats.js.errors.NotFoundError:
             return Head(last_seq=None, fence=0)
-        return Head(last_seq=decode(message.data).seq, fence=message.seq)
+        stream_seq, data = _stored_message(message)
+        return Head(last_seq=decode(data).seq, fence=stream_seq)
 
     async def _stored_after(self, subject: str, stream_seq: int) -> tuple[int, bytes] | None:
         """The first message on ``subject`` after ``stream_seq``, if any."""
@@ -202,7 +215,7 @@ class JetStreamBus:
             )
         except nats.js.errors.NotFoundError:
             return None
-        return message.seq, message.data
+        return _stored_message(message)
 
     async def tail(self, key: StreamKey, after_position: int) -> AsyncIterator[tuple[int, Event]]:
         """One direct get per message (``next`` from a stream sequence, on the subject)."""
@@ -278,9 +291,10 @@ class JetStreamBus:
             last = await self.js.get_last_msg(self.settings.name, subject, direct=True)
         except nats.js.errors.NotFoundError:
             return None
+        last_seq, last_data = _stored_message(last)
         for index in range(len(events) - 1, -1, -1):
-            if encoded[index] == last.data:
-                return index, last.seq
+            if encoded[index] == last_data:
+                return index, last_seq
         return None
 
     async def _publish_fenced(
@@ -306,8 +320,8 @@ class JetStreamBus:
                 detail=f"{exc.description} (writer expected subject sequence {fence})",
             ) from exc
         if ack.duplicate:
-            stored = await self.js.get_msg(self.settings.name, seq=ack.seq, direct=True)
-            if stored.data != data:
+            _, stored_data = _stored_message(await self.js.get_msg(self.settings.name, seq=ack.seq, direct=True))
+            if stored_data != data:
                 raise AppendConflict(
                     key.tenant, key.conversation, key.branch,
                     expected_seq=event.seq,
@@ -336,7 +350,7 @@ class JetStreamBus:
 
         runner = ChainedAppends(self._publisher, self.settings.publish_timeout_s, fallback)
         results: list[Head | AppendConflict] = []
-        for (key, events, head), outcome in zip(batches, await runner.run(chains)):
+        for (_, events, head), outcome in zip(batches, await runner.run(chains), strict=True):
             if isinstance(outcome, AppendConflict):
                 results.append(outcome)
             elif isinstance(outcome, BaseException):

@@ -126,7 +126,8 @@ class LogService:
         raw = await self.log.read_raw(
             _key(args), after_seq=args.get("after_seq", 0), until_seq=args.get("until_seq"), limit=args.get("limit")
         )
-        page, size = [], 0
+        page: list[bytes] = []
+        size = 0
         for data in raw:
             if page and size + len(data) > PAGE_BYTES:
                 break

@@ -22,19 +22,19 @@ def events(key: StreamKey, first: int, count: int, *, tag: str = "") -> list[Eve
     ]
 
 
-async def fresh_head(bus, key: StreamKey) -> Head:  # type: ignore[no-untyped-def]
+async def fresh_head(bus, key: StreamKey) -> Head:
     head = await bus.head(key)
     return head if head.last_seq is not None else head.with_last_seq(0)
 
 
-async def test_a_new_stream_has_no_head(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_a_new_stream_has_no_head(bus) -> None:
     head = await bus.head(KEY)
     assert head.last_seq is None
     with pytest.raises(ValueError, match="take the last seq from the log"):
         head.next_seq(KEY)
 
 
-async def test_appends_advance_the_head(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_appends_advance_the_head(bus) -> None:
     head = await fresh_head(bus, KEY)
     head = await bus.append(KEY, events(KEY, 1, 3), head)
     assert head.last_seq == 3
@@ -43,7 +43,7 @@ async def test_appends_advance_the_head(bus) -> None:  # type: ignore[no-untyped
     assert (await bus.head(KEY)) == head
 
 
-async def test_a_stale_writer_gets_a_conflict_and_appends_nothing(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_a_stale_writer_gets_a_conflict_and_appends_nothing(bus) -> None:
     stale = await fresh_head(bus, KEY)
     current = await bus.append(KEY, events(KEY, 1, 2), stale)
     with pytest.raises(AppendConflict) as caught:
@@ -53,7 +53,7 @@ async def test_a_stale_writer_gets_a_conflict_and_appends_nothing(bus) -> None: 
     assert await bus.head(KEY) == current
 
 
-async def test_two_concurrent_writers_never_both_win(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_two_concurrent_writers_never_both_win(bus) -> None:
     head = await fresh_head(bus, KEY)
     results = await asyncio.gather(
         bus.append(KEY, events(KEY, 1, 3, tag="-a"), head),
@@ -66,7 +66,7 @@ async def test_two_concurrent_writers_never_both_win(bus) -> None:  # type: igno
     assert (await bus.head(KEY)).last_seq == 3
 
 
-async def test_a_retried_append_is_not_doubled(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_a_retried_append_is_not_doubled(bus) -> None:
     head = await fresh_head(bus, KEY)
     batch = events(KEY, 1, 3)
     first = await bus.append(KEY, batch, head)
@@ -77,7 +77,7 @@ async def test_a_retried_append_is_not_doubled(bus) -> None:  # type: ignore[no-
     assert (await bus.head(KEY)) == first
 
 
-async def test_a_retry_that_landed_in_part_completes_the_rest(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_a_retry_that_landed_in_part_completes_the_rest(bus) -> None:
     head = await fresh_head(bus, KEY)
     batch = events(KEY, 1, 4)
     await bus.append(KEY, batch[:2], head)  # the writer crashed after two of four landed
@@ -86,7 +86,7 @@ async def test_a_retry_that_landed_in_part_completes_the_rest(bus) -> None:  # t
     assert (await bus.head(KEY)) == done
 
 
-async def test_other_content_at_a_taken_seq_is_a_conflict(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_other_content_at_a_taken_seq_is_a_conflict(bus) -> None:
     head = await fresh_head(bus, KEY)
     await bus.append(KEY, events(KEY, 1, 2), head)
     with pytest.raises(AppendConflict):
@@ -101,14 +101,14 @@ async def test_other_content_at_a_taken_seq_is_a_conflict(bus) -> None:  # type:
         (lambda: [*events(KEY, 1, 1), *events(KEY, 3, 1)], "breaks the sequence"),
     ],
 )
-async def test_a_malformed_batch_is_refused_and_changes_nothing(bus, bad, message) -> None:  # type: ignore[no-untyped-def]
+async def test_a_malformed_batch_is_refused_and_changes_nothing(bus, bad, message) -> None:
     head = await fresh_head(bus, KEY)
     with pytest.raises(ValueError, match=message):
         await bus.append(KEY, bad(), head)
     assert (await bus.head(KEY)).last_seq is None
 
 
-async def test_append_many_keeps_order_per_conversation_and_reports_conflicts(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_append_many_keeps_order_per_conversation_and_reports_conflicts(bus) -> None:
     keys = [StreamKey("acme", f"c{index}") for index in range(20)]
     heads = [await fresh_head(bus, key) for key in keys]
     results = await bus.append_many([(key, events(key, 1, 5), head) for key, head in zip(keys, heads, strict=True)])
@@ -119,7 +119,7 @@ async def test_append_many_keeps_order_per_conversation_and_reports_conflicts(bu
     assert [await bus.head(key) for key in keys] == results
 
 
-async def test_streams_are_independent(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_streams_are_independent(bus) -> None:
     other = StreamKey("acme", KEY.conversation, "experiment")
     tenant = StreamKey("globex", KEY.conversation)
     for key in (KEY, other, tenant):
@@ -127,7 +127,7 @@ async def test_streams_are_independent(bus) -> None:  # type: ignore[no-untyped-
     assert {(await bus.head(key)).last_seq for key in (KEY, other, tenant)} == {2}
 
 
-async def test_any_payload_type_appends_and_is_retried_by_its_bytes(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_any_payload_type_appends_and_is_retried_by_its_bytes(bus) -> None:
     head = await fresh_head(bus, KEY)
     narrative = make_event(KEY, 1, Narrative("I hold that the user avoids peanuts.", monologue_seq=None))
     appended = await bus.append(KEY, [narrative], head)
@@ -137,7 +137,7 @@ async def test_any_payload_type_appends_and_is_retried_by_its_bytes(bus) -> None
         await bus.append(KEY, [make_event(KEY, 1, Narrative("I hold something else."))], head)
 
 
-async def test_tail_yields_what_the_bus_holds_after_a_position(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_tail_yields_what_the_bus_holds_after_a_position(bus) -> None:
     other = StreamKey("acme", "interleaved")
     head, other_head = await fresh_head(bus, KEY), await fresh_head(bus, other)
     for first in (1, 3):  # two streams written in turns: positions of one skip the other's (JetStream)
@@ -153,7 +153,7 @@ async def test_tail_yields_what_the_bus_holds_after_a_position(bus) -> None:  # 
     assert [item async for item in bus.tail(StreamKey("acme", "never-written"), 0)] == []
 
 
-async def test_a_subscription_delivers_each_stored_event_once_in_order(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_a_subscription_delivers_each_stored_event_once_in_order(bus) -> None:
     head = await bus.append(KEY, events(KEY, 1, 2), await fresh_head(bus, KEY))  # before: not delivered
     other = StreamKey("acme", "elsewhere")
     async with await bus.subscribe(KEY) as subscription:
@@ -174,7 +174,7 @@ async def test_a_subscription_delivers_each_stored_event_once_in_order(bus) -> N
     assert [event async for event in subscription] == []  # closed: iteration ends
 
 
-async def test_a_slow_subscriber_loses_the_newest_events_not_the_writers_time(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_a_slow_subscriber_loses_the_newest_events_not_the_writers_time(bus) -> None:
     subscription = await bus.subscribe(KEY, buffer=2)
     try:
         await bus.append(KEY, events(KEY, 1, 5), await fresh_head(bus, KEY))
@@ -191,12 +191,12 @@ async def test_a_slow_subscriber_loses_the_newest_events_not_the_writers_time(bu
         await subscription.aclose()
 
 
-def batch_of(key: StreamKey, count: int):  # type: ignore[no-untyped-def]
+def batch_of(key: StreamKey, count: int):
     """A writer's build step: ``count`` turns after whatever the state holds."""
     return lambda state: events(key, state.last_seq + 1, count)
 
 
-async def test_the_pipelined_writer_sends_behind_the_previous_append_and_stops_at_the_first_failure(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_the_pipelined_writer_sends_behind_the_previous_append_and_stops_at_the_first_failure(bus) -> None:
     """Recompute's way to write: each append is sent behind the previous one without waiting for
     it; all land in order, and once one fails nothing after it is written and the failure is raised."""
     from mirror.cognition.writer import ConversationWriter
@@ -222,7 +222,7 @@ async def test_the_pipelined_writer_sends_behind_the_previous_append_and_stops_a
     assert (await bus.head(other)).last_seq == 1  # nothing was written past the failure
 
 
-async def test_the_serial_writer_folds_only_what_landed_and_a_conflict_stops_it_for_good(bus) -> None:  # type: ignore[no-untyped-def]
+async def test_the_serial_writer_folds_only_what_landed_and_a_conflict_stops_it_for_good(bus) -> None:
     """The live conversation's way to write: the state moves once the bus acknowledged; losing
     the fence refuses every later append without sending it."""
     from mirror.cognition.writer import ConversationWriter

@@ -202,6 +202,7 @@ async def test_a_recording_misses_what_it_never_heard_and_asks_live_when_it_may(
         answers: dict[str, Any] = {"never": await fallback.chat(NEVER_ASKED), "plain": await fallback.chat(PLAIN),
                                    "failed": await fallback.chat(UNREACHABLE)}
     assert answers["never"].provenance.request_fingerprint == NEVER_ASKED.fingerprint()
-    assert answers["plain"].content == events[0].provenance.response  # type: ignore[union-attr]
+    assert events[0].provenance is not None
+    assert answers["plain"].content == events[0].provenance.response
     assert (fallback.recorded_calls, fallback.live_calls) == (1, 2)
     assert sim.stats()["chat_calls"] == 2

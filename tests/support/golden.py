@@ -228,7 +228,9 @@ def _divergent(conversation: list[Event]) -> list[Event]:
     main = [event for event in conversation if event.branch == MAIN_BRANCH]
     first = next(index for index, event in enumerate(main) if isinstance(event.payload, Narrative))
     main = main[: first + 1]
-    edited = dataclasses.replace(main[first].payload, text="I was told something else entirely.")
+    narrative = main[first].payload
+    assert isinstance(narrative, Narrative)
+    edited = dataclasses.replace(narrative, text="I was told something else entirely.")
     main[first] = dataclasses.replace(main[first], payload=edited)
     return main
 

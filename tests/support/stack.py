@@ -7,11 +7,14 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nats.js.errors
 
 from mirror.events.nats.jetstream import StreamSettings, connect_nats
+
+if TYPE_CHECKING:
+    from mirror.actors.conversation import RuntimeSettings
 
 
 async def reset_stream(url: str, settings: StreamSettings = StreamSettings()) -> None:
@@ -24,14 +27,14 @@ async def reset_stream(url: str, settings: StreamSettings = StreamSettings()) ->
         await nc.close()
 
 
-def run(coroutine):  # type: ignore[no-untyped-def]
+def run(coroutine):
     """Run a coroutine from synchronous test code (stateful machines, process tests)."""
     return asyncio.run(coroutine)
 
 
 @contextlib.contextmanager
 def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency: str = "fixed:0",
-                         **overrides: object) -> Iterator[object]:
+                         **overrides: Any) -> Iterator[RuntimeSettings]:
     """What a live conversation needs: an empty stream, an ingester process, the simulator.
 
     Yields the ``RuntimeSettings`` for it; everything is stopped afterwards.
@@ -48,7 +51,7 @@ def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency:
             yield RuntimeSettings(
                 nats_url=nats_url, shard=shard,
                 llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1, backoff_initial_s=0.01),
-                **overrides,  # type: ignore[arg-type]
+                **overrides,
             )
         finally:
             ingester.stop()
@@ -66,9 +69,9 @@ def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str,
     registry = TenantRegistry(directory / "tenants.json")
     tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
     with conversation_runtime(nats_url, directory, shard=shard, latency=latency) as runtime:
-        app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json"), **gateway))  # type: ignore[arg-type]
-        with GatewayServer(app) as gateway:
-            yield gateway.url, tokens
+        app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json"), **gateway))
+        with GatewayServer(app) as server:
+            yield server.url, tokens
 
 
 def start_ray() -> None:

@@ -328,7 +328,7 @@ def event_sequences(
         if isinstance(body, Turn):
             turn += 1
         provenance = draw(st.none() | sequence_provenances) if isinstance(body, _LLM_PRODUCED) else None
-        causation = log[-1].id if log and draw(st.booleans()) else None
+        causation = log[-1].id if bool(log) and draw(st.booleans()) else None
         log.append(
             make_event(key, seq, body, turn=turn, causation=causation, provenance=provenance, timestamp=timestamp)
         )

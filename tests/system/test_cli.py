@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import typer.core
 import typer.main
@@ -44,7 +45,9 @@ def listed_commands(help_text: str) -> list[str]:
 
 
 def visible(group: typer.core.TyperGroup) -> dict[str, typer.core.TyperCommand | typer.core.TyperGroup]:
-    return {name: command for name, command in group.commands.items() if not command.hidden}
+    # Typer builds only these two; Group.commands is typed with click's base Command.
+    return {name: cast("typer.core.TyperCommand | typer.core.TyperGroup", command)
+            for name, command in group.commands.items() if not command.hidden}
 
 
 def test_help_lists_every_command_and_every_group_its_subcommands() -> None:

@@ -82,7 +82,9 @@ def test_demo_uses_the_running_stack_and_shows_replies_and_thinking(stack: Embed
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert f"using the Mirror stack at {stack.url}" in out
-    conversation = re.search(r"conversation (demo-[0-9a-f]+)", out).group(1)  # type: ignore[union-attr]
+    found = re.search(r"conversation (demo-[0-9a-f]+)", out)
+    assert found is not None, out
+    conversation = found.group(1)
     assert "peanut allergy" in out and "satay" in out
     assert out.count("╭─ mirror") == 5
     assert "narrative · seq" in out and "reasoning" in out
@@ -138,8 +140,15 @@ def test_events_tail_follow_streams_new_events(stack: EmbeddedStack) -> None:
                                 "--url", stack.url, "--token", stack.token],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=client_env(),
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    stdout, stderr = process.stdout, process.stderr
+    assert stdout is not None and stderr is not None  # both piped
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()  # type: ignore[union-attr]
+
+    def relay() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    threading.Thread(target=relay, daemon=True).start()
 
     def seqs_until(target: int) -> list[int]:
         seen: list[int] = []
@@ -147,7 +156,7 @@ def test_events_tail_follow_streams_new_events(stack: EmbeddedStack) -> None:
             try:
                 seen.append(json.loads(lines.get(timeout=30))["seq"])
             except queue.Empty:
-                raise AssertionError(f"no event {target} (seen {seen}): {process.stderr.read() if process.poll() is not None else ''}")  # type: ignore[union-attr]
+                raise AssertionError(f"no event {target} (seen {seen}): {stderr.read() if process.poll() is not None else ''}") from None
         return seen
 
     try:
@@ -156,7 +165,7 @@ def test_events_tail_follow_streams_new_events(stack: EmbeddedStack) -> None:
         assert seqs_until(new_last) == list(range(last_seq + 1, new_last + 1))
     finally:
         process.send_signal(signal.SIGINT)
-        assert process.wait(30) == 0, process.stderr.read()  # type: ignore[union-attr]
+        assert process.wait(30) == 0, stderr.read()
 
 
 def test_status_shows_the_stack_and_its_conversations(stack: EmbeddedStack) -> None:

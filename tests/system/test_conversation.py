@@ -21,10 +21,10 @@ from tests.support.stack import conversation_runtime
 @pytest.fixture
 def runtime(nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:
     with conversation_runtime(nats_server.url, tmp_path, shard="conv", latency="fixed:20") as settings:
-        yield settings  # type: ignore[misc]
+        yield settings
 
 
-async def log_events(settings: RuntimeSettings, key: StreamKey) -> list:  # type: ignore[type-arg]
+async def log_events(settings: RuntimeSettings, key: StreamKey) -> list:
     bus = await JetStreamBus.connect(settings.nats_url)
     client = LogClient(bus.nc, shard=settings.shard)
     assert await client.wait_committed((await bus.head(key)).fence, timeout=30)

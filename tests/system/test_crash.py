@@ -31,7 +31,7 @@ def next_events(key: StreamKey, head: Head, count: int) -> list[Event]:
         lambda seq: Monologue("I reason", "I remember", "I aim"),
         lambda seq: Narrative(f"narrative after {seq}"),
     ]
-    first = head.last_seq + 1  # type: ignore[operator]
+    first = head.next_seq(key)
     return [make_event(key, seq, payloads[seq % 3](seq)) for seq in range(first, first + count)]
 
 
@@ -52,7 +52,7 @@ class Writer:
                 break
             except BusError:
                 continue  # the broker is down: the same appends again, recognised if they landed
-        for (key, events, _), result in zip(batches, results):
+        for (key, events, _), result in zip(batches, results, strict=True):
             assert isinstance(result, Head), result  # a single writer is never fenced
             self.heads[key] = result
             self.acknowledged[key].extend(map(encode, events))

@@ -28,8 +28,8 @@ class Probe:
 
 def test_each_node_keeps_its_own_least_recently_used_under_the_cap(ray_cluster: None) -> None:
     names = ["a1", "a2", "a3", "b1", "b2", "b3"]
-    probes = {name: Probe.options(name=f"probe-{name}", namespace=NAMESPACE).remote() for name in names}
-    directory = Directory.options(name="directory-per-node-test", namespace=NAMESPACE).remote(2)
+    probes = {name: Probe.options(name=f"probe-{name}", namespace=NAMESPACE).remote() for name in names}  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime; mypy keeps a decorated class's own type
+    directory = Directory.options(name="directory-per-node-test", namespace=NAMESPACE).remote(2)  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime; mypy keeps a decorated class's own type
 
     def register(name: str, node: str) -> list[str]:
         return [victim.removeprefix("probe-") for victim in ray.get(directory.register.remote(f"probe-{name}", node))]

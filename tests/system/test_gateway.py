@@ -25,11 +25,11 @@ def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def test_two_tenants_concurrent_turns_all_acknowledged_and_logged(stack) -> None:  # type: ignore[no-untyped-def]
+def test_two_tenants_concurrent_turns_all_acknowledged_and_logged(stack) -> None:
     url, tokens = stack
     jobs = [(tenant, f"chat-{index}", turn) for tenant in tokens for index in range(3) for turn in range(3)]
 
-    def run_conversation(tenant: str, conversation: str) -> list[dict]:  # type: ignore[type-arg]
+    def run_conversation(tenant: str, conversation: str) -> list[dict]:
         with httpx.Client(base_url=url, headers=auth(tokens[tenant]), timeout=60) as client:
             replies = []
             for turn in range(3):
@@ -56,7 +56,7 @@ def test_two_tenants_concurrent_turns_all_acknowledged_and_logged(stack) -> None
                 assert [e["seq"] for e in listed] == list(range(1, len(listed) + 1))
 
 
-def test_tenant_isolation_matrix(stack) -> None:  # type: ignore[no-untyped-def]
+def test_tenant_isolation_matrix(stack) -> None:
     url, tokens = stack
     acme, globex = tokens["acme"], tokens["globex"]
     with httpx.Client(base_url=url, timeout=60) as client:
@@ -88,7 +88,7 @@ def test_tenant_isolation_matrix(stack) -> None:  # type: ignore[no-untyped-def]
         ("/v1/conversations/ok/turns", {"text": "hi"}, 422),
     ],
 )
-def test_bad_input_is_refused_and_appends_nothing(stack, route, body, status) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_is_refused_and_appends_nothing(stack, route, body, status) -> None:
     url, tokens = stack
     with httpx.Client(base_url=url, headers=auth(tokens["acme"]), timeout=60) as client:
         assert client.post(route, json=body).status_code == status
@@ -97,7 +97,7 @@ def test_bad_input_is_refused_and_appends_nothing(stack, route, body, status) ->
         assert client.get("/v1/conversations/ok").status_code == 404  # nothing was created
 
 
-def test_healthz_and_openapi(stack) -> None:  # type: ignore[no-untyped-def]
+def test_healthz_and_openapi(stack) -> None:
     url, _ = stack
     assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
     paths = httpx.get(f"{url}/openapi.json").json()["paths"]
@@ -105,7 +105,7 @@ def test_healthz_and_openapi(stack) -> None:  # type: ignore[no-untyped-def]
     assert httpx.get(f"{url}/docs").status_code == 200
 
 
-def test_turn_and_summary_answer_the_same_json_shape(stack) -> None:  # type: ignore[no-untyped-def]
+def test_turn_and_summary_answer_the_same_json_shape(stack) -> None:
     """The actors answer dataclasses across Ray; the HTTP API answers the JSON it always did."""
     url, tokens = stack
     with httpx.Client(base_url=url, headers=auth(tokens["acme"]), timeout=60) as client:
@@ -118,7 +118,7 @@ def test_turn_and_summary_answer_the_same_json_shape(stack) -> None:  # type: ig
         assert (summary["id"], summary["branch"], summary["turns"], summary["mode"]) == ("shape", "main", 1, "full")
 
 
-def test_stream_relays_each_new_event_once_in_order(stack) -> None:  # type: ignore[no-untyped-def]
+def test_stream_relays_each_new_event_once_in_order(stack) -> None:
     url, tokens = stack
     headers = auth(tokens["acme"])
     with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
@@ -138,7 +138,8 @@ def test_stream_relays_each_new_event_once_in_order(stack) -> None:  # type: ign
                 if line.startswith("id: "):
                     seq = int(line.removeprefix("id: "))
                 elif line.startswith("event: "):
-                    relayed.append((seq, line.removeprefix("event: ")))  # type: ignore[arg-type]
+                    assert seq is not None  # each event's id line comes first
+                    relayed.append((seq, line.removeprefix("event: ")))
                     if relayed[-1][1] == "narrative" and relayed[-1][0] > said["seq"]:
                         break
     assert relayed[0] == (said["seq"], "turn")  # nothing from before the subscription

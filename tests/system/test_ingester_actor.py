@@ -24,11 +24,18 @@ from mirror.events.codec import decode
 from mirror.events.ids import StreamKey
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
+from mirror.events.payloads import Turn
 from tests.support.stack import local_ray, reset_stream
 
 pytestmark = pytest.mark.slow
 
 CONVERSATIONS = 6
+
+
+def reply_of(data: bytes) -> str:
+    payload = decode(data).payload
+    assert isinstance(payload, Turn)
+    return payload.reply
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +91,7 @@ async def converse(settings: RuntimeSettings, ingester: RayIngester
     talkers = [asyncio.create_task(talk(conversation)) for conversation in conversations]
     await flowing.wait()
     log_client = LogClient(conversations[0].bus.nc, shard=settings.shard, timeout=30)
-    committed_before_kills = []
+    committed_before_kills: list[int] = []
 
     async def something_committed() -> None:
         """Wait for a commit newer than the last kill's, so a restart has an offset to resume after."""
@@ -142,7 +149,7 @@ def test_kill_9_of_the_ingester_actor_loses_and_doubles_nothing(ray_cluster: Non
                 "SELECT data FROM events WHERE tenant = 'ia' AND conversation = ? AND type = 'turn' ORDER BY seq",
                 [key.conversation],
             ).fetchall()
-            assert [decode(row[0]).payload.reply for row in turns] == said  # every acknowledged turn, once
+            assert [reply_of(row[0]) for row in turns] == said  # every acknowledged turn, once
     # The first start and two restarts, each resuming after the offset committed before it.
     starts = [int(match) for match in re.findall(r"ingester ia started: \S+ from stream seq (\d+)",
                                                   (tmp_path / "ingester.log").read_text())]

@@ -22,7 +22,7 @@ pytestmark = [
 ]
 
 
-def test_three_turns_with_the_local_model(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_three_turns_with_the_local_model(tmp_path) -> None:
     with LocalLLMServer(log_path=tmp_path / "llama.log") as server:
         config = PipelineBenchConfig(
             base_url=server.base_url, model=server.model, turns=3, structured_output=STRUCTURED_OUTPUT,

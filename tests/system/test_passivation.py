@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import ray
@@ -11,6 +12,7 @@ import ray
 from mirror.actors.conversation import RuntimeSettings
 from mirror.actors.conversation_actor import call, conversation_actor, is_passivated
 from mirror.actors.directory import DIRECTORY_NAME, NAMESPACE
+from mirror.actors.results import TurnResult
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
 from tests.support.stack import conversation_runtime
@@ -25,10 +27,10 @@ def runtime(ray_cluster: None, nats_server: EmbeddedNats, tmp_path_factory: pyte
     tmp = tmp_path_factory.mktemp("passivation")
     with conversation_runtime(nats_server.url, tmp, shard="pas", max_live_actors=CAP,
                                            mode="controller_only") as settings:
-        yield settings  # type: ignore[misc]
+        yield settings
 
 
-def ask(key: StreamKey, runtime: RuntimeSettings, message: str) -> dict:  # type: ignore[type-arg]
+def ask(key: StreamKey, runtime: RuntimeSettings, message: str) -> TurnResult:
     for _ in range(20):
         try:
             return call(conversation_actor(key, runtime).turn, message, True)
@@ -43,11 +45,12 @@ def test_two_hundred_conversations_under_a_cap_of_sixteen(runtime: RuntimeSettin
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         first = list(pool.map(lambda key: ask(key, runtime, "first"), keys))
     assert all(reply.turn == 0 for reply in first)
-    stats = ray.get(ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE).stats.remote())
+    directory: Any = ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE)  # Any: Ray types its methods, found at run time, as Never
+    stats: dict[str, Any] = ray.get(directory.stats.remote())
     assert stats["live"] <= CAP and stats["passivations"] >= 200 - CAP
     assert stats["live_per_node"] == {ray.get_runtime_context().get_node_id(): stats["live"]}  # one local node
     # Every conversation re-activates with its state: the next turn continues the sequence.
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         second = list(pool.map(lambda key: ask(key, runtime, "second"), keys[::10]))
     assert all(reply.turn == 1 and reply.narrative_seq is not None for reply in second)
-    assert all(reply.seq > first_reply.seq + 1 for reply, first_reply in zip(second, first[::10]))
+    assert all(reply.seq > first_reply.seq + 1 for reply, first_reply in zip(second, first[::10], strict=True))

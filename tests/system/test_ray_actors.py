@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def runtime(ray_cluster: None, nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:
     with conversation_runtime(nats_server.url, tmp_path, shard="ray", latency="fixed:200") as settings:
-        yield settings  # type: ignore[misc]
+        yield settings
 
 
 def test_get_or_create_gives_one_actor_per_conversation(runtime: RuntimeSettings) -> None:

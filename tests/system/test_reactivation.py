@@ -25,7 +25,7 @@ HISTORY = 3_000
 @pytest.fixture
 def runtime(nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:
     with conversation_runtime(nats_server.url, tmp_path, shard="react", latency="fixed:5") as settings:
-        yield settings  # type: ignore[misc]
+        yield settings
 
 
 async def test_a_passivated_long_conversation_reactivates_from_its_snapshot(runtime: RuntimeSettings) -> None:

@@ -18,7 +18,9 @@ from mirror.actors.conversation import Conversation, RuntimeSettings
 from mirror.cognition.llm import ChatMessage, ChatRequest
 from mirror.cognition.openai_client import OpenAIChatClient
 from mirror.cognition.prompts import DEFAULT_PROMPT_SETS, default_prompt_set, load_prompt_set
+from mirror.events.bus import Head
 from mirror.events.codec import encode
+from mirror.events.envelope import Event
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
@@ -46,7 +48,7 @@ from tests.support.stack import conversation_runtime
 def runtime(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeSettings]:
     directory = tmp_path_factory.mktemp("replay")
     with conversation_runtime(nats_server.url, directory, shard="replay", snapshot_every=5) as settings:
-        yield settings  # type: ignore[misc]
+        yield settings
 
 
 @asynccontextmanager
@@ -82,6 +84,11 @@ async def talk_through(settings: RuntimeSettings, key: StreamKey, messages: list
 
 MESSAGES = ["I never eat peanuts: I am allergic.", "Tell me about rivers.", "And mountains?",
             "Which one is older?", "Suggest a snack with peanut butter."]
+
+
+def reply_of(event: Event) -> str:
+    assert isinstance(event.payload, Turn)
+    return event.payload.reply
 
 
 def edited_prompts(tmp_path: Path, template: str, extra: str) -> Any:
@@ -149,6 +156,7 @@ async def test_a_divergent_log_raises_a_typed_non_determinism_error(runtime: Run
     async with log_of(runtime, key) as (_, log):
         events = await log.read(key)
     narrative = next(e for e in events if isinstance(e.payload, Narrative))
+    assert isinstance(narrative.payload, Narrative)
     forged = replace(narrative, payload=replace(narrative.payload, text="I decided something else entirely."))
     tampered = [forged if e.seq == narrative.seq else e for e in events]
     report = await verify_events(key, initial_state(key), tampered, default_prompt_set())
@@ -188,10 +196,10 @@ async def test_a_changed_prompt_shows_only_where_that_prompt_was_used(
         if isinstance(old.payload, (Turn, Monologue)):
             assert new.payload == old.payload  # the monologue prompt did not change: same thoughts
         else:
-            assert new.payload != old.payload and new.provenance.prompt_set == prompts.version
+            assert new.payload != old.payload and new.provenance is not None and new.provenance.prompt_set == prompts.version
     narratives = sum(isinstance(e.payload, Narrative) for e in recorded)
     assert result.model_calls == narratives  # only controller requests changed
-    assert result.diff["narrative_changed"]
+    assert result.diff is not None and result.diff["narrative_changed"]
     assert verify.ok and verify.model_calls == 0  # the branch itself replays deterministically
 
 
@@ -216,6 +224,9 @@ async def test_recompute_resumes_a_half_done_branch_without_duplicates(
                 raise Interrupted
             self.budget -= 1
             return await self.live.chat(request)
+
+        async def embed(self, texts: Any) -> Any:
+            return await self.live.embed(texts)
 
     async with log_of(runtime, key) as (bus, log):
         llm = OpenAIChatClient(runtime.llm)
@@ -274,11 +285,13 @@ async def test_counterfactual_recompute_regenerates_replies_and_mode_changes_the
         lean_events = await log.read(branches[lean.branch])
     # Forked after seq 1: the first turn is inherited, the other two were answered again.
     assert counterfactual.fork_seq == 1 and what_if[:1] == recorded[:1] and what_if[1].type == "fork"
-    assert [r["recorded"] for r in counterfactual.replies] == [e.payload.reply for e in recorded if e.type == "turn"][1:]
+    assert counterfactual.replies is not None
+    assert [r["recorded"] for r in counterfactual.replies] == [reply_of(e) for e in recorded if e.type == "turn"][1:]
     assert all(r["regenerated"] != r["recorded"] for r in counterfactual.replies)
     new_turns = [e for e in what_if[2:] if e.type == "turn"]
-    assert [e.payload.reply for e in new_turns] == [r["regenerated"] for r in counterfactual.replies]
-    assert all(e.causation is None and e.provenance.prompt_set == prompts.version for e in new_turns)
+    assert [reply_of(e) for e in new_turns] == [r["regenerated"] for r in counterfactual.replies]
+    assert all(e.causation is None and e.provenance is not None and e.provenance.prompt_set == prompts.version
+               for e in new_turns)
     # controller_only: no monologue on the branch, a narrative after every turn.
     assert [e.type for e in lean_events[1:]] == ["turn", "narrative"] * 3
 
@@ -301,7 +314,8 @@ async def test_the_latest_state_includes_every_acknowledged_event(runtime: Runti
         head = (await bus.head(key)).with_last_seq(0)
         for seq in range(1, 4):
             [result] = await bus.append_many([(key, [make_event(key, seq, Turn(f"q{seq}", f"a{seq}"), turn=seq - 1)], head)])
-            head = result  # type: ignore[assignment]
+            assert isinstance(result, Head), result  # the only writer: never fenced
+            head = result
             state = await history.state_at(key)  # asked at once, before the ingester's linger is over
             assert state.last_seq == seq and state.turn_count == seq
         lagging = History(log, stream_head=lambda k: _never_committed(), settle_timeout_s=0.1)

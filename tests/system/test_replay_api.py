@@ -57,7 +57,7 @@ def changed(template: str) -> dict[str, str]:
     return {template: text + "\nI keep it brief.\n"}
 
 
-def test_state_and_diff_over_http(stack) -> None:  # type: ignore[no-untyped-def]
+def test_state_and_diff_over_http(stack) -> None:
     url, tokens = stack
     with client(url, tokens["acme"]) as http:
         events = converse(http, "travel", 3)
@@ -84,7 +84,7 @@ def test_state_and_diff_over_http(stack) -> None:  # type: ignore[no-untyped-def
         assert anonymous.post("/v1/recompute", json={}).status_code == 401
 
 
-def test_recompute_over_http_writes_a_branch_and_never_main(stack) -> None:  # type: ignore[no-untyped-def]
+def test_recompute_over_http_writes_a_branch_and_never_main(stack) -> None:
     url, tokens = stack
     with client(url, tokens["acme"]) as http:
         main_before = converse(http, "rethought", 3)
@@ -111,7 +111,7 @@ def test_recompute_over_http_writes_a_branch_and_never_main(stack) -> None:  # t
         assert other.post("/v1/recompute", params={"wait": "true"}, json={"conversations": ["rethought"]}).status_code == 400
 
 
-def test_a_killed_recompute_driver_resumes_without_duplicates(stack) -> None:  # type: ignore[no-untyped-def]
+def test_a_killed_recompute_driver_resumes_without_duplicates(stack) -> None:
     url, tokens = stack
     names = [f"long-{index}" for index in range(4)]
     with client(url, tokens["acme"]) as http:
@@ -119,8 +119,8 @@ def test_a_killed_recompute_driver_resumes_without_duplicates(stack) -> None:  #
             converse(http, name, 6)
         body = {"prompts": changed("monologue.md"), "conversations": names, "concurrency": 1, "branch": "resumable"}
         job = http.post("/v1/recompute", json=body).json()
-        driver = ray.get_actor(driver_name("acme", job["job"]), namespace=NAMESPACE)
-        pid = ray.get(driver.pid.remote())
+        driver: Any = ray.get_actor(driver_name("acme", job["job"]), namespace=NAMESPACE)  # Any: Ray types its methods, found at run time, as Never
+        pid: int = ray.get(driver.pid.remote())
         deadline = time.monotonic() + 60
         while (status := http.get(f"/v1/recompute/{job['job']}").json())["done"] < 1:
             assert status["status"] == "running" and time.monotonic() < deadline, status
@@ -150,7 +150,7 @@ def test_a_killed_recompute_driver_resumes_without_duplicates(stack) -> None:  #
                 assert (a["narrative"], a["threads"], a["turns"]) == (b["narrative"], b["threads"], b["turns"]), seq
 
 
-def test_the_gateway_forgets_the_oldest_finished_jobs_beyond_its_bound(stack) -> None:  # type: ignore[no-untyped-def]
+def test_the_gateway_forgets_the_oldest_finished_jobs_beyond_its_bound(stack) -> None:
     url, tokens = stack
     with client(url, tokens["acme"]) as http:
         jobs = []

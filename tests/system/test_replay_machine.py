@@ -43,7 +43,7 @@ _names = itertools.count()
 def runtime(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeSettings]:
     directory = tmp_path_factory.mktemp("replay-machine")
     with conversation_runtime(nats_server.url, directory, shard="replaymachine", snapshot_every=4) as settings:
-        yield settings  # type: ignore[misc]
+        yield settings
 
 
 def test_state_at_every_seq_equals_what_the_actor_held(runtime: RuntimeSettings) -> None:

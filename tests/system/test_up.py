@@ -20,7 +20,7 @@ from mirror.events.nats.server import free_port
 pytestmark = pytest.mark.slow
 
 
-def start_up(data: Path, log: Path) -> tuple[subprocess.Popen[bytes], dict]:  # type: ignore[type-arg]
+def start_up(data: Path, log: Path) -> tuple[subprocess.Popen[bytes], dict]:
     command = [sys.executable, "-m", "mirror", "up", "--llm", "sim", "--data", str(data),
                "--port", str(free_port()), "--nats-port", str(free_port())]
     # Its own session, as in a terminal: Ctrl-C reaches the whole process group.
@@ -46,14 +46,14 @@ def sigterm(process: subprocess.Popen[bytes]) -> int:
     return process.wait(90)
 
 
-def turn(stack: dict, conversation: str, message: str) -> dict:  # type: ignore[type-arg]
+def turn(stack: dict, conversation: str, message: str) -> dict:
     reply = httpx.post(f"{stack['url']}/v1/conversations/{conversation}/turns?sync=true", json={"message": message},
                        headers={"Authorization": f"Bearer {stack['token']}"}, timeout=60)
     assert reply.status_code == 200, reply.text
     return reply.json()
 
 
-def get(stack: dict, path: str, until=lambda answer: True) -> dict:  # type: ignore[no-untyped-def, type-arg]
+def get(stack: dict, path: str, until=lambda answer: True) -> dict:
     """GET until it answers 200 and ``until`` holds (503 while the ingester restarts)."""
     deadline = time.monotonic() + 60
     while True:
@@ -64,7 +64,7 @@ def get(stack: dict, path: str, until=lambda answer: True) -> dict:  # type: ign
         time.sleep(0.2)
 
 
-def committed_events(stack: dict, conversation: str, at_least: int) -> list[dict]:  # type: ignore[type-arg]
+def committed_events(stack: dict, conversation: str, at_least: int) -> list[dict]:
     """The conversation's events from the log (committed by the ingester), once there are ``at_least``."""
     return get(stack, f"/v1/conversations/{conversation}/events?limit=1000",
                until=lambda answer: len(answer["events"]) >= at_least)["events"]

@@ -32,7 +32,7 @@ from mirror.events.codec import (
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import CodecError, CorruptEvent, InvalidIdentifier, UnknownEventType
 from mirror.events.ids import MAX_IDENTIFIER_LENGTH, StreamKey, event_id, validate_identifier
-from mirror.events.payloads import PAYLOAD_TYPES, Belief, Monologue, Payload, Provenance, Turn
+from mirror.events.payloads import PAYLOAD_TYPES, Belief, Edge, Monologue, Payload, Provenance, Turn
 from tests.support.strategies import (
     PAYLOAD_STRATEGIES,
     events,
@@ -91,15 +91,15 @@ def test_check_accepts_what_encode_produced(event: Event) -> None:
 
 def test_tuples_come_back_as_tuples() -> None:
     # msgpack has no tuple: lists on the wire must become tuples again, or equality breaks.
-    from mirror.events.payloads import Edge
-
     event = make_event(
         KEY, 1, Edge("rain", "causes", "wet", "contradict", "world", contradicts=("rain", "prevents", "wet")), timestamp=1.0
     )
     decoded = decode(encode(event))
+    assert isinstance(decoded.payload, Edge)
     assert decoded.payload.contradicts == ("rain", "prevents", "wet")
     assert type(decoded.payload.contradicts) is tuple
     belief = decode(encode(make_event(KEY, 2, Belief("b", "consistent", related=("x", "y")), timestamp=1.0)))
+    assert isinstance(belief.payload, Belief)
     assert type(belief.payload.related) is tuple
 
 
@@ -178,6 +178,7 @@ def test_golden_v1_turn_is_upcast_to_v2() -> None:
 
 def test_v1_turn_keeps_its_mode() -> None:
     event = decode(pack(v1_turn_record({"user": "u", "assistant": "a", "mode": "baseline"})))
+    assert isinstance(event.payload, Turn)
     assert event.payload.mode == "baseline"
 
 

@@ -19,7 +19,7 @@ def mirror(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subproce
                           capture_output=True, text=True, timeout=120)
 
 
-def shown(result: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[type-arg]
+def shown(result: subprocess.CompletedProcess[str]) -> dict:
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -76,7 +76,7 @@ def test_without_a_file_the_cli_defaults_are_the_runtime_defaults(tmp_path: Path
     from mirror.cognition.pipeline import MODES
 
     settings = shown(mirror("up", "--show-config", cwd=tmp_path))
-    runtime = RuntimeSettings(nats_url="", llm=None)  # type: ignore[arg-type]
+    runtime = RuntimeSettings(nats_url="", llm=None)  # type: ignore[arg-type]  # no LLM: only the defaults are compared
     stack = StackSettings()
     assert settings["passivate_after_s"] == runtime.passivate_after_s == stack.passivate_after_s
     assert settings["max_live_actors"] == runtime.max_live_actors == stack.max_live_actors

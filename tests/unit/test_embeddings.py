@@ -17,6 +17,7 @@ import shutil
 import struct
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -196,7 +197,7 @@ def minilm() -> MiniLMEmbedder:
     return MiniLMEmbedder()
 
 
-def _golden() -> list[dict[str, object]]:
+def _golden() -> list[dict[str, Any]]:
     return json.loads(GOLDEN.read_text(encoding="utf-8"))["items"]
 
 

@@ -90,7 +90,7 @@ async def test_the_divergent_log_is_reported_as_non_determinism() -> None:
     assert divergence.reason == "narrative differs in payload.text"
     assert isinstance(events[divergence.seq - 1].payload, Narrative)
     assert divergence.recorded["payload"]["text"] == "I was told something else entirely."
-    assert divergence.replayed["payload"]["text"] == events[divergence.seq - 1].provenance.response  # type: ignore[union-attr]
+    assert divergence.replayed["payload"]["text"] == events[divergence.seq - 1].provenance.response
     assert report.model_calls == 0
     with pytest.raises(NonDeterminism) as caught:
         report.raise_for_divergence()

@@ -7,6 +7,7 @@ import contextlib
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -134,7 +135,8 @@ async def test_concurrent_reads_during_commits_see_gapless_growing_prefixes(nats
                 lasts.append(last)
             return lengths, lasts
 
-        _, *readers = await asyncio.gather(write(), *(read() for _ in range(6)))
+        gathered: list[Any] = await asyncio.gather(write(), *(read() for _ in range(6)))  # the writer's None, then each reader's
+        readers: list[tuple[list[int], list[int]]] = gathered[1:]
         for lengths, lasts in readers:
             assert lengths == sorted(lengths) and lasts == sorted(lasts)
             assert all(0 <= last <= 200 for last in lasts)
@@ -216,7 +218,7 @@ async def test_the_fence_holds_after_compaction_and_ingestion(nats_url: str, db_
         older = Head(3, head.fence - 3)
         for writer in (stale, older):
             with pytest.raises(AppendConflict):
-                await bus.append(key, turns(key, writer.last_seq + 1, 1, tag="-stale"), writer)
+                await bus.append(key, turns(key, writer.next_seq(key), 1, tag="-stale"), writer)
         head = await bus.append(key, turns(key, 7, 2), head)
         await flushed(ingester, bus)
     await bus.close()
@@ -275,11 +277,11 @@ appends = st.lists(
     duplicates=st.lists(st.integers(0, 10_000), max_size=6),
     forget_offset=st.booleans(),
 )
-def test_ingest_is_idempotent_under_duplicates_and_redelivery(nats_server, plan, duplicates, forget_offset) -> None:  # type: ignore[no-untyped-def]
+def test_ingest_is_idempotent_under_duplicates_and_redelivery(nats_server, plan, duplicates, forget_offset) -> None:
     asyncio.run(_idempotence_scenario(nats_server.url, plan, duplicates, forget_offset))
 
 
-async def _idempotence_scenario(url: str, plan, duplicates, forget_offset) -> None:  # type: ignore[no-untyped-def]
+async def _idempotence_scenario(url: str, plan, duplicates, forget_offset) -> None:
     await reset_stream(url)
     db_path = Path(tempfile.mkdtemp(prefix="mirror-idem-")) / "log.duckdb"
     bus = await JetStreamBus.connect(url, StreamSettings())
@@ -289,7 +291,7 @@ async def _idempotence_scenario(url: str, plan, duplicates, forget_offset) -> No
     async with ingesting(url, db_path) as ingester:
         for index, count in plan:
             key = keys[index]
-            events = turns(key, heads[key].last_seq + 1, count)
+            events = turns(key, heads[key].next_seq(key), count)
             heads[key] = await bus.append(key, events, heads[key])
             written[key].extend(events)
         every = [event for events in written.values() for event in events]

@@ -131,7 +131,7 @@ def test_request_validation() -> None:
     with pytest.raises(ValueError):
         request(messages=())
     with pytest.raises(ValueError):
-        ChatMessage("tool", "x")  # type: ignore[arg-type]
+        ChatMessage("tool", "x")  # type: ignore[arg-type]  # a role the type refuses: the constructor must refuse it too
     assert isinstance(request(messages=[ChatMessage("user", "x")]).messages, tuple)
 
 
@@ -297,7 +297,7 @@ async def make_client() -> AsyncIterator[Any]:
 
 async def test_happy_path_fills_provenance(start_sim: Any, make_client: Any) -> None:
     sim = start_sim()
-    client = make_client(sim.base_url)
+    client: OpenAIChatClient = make_client(sim.base_url)
     assert isinstance(client, LLM)
     asked = request()
     response = await client.chat(asked)

@@ -60,7 +60,7 @@ class LogMachine(RuleBasedStateMachine):
         self.ingester: Ingester | None = None
         self.run(self._start_ingester())
 
-    def run(self, coroutine):  # type: ignore[no-untyped-def]
+    def run(self, coroutine):
         return self.loop.run_until_complete(coroutine)
 
     async def _start_ingester(self) -> None:
@@ -92,7 +92,7 @@ class LogMachine(RuleBasedStateMachine):
     def writer_appends(self, index: int, count: int) -> None:
         key = KEYS[index]
         head = self.heads[key]
-        events = batch(key, head.last_seq + 1, count)
+        events = batch(key, head.next_seq(key), count)
         try:
             new_head = self.run(self.writer.append(key, events, head))
         except AppendConflict:
@@ -127,7 +127,7 @@ class LogMachine(RuleBasedStateMachine):
             )
 
         results = self.run(race())
-        won = [events for events, result in zip((first, second), results) if isinstance(result, Head)]
+        won = [events for events, result in zip((first, second), results, strict=True) if isinstance(result, Head)]
         assert len(won) == 1, results
         assert sum(isinstance(result, AppendConflict) for result in results) == 1, results
         self.model[key].extend(map(encode, won[0]))
@@ -138,17 +138,18 @@ class LogMachine(RuleBasedStateMachine):
     def stale_writer_is_fenced(self, pick: int) -> None:
         key, head = self.stale[pick % len(self.stale)]
         with pytest.raises(AppendConflict):
-            self.run(self.writer.append(key, batch(key, head.last_seq + 1, 1), head))
+            self.run(self.writer.append(key, batch(key, head.next_seq(key), 1), head))
 
     @precondition(lambda self: self.last_append is not None)
     @rule()
     def writer_retries_its_last_append(self) -> None:
-        key, events, head, new_head = self.last_append  # type: ignore[misc]
+        assert self.last_append is not None  # the precondition
+        key, events, head, new_head = self.last_append
         try:
             again = self.run(self.writer.append(key, events, head))
         except AppendConflict:
             # Only possible if another writer continued after it; the model is unchanged.
-            assert len(self.model[key]) > new_head.last_seq  # type: ignore[operator]
+            assert new_head.last_seq is not None and len(self.model[key]) > new_head.last_seq
             return
         assert again == new_head
 
@@ -204,7 +205,7 @@ class LogMachine(RuleBasedStateMachine):
 
 
 @pytest.fixture(autouse=True)
-def _machine_broker(nats_server) -> None:  # type: ignore[no-untyped-def]
+def _machine_broker(nats_server) -> None:
     LogMachine.url = nats_server.url
 
 

@@ -130,7 +130,7 @@ def test_belief_decay_constants_are_the_designs() -> None:
     [("standard", 56, 0.10), ("emotional", 168, 0.10), ("operational", 28, 0.02), ("location", 14, 0.01)],
 )
 def test_belief_half_life_and_floor_by_type(memory_type: str, half_life: float, floor: float) -> None:
-    belief = BeliefState("b", "s", memory_type, 0.8, created=T0, last_reinforced=T0)  # type: ignore[arg-type]
+    belief = BeliefState("b", "s", memory_type, 0.8, created=T0, last_reinforced=T0)  # type: ignore[arg-type]  # parametrised with the memory types' literals as plain str
     assert half_life_days(belief) == half_life
     assert strength(belief, T0) == 1.0
     assert strength(belief, T0 - DAY) == 1.0  # a clock behind never makes a belief stronger than fresh
@@ -264,7 +264,7 @@ def test_contradictory_edges_are_flagged_not_merged() -> None:
 @pytest.mark.parametrize(("origin", "expected"), [("conversation", 0.6), ("world", 0.75), ("data", 0.6), ("user_confirmed", 0.9)])
 def test_edge_initial_confidence_by_origin(origin: str, expected: float) -> None:
     assert EDGE_INITIAL_CONFIDENCE[origin] == expected
-    state = fold(log_of(Edge("a", "causes", "b", origin=origin)))  # type: ignore[arg-type]
+    state = fold(log_of(Edge("a", "causes", "b", origin=origin)))  # type: ignore[arg-type]  # parametrised with the origins' literals as plain str
     assert state.edges[("a", "causes", "b")].confidence == expected
     assert state.edges[("a", "causes", "b")].origin == origin
 

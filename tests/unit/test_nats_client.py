@@ -22,7 +22,7 @@ class Recorder:
     def __init__(self) -> None:
         self.seen: list[tuple] = []
 
-    async def _process_msg(self, sid, subject, reply, data, headers) -> None:  # type: ignore[no-untyped-def]
+    async def _process_msg(self, sid, subject, reply, data, headers) -> None:
         self.seen.append(("msg", sid, bytes(subject), bytes(reply), bytes(data), None if headers is None else bytes(headers)))
 
     async def _process_ping(self) -> None:
@@ -31,10 +31,10 @@ class Recorder:
     async def _process_pong(self) -> None:
         self.seen.append(("pong",))
 
-    async def _process_info(self, info, initial_connection=False) -> None:  # type: ignore[no-untyped-def]
+    async def _process_info(self, info, initial_connection=False) -> None:
         self.seen.append(("info", info))
 
-    async def _process_err(self, message) -> None:  # type: ignore[no-untyped-def]
+    async def _process_err(self, message) -> None:
         self.seen.append(("err", message))
 
 
@@ -71,7 +71,7 @@ async def parse_in_chunks(parser_class: type[Parser], stream: bytes, cuts: list[
     kinds=st.lists(st.integers(0, 4), min_size=1, max_size=30),
     cut_fractions=st.lists(st.floats(0, 1), max_size=12),
 )
-def test_the_message_parser_reads_what_nats_py_reads_however_the_bytes_are_cut(kinds, cut_fractions) -> None:  # type: ignore[no-untyped-def]
+def test_the_message_parser_reads_what_nats_py_reads_however_the_bytes_are_cut(kinds, cut_fractions) -> None:
     stream = b"".join(frame(kind, index) for index, kind in enumerate(kinds))
     cuts = [int(fraction * len(stream)) for fraction in cut_fractions]
     ours = asyncio.run(parse_in_chunks(_MessageParser, stream, cuts))
@@ -82,10 +82,12 @@ def test_the_message_parser_reads_what_nats_py_reads_however_the_bytes_are_cut(k
 
 def test_status_messages_are_told_from_data_messages_by_their_header_block() -> None:
     expired = b"NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 10\r\nNats-Pending-Bytes: 0\r\n\r\n"
-    code, rest = status_of(expired)
+    status = status_of(expired)
+    assert status is not None
+    code, rest = status
     assert code == b"408" and b"Nats-Pending-Messages: 10" in rest
-    assert status_of(b"NATS/1.0 404 No Messages\r\n\r\n")[0] == b"404"
-    assert status_of(b"NATS/1.0 503\r\n\r\n")[0] == b"503"
+    assert (status_of(b"NATS/1.0 404 No Messages\r\n\r\n") or (None,))[0] == b"404"
+    assert (status_of(b"NATS/1.0 503\r\n\r\n") or (None,))[0] == b"503"
     assert status_of(b"NATS/1.0\r\nNats-Msg-Id: abc\r\n\r\n") is None  # a published message's headers
     assert status_of(None) is None
 
@@ -98,7 +100,7 @@ async def test_raw_and_ordinary_subscriptions_share_a_connection(nats_server: Em
     async def on_raw(subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         raw.append((subject, reply, data, headers))
 
-    async def on_message(msg) -> None:  # type: ignore[no-untyped-def]
+    async def on_message(msg) -> None:
         ordinary.append(msg.data)
 
     subscription = await nc.subscribe_raw("raw.>", on_raw)

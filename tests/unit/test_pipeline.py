@@ -20,7 +20,7 @@ from mirror.cognition.prompts import DEFAULT_PROMPT_SETS, default_prompt_set, lo
 from mirror.cognition.responses import response_digest
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
-from mirror.events.payloads import Monologue, Narrative, ThinkerFailed, Turn
+from mirror.events.payloads import Monologue, Narrative, Payload, ThinkerFailed, Turn
 from mirror.projections.conversation import apply, fold
 from mirror.projections.monologue import estimate_tokens
 from mirror.projections.state import ConversationState, initial_state
@@ -44,7 +44,7 @@ def client(server: SimLLMServer, retries: int = 0) -> OpenAIChatClient:
     return sim_client(server, retries=retries)
 
 
-async def one_turn(state: ConversationState, message: str, llm: OpenAIChatClient, config: MirrorConfig):  # type: ignore[no-untyped-def]
+async def one_turn(state: ConversationState, message: str, llm: OpenAIChatClient, config: MirrorConfig):
     said = await talk(state, message, llm, PROMPTS, config)
     turn_event = make_event(KEY, state.last_seq + 1, said.turn, turn=state.turn_count, provenance=said.provenance)
     state = apply(state, turn_event)
@@ -99,9 +99,11 @@ def test_token_estimate_boundaries() -> None:
 @pytest.mark.parametrize("mode", MODES)
 async def test_each_mode_makes_its_calls_and_events(sim: SimLLMServer, mode: str) -> None:
     reset(sim)
-    config = MirrorConfig(model="mirror-sim", mode=mode)  # type: ignore[arg-type]
-    expected_thinking = {"baseline": [], "threads_only": [Monologue], "controller_only": [Narrative],
-                         "full": [Monologue, Narrative]}[mode]
+    config = MirrorConfig(model="mirror-sim", mode=mode)  # type: ignore[arg-type]  # MODES holds the Mode literals typed as plain str
+    expected_by_mode: dict[str, list[type[Payload]]] = {
+        "baseline": [], "threads_only": [Monologue], "controller_only": [Narrative], "full": [Monologue, Narrative],
+    }
+    expected_thinking = expected_by_mode[mode]
     state = initial_state(KEY)
     async with client(sim) as llm:
         for message in ("I am allergic to peanuts.", "What should I cook tonight?"):
@@ -134,7 +136,7 @@ async def test_the_controller_never_sees_the_raw_conversation(sim: SimLLMServer)
     monologue = monologue_request(state, PROMPTS, config)
     assert any("PAPRIKA-77" in message.content for message in monologue.messages)
     assert monologue.json_schema is not None
-    controller = controller_request(state, state.threads, PROMPTS, config)  # type: ignore[arg-type]
+    controller = controller_request(state, state.threads, PROMPTS, config)
     assert not any("PAPRIKA-77" in message.content for message in controller.messages)
     assert state.narrative in controller.messages[0].content
     assert controller.temperature == 0.7 and controller.max_tokens == 3000
@@ -221,8 +223,13 @@ FAULTS = st.sampled_from(["ok", "ok", "ok", "500", "malformed", "empty", "429"])
 
 @settings(max_examples=25, deadline=None)
 @given(script=st.lists(FAULTS, min_size=0, max_size=24), turns=st.integers(1, 5))
-def test_no_failure_sequence_yields_a_narrative_that_no_controller_wrote(sim_server, script, turns) -> None:  # type: ignore[no-untyped-def]
+def test_no_failure_sequence_yields_a_narrative_that_no_controller_wrote(sim_server, script, turns) -> None:
     asyncio.run(_error_chaining_scenario(sim_server, script, turns))
+
+
+def narrative_of(event: Event) -> Narrative:
+    assert isinstance(event.payload, Narrative)
+    return event.payload
 
 
 async def _error_chaining_scenario(sim: SimLLMServer, script: list[str], turns: int) -> None:
@@ -242,10 +249,11 @@ async def _error_chaining_scenario(sim: SimLLMServer, script: list[str], turns: 
         # Written by a successful controller call: its provenance has the digest of exactly
         # that response (the payload holds the one copy), and the monologue it consolidated
         # (same step) succeeded.
+        narrative = narrative_of(event)
         assert event.provenance is not None and event.provenance.response is None
-        assert event.provenance.response_digest == response_digest(event.payload.text)
-        assert event.payload.monologue_seq is not None
-        monologue = log[[e.seq for e in log].index(event.payload.monologue_seq)]
+        assert event.provenance.response_digest == response_digest(narrative.text)
+        assert narrative.monologue_seq is not None
+        monologue = log[[e.seq for e in log].index(narrative.monologue_seq)]
         assert isinstance(monologue.payload, Monologue)
-    assert state.narrative == (narratives[-1].payload.text if narratives else None)
+    assert state.narrative == (narrative_of(narratives[-1]).text if narratives else None)
     assert fold(log, initial_state(KEY)) == state  # an empty log folds to the initial state

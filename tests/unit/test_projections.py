@@ -13,7 +13,7 @@ import copy
 import math
 from collections import Counter
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 import pytest
@@ -90,7 +90,7 @@ def test_folding_in_chunks_equals_folding_at_once(log: list[Event], limits: Limi
     batch = fold(log, limits=limits)
     cuts = data.draw(split_points(len(log)))
     state = initial_state(log[0].key, limits)
-    for start, end in zip(cuts, cuts[1:]):
+    for start, end in zip(cuts, cuts[1:], strict=False):
         state = fold(log[start:end], state)
     assert state == batch
     assert state.last_seq == len(log)
@@ -262,10 +262,11 @@ def model(log: list[Event], limits: Limits) -> dict[str, Any]:
                             changed=event.timestamp)
             opposed = payload.contradicts
             if payload.operation == "contradict" and opposed is not None and tuple(opposed) != key:
-                edge["flags"].add(tuple(opposed))
-                if tuple(opposed) in edges:
-                    edges[tuple(opposed)]["flags"].add(key)
-                    edges[tuple(opposed)]["changed"] = event.timestamp
+                opposed_key = cast(tuple[str, str, str], tuple(opposed))  # the triple its type says, as a tuple even if a list came in
+                edge["flags"].add(opposed_key)
+                if opposed_key in edges:
+                    edges[opposed_key]["flags"].add(key)
+                    edges[opposed_key]["changed"] = event.timestamp
     out.update(
         recent_turns=tuple(turns[max(0, len(turns) - limits.recent_turns):]),
         turn_count=len(turns),
@@ -444,6 +445,7 @@ def test_failure_after_a_narrative_keeps_the_narrative() -> None:
     )
     assert state.narrative == "I am helping a user who greeted me." and state.narrative_seq == 3
     assert state.threads == Threads("r", "m", "g")
+    assert state.last_failure is not None
     assert state.last_failure.attempt == 2 and state.counters.thinker_failures == 2
 
 

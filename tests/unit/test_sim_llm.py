@@ -334,7 +334,7 @@ def test_response_formats_received_are_counted(sim: SimLLMServer, fresh: httpx.C
     with_schema = {"type": "json_object", "schema": MONOLOGUE_SCHEMA, "extra": ["kept", "as", "sent"]}
     for response_format in (None, {"type": "text"}, {"type": "json_object"}, schema_format(MONOLOGUE_SCHEMA),
                             with_schema):
-        extra = {} if response_format is None else {"response_format": response_format}
+        extra: dict[str, Any] = {} if response_format is None else {"response_format": response_format}
         assert fresh.post("/chat/completions", json=chat_body(**extra)).status_code == 200
     assert sim.stats()["last_response_format"] == with_schema
     sim.script("500")

@@ -63,7 +63,7 @@ async def post_recompute(body: RecomputeIn, owner: Tenant, runtime: Runtime,
     except (ValueError, InvalidIdentifier) as exc:
         raise HTTPException(400, str(exc)) from None
     job_id = uuid.uuid4().hex[:16]
-    driver = RecomputeDriver.options(
+    driver = RecomputeDriver.options(  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime; mypy keeps a decorated class's own type
         name=driver_name(owner, job_id), namespace=NAMESPACE, lifetime="detached",
     ).remote(settings, job, job_id)
     running = driver.run.remote()
