@@ -34,7 +34,7 @@ from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats, free_port
-from mirror.events.payloads import Belief, Edge, Fork, Turn
+from mirror.events.payloads import Belief, BeliefKind, BeliefOperation, Edge, Fork, MemoryType, Turn
 from mirror.projections.conversation import apply
 from mirror.projections.state import ConversationState, initial_state
 from tests.support.stack import conversation_runtime
@@ -46,7 +46,7 @@ DAY = 86_400.0
 T0 = 1_763_000_000.0  # fixed, so decay strengths are the same on every run
 QUERY = "Can the user eat peanuts, or is there an allergic reaction?"
 
-BELIEFS = {  # belief_id -> (statement, memory_type, kind, about)
+BELIEFS: dict[str, tuple[str, MemoryType, BeliefKind, str]] = {  # belief_id -> (statement, memory_type, kind, about)
     "b-allergy": ("The user is allergic to peanuts and carries an epinephrine pen", "standard", "belief", "user"),
     "b-lisbon": ("The user lives in Lisbon near the river", "location", "belief", "user"),
     "b-recipe": ("I promised to send the user a peanut-free satay recipe", "operational", "open_loop", "recipe"),
@@ -63,9 +63,9 @@ async def seed_memory(runtime: RuntimeSettings, key: StreamKey) -> tuple[list[Ev
         ids = list(BELIEFS)
         embeddings = await embedder.embed([BELIEFS[belief_id][0] for belief_id in ids])
 
-    def belief(belief_id: str, operation: str, confidence: float, related: tuple[str, ...] = ()) -> Belief:
+    def belief(belief_id: str, operation: BeliefOperation, confidence: float, related: tuple[str, ...] = ()) -> Belief:
         statement, memory_type, kind, about = BELIEFS[belief_id]
-        return Belief(belief_id, operation, statement, memory_type, confidence, related, about, kind,  # type: ignore[arg-type]
+        return Belief(belief_id, operation, statement, memory_type, confidence, related, about, kind,
                       source_turn=0, embedding=embeddings.packed(ids.index(belief_id)),
                       embedding_model=embeddings.model, embedding_fingerprint=embeddings.request_fingerprint)
 
@@ -124,9 +124,9 @@ def stack(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -
     registry = TenantRegistry(directory / "tenants.json")
     tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
     with conversation_runtime(nats_server.url, directory, shard="memapi") as runtime:
-        settings = GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json"))  # type: ignore[arg-type]
+        settings = GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json"))
         key = StreamKey("acme", CONVERSATION)
-        events, branch = asyncio.run(seed_memory(runtime, key))  # type: ignore[arg-type]
+        events, branch = asyncio.run(seed_memory(runtime, key))
         with GatewayServer(create_app(settings)) as gateway:
             yield {"url": gateway.url, "tokens": tokens, "settings": settings, "runtime": runtime, "key": key,
                    "events": events, "branch": branch}
@@ -155,7 +155,7 @@ def expected_recall(stack: dict[str, Any], query: str, *, until: int | None = No
                     "query_fingerprint": embeddings.request_fingerprint, **recall_view(result)})
 
 
-def test_memory_answers_the_recall_with_ranks_and_scores_equal_to_recall_itself(stack) -> None:  # type: ignore[no-untyped-def]
+def test_memory_answers_the_recall_with_ranks_and_scores_equal_to_recall_itself(stack) -> None:
     with client(stack) as http:
         response = http.get(f"/v1/conversations/{CONVERSATION}/memory", params={"query": QUERY})
     assert response.status_code == 200, response.text
@@ -179,7 +179,7 @@ def test_memory_answers_the_recall_with_ranks_and_scores_equal_to_recall_itself(
     assert BELIEFS["b-allergy"][0] in answer["rendered"] and "epinephrine" in answer["rendered"]
 
 
-def test_memory_at_a_past_seq_recalls_what_was_known_then(stack) -> None:  # type: ignore[no-untyped-def]
+def test_memory_at_a_past_seq_recalls_what_was_known_then(stack) -> None:
     with client(stack) as http:
         before = http.get(f"/v1/conversations/{CONVERSATION}/memory", params={"query": QUERY, "at": 6, "limit": 2})
         listed = http.get(f"/v1/conversations/{CONVERSATION}/beliefs", params={"at": 3}).json()
@@ -193,7 +193,7 @@ def test_memory_at_a_past_seq_recalls_what_was_known_then(stack) -> None:  # typ
     assert reviews_then["count"] == 0
 
 
-def test_a_branch_shows_its_own_memory_and_what_it_inherited(stack) -> None:  # type: ignore[no-untyped-def]
+def test_a_branch_shows_its_own_memory_and_what_it_inherited(stack) -> None:
     with client(stack) as http:
         recalled = http.get(f"/v1/conversations/{CONVERSATION}/memory", params={"query": QUERY, "branch": "alt"})
         beliefs = http.get(f"/v1/conversations/{CONVERSATION}/beliefs", params={"branch": "alt"}).json()
@@ -206,7 +206,7 @@ def test_a_branch_shows_its_own_memory_and_what_it_inherited(stack) -> None:  # 
     assert edges["count"] == 2 and edges["seq"] == FORK_SEQ
 
 
-def test_beliefs_edges_and_reviews_list_the_projection_without_vectors(stack) -> None:  # type: ignore[no-untyped-def]
+def test_beliefs_edges_and_reviews_list_the_projection_without_vectors(stack) -> None:
     state = fold(stack["key"], stack["events"])
     with client(stack) as http:
         beliefs = http.get(f"/v1/conversations/{CONVERSATION}/beliefs").json()
@@ -229,7 +229,7 @@ def test_beliefs_edges_and_reviews_list_the_projection_without_vectors(stack) ->
     assert review["statement"] == BELIEFS["b-eats"][0] and review["opposed_statement"] == BELIEFS["b-allergy"][0]
 
 
-def test_state_and_diff_show_memory(stack) -> None:  # type: ignore[no-untyped-def]
+def test_state_and_diff_show_memory(stack) -> None:
     with client(stack) as http:
         state = http.get(f"/v1/conversations/{CONVERSATION}/state").json()
         change = http.get(f"/v1/conversations/{CONVERSATION}/diff", params={"from": 6, "to": 9}).json()
@@ -244,7 +244,7 @@ def test_state_and_diff_show_memory(stack) -> None:  # type: ignore[no-untyped-d
     assert change["edges_added"] == [] and change["changed"]
 
 
-def test_bad_input_is_a_4xx_that_names_it(stack) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_is_a_4xx_that_names_it(stack) -> None:
     path = f"/v1/conversations/{CONVERSATION}"
     last = len(stack["events"])
     with client(stack) as http:
@@ -277,7 +277,7 @@ def test_bad_input_is_a_4xx_that_names_it(stack) -> None:  # type: ignore[no-unt
         assert {p["name"] for p in memory["parameters"]} >= {"conversation", "query", "at", "branch", "limit"}
 
 
-def test_an_embedder_that_is_down_is_a_prompt_503_with_retry_after(stack) -> None:  # type: ignore[no-untyped-def]
+def test_an_embedder_that_is_down_is_a_prompt_503_with_retry_after(stack) -> None:
     from mirror.actors.gateway.app import GatewayServer, create_app
 
     nowhere = LLMSettings(base_url=f"http://127.0.0.1:{free_port()}/v1", model="gone", timeout_s=2, max_retries=1,
@@ -296,7 +296,7 @@ def test_an_embedder_that_is_down_is_a_prompt_503_with_retry_after(stack) -> Non
             assert empty_past.status_code == 200 and empty_past.json()["items"] == []
 
 
-def test_an_embedder_that_hangs_is_a_503_after_its_timeout_not_a_hang(stack) -> None:  # type: ignore[no-untyped-def]
+def test_an_embedder_that_hangs_is_a_503_after_its_timeout_not_a_hang(stack) -> None:
     from mirror.actors.gateway.app import GatewayServer, create_app
     from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 
@@ -320,7 +320,7 @@ def mirror_cli(stack: dict[str, Any], *args: str) -> subprocess.CompletedProcess
     )
 
 
-def test_the_memory_commands_print_what_the_api_answers(stack) -> None:  # type: ignore[no-untyped-def]
+def test_the_memory_commands_print_what_the_api_answers(stack) -> None:
     with client(stack) as http:
         api = {route: http.get(f"/v1/conversations/{CONVERSATION}/{route}", params={"at": 8}).json()
                for route in ("beliefs", "edges", "reviews")}

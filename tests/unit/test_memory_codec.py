@@ -72,7 +72,8 @@ def test_bytes_are_checked_as_bytes() -> None:
 
 def test_memory_stage_failures_are_thinker_failed_events() -> None:
     event = make_event(KEY, 1, ThinkerFailed("memory", "bad_response", "unparsable", 2, 0), timestamp=1.0)
-    assert decode(encode(event)).payload.stage == "memory"
+    decoded = decode(encode(event)).payload
+    assert isinstance(decoded, ThinkerFailed) and decoded.stage == "memory"
 
 
 # ------------------------------------------------------------------------------ provenance

@@ -120,6 +120,7 @@ async def test_an_old_form_log_verifies_with_zero_model_calls(sim: SimLLMServer)
 async def test_a_payload_edited_alone_still_diverges(sim: SimLLMServer) -> None:
     log = await conversation(sim)
     narrative = next(e for e in log if isinstance(e.payload, Narrative))
+    assert isinstance(narrative.payload, Narrative)
     forged = replace(narrative, payload=replace(narrative.payload, text="I decided something else entirely."))
     with pytest.raises(PayloadDoesNotMatch, match=f"seq {narrative.seq}"):
         recorded_response(forged)

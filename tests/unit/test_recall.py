@@ -265,7 +265,8 @@ def test_vectors_of_another_size_are_refused_with_a_clear_error() -> None:
 
 @given(items(), queries, st.integers(0, 400))
 def test_the_talker_block_stays_within_its_budget_and_keeps_the_order(memory, query, budget) -> None:
-    result = recall(memory, *query, NOW)
+    text, vector = query
+    result = recall(memory, text, vector, NOW)
     block = render_recall(result, budget)
     assert len(block) <= budget
     shown = [line for line in block.splitlines()[1:]]
@@ -285,7 +286,8 @@ def test_sync_to_a_projection_equals_an_index_built_fresh(before, after, query) 
     index.sync({item.belief_id: item for item in before})
     index.sync({item.belief_id: item for item in before + after})
     merged = {item.belief_id: item for item in before + after}
-    assert index.recall(*query, NOW) == recall(list(merged.values()), *query, NOW)
+    text, vector = query
+    assert index.recall(text, vector, NOW) == recall(list(merged.values()), text, vector, NOW)
 
 
 def test_beliefs_without_embeddings_are_recalled_by_their_words() -> None:
