@@ -92,7 +92,8 @@ class Ingester:
         self.settings = settings
         self.stream = stream
         self.bus = JetStreamBus(nc, stream)
-        self.service = LogService(nc, event_log, shard=settings.shard, progress=lambda: self.committed_offset)
+        self.service = LogService(nc, event_log, shard=settings.shard, progress=lambda: self.committed_offset,
+                                  stream_end=self._stream_end)
         self.committed_offset = 0
         self.committed_events = 0
         self._batches: asyncio.Queue[_Decoded] = asyncio.Queue(maxsize=settings.queue_depth)
@@ -198,6 +199,20 @@ class Ingester:
                 await self.bus.compact(subject, below_stream_seq=stream_seq)
             except Exception as exc:  # compaction is an optimisation: never fatal
                 log.warning("compaction of %s failed: %r", subject, exc)
+
+    async def _stream_end(self) -> int:
+        """The stream sequence this ingester must commit up to to hold everything published so far.
+
+        From its consumer: with nothing pending, the last message delivered to it; otherwise the
+        stream's newest message (exact for one shard; with several, a newer message of another
+        shard's makes a ``caught_up`` wait run to its timeout, never answer early).
+        """
+        info = await self.js.consumer_info(self.stream.name, self.settings.consumer)
+        delivered = info.delivered.stream_seq if info.delivered is not None else None
+        if info.num_pending == 0 and delivered is not None:
+            return delivered
+        stream = await self.js.stream_info(self.stream.name)
+        return stream.state.last_seq
 
     async def wait_for_offset(self, stream_seq: int, timeout: float) -> bool:
         """Wait until everything up to ``stream_seq`` is committed (tests and benchmarks)."""

@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 SERVICE_ROOT = "_MIRROR.log"
 MAX_IN_FLIGHT = 64
 """Requests answered at once; the DuckDB work itself queues for the log's read threads."""
+MAX_CATCH_UP_S = 5.0
+"""The longest a ``caught_up`` request may wait: below the client's request timeout."""
+CATCH_UP_POLL_S = 0.005
 PAGE_BYTES = 512 * 1024
 """Largest total size of encoded events in one reply (NATS's default max payload is 1 MiB)."""
 
@@ -53,12 +56,16 @@ class LogService:
     """Answers read requests against a :class:`~mirror.events.duckdb.log.DuckDBEventLog`."""
 
     def __init__(
-        self, nc: NatsClient, event_log: Any, *, shard: str, progress: Callable[[], int] | None = None
+        self, nc: NatsClient, event_log: Any, *, shard: str, progress: Callable[[], int] | None = None,
+        stream_end: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
+        """``progress()``: the stream sequence committed so far; ``stream_end()``: the stream's
+        newest sequence now. An ingester passes both; a plain reader of a file passes neither."""
         self.nc = nc
         self.log = event_log
         self.shard = shard
         self._progress = progress
+        self._stream_end = stream_end
         self._subscription: Subscription | None = None
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -71,6 +78,7 @@ class LogService:
             "save_snapshot": self._save_snapshot,
             "stats": self._stats,
             "progress": self._committed_offset,
+            "caught_up": self._caught_up,
         }
 
     async def start(self) -> None:
@@ -166,6 +174,25 @@ class LogService:
             raise LogError("this log service does not track ingest progress")
         return self._progress()
 
+    async def _caught_up(self, args: dict[str, Any]) -> bool:
+        """Wait (at most ``timeout`` s) until the log holds everything the stream held when asked.
+
+        The read-your-writes barrier for reads that span conversations (a tenant's list), where
+        no single conversation's seq says what to wait for. Polls the in-memory offset.
+        """
+        if self._progress is None or self._stream_end is None:
+            raise LogError("this log service does not track ingest progress")
+        timeout = float(args.get("timeout", 0.0))
+        if not 0.0 <= timeout <= MAX_CATCH_UP_S:
+            raise ValueError(f"timeout must be within 0..{MAX_CATCH_UP_S} s, got {timeout}")
+        end = await self._stream_end()
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self._progress() < end:  # a wait for the ingester, not a retry
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(CATCH_UP_POLL_S)
+        return True
+
     async def _stats(self, args: dict[str, Any]) -> dict[str, Any]:
         stats: LogStats = await self.log.stats()
         return {"events": stats.events, "conversations": stats.conversations, "rejected": stats.rejected, "offsets": stats.offsets}
@@ -254,6 +281,11 @@ class LogClient:
                 return False
             await asyncio.sleep(poll_s)
         return True
+
+    async def wait_caught_up(self, timeout: float) -> bool:
+        """Wait until the log holds everything the stream held when asked (False: not within
+        ``timeout``; what is committed is still readable)."""
+        return bool(await self._call("caught_up", timeout=timeout))
 
     async def stats(self) -> LogStats:
         answer = await self._call("stats")

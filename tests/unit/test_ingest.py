@@ -108,6 +108,25 @@ async def test_reads_are_served_by_the_owner_of_the_file(nats_url: str, db_path:
     await bus.close()
 
 
+async def test_caught_up_waits_until_the_log_holds_what_the_stream_held(nats_url: str, db_path: Path) -> None:
+    """The barrier a tenant's list waits on: right after appends, the list may not show them;
+    after ``wait_caught_up`` it shows every conversation the bus acknowledged."""
+    bus = await JetStreamBus.connect(nats_url)
+    linger = IngesterSettings(compact_interval_s=3600, linger_s=0.4)  # commits lag the acks visibly
+    async with ingesting(nats_url, db_path, linger):
+        client = LogClient(bus.nc)
+        assert await client.wait_caught_up(1.0)  # nothing published: caught up at once
+        keys = [StreamKey("acme", f"fresh-{index}") for index in range(5)]
+        for key in keys:
+            await bus.append(key, turns(key, 1, 2), Head(0, 0))
+        assert await client.wait_caught_up(5.0)
+        listed = {summary.conversation: summary.last_seq for summary in await client.conversations("acme")}
+        assert listed == {key.conversation: 2 for key in keys}
+        with pytest.raises(ValueError, match="timeout"):
+            await client.wait_caught_up(60.0)
+    await bus.close()
+
+
 async def test_concurrent_reads_during_commits_see_gapless_growing_prefixes(nats_url: str, db_path: Path) -> None:
     """Reads are answered concurrently, on their own DuckDB connections, while batches commit:
     every answer is a gapless prefix of the conversation, and it never goes backwards."""

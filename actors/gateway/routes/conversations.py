@@ -6,6 +6,7 @@ conversation's actor. Unknown conversations are a 404 before any actor is involv
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -14,15 +15,28 @@ from fastapi import APIRouter, Query
 from mirror.actors.gateway.runtime import Runtime, Tenant, key_of
 from mirror.actors.results import ConversationSummary
 from mirror.events.codec import to_json_ready
+from mirror.events.errors import LogError
 
 __all__ = ["router"]
+
+LIST_CATCH_UP_S = 2.0
+"""How long a list waits for the log to commit what the bus acknowledged before it answers."""
 
 router = APIRouter()
 
 
 @router.get("/v1/conversations")
 async def list_conversations(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
-    summaries = await (await runtime.log_client()).conversations(owner)
+    """The tenant's conversations, including ones whose first turn was acknowledged a moment ago.
+
+    The list is read from the log, which commits a little after the bus acknowledges; so it
+    first waits (at most :data:`LIST_CATCH_UP_S`) for the log to hold what the stream held when
+    asked — read-your-writes — and lists what is committed if that takes longer.
+    """
+    log = await runtime.log_client()
+    with contextlib.suppress(LogError):  # an ingester that does not track progress: list what is committed
+        await log.wait_caught_up(LIST_CATCH_UP_S)
+    summaries = await log.conversations(owner)
     return {"conversations": [
         {"id": s.conversation, "branches": list(s.branches), "events": s.events, "last_seq": s.last_seq,
          "updated_at": s.updated_at} for s in summaries
