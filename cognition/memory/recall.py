@@ -31,6 +31,7 @@ from mirror.projections.beliefs import BeliefState, ReviewItem, strength
 from mirror.projections.edges import EdgeState
 
 from ._decay import ESTIMATE_TOLERANCE, DecayTable
+from ._ranking import IdOrder
 from ._text import tokenize
 from .fusion import RRF_K
 from .graph import EdgeIndex
@@ -160,6 +161,7 @@ class MemoryIndex:
         self._keyword = KeywordIndex()
         self._vectors = VectorIndex()
         self._ids: list[str] = []
+        self._id_order = IdOrder()
         self._records: list[Recallable] = []
         self._fingerprints: list[tuple[str, bytes]] = []
         self._slot_of: dict[str, int] = {}
@@ -183,6 +185,7 @@ class MemoryIndex:
         if slot is None:
             self._slot_of[item.belief_id] = len(self._ids)
             self._ids.append(item.belief_id)
+            self._id_order.append(item.belief_id)
             self._records.append(item)
             self._decay.append(item)
             self._fingerprints.append(fingerprint)
@@ -227,8 +230,9 @@ class MemoryIndex:
     def _rank(self, query: str, query_vector: np.ndarray | bytes | None, depth: int) -> tuple[list[int], list[int]]:
         if isinstance(query_vector, bytes | bytearray | memoryview):
             query_vector = unpack_vector(bytes(query_vector))
-        keyword, _ = self._keyword.rank(tokenize(query), depth, self._ids)
-        vector, _ = self._vectors.rank(query_vector, depth, self._ids)
+        id_order = self._id_order.view
+        keyword, _ = self._keyword.rank(tokenize(query), depth, id_order)
+        vector, _ = self._vectors.rank(query_vector, depth, id_order)
         return keyword, vector
 
     def recall(

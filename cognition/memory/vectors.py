@@ -13,8 +13,6 @@ Items without a vector (beliefs written before embeddings existed) are not in th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from ..errors import EmbeddingShapeError
@@ -79,8 +77,8 @@ class VectorIndex:
         self._check(direction, "the query's embedding")
         return np.einsum("ij,j->i", self._rows.view, direction)
 
-    def rank(self, query: np.ndarray | None, depth: int, ids: Sequence[str]) -> tuple[list[int], np.ndarray]:
-        """The ``depth`` most similar slots with a vector, best first, ties by ``ids[slot]``.
+    def rank(self, query: np.ndarray | None, depth: int, id_order: np.ndarray) -> tuple[list[int], np.ndarray]:
+        """The ``depth`` most similar slots with a vector, best first, ties by id (``id_order``: ``IdOrder.view``).
 
         An absent or zero-length query vector ranks nothing: a direction is needed to compare.
         """
@@ -93,7 +91,7 @@ class VectorIndex:
         similarities = self.similarities(array)
         present = self._present.view
         candidates = None if self._missing == 0 else np.flatnonzero(present)
-        return top_slots(similarities, candidates, depth, ids), similarities
+        return top_slots(similarities, candidates, depth, id_order), similarities
 
 
 __all__ = ["VectorIndex", "unit"]
