@@ -26,7 +26,7 @@ from mirror.cognition.memory import (
     reciprocal_rank_fusion,
     render_recall,
 )
-from mirror.cognition.memory._ranking import SCORE_DECIMALS, IdOrder, _depth_th_largest
+from mirror.cognition.memory._ranking import _ROUNDING_MARGIN, SCORE_DECIMALS, IdOrder, _near_top
 from mirror.cognition.memory._text import tokenize
 from mirror.projections.beliefs import BeliefState, ReviewItem, strength
 from mirror.projections.constants import SECONDS_PER_DAY
@@ -231,9 +231,11 @@ def test_the_id_order_is_each_slots_place_among_the_sorted_ids(batches: list[lis
 
 @given(st.lists(st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]) | st.floats(-1, 1, width=32), min_size=2, max_size=300),
        st.integers(1, 299))
-def test_the_depth_th_largest_score_is_found_whatever_the_blocks(values: list[float], depth: int) -> None:
+def test_the_items_near_the_top_are_found_whatever_the_blocks(values: list[float], depth: int) -> None:
     depth = min(depth, len(values) - 1)
-    assert _depth_th_largest(np.asarray(values, dtype=np.float32), depth) == sorted(values, reverse=True)[depth - 1]
+    threshold = sorted(values, reverse=True)[depth - 1] - _ROUNDING_MARGIN
+    near = [position for position, value in enumerate(values) if value >= threshold]
+    assert _near_top(np.asarray(values, dtype=np.float32), depth).tolist() == near
 
 
 # ------------------------------------------------------------------------- edges and reviews
