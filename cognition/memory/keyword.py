@@ -87,10 +87,10 @@ class KeywordIndex:
             scores[slots] += idf * counts / (counts + norm)
         return scores
 
-    def rank(self, query_tokens: Sequence[str], depth: int, ids: Sequence[str]) -> tuple[list[int], np.ndarray]:
-        """The ``depth`` best-matching slots (score > 0), best first, ties by ``ids[slot]``; and all scores."""
+    def rank(self, query_tokens: Sequence[str], depth: int, id_order: np.ndarray) -> tuple[list[int], np.ndarray]:
+        """The ``depth`` best-matching slots (score > 0), best first, ties by id (``id_order``: ``IdOrder.view``); and all scores."""
         scores = self.scores(query_tokens)
-        return top_slots(scores, np.flatnonzero(scores > 0.0), depth, ids), scores
+        return top_slots(scores, np.flatnonzero(scores > 0.0), depth, id_order), scores
 
 
 __all__ = ["BM25_B", "BM25_K1", "KeywordIndex"]

@@ -31,6 +31,7 @@ from mirror.projections.beliefs import BeliefState, ReviewItem, strength
 from mirror.projections.edges import EdgeState
 
 from ._decay import ESTIMATE_TOLERANCE, DecayTable
+from ._ranking import IdOrder
 from ._text import tokenize
 from .fusion import RRF_K
 from .graph import EdgeIndex
@@ -160,6 +161,7 @@ class MemoryIndex:
         self._keyword = KeywordIndex()
         self._vectors = VectorIndex()
         self._ids: list[str] = []
+        self._id_order = IdOrder()
         self._records: list[Recallable] = []
         self._fingerprints: list[tuple[str, bytes]] = []
         self._slot_of: dict[str, int] = {}
@@ -183,6 +185,7 @@ class MemoryIndex:
         if slot is None:
             self._slot_of[item.belief_id] = len(self._ids)
             self._ids.append(item.belief_id)
+            self._id_order.append(item.belief_id)
             self._records.append(item)
             self._decay.append(item)
             self._fingerprints.append(fingerprint)
@@ -227,8 +230,9 @@ class MemoryIndex:
     def _rank(self, query: str, query_vector: np.ndarray | bytes | None, depth: int) -> tuple[list[int], list[int]]:
         if isinstance(query_vector, bytes | bytearray | memoryview):
             query_vector = unpack_vector(bytes(query_vector))
-        keyword, _ = self._keyword.rank(tokenize(query), depth, self._ids)
-        vector, _ = self._vectors.rank(query_vector, depth, self._ids)
+        id_order = self._id_order.view
+        keyword, _ = self._keyword.rank(tokenize(query), depth, id_order)
+        vector, _ = self._vectors.rank(query_vector, depth, id_order)
         return keyword, vector
 
     def recall(
@@ -262,40 +266,41 @@ class MemoryIndex:
         # Candidates are visited by estimated score (fused x numpy decay); the exact strength is
         # computed as each is visited, and the walk stops once an estimate (with tolerance)
         # cannot reach the limit-th best exact score. Exact, for a handful of strength() calls.
+        # Only the ~200 ranked slots are touched: nothing here grows with the index.
         if limit <= 0 or not (keyword or vector):
             return ()
-        fused_all = np.zeros(len(self._ids), dtype=np.float64)
-        for ranking in (keyword, vector):  # the same float sums as rrf_term(a) + rrf_term(b)
-            if ranking:
-                fused_all[np.asarray(ranking)] += 1.0 / (RRF_K + np.arange(1, len(ranking) + 1, dtype=np.float64))
-        slots = np.union1d(np.asarray(keyword, dtype=np.int64), np.asarray(vector, dtype=np.int64))
-        fused = fused_all[slots]
+        ranks = np.concatenate((np.arange(1, len(keyword) + 1), np.arange(1, len(vector) + 1))).astype(np.float64)
+        slots, inverse = np.unique(np.asarray(keyword + vector, dtype=np.int64), return_inverse=True)
+        # bincount adds in input order (keyword term, then vector term): the same float sums as
+        # rrf_term(a) + rrf_term(b).
+        fused = np.bincount(inverse, weights=1.0 / (RRF_K + ranks), minlength=slots.shape[0])
         estimate = fused * self._decay.estimate(slots, now)
-        keyword_rank = {slot: rank for rank, slot in enumerate(keyword, start=1)}
-        vector_rank = {slot: rank for rank, slot in enumerate(vector, start=1)}
-        best: list[tuple[float, str, int, float]] = []  # (-score, id, slot, strength), sorted
+        best: list[tuple[float, str, int, float, float]] = []  # (-score, id, slot, fused, strength), sorted
         for position in np.argsort(-estimate, kind="stable").tolist():
             if len(best) == limit and estimate[position] * (1.0 + ESTIMATE_TOLERANCE) < -best[-1][0]:
                 break
             slot = int(slots[position])
             decay = strength(cast(BeliefState, self._records[slot]), now)
-            entry = (-(float(fused[position]) * decay), self._ids[slot], slot, decay)
+            fused_score = float(fused[position])
+            entry = (-(fused_score * decay), self._ids[slot], slot, fused_score, decay)
             if len(best) < limit or entry[:2] < best[-1][:2]:
                 insort(best, entry, key=lambda item: item[:2])
                 del best[limit:]
         return tuple(
-            self._recalled(slot, keyword_rank, vector_rank, float(fused_all[slot]), decay) for _, _, slot, decay in best
+            self._recalled(slot, _rank_in(keyword, slot), _rank_in(vector, slot), fused_score, decay)
+            for _, _, slot, fused_score, decay in best
         )
 
-    def _recalled(self, slot: int, keyword_rank: dict[int, int], vector_rank: dict[int, int], fused: float,
-                  decay: float) -> RecalledItem:
+    def _recalled(
+        self, slot: int, keyword_rank: int | None, vector_rank: int | None, fused: float, decay: float
+    ) -> RecalledItem:
         record = self._records[slot]
         return RecalledItem(
             belief_id=record.belief_id,
             statement=record.statement,
             kind=str(getattr(record, "kind", "belief")),
-            bm25_rank=keyword_rank.get(slot),
-            vector_rank=vector_rank.get(slot),
+            bm25_rank=keyword_rank,
+            vector_rank=vector_rank,
             fused=fused,
             strength=decay,
             score=fused * decay,
@@ -330,6 +335,14 @@ class MemoryIndex:
     def _statement(self, belief_id: str) -> str:
         slot = self._slot_of.get(belief_id)
         return "" if slot is None else self._records[slot].statement
+
+
+def _rank_in(ranking: list[int], slot: int) -> int | None:
+    """``slot``'s rank (from 1) in ``ranking``, ``None`` when absent; read for the few recalled items only."""
+    try:
+        return ranking.index(slot) + 1
+    except ValueError:
+        return None
 
 
 def recall(

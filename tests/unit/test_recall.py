@@ -26,7 +26,7 @@ from mirror.cognition.memory import (
     reciprocal_rank_fusion,
     render_recall,
 )
-from mirror.cognition.memory._ranking import SCORE_DECIMALS
+from mirror.cognition.memory._ranking import _ROUNDING_MARGIN, SCORE_DECIMALS, IdOrder, _near_top
 from mirror.cognition.memory._text import tokenize
 from mirror.projections.beliefs import BeliefState, ReviewItem, strength
 from mirror.projections.constants import SECONDS_PER_DAY
@@ -216,6 +216,26 @@ def test_keyword_scores_match_bm25s(documents: list[list[str]], query: list[str]
     known = [word for word in dict.fromkeys(query) if any(word in tokens for tokens in documents)]
     expected = reference.get_scores(known) if known else np.zeros(len(documents))
     assert index.scores(query) == pytest.approx(expected, rel=1e-5, abs=1e-6)
+
+
+@given(st.lists(st.lists(st.text(alphabet="abcdefgh", min_size=1, max_size=4), max_size=80), max_size=6))
+def test_the_id_order_is_each_slots_place_among_the_sorted_ids(batches: list[list[str]]) -> None:
+    order, seen = IdOrder(), []
+    for batch in batches:  # small batches are placed one by one, large ones by a sort
+        for item_id in dict.fromkeys(batch):
+            if item_id not in seen:
+                seen.append(item_id)
+                order.append(item_id)
+        assert order.view.tolist() == [sorted(seen).index(item_id) for item_id in seen]
+
+
+@given(st.lists(st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]) | st.floats(-1, 1, width=32), min_size=2, max_size=300),
+       st.integers(1, 299))
+def test_the_items_near_the_top_are_found_whatever_the_blocks(values: list[float], depth: int) -> None:
+    depth = min(depth, len(values) - 1)
+    threshold = sorted(values, reverse=True)[depth - 1] - _ROUNDING_MARGIN
+    near = [position for position, value in enumerate(values) if value >= threshold]
+    assert _near_top(np.asarray(values, dtype=np.float32), depth).tolist() == near
 
 
 # ------------------------------------------------------------------------- edges and reviews
