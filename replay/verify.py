@@ -142,7 +142,7 @@ def _compare(recorded: Sequence[Event], replayed: Sequence[Event], report: Verif
 
 
 def _same_storage_form(a: dict[str, Any], b: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Compare what the model answered, not how the log stores it.
+    """Compare what the model was asked and answered, not how the log stores or labels it.
 
     A log written before one copy of each model output (record format 1) holds the raw answer
     in the provenance; the replayed event keeps a digest instead, since its payload gives the
@@ -153,6 +153,13 @@ def _same_storage_form(a: dict[str, Any], b: dict[str, Any]) -> tuple[dict[str, 
     left, right = a.get("provenance"), b.get("provenance")
     if not (isinstance(left, dict) and isinstance(right, dict)):
         return a, b
+    if left.get("request_fingerprint") == right.get("request_fingerprint") and left.get("prompt_set") != right.get("prompt_set"):
+        # The same request under another prompt-set label: the set gained or changed templates
+        # this request does not use (e.g. the memory stage's). The label is not part of what
+        # was asked (ChatRequest.fingerprint), so it is no divergence; a recorded answer keeps
+        # its label, only a call that got no answer is rebuilt with today's.
+        left, right = {**left, "prompt_set": ""}, {**right, "prompt_set": ""}
+        a, b = {**a, "provenance": left}, {**b, "provenance": right}
     if not (left.get("response_digest") or right.get("response_digest")):
         return a, b
     storage = ("response", "response_digest")

@@ -87,6 +87,8 @@ def plain(value: Any) -> Any:
         return [plain(item) for item in value]
     if isinstance(value, float):
         return round(value, 9)
+    if isinstance(value, bytes):  # a packed vector: hex keeps it JSON and exact
+        return value.hex()
     return value
 
 
