@@ -1,0 +1,238 @@
+"""The dedup gate and the contradiction decisions: pure functions from state and vectors to events.
+
+Why pure: the gate decides which events the memory stage writes, and replay must decide the
+same from the same log. Everything it reads is in the state (the beliefs with their vectors)
+or recorded on the events it writes (each candidate's vector and embedding fingerprint), so
+``replay verify`` re-decides with zero embedding calls.
+
+Rules (the numbers are the design's, in :mod:`mirror.projections.constants`):
+
+- **Dedup**: a candidate whose cosine to an existing belief *of the same kind* reaches
+  ``DEDUP_COSINE[kind]`` reinforces the nearest such belief instead of becoming a new one; the
+  candidates of one step are gated in order, each against the beliefs before it *and* the
+  survivors before it, so the same candidate twice in one step, or in two steps, never makes
+  two beliefs. A belief without a vector (older logs) or of another vector size is matched by
+  its exact statement instead.
+- **Contradiction pairs**: each survivor against its ``CONTRADICTION_NEIGHBOURS`` nearest
+  beliefs (from before the step) at or above ``CONTRADICTION_FLOOR``; no pairs, no call.
+- **Verdicts**: a survivor with any ``CONTRADICTS`` verdict is written as one ``contradict``
+  event that creates it and names every belief it opposes (the projection opens one review
+  item per pair and touches neither side's confidence); otherwise any ``CONSISTENT`` verdict
+  makes it one ``consistent`` event that creates it and boosts the beliefs it agrees with;
+  otherwise an ``assert``. One event per survivor, because the projection's ``contradict`` and
+  ``consistent`` create the belief themselves: an ``assert`` before them would count as a
+  reinforcement of a belief seen once. A survivor that both contradicts and agrees keeps the
+  review and forgoes the boost: the open question matters more than a 0.02 nudge.
+- **Edges**: an existing ``(src, relation, dst)`` is reinforced; one whose opposite relation
+  (:data:`OPPOSITE_RELATIONS`) already links the same pair is written as ``contradict`` naming
+  that edge — flagged on both sides, never merged; anything else is asserted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mirror.cognition.embeddings.port import unpack_vector
+from mirror.events.payloads import Belief, Edge
+from mirror.projections.beliefs import BeliefState
+from mirror.projections.constants import DEDUP_COSINE
+from mirror.projections.edges import EdgeKey, EdgeState
+
+from .extract import Candidate, EdgeCandidate, Pair, Verdict
+
+CONTRADICTION_FLOOR = 0.5
+"""Beliefs less similar than this to a survivor are not worth asking about."""
+CONTRADICTION_NEIGHBOURS = 3
+"""At most this many existing beliefs are checked against each survivor."""
+
+_OPPOSITES = (
+    ("causes", "prevents"),
+    ("increases", "decreases"),
+    ("enables", "blocks"),
+    ("helps", "hurts"),
+    ("improves", "worsens"),
+    ("raises", "lowers"),
+    ("supports", "undermines"),
+)
+OPPOSITE_RELATIONS: Mapping[str, str] = {**dict(_OPPOSITES), **{b: a for a, b in _OPPOSITES}}
+"""Relations that cannot both hold between the same ``src`` and ``dst``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Embedded:
+    """A candidate with its vector (packed float32) and where the vector came from."""
+
+    candidate: Candidate
+    vector: bytes
+    model: str
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reinforce:
+    """The candidate is a belief already held: reinforce ``belief_id``."""
+
+    embedded: Embedded
+    belief_id: str
+    similarity: float
+
+
+@dataclass(frozen=True, slots=True)
+class Survivor:
+    """The candidate is new: it becomes ``belief_id``, after the contradiction check."""
+
+    embedded: Embedded
+    belief_id: str
+
+
+Decision = Reinforce | Survivor
+
+
+def belief_id(conversation: str, kind: str, statement: str) -> str:
+    """A stable id from what the belief says: replay, recompute and other branches agree on it.
+
+    The statement (not the seq it was written at) is hashed, so the same belief found by a
+    recompute on another branch keeps its id and ``replay diff`` lines it up with its parent's.
+    """
+    digest = hashlib.blake2b(f"{conversation}\x00{kind}\x00{statement}".encode(), digest_size=8).hexdigest()
+    return f"b-{digest}"
+
+
+def _cosine(left: np.ndarray, right: np.ndarray) -> float:
+    norms = float(np.linalg.norm(left) * np.linalg.norm(right))
+    return float(np.dot(left.astype(np.float64), right.astype(np.float64)) / norms) if norms else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    belief_id: str
+    statement: str
+    kind: str
+    vector: np.ndarray | None
+
+
+def _known(beliefs: Mapping[str, BeliefState]) -> list[_Known]:
+    # Sorted by id: ties between equally near beliefs resolve the same way on every replay.
+    return [
+        _Known(b.belief_id, b.statement, b.kind, unpack_vector(b.embedding) if b.embedding else None)
+        for b in sorted(beliefs.values(), key=lambda belief: belief.belief_id)
+    ]
+
+
+def _similarity(vector: np.ndarray, text: str, known: _Known) -> float:
+    if known.vector is None or known.vector.shape != vector.shape:
+        return 1.0 if known.statement == text else 0.0
+    return _cosine(vector, known.vector)
+
+
+def gate(conversation: str, beliefs: Mapping[str, BeliefState], embedded: Sequence[Embedded]) -> list[Decision]:
+    """One decision per candidate, in order (see the module docstring for the rules)."""
+    known = _known(beliefs)
+    decisions: list[Decision] = []
+    for item in embedded:
+        candidate = item.candidate
+        vector = unpack_vector(item.vector)
+        threshold = DEDUP_COSINE[candidate.kind]
+        best: tuple[float, str] | None = None
+        for other in known:
+            if other.kind != candidate.kind:
+                continue
+            similarity = _similarity(vector, candidate.statement, other)
+            if similarity >= threshold and (best is None or similarity > best[0]):
+                best = (similarity, other.belief_id)
+        if best is not None:
+            decisions.append(Reinforce(item, best[1], best[0]))
+            continue
+        new_id = belief_id(conversation, candidate.kind, candidate.statement)
+        decisions.append(Survivor(item, new_id))
+        known.append(_Known(new_id, candidate.statement, candidate.kind, vector))
+    return decisions
+
+
+def contradiction_pairs(beliefs: Mapping[str, BeliefState], decisions: Sequence[Decision]) -> list[Pair]:
+    """For each survivor, its nearest beliefs from before the step at or above the floor."""
+    known = _known(beliefs)
+    pairs: list[Pair] = []
+    for position, decision in enumerate(decisions):
+        if not isinstance(decision, Survivor):
+            continue
+        vector = unpack_vector(decision.embedded.vector)
+        statement = decision.embedded.candidate.statement
+        scored = sorted(
+            ((_similarity(vector, statement, other), other) for other in known if other.belief_id != decision.belief_id),
+            key=lambda pair: (-pair[0], pair[1].belief_id),
+        )
+        for similarity, other in scored[:CONTRADICTION_NEIGHBOURS]:
+            if similarity < CONTRADICTION_FLOOR:
+                break
+            pairs.append(Pair(len(pairs), position, statement, other.belief_id, other.statement))
+    return pairs
+
+
+def belief_payloads(decisions: Sequence[Decision], pairs: Sequence[Pair], verdicts: Mapping[int, Verdict],
+                    *, source_turn: int) -> list[tuple[int, Belief]]:
+    """``(candidate position, payload)`` for every decision, in candidate order."""
+    by_candidate: dict[int, list[Pair]] = {}
+    for pair in pairs:
+        by_candidate.setdefault(pair.candidate, []).append(pair)
+    written: list[tuple[int, Belief]] = []
+    for position, decision in enumerate(decisions):
+        item = decision.embedded
+        candidate = item.candidate
+        common = dict(
+            statement=candidate.statement, memory_type=candidate.memory_type, confidence=candidate.confidence,
+            about=candidate.about, kind=candidate.kind, source_turn=source_turn, embedding=item.vector,
+            embedding_model=item.model, embedding_fingerprint=item.fingerprint,
+        )
+        if isinstance(decision, Reinforce):
+            written.append((position, Belief(decision.belief_id, "reinforce", **common)))  # type: ignore[arg-type]
+            continue
+        judged = by_candidate.get(position, [])
+        opposed = tuple(p.existing_id for p in judged if verdicts[p.index] == "CONTRADICTS")
+        agreed = tuple(p.existing_id for p in judged if verdicts[p.index] == "CONSISTENT")
+        if opposed:
+            payload = Belief(decision.belief_id, "contradict", related=opposed, **common)  # type: ignore[arg-type]
+        elif agreed:
+            payload = Belief(decision.belief_id, "consistent", related=agreed, **common)  # type: ignore[arg-type]
+        else:
+            payload = Belief(decision.belief_id, "assert", **common)  # type: ignore[arg-type]
+        written.append((position, payload))
+    return written
+
+
+def edge_payloads(edges: Mapping[EdgeKey, EdgeState], candidates: Sequence[EdgeCandidate]) -> list[Edge]:
+    """One edge event per distinct candidate: reinforce, flag a contradiction, or assert."""
+    known = set(edges)
+    written: list[Edge] = []
+    for candidate in candidates:
+        key = (candidate.src, candidate.relation, candidate.dst)
+        opposite = OPPOSITE_RELATIONS.get(candidate.relation)
+        opposed_key = None if opposite is None else (candidate.src, opposite, candidate.dst)
+        if key in known:
+            written.append(Edge(*key, operation="reinforce", origin=candidate.origin))
+        elif opposed_key is not None and opposed_key in known:
+            written.append(Edge(*key, operation="contradict", origin=candidate.origin, contradicts=opposed_key))
+        else:
+            written.append(Edge(*key, operation="assert", origin=candidate.origin))
+        known.add(key)
+    return written
+
+
+__all__ = [
+    "CONTRADICTION_FLOOR",
+    "CONTRADICTION_NEIGHBOURS",
+    "Decision",
+    "Embedded",
+    "OPPOSITE_RELATIONS",
+    "Reinforce",
+    "Survivor",
+    "belief_id",
+    "belief_payloads",
+    "contradiction_pairs",
+    "edge_payloads",
+    "gate",
+]
