@@ -147,7 +147,7 @@ class Conversation:
         self.bus = JetStreamBus(nc, self.settings.stream)
         self.log = LogClient(nc, shard=self.settings.shard)
         self.llm = OpenAIChatClient(self.settings.llm)
-        self.embedder = _embedder(self.settings)
+        self.embedder = memory_embedder(self.settings)
         writer = await self._rebuild()
         if writer.behind(self.config.mode) or (self.config.memory and writer.memory_behind()):
             self._start_thinking()  # a step left unthought by the previous incarnation
@@ -346,7 +346,7 @@ class Conversation:
         )
 
 
-def _embedder(settings: RuntimeSettings) -> Embedder | None:
+def memory_embedder(settings: RuntimeSettings) -> Embedder | None:
     """The memory stage's embedder, as the settings ask (none when memory is off)."""
     if not settings.memory:
         return None
@@ -355,4 +355,4 @@ def _embedder(settings: RuntimeSettings) -> Embedder | None:
     return OpenAIEmbedder(replace(settings.llm, model=settings.embedding_model))
 
 
-__all__ = ["Conversation", "REPLY_HEAD_START_S", "RebuildReport", "RuntimeSettings"]
+__all__ = ["memory_embedder", "Conversation", "REPLY_HEAD_START_S", "RebuildReport", "RuntimeSettings"]

@@ -24,7 +24,7 @@ from typing import Any
 
 import ray
 
-from mirror.actors.conversation import RuntimeSettings
+from mirror.actors.conversation import RuntimeSettings, memory_embedder
 from mirror.actors.results import RecomputeFailure, RecomputeStatus
 from mirror.cognition.openai_client import OpenAIChatClient
 from mirror.cognition.prompts import PromptSet
@@ -83,6 +83,7 @@ async def _recompute_slice(
 ) -> None:
     bus = await JetStreamBus.connect(runtime.nats_url, runtime.stream)
     llm = OpenAIChatClient(runtime.llm)
+    embedder = memory_embedder(runtime)
 
     async def acknowledged(key: StreamKey) -> int | None:
         return (await bus.head(key)).last_seq
@@ -95,7 +96,9 @@ async def _recompute_slice(
         async with slots:
             result: ConversationResult
             try:
-                result = await recompute_conversation(key, plan, history=history, bus=bus, live=llm)
+                result = await recompute_conversation(
+                    key, plan, history=history, bus=bus, live=llm, embedder=embedder,
+                )
             except Exception as exc:  # one conversation's failure is reported, the others go on
                 result = RecomputeFailure(key.conversation, plan.branch_name, f"{type(exc).__name__}: {exc}")
         deliver(result)
@@ -104,6 +107,8 @@ async def _recompute_slice(
         await asyncio.gather(*(one(key) for key in keys))
     finally:
         await llm.aclose()
+        if embedder is not None:
+            await embedder.aclose()
         await bus.close()
 
 

@@ -15,13 +15,14 @@ never the runtime (``actors``) or ``replay``. It appends nothing itself: the
 
 from .extract import CONTRADICTION_SCHEMA, MEMORY_SCHEMA
 from .gate import OPPOSITE_RELATIONS, belief_id
-from .stage import EMBEDDING_FAILED, memory_behind, remember
+from .stage import EMBEDDING_FAILED, RecordedStepFailure, memory_behind, remember
 
 __all__ = [
     "CONTRADICTION_SCHEMA",
     "EMBEDDING_FAILED",
     "MEMORY_SCHEMA",
     "OPPOSITE_RELATIONS",
+    "RecordedStepFailure",
     "belief_id",
     "memory_behind",
     "remember",

@@ -42,6 +42,16 @@ EMBEDDING_FAILED = "EmbeddingFailed"
 """The ``error_type`` of a step whose embedding call failed (whatever the embedder raised)."""
 
 
+class RecordedStepFailure(EmbeddingError):
+    """Raised by a replaying embedder for a vector the log cannot hold: the step that asked for
+    it failed when recorded (its vectors were never written), so it fails again as recorded —
+    ``error_type`` and ``message`` are the recorded ``thinker_failed``'s."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type, self.message = error_type, message
+
+
 def memory_behind(state: ConversationState) -> bool:
     """True when the newest turn of ``state`` has no completed memory step yet."""
     if state.turn_count == 0:
@@ -84,6 +94,8 @@ async def _ask(llm: LLM, request: ChatRequest, evidence: Provenance | None) -> C
 async def _embed(embedder: Embedder, texts: Sequence[str], evidence: Provenance) -> Embeddings:
     try:
         embeddings = await embedder.embed(texts)
+    except RecordedStepFailure as exc:
+        raise _StepFailed(exc.error_type, exc.message, evidence) from exc
     except (EmbeddingError, LLMError) as exc:
         # One error type whatever the embedder raised: replay re-raises it from the message.
         raise _StepFailed(EMBEDDING_FAILED, str(exc)[:500], evidence) from exc
@@ -155,4 +167,4 @@ async def _judge(llm: LLM, pairs: Sequence[Pair], prompts: PromptSet, options: d
         raise _StepFailed(exc.kind, str(exc)[:500], evidence) from exc
 
 
-__all__ = ["EMBEDDING_FAILED", "memory_behind", "remember"]
+__all__ = ["EMBEDDING_FAILED", "RecordedStepFailure", "memory_behind", "remember"]
