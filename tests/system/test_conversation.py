@@ -10,12 +10,12 @@ import pytest
 
 from mirror.actors.conversation import Conversation, RuntimeSettings
 from mirror.actors.errors import Fenced
+from mirror.cognition.prompts import default_prompt_set
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Belief, MemoryStep, Monologue, Narrative, ThinkerFailed, Turn
-from mirror.cognition.prompts import default_prompt_set
 from mirror.projections.conversation import fold
 from mirror.projections.state import initial_state
 from mirror.replay.verify import verify_events
