@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -346,12 +347,19 @@ class Conversation:
         )
 
 
+@functools.cache
+def _offline_embedder() -> MiniLMEmbedder:
+    """One MiniLM per process: its weights (~90 MB) are shared by every conversation actor in it,
+    and closing it releases nothing, so a conversation that stops may "close" it freely."""
+    return MiniLMEmbedder()
+
+
 def memory_embedder(settings: RuntimeSettings) -> Embedder | None:
     """The memory stage's embedder, as the settings ask (none when memory is off)."""
     if not settings.memory:
         return None
     if settings.embedder == "minilm":
-        return MiniLMEmbedder()
+        return _offline_embedder()
     return OpenAIEmbedder(replace(settings.llm, model=settings.embedding_model))
 
 

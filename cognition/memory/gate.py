@@ -44,10 +44,14 @@ from mirror.projections.edges import EdgeKey, EdgeState
 
 from .extract import Candidate, EdgeCandidate, Pair, Verdict
 
-CONTRADICTION_FLOOR = 0.5
-"""Beliefs less similar than this to a survivor are not worth asking about."""
-CONTRADICTION_NEIGHBOURS = 3
-"""At most this many existing beliefs are checked against each survivor."""
+CONTRADICTION_FLOOR = 0.4
+"""Beliefs less similar than this to a survivor are not worth asking about. Low on purpose: a
+negation shares most words but not all ("I do not like tea" / "I like tea" is ~0.5 with the
+simulator's 64-dimension bag of words), and a pair asked about costs a few tokens, not a call."""
+CONTRADICTION_NEIGHBOURS = 5
+"""At most this many existing beliefs are checked against each survivor. Nearest first, so a
+belief's opposite can be crowded out by more similar siblings ("I do not like X" for many X):
+the limit bounds the call, at that price."""
 
 _OPPOSITES = (
     ("causes", "prevents"),
