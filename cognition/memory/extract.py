@@ -24,6 +24,7 @@ from typing import Literal, cast, get_args
 
 from mirror.cognition.errors import LLMError
 from mirror.cognition.llm import ChatMessage, ChatRequest, JsonSchema
+from mirror.cognition.pipeline import MirrorConfig
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.structured import parse_json_object
 from mirror.events.payloads import BeliefKind, EdgeOrigin, MemoryType
@@ -147,29 +148,27 @@ class Pair:
     existing_statement: str
 
 
-def _request(system: str, data: object, config_model: str, temperature: float, max_tokens: int,
-             schema: JsonSchema, prompts: PromptSet, seed: int | None) -> ChatRequest:
+def _request(system: str, data: object, schema: JsonSchema, prompts: PromptSet, config: MirrorConfig) -> ChatRequest:
+    """Model, temperature, seed and the thinker's token budget from ``config``, as the other
+    thinking stages ask: replay rebuilds them from the recorded provenance."""
     return ChatRequest(
         messages=(ChatMessage("system", system), ChatMessage("user", json.dumps(data, ensure_ascii=False))),
-        model=config_model, temperature=temperature, max_tokens=max_tokens, json_schema=schema,
-        prompt_set=prompts.version, seed=seed,
+        model=config.model, temperature=config.temperature, max_tokens=config.thinker_max_tokens,
+        json_schema=schema, prompt_set=prompts.version, seed=config.seed,
     )
 
 
-def extraction_request(state: ConversationState, prompts: PromptSet, *, model: str, temperature: float,
-                       max_tokens: int, seed: int | None) -> ChatRequest:
+def extraction_request(state: ConversationState, prompts: PromptSet, config: MirrorConfig) -> ChatRequest:
     """The extraction call for the newest exchange of ``state``."""
     latest = state.recent_turns[-1]
-    return _request(prompts.render("memory.md"), {"user_message": latest.user_message, "reply": latest.reply},
-                    model, temperature, max_tokens, MEMORY_SCHEMA, prompts, seed)
+    exchange = {"user_message": latest.user_message, "reply": latest.reply}
+    return _request(prompts.render("memory.md"), exchange, MEMORY_SCHEMA, prompts, config)
 
 
-def contradiction_request(pairs: Sequence[Pair], prompts: PromptSet, *, model: str, temperature: float,
-                          max_tokens: int, seed: int | None) -> ChatRequest:
+def contradiction_request(pairs: Sequence[Pair], prompts: PromptSet, config: MirrorConfig) -> ChatRequest:
     """One call judging every pair (the caller makes none when there are no pairs)."""
     data = [{"pair": pair.index, "new": pair.statement, "existing": pair.existing_statement} for pair in pairs]
-    return _request(prompts.render("contradiction.md"), data, model, temperature, max_tokens,
-                    CONTRADICTION_SCHEMA, prompts, seed)
+    return _request(prompts.render("contradiction.md"), data, CONTRADICTION_SCHEMA, prompts, config)
 
 
 def normalise_node(text: str) -> str:

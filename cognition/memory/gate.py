@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mirror.cognition.embeddings.port import unpack_vector
-from mirror.events.payloads import Belief, Edge
+from mirror.events.payloads import Belief, BeliefOperation, Edge
 from mirror.projections.beliefs import BeliefState
 from mirror.projections.constants import DEDUP_COSINE
 from mirror.projections.edges import EdgeKey, EdgeState
@@ -185,27 +185,32 @@ def belief_payloads(decisions: Sequence[Decision], pairs: Sequence[Pair], verdic
         by_candidate.setdefault(pair.candidate, []).append(pair)
     written: list[tuple[int, Belief]] = []
     for position, decision in enumerate(decisions):
-        item = decision.embedded
-        candidate = item.candidate
-        common = dict(
-            statement=candidate.statement, memory_type=candidate.memory_type, confidence=candidate.confidence,
-            about=candidate.about, kind=candidate.kind, source_turn=source_turn, embedding=item.vector,
-            embedding_model=item.model, embedding_fingerprint=item.fingerprint,
-        )
         if isinstance(decision, Reinforce):
-            written.append((position, Belief(decision.belief_id, "reinforce", **common)))  # type: ignore[arg-type]
+            written.append((position, _belief(decision, "reinforce", (), source_turn)))
             continue
         judged = by_candidate.get(position, [])
         opposed = tuple(p.existing_id for p in judged if verdicts[p.index] == "CONTRADICTS")
         agreed = tuple(p.existing_id for p in judged if verdicts[p.index] == "CONSISTENT")
         if opposed:
-            payload = Belief(decision.belief_id, "contradict", related=opposed, **common)  # type: ignore[arg-type]
+            written.append((position, _belief(decision, "contradict", opposed, source_turn)))
         elif agreed:
-            payload = Belief(decision.belief_id, "consistent", related=agreed, **common)  # type: ignore[arg-type]
+            written.append((position, _belief(decision, "consistent", agreed, source_turn)))
         else:
-            payload = Belief(decision.belief_id, "assert", **common)  # type: ignore[arg-type]
-        written.append((position, payload))
+            written.append((position, _belief(decision, "assert", (), source_turn)))
     return written
+
+
+def _belief(decision: Decision, operation: BeliefOperation, related: tuple[str, ...], source_turn: int) -> Belief:
+    """The event for ``decision``: every one carries the candidate's vector and its fingerprint,
+    a reinforce too, so replay re-decides with zero embedding calls."""
+    item = decision.embedded
+    candidate = item.candidate
+    return Belief(
+        decision.belief_id, operation, statement=candidate.statement, memory_type=candidate.memory_type,
+        confidence=candidate.confidence, related=related, about=candidate.about, kind=candidate.kind,
+        source_turn=source_turn, embedding=item.vector, embedding_model=item.model,
+        embedding_fingerprint=item.fingerprint,
+    )
 
 
 def edge_payloads(edges: Mapping[EdgeKey, EdgeState], candidates: Sequence[EdgeCandidate]) -> list[Edge]:

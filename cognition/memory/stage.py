@@ -25,7 +25,6 @@ once each).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from mirror.cognition.embeddings.port import Embedder, Embeddings
 from mirror.cognition.errors import EmbeddingError, LLMError
@@ -58,12 +57,6 @@ def memory_behind(state: ConversationState) -> bool:
         return False
     done = -1 if state.memory_turn is None else state.memory_turn
     return done < state.turn_count - 1
-
-
-@dataclass(frozen=True, slots=True)
-class _Call:
-    request: ChatRequest
-    response: ChatResponse | None = None
 
 
 class _StepFailed(Exception):
@@ -121,10 +114,7 @@ async def remember(
 
 async def _step(state: ConversationState, llm: LLM, embedder: Embedder, prompts: PromptSet,
                 config: MirrorConfig, turn: int) -> list[Thought]:
-    options = dict(model=config.model, temperature=config.temperature, max_tokens=config.thinker_max_tokens,
-                   seed=config.seed)
-    extraction_call = extraction_request(state, prompts, **options)  # type: ignore[arg-type]
-    answer = await _ask(llm, extraction_call, None)
+    answer = await _ask(llm, extraction_request(state, prompts, config), None)
     extracted_by = answer.provenance
     try:
         extraction = parse_extraction(answer.content)
@@ -140,7 +130,7 @@ async def _step(state: ConversationState, llm: LLM, embedder: Embedder, prompts:
         ]
         decisions = gate(state.key.conversation, state.beliefs, embedded)
         pairs = contradiction_pairs(state.beliefs, decisions)
-        verdicts, judged_by = await _judge(llm, pairs, prompts, options, extracted_by)
+        verdicts, judged_by = await _judge(llm, pairs, prompts, config, extracted_by)
         judged = {pair.candidate for pair in pairs}
         for position, payload in belief_payloads(decisions, pairs, verdicts, source_turn=turn):
             carries = judged_by if judged_by is not None and position in judged else None
@@ -155,12 +145,11 @@ async def _step(state: ConversationState, llm: LLM, embedder: Embedder, prompts:
     return thoughts
 
 
-async def _judge(llm: LLM, pairs: Sequence[Pair], prompts: PromptSet, options: dict[str, object],
+async def _judge(llm: LLM, pairs: Sequence[Pair], prompts: PromptSet, config: MirrorConfig,
                  evidence: Provenance) -> tuple[dict[int, Verdict], Provenance | None]:
     if not pairs:
         return {}, None
-    request = contradiction_request(pairs, prompts, **options)  # type: ignore[arg-type]
-    answer = await _ask(llm, request, evidence)
+    answer = await _ask(llm, contradiction_request(pairs, prompts, config), evidence)
     try:
         return dict(parse_verdicts(answer.content, pairs)), answer.provenance
     except LLMError as exc:

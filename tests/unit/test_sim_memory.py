@@ -18,6 +18,7 @@ from mirror.cognition.memory.extract import (
     parse_extraction,
     parse_verdicts,
 )
+from mirror.cognition.pipeline import MirrorConfig
 from mirror.cognition.prompts import default_prompt_set
 from mirror.cognition.structured import schema_errors
 from mirror.events.envelope import make_event
@@ -59,12 +60,12 @@ def test_any_message_gives_an_answer_the_stage_accepts(message: str) -> None:
 
 async def test_over_http_the_stage_parses_what_the_simulator_says(sim: SimLLMServer) -> None:
     state = fold([make_event(KEY, 1, Turn("I am allergic to peanuts. Stress causes insomnia.", "Noted."), turn=0)])
-    options = dict(model=SIM_MODEL, temperature=0.7, max_tokens=500, seed=1)
+    config = MirrorConfig(model=SIM_MODEL, thinker_max_tokens=500, seed=1)
     pairs = [Pair(0, 0, "I am not allergic to peanuts.", "b-1", "I am allergic to peanuts."),
              Pair(1, 0, "I am not allergic to peanuts.", "b-2", "I like the sea.")]
     async with sim_client(sim) as llm:
-        extracted = parse_extraction((await llm.chat(extraction_request(state, PROMPTS, **options))).content)  # type: ignore[arg-type]
-        judged = parse_verdicts((await llm.chat(contradiction_request(pairs, PROMPTS, **options))).content, pairs)  # type: ignore[arg-type]
+        extracted = parse_extraction((await llm.chat(extraction_request(state, PROMPTS, config))).content)
+        judged = parse_verdicts((await llm.chat(contradiction_request(pairs, PROMPTS, config))).content, pairs)
     assert [c.statement for c in extracted.candidates] == ["I am allergic to peanuts.", "Stress causes insomnia."]
     assert [(e.src, e.relation, e.dst) for e in extracted.edges] == [("stress", "causes", "insomnia")]
     assert judged == {0: "CONTRADICTS", 1: "UNRELATED"}
