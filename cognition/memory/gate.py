@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mirror.cognition.embeddings.port import unpack_vector
+from mirror.cognition.embeddings.port import FLOAT32_LE, unpack_vector
 from mirror.events.payloads import Belief, BeliefOperation, Edge
 from mirror.projections.beliefs import BeliefState
 from mirror.projections.constants import DEDUP_COSINE
@@ -106,74 +106,91 @@ def belief_id(conversation: str, kind: str, statement: str) -> str:
     return f"b-{digest}"
 
 
-def _cosine(left: np.ndarray, right: np.ndarray) -> float:
-    norms = float(np.linalg.norm(left) * np.linalg.norm(right))
-    return float(np.dot(left.astype(np.float64), right.astype(np.float64)) / norms) if norms else 0.0
+class _Index:
+    """The beliefs a step compares against, as one float64 matrix: a candidate is one product
+    against all of them, not a Python loop per belief (a conversation may hold thousands).
+
+    Rows are unit vectors, sorted by belief id (ties resolve the same way on every replay);
+    survivors of the step are appended as they are decided. A belief without a vector of the
+    candidates' size (older logs, another embedding model) has no row and matches only by its
+    exact statement.
+    """
+
+    def __init__(self, beliefs: Mapping[str, BeliefState], dimensions: int) -> None:
+        ordered = sorted(beliefs.values(), key=lambda belief: belief.belief_id)
+        size = dimensions * FLOAT32_LE.itemsize
+        blank = bytes(size)
+        self.dimensions = dimensions
+        self.ids = [belief.belief_id for belief in ordered]
+        self.statements = [belief.statement for belief in ordered]
+        self.kinds = np.array([belief.kind for belief in ordered], dtype=object)
+        packed = b"".join(b.embedding if len(b.embedding) == size else blank for b in ordered)
+        matrix = np.frombuffer(packed, dtype=FLOAT32_LE).astype(np.float64).reshape(len(ordered), dimensions)
+        norms = np.linalg.norm(matrix, axis=1)
+        self.has_vector = norms > 0
+        self.matrix = np.divide(matrix, norms[:, None], out=np.zeros_like(matrix), where=self.has_vector[:, None])
+
+    def _row(self, vector: np.ndarray) -> np.ndarray | None:
+        if vector.shape != (self.dimensions,):
+            return None
+        norm = float(np.linalg.norm(vector.astype(np.float64)))
+        return vector.astype(np.float64) / norm if norm else None
+
+    def add(self, belief: str, statement: str, kind: str, vector: np.ndarray) -> None:
+        row = self._row(vector)
+        self.ids.append(belief)
+        self.statements.append(statement)
+        self.kinds = np.append(self.kinds, np.array([kind], dtype=object))
+        self.has_vector = np.append(self.has_vector, row is not None)
+        self.matrix = np.vstack([self.matrix, np.zeros(self.dimensions) if row is None else row])
+
+    def similarities(self, vector: np.ndarray, statement: str) -> np.ndarray:
+        """Cosine to every indexed belief (1.0 / 0.0 by exact statement where there is no row)."""
+        row = self._row(vector)
+        scores = self.matrix @ row if row is not None else np.zeros(len(self.ids))
+        by_text = np.flatnonzero(~self.has_vector) if row is not None else np.arange(len(self.ids))
+        for i in by_text:  # usually none: beliefs from before vectors were stored
+            scores[i] = 1.0 if self.statements[i] == statement else 0.0
+        return scores
 
 
-@dataclass(frozen=True, slots=True)
-class _Known:
-    belief_id: str
-    statement: str
-    kind: str
-    vector: np.ndarray | None
-
-
-def _known(beliefs: Mapping[str, BeliefState]) -> list[_Known]:
-    # Sorted by id: ties between equally near beliefs resolve the same way on every replay.
-    return [
-        _Known(b.belief_id, b.statement, b.kind, unpack_vector(b.embedding) if b.embedding else None)
-        for b in sorted(beliefs.values(), key=lambda belief: belief.belief_id)
-    ]
-
-
-def _similarity(vector: np.ndarray, text: str, known: _Known) -> float:
-    if known.vector is None or known.vector.shape != vector.shape:
-        return 1.0 if known.statement == text else 0.0
-    return _cosine(vector, known.vector)
+def _dimensions(embedded: Sequence[Embedded]) -> int:
+    return len(unpack_vector(embedded[0].vector)) if embedded else 0
 
 
 def gate(conversation: str, beliefs: Mapping[str, BeliefState], embedded: Sequence[Embedded]) -> list[Decision]:
     """One decision per candidate, in order (see the module docstring for the rules)."""
-    known = _known(beliefs)
+    index = _Index(beliefs, _dimensions(embedded))
     decisions: list[Decision] = []
     for item in embedded:
         candidate = item.candidate
         vector = unpack_vector(item.vector)
-        threshold = DEDUP_COSINE[candidate.kind]
-        best: tuple[float, str] | None = None
-        for other in known:
-            if other.kind != candidate.kind:
-                continue
-            similarity = _similarity(vector, candidate.statement, other)
-            if similarity >= threshold and (best is None or similarity > best[0]):
-                best = (similarity, other.belief_id)
-        if best is not None:
-            decisions.append(Reinforce(item, best[1], best[0]))
+        similarities = index.similarities(vector, candidate.statement)
+        eligible = np.where(index.kinds == candidate.kind, similarities, -np.inf)
+        if eligible.size and eligible.max() >= DEDUP_COSINE[candidate.kind]:
+            nearest = int(np.argmax(eligible))  # the first of equals: the smallest id, or the earliest survivor
+            decisions.append(Reinforce(item, index.ids[nearest], float(eligible[nearest])))
             continue
         new_id = belief_id(conversation, candidate.kind, candidate.statement)
         decisions.append(Survivor(item, new_id))
-        known.append(_Known(new_id, candidate.statement, candidate.kind, vector))
+        index.add(new_id, candidate.statement, candidate.kind, vector)
     return decisions
 
 
 def contradiction_pairs(beliefs: Mapping[str, BeliefState], decisions: Sequence[Decision]) -> list[Pair]:
     """For each survivor, its nearest beliefs from before the step at or above the floor."""
-    known = _known(beliefs)
+    index = _Index(beliefs, _dimensions([decision.embedded for decision in decisions]))
     pairs: list[Pair] = []
     for position, decision in enumerate(decisions):
         if not isinstance(decision, Survivor):
             continue
-        vector = unpack_vector(decision.embedded.vector)
         statement = decision.embedded.candidate.statement
-        scored = sorted(
-            ((_similarity(vector, statement, other), other) for other in known if other.belief_id != decision.belief_id),
-            key=lambda pair: (-pair[0], pair[1].belief_id),
-        )
-        for similarity, other in scored[:CONTRADICTION_NEIGHBOURS]:
-            if similarity < CONTRADICTION_FLOOR:
+        similarities = index.similarities(unpack_vector(decision.embedded.vector), statement)
+        others = [i for i in np.argsort(-similarities, kind="stable") if index.ids[i] != decision.belief_id]
+        for i in others[:CONTRADICTION_NEIGHBOURS]:
+            if similarities[i] < CONTRADICTION_FLOOR:
                 break
-            pairs.append(Pair(len(pairs), position, statement, other.belief_id, other.statement))
+            pairs.append(Pair(len(pairs), position, statement, index.ids[i], index.statements[i]))
     return pairs
 
 
