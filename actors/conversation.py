@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
+from mirror.cognition.embeddings import Embedder, MiniLMEmbedder, OpenAIEmbedder
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.cognition.pipeline import MirrorConfig, talk
 from mirror.cognition.prompts import PromptSet, default_prompt_set, load_prompt_set
@@ -56,7 +59,12 @@ building and model call held the GIL first and added ~4 ms to every turn (measur
 
 @dataclass(frozen=True)
 class RuntimeSettings:
-    """Everything a conversation needs to run; built once at the edge (CLI, tests)."""
+    """Everything a conversation needs to run; built once at the edge (CLI, tests).
+
+    ``memory`` turns the memory stage on (any ``mode``). Its vectors come from ``embedder``:
+    ``endpoint`` asks the chat server's ``/v1/embeddings`` (``llm.base_url``, the simulator
+    included) for ``embedding_model``; ``minilm`` runs the offline model of the ``[local]`` extra.
+    """
 
     nats_url: str
     llm: LLMSettings
@@ -67,6 +75,9 @@ class RuntimeSettings:
     thinker_max_tokens: int = 3000
     snapshot_every: int = 200
     thinking_attempts: int = 3
+    memory: bool = True
+    embedder: Literal["endpoint", "minilm"] = "endpoint"
+    embedding_model: str = "text-embedding-3-small"
     passivate_after_s: float = 300.0
     max_live_actors: int = 256
     snapshot_commit_timeout_s: float = 10.0
@@ -110,7 +121,9 @@ class Conversation:
         self.config = MirrorConfig(
             model=settings.llm.model, mode=settings.mode,  # type: ignore[arg-type]  # a str setting; MirrorConfig refuses one outside MODES
             talker_max_tokens=settings.talker_max_tokens, thinker_max_tokens=settings.thinker_max_tokens,
+            memory=settings.memory,
         )
+        self.embedder: Embedder | None = None
         self.prompts: PromptSet = (
             load_prompt_set(settings.prompts_dir) if settings.prompts_dir else default_prompt_set()
         )
@@ -135,8 +148,9 @@ class Conversation:
         self.bus = JetStreamBus(nc, self.settings.stream)
         self.log = LogClient(nc, shard=self.settings.shard)
         self.llm = OpenAIChatClient(self.settings.llm)
+        self.embedder = memory_embedder(self.settings)
         writer = await self._rebuild()
-        if writer.behind(self.config.mode):
+        if writer.behind(self.config.mode) or (self.config.memory and writer.memory_behind()):
             self._start_thinking()  # a step left unthought by the previous incarnation
         return self
 
@@ -162,6 +176,8 @@ class Conversation:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         await self.llm.aclose()
+        if self.embedder is not None:
+            await self.embedder.aclose()
         await self.bus.close()
 
     async def _rebuild(self) -> ConversationWriter:
@@ -290,7 +306,8 @@ class Conversation:
     # ------------------------------------------------------------------------ thinking
 
     def _start_thinking(self) -> None:
-        if self.config.mode == "baseline" or (self._thinker is not None and not self._thinker.done()):
+        nothing_to_do = self.config.mode == "baseline" and not self.config.memory
+        if nothing_to_do or (self._thinker is not None and not self._thinker.done()):
             return
         self._idle.clear()
         self._thinker = asyncio.create_task(self._think_in_background(), name=f"thinker-{self.key}")
@@ -300,7 +317,8 @@ class Conversation:
         await asyncio.sleep(REPLY_HEAD_START_S)
         try:
             await self._writer().think_until_current(
-                self.llm, self.prompts, self.config, attempts=self.settings.thinking_attempts
+                self.llm, self.prompts, self.config, attempts=self.settings.thinking_attempts,
+                embedder=self.embedder,
             )
         except AppendConflict as conflict:
             self._fenced_off(conflict)
@@ -329,4 +347,20 @@ class Conversation:
         )
 
 
-__all__ = ["Conversation", "REPLY_HEAD_START_S", "RebuildReport", "RuntimeSettings"]
+@functools.cache
+def _offline_embedder() -> MiniLMEmbedder:
+    """One MiniLM per process: its weights (~90 MB) are shared by every conversation actor in it,
+    and closing it releases nothing, so a conversation that stops may "close" it freely."""
+    return MiniLMEmbedder()
+
+
+def memory_embedder(settings: RuntimeSettings) -> Embedder | None:
+    """The memory stage's embedder, as the settings ask (none when memory is off)."""
+    if not settings.memory:
+        return None
+    if settings.embedder == "minilm":
+        return _offline_embedder()
+    return OpenAIEmbedder(replace(settings.llm, model=settings.embedding_model))
+
+
+__all__ = ["memory_embedder", "Conversation", "REPLY_HEAD_START_S", "RebuildReport", "RuntimeSettings"]

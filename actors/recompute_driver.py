@@ -25,7 +25,7 @@ from typing import Any, cast
 import ray
 from ray import ObjectRefGenerator
 
-from mirror.actors.conversation import RuntimeSettings
+from mirror.actors.conversation import RuntimeSettings, memory_embedder
 from mirror.actors.results import RecomputeFailure, RecomputeStatus
 from mirror.cognition.openai_client import OpenAIChatClient
 from mirror.cognition.prompts import PromptSet
@@ -84,6 +84,7 @@ async def _recompute_slice(
 ) -> None:
     bus = await JetStreamBus.connect(runtime.nats_url, runtime.stream)
     llm = OpenAIChatClient(runtime.llm)
+    embedder = memory_embedder(runtime)
 
     async def acknowledged(key: StreamKey) -> int | None:
         return (await bus.head(key)).last_seq
@@ -96,7 +97,9 @@ async def _recompute_slice(
         async with slots:
             result: ConversationResult
             try:
-                result = await recompute_conversation(key, plan, history=history, bus=bus, live=llm)
+                result = await recompute_conversation(
+                    key, plan, history=history, bus=bus, live=llm, embedder=embedder,
+                )
             except Exception as exc:  # one conversation's failure is reported, the others go on
                 result = RecomputeFailure(key.conversation, plan.branch_name, f"{type(exc).__name__}: {exc}")
         deliver(result)
@@ -105,6 +108,8 @@ async def _recompute_slice(
         await asyncio.gather(*(one(key) for key in keys))
     finally:
         await llm.aclose()
+        if embedder is not None:
+            await embedder.aclose()
         await bus.close()
 
 

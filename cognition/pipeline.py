@@ -64,7 +64,11 @@ MONOLOGUE_SCHEMA = JsonSchema(
 
 @dataclass(frozen=True, slots=True)
 class MirrorConfig:
-    """How one conversation thinks; built once at the edge. Numbers follow the MIRROR papers."""
+    """How one conversation thinks; built once at the edge. Numbers follow the MIRROR papers.
+
+    ``memory``: run the memory stage (:mod:`mirror.cognition.memory`) after the controller, in
+    any mode (baseline included): orthogonal to ``mode``, on by default.
+    """
 
     model: str
     mode: Mode = "full"
@@ -74,6 +78,7 @@ class MirrorConfig:
     narrative_max_tokens: int = 3000
     history_tokens: int = THINKER_HISTORY_TOKENS
     seed: int | None = None
+    memory: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

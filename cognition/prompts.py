@@ -24,6 +24,8 @@ TEMPLATES = (
     "monologue_continue.md",
     "controller.md",
     "controller_only.md",
+    "memory.md",
+    "contradiction.md",
 )
 DEFAULT_PROMPT_SETS = Path(__file__).with_name("prompt_sets")
 

@@ -30,7 +30,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
+from mirror.cognition.embeddings.port import Embedder
 from mirror.cognition.llm import LLM
+from mirror.cognition.memory.stage import memory_behind, remember
 from mirror.cognition.pipeline import MirrorConfig, Thinking, think, thinking_behind
 from mirror.cognition.prompts import PromptSet
 from mirror.events.bus import EventBus, Head
@@ -134,29 +136,51 @@ class ConversationWriter:
         """Is the newest turn not thought through yet (in ``mode``)?"""
         return thinking_behind(self.state, mode)
 
-    async def think_until_current(self, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempts: int) -> None:
-        """Think about the newest turn until it is thought through, or ``attempts`` steps in a row
-        failed for it (then the next turn, a re-activation or a resumed run thinks again).
+    def memory_behind(self) -> bool:
+        """Has the newest turn no completed memory step yet?"""
+        return memory_behind(self.state)
 
-        A turn appended meanwhile (live) is thought about by the next step. Raises what stops
-        the writer (see :meth:`check`); LLM failures do not raise, they are ``thinker_failed``.
+    async def think_until_current(
+        self, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempts: int, embedder: Embedder | None = None,
+    ) -> None:
+        """Think about the newest turn until it is thought through, then (``config.memory``, with
+        an ``embedder``) remember it; each stage is given up for that turn once ``attempts``
+        steps in a row failed (then the next turn, a re-activation or a resumed run tries again).
+
+        The memory stage runs after the controller and is retried on its own: a failed memory
+        step never re-runs a monologue or controller that succeeded. A turn appended meanwhile
+        (live) is thought about by the next step. Raises what stops the writer (see
+        :meth:`check`); LLM failures do not raise, they are ``thinker_failed``.
         """
-        attempt = 0
+        remembering = config.memory and embedder is not None
+        attempt = memory_attempt = 0
+        gave_up: dict[str, int] = {}  # stage -> the turn count it was given up at
         while True:
             self.check()
-            if not self.behind(config.mode):
-                return
             target = self.state.turn_count
-            attempt += 1
             basis = self.state
-            thinking = await think(basis, llm, prompts, config, attempt=attempt)
             # causation = the last event the step saw: replay rebuilds exactly that state.
             cause = event_id(self.key.tenant, self.key.conversation, self.key.branch, basis.last_seq)
-            await self.append(_after(thinking, self.key, cause))
-            if thinking.ok:
-                attempt = 0
-            elif attempt >= attempts and self.state.turn_count == target:
-                return
+            if self.behind(config.mode) and gave_up.get("thinking") != target:
+                attempt += 1
+                thinking = await think(basis, llm, prompts, config, attempt=attempt)
+                await self.append(_after(thinking, self.key, cause))
+                if thinking.ok:
+                    attempt = 0
+                elif attempt >= attempts and self.state.turn_count == target:
+                    gave_up["thinking"], attempt = target, 0
+                continue
+            if remembering and self.memory_behind() and gave_up.get("memory") != target:
+                assert embedder is not None  # remembering says so
+                memory_attempt += 1
+                step = await remember(basis, llm, embedder, prompts, config, attempt=memory_attempt)
+                await self.append(_after(step, self.key, cause))
+                if step.ok:
+                    memory_attempt = 0
+                elif memory_attempt >= attempts and self.state.turn_count == target:
+                    gave_up["memory"], memory_attempt = target, 0
+                continue
+            return
 
 
 def _after(thinking: Thinking, key: StreamKey, cause: str) -> Build:

@@ -45,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "LogUnavailable": "errors",
     "MAIN_BRANCH": "ids",
     "MirrorError": "errors",
+    "MemoryStep": "payloads",
     "Monologue": "payloads",
     "Narrative": "payloads",
     "PAYLOAD_TYPES": "payloads",

@@ -133,6 +133,25 @@ class Edge(Payload):
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryStep(Payload):
+    """The memory stage finished for ``for_turn``: the belief and edge events just before this one
+    (same causation) are everything it wrote.
+
+    Why an event of its own: a step may rightly write nothing (an exchange with nothing worth
+    keeping), and the projection still has to know that turn's memory is done, or the stage
+    would run again; and the extraction call's answer needs one home in the log for replay —
+    this event's provenance. ``candidates`` is how many beliefs the extraction proposed,
+    ``beliefs`` / ``edges`` how many events it wrote of each.
+    """
+
+    TYPE: ClassVar[str] = "memory_step"
+    for_turn: int
+    candidates: int = 0
+    beliefs: int = 0
+    edges: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Insight(Payload):
     """A one-sentence insight from one interaction, pending the next reflection."""
 
@@ -219,6 +238,7 @@ PAYLOAD_TYPES: tuple[type[Payload], ...] = (
     ThinkerFailed,
     Fork,
     Recall,
+    MemoryStep,
 )
 
 __all__ = [
@@ -234,6 +254,7 @@ __all__ = [
     "Narrative",
     "Belief",
     "Recall",
+    "MemoryStep",
     "Edge",
     "Insight",
     "Reflection",

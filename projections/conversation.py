@@ -22,6 +22,7 @@ from mirror.events.payloads import (
     Edge,
     Fork,
     Insight,
+    MemoryStep,
     Monologue,
     Narrative,
     Payload,
@@ -174,6 +175,12 @@ def _on_recall(payload: Recall, state: ConversationState, event: Event) -> Conve
 @_apply_payload.register
 def _on_edge(payload: Edge, state: ConversationState, event: Event) -> ConversationState:
     return replace(state, edges=apply_edge(state.edges, payload, timestamp=event.timestamp))
+
+
+@_apply_payload.register
+def _on_memory_step(payload: MemoryStep, state: ConversationState, event: Event) -> ConversationState:
+    # What the step wrote came as belief and edge events before this one; here only "done".
+    return replace(state, memory_turn=_later(state.memory_turn, payload.for_turn))
 
 
 @_apply_payload.register

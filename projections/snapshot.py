@@ -38,8 +38,10 @@ from .state import (
     TurnRecord,
 )
 
-PROJECTION_VERSION = 4
+PROJECTION_VERSION = 5
 """Bump on any change to what the conversation projection computes or how it is stored.
+
+5: ``memory_turn`` (the latest turn whose memory stage completed), from ``memory_step`` events.
 
 4: beliefs carry ``about``, ``kind``, ``source_turn``, ``embedding`` and ``embedding_model``,
 and ``recall`` events count recalls.
@@ -94,6 +96,7 @@ def _state_record(state: ConversationState) -> dict[str, Any]:
         "first_user_message": state.first_user_message,
         "mode": state.mode,
         "thought_turn": state.thought_turn,
+        "memory_turn": state.memory_turn,
         "recent_turns": [_flat(turn) for turn in state.recent_turns],
         "narrative": state.narrative,
         "narrative_seq": state.narrative_seq,
@@ -133,6 +136,7 @@ def _state_from(record: dict[str, Any]) -> ConversationState:
         first_user_message=record["first_user_message"],
         mode=record["mode"],
         thought_turn=record["thought_turn"],
+        memory_turn=record["memory_turn"],
         recent_turns=tuple(_unflat(TurnRecord, values) for values in record["recent_turns"]),
         narrative=record["narrative"],
         narrative_seq=record["narrative_seq"],

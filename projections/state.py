@@ -120,6 +120,8 @@ class ConversationState:
     ``mode`` is the cognitive mode of the latest turn; ``thought_turn`` is the latest turn
     (0-based, the envelope's ``turn``) whose thinking completed: a narrative, or the threads in
     ``threads_only`` mode. ``turn_count - 1 > thought_turn`` means thinking is behind.
+    ``memory_turn`` is the latest turn whose memory stage completed (a ``memory_step`` event):
+    the memory stage is retried on its own, without thinking again, until it reaches the newest turn.
     ``narrative_seq`` / ``threads_seq`` are the seqs of the events that produced the current
     narrative and threads (``None`` until one exists). ``reflection_snapshot`` is the last
     *accepted* reflection; ``last_reflection`` the last one that ran.
@@ -133,6 +135,7 @@ class ConversationState:
     first_user_message: str | None = None
     mode: str | None = None
     thought_turn: int | None = None
+    memory_turn: int | None = None
     recent_turns: tuple[TurnRecord, ...] = ()
     narrative: str | None = None
     narrative_seq: int | None = None

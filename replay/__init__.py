@@ -6,7 +6,8 @@ May import ``mirror.cognition``, ``mirror.projections`` and ``mirror.events``; t
 - :class:`History` — ``state_at`` any seq or time on any branch, from snapshots at intervals.
 - :func:`diff` / :class:`StateDiff` — what changed between two states (seqs or branches).
 - :class:`RecordedLLM` — the LLM port answered from the log by request fingerprint.
-- :class:`RecordedVectors` — the embeddings memory events recorded, by fingerprint or text.
+- :class:`RecordedVectors` — the embeddings memory events recorded, by fingerprint or text;
+  :class:`RecordedEmbedder` — the embedder port answered from them (zero embedding calls).
 - :func:`verify_events` — re-run the recorded steps and report divergences.
 - :func:`recompute_conversation` — re-think a conversation on a branch with a new prompt set.
 """
@@ -16,7 +17,7 @@ from .errors import NonDeterminism, RecomputeError, RecordingMiss, ReplayError, 
 from .history import History
 from .recompute import Recomputation, RecomputePlan, recompute_conversation
 from .recorded import RecordedLLM
-from .recorded_vectors import RecordedVectors
+from .recorded_vectors import RecordedEmbedder, RecordedVectors
 from .verify import Divergence, VerifyReport, verify_events
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "Recomputation",
     "RecomputeError",
     "RecomputePlan",
+    "RecordedEmbedder",
     "RecordedLLM",
     "RecordedVectors",
     "RecordingMiss",

@@ -29,6 +29,7 @@ def state_view(state: ConversationState) -> dict[str, Any]:
         "turns": state.turn_count,
         "mode": state.mode,
         "thought_turn": state.thought_turn,
+        "memory_turn": state.memory_turn,
         "narrative": state.narrative,
         "narrative_seq": state.narrative_seq,
         "threads": None if state.threads is None else asdict(state.threads),

@@ -9,7 +9,10 @@ The parent branch is only read, never written.
 
 Every request goes through :class:`RecordedLLM` with the live model behind it: a request the
 prompt change did not touch (same fingerprint) is answered from the recording, so the branch
-differs from its parent exactly where the changed prompts were used.
+differs from its parent exactly where the changed prompts were used. The memory stage re-runs
+too, its embeddings through a :class:`RecordedEmbedder`: a statement the log already holds a
+vector for is not embedded again, only new ones go to the live ``embedder`` (and with none,
+the memory stage runs only when the log holds vectors, failing a step that needs a new one).
 
 The branch is written through the :class:`~mirror.cognition.writer.ConversationWriter` the live
 conversation uses (pipelined appends): the same think loop, the same "is thinking behind" check.
@@ -27,6 +30,7 @@ import hashlib
 from dataclasses import dataclass, replace
 from typing import Any
 
+from mirror.cognition.embeddings.port import Embedder
 from mirror.cognition.llm import LLM
 from mirror.cognition.pipeline import MirrorConfig, talk
 from mirror.cognition.prompts import PromptSet
@@ -42,6 +46,7 @@ from .diff import diff
 from .errors import RecomputeError, UnknownBranch
 from .history import History
 from .recorded import RecordedLLM
+from .recorded_vectors import RecordedEmbedder, RecordedVectors, recorded_embedding_model
 from .verify import config_from
 
 SETTLE_TIMEOUT_S = 30.0
@@ -91,6 +96,7 @@ class Recomputation:
     resumed_at_turn: int = 0
     events_written: int = 0
     model_calls: int = 0
+    embedding_calls: int = 0
     recorded_answers: int = 0
     diff: dict[str, Any] | None = None
     replies: list[dict[str, Any]] | None = None
@@ -101,6 +107,7 @@ class Recomputation:
             "conversation": self.key.conversation, "parent_branch": self.key.branch, "branch": self.branch,
             "fork_seq": self.fork_seq, "turns": self.turns, "resumed_at_turn": self.resumed_at_turn,
             "events_written": self.events_written, "model_calls": self.model_calls,
+            "embedding_calls": self.embedding_calls,
             "recorded_answers": self.recorded_answers, "diff": self.diff, "replies": self.replies,
             "error": self.error,
         }
@@ -113,12 +120,14 @@ class _Rethought:
     turns: int
     resumed_at_turn: int
     model_calls: int
+    embedding_calls: int
     recorded_answers: int
     replies: list[dict[str, Any]] | None
 
 
 async def recompute_conversation(
-    parent: StreamKey, plan: RecomputePlan, *, history: History, bus: EventBus, live: LLM
+    parent: StreamKey, plan: RecomputePlan, *, history: History, bus: EventBus, live: LLM,
+    embedder: Embedder | None = None,
 ) -> Recomputation:
     """Recompute ``parent`` on ``plan.branch_name`` (created, or continued if half done)."""
     branch = replace(parent, branch=plan.branch_name)
@@ -138,7 +147,7 @@ async def recompute_conversation(
         recorded_events = await history.events(parent)  # read before the log caught up: again
     writer = await _open_branch(branch, branch_head, parent, fork_seq, plan, history, bus, recorded_events)
     try:
-        rethought = await _rethink(writer, recorded_events, fork_seq, plan, live=live)
+        rethought = await _rethink(writer, recorded_events, fork_seq, plan, live=live, embedder=embedder)
     except BaseException:
         await writer.abandon()
         raise
@@ -146,16 +155,21 @@ async def recompute_conversation(
     changed = diff(await _state_of(parent, parent_last, history, recorded_events), writer.state).as_dict()
     return Recomputation(
         parent, branch.branch, fork_seq, turns=rethought.turns, resumed_at_turn=rethought.resumed_at_turn,
-        events_written=writer.written, model_calls=rethought.model_calls,
+        events_written=writer.written, model_calls=rethought.model_calls, embedding_calls=rethought.embedding_calls,
         recorded_answers=rethought.recorded_answers, diff=changed, replies=rethought.replies,
     )
 
 
 async def _rethink(
     writer: ConversationWriter, recorded_events: list[Event], fork_seq: int, plan: RecomputePlan, *, live: LLM,
+    embedder: Embedder | None = None,
 ) -> _Rethought:
     """The recorded turns after the fork, re-thought one by one (appended through ``writer``)."""
     llm = RecordedLLM(recorded_events, live=live, replay_failures=False)
+    embedding_model = embedder.model if embedder is not None else recorded_embedding_model(recorded_events)
+    vectors = None if embedding_model is None else RecordedEmbedder(
+        RecordedVectors(recorded_events), embedding_model, live=embedder
+    )
     talker_provenance = next((e.provenance for e in recorded_events if isinstance(e.payload, Turn) and e.provenance), None)
     thinker_provenance = next(
         (e.provenance for e in recorded_events if isinstance(e.payload, (Monologue, Narrative)) and e.provenance), None
@@ -167,7 +181,7 @@ async def _rethink(
 
     async def think_until_current() -> None:
         config = config_from(thinker_provenance, plan.mode or writer.state.mode or "full", talker=False)
-        await writer.think_until_current(llm, plan.prompts, config, attempts=plan.thinking_attempts)
+        await writer.think_until_current(llm, plan.prompts, config, attempts=plan.thinking_attempts, embedder=vectors)
 
     await think_until_current()
     for recorded in turns[done:]:
@@ -184,7 +198,9 @@ async def _rethink(
         # A kept reply names the recorded turn it copies (causation); a regenerated one does not.
         await writer.append_turn(payload, provenance, causation=None if plan.counterfactual else recorded.id)
         await think_until_current()
-    return _Rethought(len(turns), done, llm.live_calls, llm.recorded_calls, replies if plan.counterfactual else None)
+    embedding_calls = 0 if vectors is None else vectors.calls
+    return _Rethought(len(turns), done, llm.live_calls, embedding_calls, llm.recorded_calls,
+                      replies if plan.counterfactual else None)
 
 
 async def _together(*steps: Any) -> list[Any]:

@@ -11,6 +11,14 @@ like a workflow replayer.
 
 The run-time parameters a request depends on (model, temperature, max_tokens, seed) are taken
 from the recorded provenance of each step, so the replay asks exactly what was asked then.
+
+Memory steps (:mod:`mirror.cognition.memory`) are verified the same way: the belief and edge
+events before a ``memory_step`` (same causation), or a ``thinker_failed`` of stage ``memory``,
+are re-decided by the memory stage with the recorded chat answers and a
+:class:`~mirror.replay.recorded_vectors.RecordedEmbedder` over the vectors the log holds — zero
+model and zero embedding calls. A failed step wrote no vectors and keeps only its extraction's
+answer, so whatever else it asks (the embeddings, the contradiction call) fails again as the
+step recorded it failing: its events are compared, the calls after the extraction are not.
 """
 
 from __future__ import annotations
@@ -19,17 +27,30 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from mirror.cognition.llm import LLM, ChatRequest, ChatResponse
+from mirror.cognition.memory.stage import RecordedStepFailure, remember
 from mirror.cognition.pipeline import MirrorConfig, Mode, talk, think
 from mirror.cognition.prompts import PromptSet
 from mirror.events.codec import to_json_ready
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey, event_id
-from mirror.events.payloads import Monologue, Narrative, Provenance, ThinkerFailed, Turn
+from mirror.events.payloads import (
+    Belief,
+    Edge,
+    MemoryStep,
+    Monologue,
+    Narrative,
+    Payload,
+    Provenance,
+    ThinkerFailed,
+    Turn,
+)
 from mirror.projections.conversation import apply
 from mirror.projections.state import ConversationState
 
-from .errors import NonDeterminism
-from .recorded import RecordedLLM
+from .errors import NonDeterminism, RecordingMiss
+from .recorded import RecordedLLM, ReplayedFailure
+from .recorded_vectors import RecordedEmbedder, RecordedVectors, recorded_embedding_model
 
 THINKING_TYPES = (Monologue, Narrative, ThinkerFailed)
 KEPT_STATES = 256
@@ -54,6 +75,7 @@ class VerifyReport:
     steps: int = 0
     unverifiable: int = 0
     model_calls: int = 0
+    embedding_calls: int = 0
     recorded_answers: int = 0
     divergences: list[Divergence] = field(default_factory=list)
 
@@ -65,7 +87,8 @@ class VerifyReport:
         return {
             "tenant": self.key.tenant, "conversation": self.key.conversation, "branch": self.key.branch,
             "ok": self.ok, "events": self.events, "steps": self.steps, "unverifiable": self.unverifiable,
-            "model_calls": self.model_calls, "recorded_answers": self.recorded_answers,
+            "model_calls": self.model_calls, "embedding_calls": self.embedding_calls,
+            "recorded_answers": self.recorded_answers,
             "divergences": [d.as_dict() for d in self.divergences],
         }
 
@@ -101,7 +124,7 @@ def thinking_steps(events: Sequence[Event]) -> list[list[Event]]:
     current: list[Event] = []
     for event in events:
         payload = event.payload
-        if not isinstance(payload, THINKING_TYPES):
+        if not isinstance(payload, THINKING_TYPES) or _memory_failure(payload):
             if current:
                 steps.append(current)
                 current = []
@@ -115,6 +138,26 @@ def thinking_steps(events: Sequence[Event]) -> list[list[Event]]:
             current = []
     if current:
         steps.append(current)
+    return steps
+
+
+def _memory_failure(payload: Payload) -> bool:
+    return isinstance(payload, ThinkerFailed) and payload.stage == "memory"
+
+
+def memory_steps(events: Sequence[Event]) -> list[list[Event]]:
+    """The recorded memory steps: the belief and edge events right before each ``memory_step``
+    with its causation, and each ``thinker_failed`` of stage ``memory`` on its own."""
+    steps: list[list[Event]] = []
+    for index, event in enumerate(events):
+        if _memory_failure(event.payload):
+            steps.append([event])
+        elif isinstance(event.payload, MemoryStep):
+            start = index
+            while (start > 0 and isinstance(events[start - 1].payload, (Belief, Edge))
+                   and events[start - 1].causation == event.causation):
+                start -= 1
+            steps.append(list(events[start : index + 1]))
     return steps
 
 
@@ -142,7 +185,7 @@ def _compare(recorded: Sequence[Event], replayed: Sequence[Event], report: Verif
 
 
 def _same_storage_form(a: dict[str, Any], b: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Compare what the model answered, not how the log stores it.
+    """Compare what the model was asked and answered, not how the log stores or labels it.
 
     A log written before one copy of each model output (record format 1) holds the raw answer
     in the provenance; the replayed event keeps a digest instead, since its payload gives the
@@ -153,6 +196,13 @@ def _same_storage_form(a: dict[str, Any], b: dict[str, Any]) -> tuple[dict[str, 
     left, right = a.get("provenance"), b.get("provenance")
     if not (isinstance(left, dict) and isinstance(right, dict)):
         return a, b
+    if left.get("request_fingerprint") == right.get("request_fingerprint") and left.get("prompt_set") != right.get("prompt_set"):
+        # The same request under another prompt-set label: the set gained or changed templates
+        # this request does not use (e.g. the memory stage's). The label is not part of what
+        # was asked (ChatRequest.fingerprint), so it is no divergence; a recorded answer keeps
+        # its label, only a call that got no answer is rebuilt with today's.
+        left, right = {**left, "prompt_set": ""}, {**right, "prompt_set": ""}
+        a, b = {**a, "provenance": left}, {**b, "provenance": right}
     if not (left.get("response_digest") or right.get("response_digest")):
         return a, b
     storage = ("response", "response_digest")
@@ -182,15 +232,21 @@ async def verify_events(
     """Re-run every recorded step of ``events`` (which continue ``base``) and compare."""
     report = VerifyReport(key, events=len(events))
     llm = RecordedLLM(events)
+    vectors = RecordedVectors(events)
+    model = recorded_embedding_model(events) or "recorded"
     states: dict[int, ConversationState] = {base.last_seq: base}
     state = base
     steps = {step[0].seq: step for step in thinking_steps(events)}
+    remembered = {step[0].seq: step for step in memory_steps(events)}
     index = 0
     while index < len(events):
         event = events[index]
-        step = steps.get(event.seq)
+        step = steps.get(event.seq) or remembered.get(event.seq)
         if step is not None:
-            await _verify_step(key, step, states, prompts, llm, report)
+            if event.seq in remembered:
+                await _verify_memory_step(key, step, states, prompts, llm, vectors, model, report)
+            else:
+                await _verify_step(key, step, states, prompts, llm, report)
             for recorded in step:
                 state = apply(state, recorded)
                 states[state.last_seq] = state
@@ -248,6 +304,47 @@ async def _verify_step(key: StreamKey, step: list[Event], states: dict[int, Conv
     _compare(step, replayed, report)
 
 
+class _FailsAsRecorded:
+    """The recorded LLM, but a call the log does not answer fails as the step recorded it failing."""
+
+    def __init__(self, llm: RecordedLLM, failure: ThinkerFailed) -> None:
+        self.llm, self.failure = llm, failure
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        try:
+            return await self.llm.chat(request)
+        except RecordingMiss:
+            raise ReplayedFailure(self.failure.error_type, self.failure.message) from None
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.llm.embed(texts)
+
+
+async def _verify_memory_step(key: StreamKey, step: list[Event], states: dict[int, ConversationState],
+                              prompts: PromptSet, llm: RecordedLLM, vectors: RecordedVectors, model: str,
+                              report: VerifyReport) -> None:
+    first, last = step[0], step[-1]
+    if last.provenance is None:
+        report.unverifiable += 1
+        return
+    basis = _basis(key, first, states)
+    if basis is None:
+        report.divergences.append(Divergence(first.seq, f"the state this step started from ({first.causation}) is unknown"))
+        return
+    report.steps += 1
+    failure = last.payload if isinstance(last.payload, ThinkerFailed) else None
+    step_model = next((e.payload.embedding_model for e in step if isinstance(e.payload, Belief) and e.payload.embedding_model),
+                      model)
+    # A failed step wrote no vectors: whatever it asked the log cannot answer fails as recorded.
+    missing = None if failure is None else RecordedStepFailure(failure.error_type, failure.message)
+    embedder = RecordedEmbedder(vectors, step_model, missing=missing)
+    asked: LLM = llm if failure is None else _FailsAsRecorded(llm, failure)
+    config = config_from(last.provenance, basis.mode, talker=False)
+    thinking = await remember(basis, asked, embedder, prompts, config, attempt=failure.attempt if failure else 1)
+    report.embedding_calls += embedder.calls
+    _compare(step, thinking.events(key, first.seq, timestamp=first.timestamp, causation=first.causation), report)
+
+
 def _basis(key: StreamKey, first: Event, states: dict[int, ConversationState]) -> ConversationState | None:
     if first.causation is None:  # recorded without causation: the step saw the state just before it
         return states.get(first.seq - 1)
@@ -257,4 +354,4 @@ def _basis(key: StreamKey, first: Event, states: dict[int, ConversationState]) -
     return None
 
 
-__all__ = ["Divergence", "VerifyReport", "config_from", "thinking_steps", "verify_events"]
+__all__ = ["Divergence", "VerifyReport", "config_from", "memory_steps", "thinking_steps", "verify_events"]

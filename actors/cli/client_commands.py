@@ -73,6 +73,15 @@ def render_event(console: Console, event: dict[str, Any]) -> None:
     elif kind == "narrative":
         console.print(Panel(escape(_shortened(payload.get("text", ""))), title=f"narrative · seq {event.get('seq')}",
                             title_align="left", border_style="magenta"))
+    elif kind == "belief":
+        console.print(Text.assemble(("  remember  ", "bold blue"), (str(payload.get("statement", "")), "italic"),
+                                    (f"  ({payload.get('operation')})", "dim")))
+    elif kind == "edge":
+        console.print(Text.assemble(("  because   ", "bold blue"),
+                                    f"{payload.get('src')} —{payload.get('relation')}→ {payload.get('dst')}",
+                                    (f"  ({payload.get('operation')})", "dim")))
+    elif kind == "memory_step":
+        pass  # the beliefs and edges above are what it wrote
     elif kind == "thinker_failed":
         console.print(Text(f"  thinker failed at {payload.get('stage')}: {payload.get('error_type')}: "
                            f"{payload.get('message')}", style="bold red"))
@@ -160,6 +169,13 @@ def run_demo(client: GatewayClient, console: Console, *, conversation: str | Non
     conversation = conversation or f"demo-{secrets.token_hex(3)}"
     console.rule(f"[bold]Mirror demo · conversation {conversation}")
     last_seq, final_reply = 0, ""
+    remembered: list[str] = []
+
+    def shown(event: dict[str, Any]) -> None:
+        if event.get("type") == "belief":
+            remembered.append(str(event.get("payload", {}).get("statement", "")))
+        render_event(console, event)
+
     for index, message in enumerate(script, start=1):
         console.rule(f"turn {index} of {len(script)}", style="dim")
         with console.status("[cyan]the Talker is replying…[/]"):
@@ -170,18 +186,20 @@ def run_demo(client: GatewayClient, console: Console, *, conversation: str | Non
                                "payload": {"user_message": message, "reply": answer["reply"]}})
         console.print(f"[dim]  replied in {time.monotonic() - started:.1f} s; the Thinker follows…[/]")
         last_seq = wait_for_thoughts(client, console, conversation, after=answer["seq"],
-                                     on_event=lambda event: render_event(console, event))
+                                     on_event=shown)
     summary = client.summary(conversation)
     narrative = summary.get("narrative") or ""
     result = {"conversation": conversation, "turns": summary["turns"], "events": max(last_seq, summary["last_seq"]),
               "narrative_mentions_constraint": _mentions(narrative, DEMO_CONSTRAINT_WORDS),
               "reply_mentions_constraint": _mentions(final_reply, DEMO_CONSTRAINT_WORDS),
+              "memory_holds_constraint": any(_mentions(statement, DEMO_CONSTRAINT_WORDS) for statement in remembered),
               "last_failure": summary.get("last_failure")}
     console.rule()
     console.print(
         f"[bold]{result['turns']} turns, {result['events']} events in {conversation}; "
         f"final narrative mentions the peanut allergy: {_yes(result['narrative_mentions_constraint'])}; "
-        f"final reply mentions it: {_yes(result['reply_mentions_constraint'])}[/]"
+        f"final reply mentions it: {_yes(result['reply_mentions_constraint'])}; "
+        f"a belief holds it: {_yes(result['memory_holds_constraint'])}[/]"
     )
     return result
 

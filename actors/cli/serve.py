@@ -82,6 +82,8 @@ def up(
     port: int = typer.Option(8080, "--port", min=0, max=65535, help="Gateway port on 127.0.0.1."),
     nats_port: int = typer.Option(4222, "--nats-port", min=0, max=65535, help="Embedded NATS port on 127.0.0.1."),
     mode: Mode = MODE,
+    memory: bool = typer.Option(True, "--memory/--no-memory", envvar="MIRROR_MEMORY",
+                                help="Run the memory stage (beliefs and causal edges after each turn), in any mode."),
     passivate_after_s: float = typer.Option(
         300.0, "--passivate-after-s", min=1.0, envvar="MIRROR_PASSIVATE_AFTER_S",
         help="Seconds a conversation actor may sit idle before it snapshots and exits."),
@@ -110,7 +112,7 @@ def up(
 
     settings = StackSettings(
         data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
-        gateway_port=port, nats_port=nats_port, mode=mode.value, sim_latency=sim_latency,
+        gateway_port=port, nats_port=nats_port, mode=mode.value, memory=memory, sim_latency=sim_latency,
         passivate_after_s=passivate_after_s, max_live_actors=max_live_actors,
         max_message_bytes=max_message_bytes, snapshot_every=snapshot_every,
     )

@@ -39,6 +39,10 @@ class StackSettings:
     gateway_port: int = 8080
     nats_port: int = 4222
     mode: str = "full"
+    memory: bool = True
+    """The memory stage; its vectors come from the offline MiniLM with ``llm="local"``, else from
+    the endpoint's ``/v1/embeddings`` (the simulator's with ``llm="sim"``) for ``embedding_model``."""
+    embedding_model: str = "text-embedding-3-small"
     sim_latency: str = "fixed:50"
     passivate_after_s: float = 300.0
     max_live_actors: int = 256
@@ -96,6 +100,8 @@ class EmbeddedStack:
                                    log_path=self.data_dir / "ingester.log").start()
             self._closers.append(ingester.stop)
             runtime = RuntimeSettings(nats_url=nats.url, llm=llm_settings, mode=settings.mode,
+                                      memory=settings.memory, embedding_model=settings.embedding_model,
+                                      embedder="minilm" if settings.llm == "local" else "endpoint",
                                       talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens(),
                                       snapshot_every=settings.snapshot_every, passivate_after_s=settings.passivate_after_s,
                                       max_live_actors=settings.max_live_actors)

@@ -1,24 +1,33 @@
-"""Memory recall: which of a conversation's beliefs, causal edges and open review items a
-message calls up, as a pure function of (items, query text, query vector, now).
+"""Long-term memory: writing it (the memory stage) and calling it up (recall).
 
-``recall`` (:class:`MemoryIndex`, the per-conversation index kept between recalls, and
-:func:`recall`, the same answer built from scratch), ``keyword`` (an incremental BM25 inverted
-index), ``vectors`` (a growing float32 matrix, one product per query), ``graph`` (topics a
-message mentions and the 2-hop walk over causal edges), ``fusion`` (reciprocal rank fusion),
-``render`` (the bounded block the Talker reads), ``view`` (recalls and memory items as JSON
-data for the API and the CLI), ``_text`` (the one tokenizer both the keyword
-index and the topic finder use), ``_ranking`` (best-first selection with ties broken by id) and
-``_decay`` (decay estimated in numpy, so exact ``strength`` runs only for likely winners).
+Writing — ``extract`` (the two schema-constrained calls of the memory stage, extraction and the
+contradiction check: schemas, requests, strict parsing), ``gate`` (the dedup gate, the
+contradiction decisions and the edge rules: pure functions from state and recorded vectors to
+``belief`` / ``edge`` payloads) and ``stage`` (:func:`remember`, one all-or-nothing memory step
+after the controller, and :func:`memory_behind`, which the writer's think loop asks). It
+appends nothing itself: the :class:`~mirror.cognition.writer.ConversationWriter` does.
 
-The index is a cache derived from the items, never truth: dropping it and rebuilding it from
-the projected beliefs gives the same recall, so replay reproduces every recall exactly.
+Recalling — ``recall`` (:class:`MemoryIndex`, the per-conversation index kept between recalls,
+and :func:`recall`, the same answer built from scratch: a pure function of items, query text,
+query vector and ``now``), ``keyword`` (an incremental BM25 inverted index), ``vectors`` (a
+growing float32 matrix, one product per query), ``graph`` (topics a message mentions and the
+2-hop walk over causal edges), ``fusion`` (reciprocal rank fusion), ``render`` (the bounded block
+the Talker reads), ``view`` (recalls and memory items as JSON data for the API and the CLI),
+``_text`` (the tokenizer the keyword index and the topic finder share), ``_ranking`` (best-first
+selection, ties broken by id) and ``_decay`` (decay estimated in numpy, so the exact
+``strength`` runs only for likely winners). The index is a cache derived from the items, never
+truth: rebuilt from the projected beliefs it gives the same recall, so replay reproduces every
+recall exactly.
 
-Part of the cognition layer: may import ``mirror.projections`` (belief and edge state, decay),
-``mirror.events``, the rest of ``mirror.cognition``, numpy and ``bm25s`` (its English stopword
-list); never the runtime (``actors``, ``replay``).
+Part of the cognition layer: may import the rest of ``mirror.cognition`` (the LLM and
+:class:`~mirror.cognition.embeddings.Embedder` ports, prompts, the pipeline's result types),
+``mirror.projections`` (state, decay, the confidence constants) and ``mirror.events``, plus
+numpy and ``bm25s`` (its English stopword list); never the runtime (``actors``) or ``replay``.
 """
 
+from .extract import CONTRADICTION_SCHEMA, MEMORY_SCHEMA
 from .fusion import RRF_K, reciprocal_rank_fusion
+from .gate import OPPOSITE_RELATIONS, belief_id
 from .graph import EdgeIndex
 from .keyword import KeywordIndex
 from .recall import (
@@ -35,15 +44,20 @@ from .recall import (
     recall,
 )
 from .render import DEFAULT_MAX_CHARS, render_recall
+from .stage import EMBEDDING_FAILED, RecordedStepFailure, memory_behind, remember
 from .vectors import VectorIndex
 from .view import edge_view, recall_view, sorted_beliefs, sorted_edges, sorted_reviews
 
 __all__ = [
+    "CONTRADICTION_SCHEMA",
     "DEFAULT_DEPTH",
     "DEFAULT_LIMIT",
     "DEFAULT_MAX_CHARS",
     "DEFAULT_MAX_EDGES",
     "DEFAULT_MAX_REVIEWS",
+    "EMBEDDING_FAILED",
+    "MEMORY_SCHEMA",
+    "OPPOSITE_RELATIONS",
     "RRF_K",
     "EdgeIndex",
     "KeywordIndex",
@@ -53,11 +67,15 @@ __all__ = [
     "Recallable",
     "RecalledItem",
     "RecalledReview",
+    "RecordedStepFailure",
     "VectorIndex",
+    "belief_id",
     "edge_view",
+    "memory_behind",
     "recall",
     "recall_view",
     "reciprocal_rank_fusion",
+    "remember",
     "render_recall",
     "sorted_beliefs",
     "sorted_edges",

@@ -31,8 +31,11 @@ from typing import Any
 import msgpack
 
 from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
+from mirror.cognition.embeddings import Embedder, OpenAIEmbedder
 from mirror.cognition.llm import LLM
-from mirror.cognition.pipeline import MirrorConfig, talk, think
+from mirror.cognition.memory import remember
+from mirror.cognition.openai_client import LLMSettings
+from mirror.cognition.pipeline import MirrorConfig, Thinking, talk, think
 from mirror.cognition.prompts import default_prompt_set
 from mirror.events.codec import decode, encode
 from mirror.events.envelope import Event, make_event
@@ -47,7 +50,7 @@ from tests.support.sim import SIM_MODEL, sim_client
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 EXPECTED = GOLDEN / "expected.json"
-LOGS = ("conversation", "prototype")
+LOGS = ("conversation", "prototype", "memory")
 """Logs that must fold to their expected states and verify with no divergence."""
 DIVERGENT = "divergent"
 """A log whose recorded narrative was edited after the fact: verify must find it."""
@@ -87,6 +90,8 @@ def plain(value: Any) -> Any:
         return [plain(item) for item in value]
     if isinstance(value, float):
         return round(value, 9)
+    if isinstance(value, bytes):  # a packed vector: hex keeps it JSON and exact
+        return value.hex()
     return value
 
 
@@ -155,8 +160,13 @@ class _Writer:
                                timestamp=START + seq))
 
     async def think(self, attempt: int = 1) -> bool:
+        return self._step(await think(self.state, self.llm, self.prompts, self.config, attempt=attempt))
+
+    async def remember(self, embedder: Embedder, attempt: int = 1) -> bool:
+        return self._step(await remember(self.state, self.llm, embedder, self.prompts, self.config, attempt=attempt))
+
+    def _step(self, thinking: Thinking) -> bool:
         seen = self.events[-1].id if self.events else None
-        thinking = await think(self.state, self.llm, self.prompts, self.config, attempt=attempt)
         for event in thinking.events(self.key, self.state.last_seq + 1, causation=seen):
             self._apply(dataclasses.replace(event, timestamp=START + event.seq, provenance=_steady(event.provenance)))
         return thinking.ok
@@ -193,6 +203,34 @@ async def _conversation(sim: SimLLMServer) -> list[Event]:
         await branch.think()
         branch.append(Belief("no-allergy", "contradict", "The user can eat peanuts.", related=("allergy",)))
     return writer.events + branch.events
+
+
+MEMORY_DIMENSIONS = 32
+"""Small vectors (128 bytes) keep the golden memory log small; the simulator embeds at any size."""
+
+
+async def _memory(sim: SimLLMServer) -> list[Event]:
+    """The memory stage (record format 2, ``belief`` v2, ``memory_step``): a fact and a causal
+    edge, a failed extraction retried, the fact restated (reinforce) and negated (contradict,
+    one review item)."""
+    key = StreamKey("golden", "memory")
+    embedder = OpenAIEmbedder(LLMSettings(base_url=sim.base_url, model="sim-embed", max_retries=0),
+                              dimensions=MEMORY_DIMENSIONS)
+    async with sim_client(sim) as llm:
+        writer = _Writer(key, llm)
+        await writer.turn("I am allergic to peanuts. Stress causes insomnia.")
+        await writer.think()
+        sim.script("malformed")
+        assert not await writer.remember(embedder), "the scripted malformed answer must fail the extraction"
+        assert await writer.remember(embedder, attempt=2)
+        for message in ("I am allergic to peanuts.", "I am not allergic to peanuts."):
+            await writer.turn(message)
+            await writer.think()
+            assert await writer.remember(embedder)
+    await embedder.aclose()
+    operations = [e.payload.operation for e in writer.events if isinstance(e.payload, Belief)]
+    assert operations == ["assert", "assert", "reinforce", "contradict"], operations
+    return writer.events
 
 
 def _log_of(events: Iterable[Event]) -> InMemoryEventLog:
@@ -235,11 +273,27 @@ def _divergent(conversation: list[Event]) -> list[Event]:
     return main
 
 
+async def add_log(name: str) -> None:
+    """Write one new golden log and add its expected results, leaving every other log and its
+    results as they are (what a new event type needs: the old logs are the past)."""
+    with SimLLMServer(SimSettings()) as sim:
+        events = {"memory": _memory}[name]
+        write_log(name, await events(sim))
+    expected = json.loads(EXPECTED.read_text())
+    for branch, result in (await fold_and_verify([decode(record) for record in read_log(name)])).items():
+        report: VerifyReport = result["report"]
+        assert report.ok and report.model_calls == 0, f"{name}/{branch} does not verify: {report.as_dict()}"
+        expected.setdefault(name, {})[branch] = {"state": result["state"], "verify": verify_counts(report)}
+    EXPECTED.write_text(json.dumps(expected, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+
+
 async def regenerate() -> None:
     GOLDEN.mkdir(exist_ok=True)
     with SimLLMServer(SimSettings()) as sim:
         conversation = await _conversation(sim)
+        memory = await _memory(sim)
     write_log("conversation", conversation)
+    write_log("memory", memory)
     write_records("prototype", _prototype())
     write_log(DIVERGENT, _divergent(conversation))
     expected: dict[str, Any] = {}
@@ -256,4 +310,6 @@ async def regenerate() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(regenerate())
+    import sys
+
+    asyncio.run(add_log(sys.argv[1]) if len(sys.argv) > 1 else regenerate())

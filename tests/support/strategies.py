@@ -30,6 +30,7 @@ from mirror.events.payloads import (
     Edge,
     Fork,
     Insight,
+    MemoryStep,
     Monologue,
     Narrative,
     Payload,
@@ -198,6 +199,11 @@ def fork_payloads(text: st.SearchStrategy[str] = texts) -> st.SearchStrategy[For
     return st.builds(Fork, parent_branch=branches, fork_seq=st.integers(0, 10_000), prompt_set=text, reason=text)
 
 
+def memory_step_payloads() -> st.SearchStrategy[MemoryStep]:
+    counts = st.integers(0, 50)
+    return st.builds(MemoryStep, for_turn=st.integers(0, 10_000), candidates=counts, beliefs=counts, edges=counts)
+
+
 PAYLOAD_STRATEGIES: dict[type[Payload], st.SearchStrategy[Payload]] = {
     Turn: turn_payloads(),
     Monologue: monologue_payloads(),
@@ -209,6 +215,7 @@ PAYLOAD_STRATEGIES: dict[type[Payload], st.SearchStrategy[Payload]] = {
     ThinkerFailed: thinker_failed_payloads(),
     Fork: fork_payloads(),
     Recall: recall_payloads(),
+    MemoryStep: memory_step_payloads(),
 }
 assert set(PAYLOAD_STRATEGIES) == set(PAYLOAD_TYPES), "a payload type has no strategy"
 

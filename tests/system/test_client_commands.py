@@ -88,12 +88,14 @@ def test_demo_uses_the_running_stack_and_shows_replies_and_thinking(stack: Embed
     assert "peanut allergy" in out and "satay" in out
     assert out.count("╭─ mirror") == 5
     assert "narrative · seq" in out and "reasoning" in out
+    assert "remember  One important thing before we start: I have a severe peanut allergy." in out
     summary_line = out.strip().splitlines()[-1]
     assert re.search(rf"5 turns, \d+ events in {conversation}; final narrative mentions the peanut allergy: (yes|no)",
                      summary_line), summary_line
     with api(stack) as client:
         summary = client.get(f"/v1/conversations/{conversation}").json()
     assert summary["turns"] == 5 and summary["thought_turn"] == 4 and summary["narrative"]
+    assert summary_line.endswith("a belief holds it: yes")
 
 
 def test_demo_starts_its_own_stack_when_none_runs_and_stops_it(tmp_path: Path) -> None:

@@ -5,16 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from mirror.actors.conversation import Conversation, RuntimeSettings
 from mirror.actors.errors import Fenced
+from mirror.cognition.prompts import default_prompt_set
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
-from mirror.events.payloads import Monologue, Narrative, Turn
+from mirror.events.payloads import Belief, MemoryStep, Monologue, Narrative, ThinkerFailed, Turn
 from mirror.projections.conversation import fold
+from mirror.projections.state import initial_state
+from mirror.replay.verify import verify_events
 from tests.support.stack import conversation_runtime
 
 
@@ -47,8 +51,9 @@ async def test_a_turn_is_acknowledged_then_thought_about(runtime: RuntimeSetting
     finally:
         await conversation.stop()
     events = await log_events(runtime, key)
-    assert [type(e.payload) for e in events] == [Turn, Monologue, Narrative, Turn, Monologue, Narrative]
-    assert events[3].payload.narrative_seq == 3  # the second turn saw the first narrative
+    assert [type(e.payload) for e in events] == [Turn, Monologue, Narrative, Belief, MemoryStep,
+                                                 Turn, Monologue, Narrative, Belief, MemoryStep]
+    assert events[5].payload.narrative_seq == 3  # the second turn saw the first narrative
     assert fold(events) == state
 
 
@@ -88,3 +93,75 @@ async def test_two_writers_on_one_conversation_never_fork_it(runtime: RuntimeSet
     events = await log_events(runtime, key)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert all(e.payload.user_message != "Hello from two" for e in events if isinstance(e.payload, Turn))
+
+
+def sim_stats(settings: RuntimeSettings) -> dict:  # type: ignore[type-arg]
+    return httpx.get(settings.llm.base_url.removesuffix("/v1") + "/_sim/stats").json()
+
+
+async def test_a_stated_fact_becomes_a_belief_a_restatement_reinforces_it_and_replay_calls_nothing(
+    runtime: RuntimeSettings,
+) -> None:
+    key = StreamKey("acme", "remembers")
+    conversation = await Conversation(key, runtime).start()
+    try:
+        await conversation.turn("I have a severe peanut allergy.", sync=True)
+        assert await conversation.wait_idle(30)
+        first = conversation.state
+        await conversation.turn("I have a severe peanut allergy.", sync=True)
+        assert await conversation.wait_idle(30)
+        state = conversation.state
+    finally:
+        await conversation.stop()
+    (belief,) = first.beliefs.values()
+    assert belief.statement == "I have a severe peanut allergy." and belief.embedding
+    assert list(state.beliefs) == [belief.belief_id]  # restated: the same belief, stronger
+    assert state.beliefs[belief.belief_id].confidence > belief.confidence
+    assert state.memory_turn == 1
+    events = await log_events(runtime, key)
+    assert fold(events) == state
+    operations = [e.payload.operation for e in events if isinstance(e.payload, Belief)]
+    assert operations == ["assert", "reinforce"]
+    before = sim_stats(runtime)
+    report = await verify_events(key, initial_state(key), events, default_prompt_set())
+    after = sim_stats(runtime)
+    assert report.ok, report.as_dict()
+    assert report.steps == 6 and report.model_calls == 0 and report.embedding_calls == 0
+    assert (after["chat_calls"], after["embedding_calls"]) == (before["chat_calls"], before["embedding_calls"])
+
+
+@pytest.fixture
+def runtime_without_memory(nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:
+    with conversation_runtime(nats_server.url, tmp_path, shard="conv", memory=False) as settings:
+        yield settings  # type: ignore[misc]
+
+
+async def test_memory_can_be_turned_off(runtime_without_memory: RuntimeSettings) -> None:
+    settings = runtime_without_memory
+    key = StreamKey("acme", "forgets")
+    conversation = await Conversation(key, settings).start()
+    try:
+        await conversation.turn("I have a severe peanut allergy.", sync=True)
+        assert await conversation.wait_idle(30)
+    finally:
+        await conversation.stop()
+    events = await log_events(settings, key)
+    assert [type(e.payload) for e in events] == [Turn, Monologue, Narrative]
+    assert sim_stats(settings)["embedding_calls"] == 0
+
+
+async def test_a_failed_memory_step_is_retried_without_thinking_again(runtime: RuntimeSettings) -> None:
+    key = StreamKey("acme", "retries")
+    httpx.post(runtime.llm.base_url.removesuffix("/v1") + "/_sim/script",
+               json={"faults": ["ok", "ok", "ok", "malformed"]}).raise_for_status()
+    conversation = await Conversation(key, runtime).start()
+    try:
+        await conversation.turn("My sister lives in Porto.")
+        assert await conversation.wait_idle(30)
+    finally:
+        await conversation.stop()
+    events = await log_events(runtime, key)
+    assert [type(e.payload) for e in events] == [Turn, Monologue, Narrative, ThinkerFailed, Belief, MemoryStep]
+    assert events[3].payload.stage == "memory"
+    report = await verify_events(key, initial_state(key), events, default_prompt_set())
+    assert report.ok and report.model_calls == 0 and report.embedding_calls == 0, report.as_dict()

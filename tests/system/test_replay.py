@@ -25,7 +25,7 @@ from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
-from mirror.events.payloads import Monologue, Narrative, ThinkerFailed, Turn
+from mirror.events.payloads import Belief, Edge, MemoryStep, Monologue, Narrative, ThinkerFailed, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import initial_state
 from mirror.replay import (
@@ -40,7 +40,7 @@ from mirror.replay import (
     recompute_conversation,
     verify_events,
 )
-from mirror.replay.verify import thinking_steps
+from mirror.replay.verify import memory_steps, thinking_steps
 from tests.support.stack import conversation_runtime
 
 
@@ -142,12 +142,15 @@ async def test_replay_with_unchanged_prompts_reproduces_every_event_without_a_mo
     async with log_of(runtime, key) as (_, log):
         events = await log.read(key)
     assert any(isinstance(e.payload, ThinkerFailed) for e in events)
-    calls_before = (await sim(runtime, "/_sim/stats"))["chat_calls"]
+    stats_before = await sim(runtime, "/_sim/stats")
     report = await verify_events(key, initial_state(key), events, default_prompt_set())
     assert report.ok, report.as_dict()["divergences"][:2]
-    assert report.model_calls == 0 and report.unverifiable == 0
-    assert report.steps == len(MESSAGES) + len(thinking_steps(events))
-    assert (await sim(runtime, "/_sim/stats"))["chat_calls"] == calls_before
+    assert report.model_calls == 0 and report.embedding_calls == 0 and report.unverifiable == 0
+    assert report.steps == len(MESSAGES) + len(thinking_steps(events)) + len(memory_steps(events))
+    assert len(memory_steps(events)) == len(MESSAGES)  # each turn remembered once
+    stats_after = await sim(runtime, "/_sim/stats")
+    assert (stats_after["chat_calls"], stats_after["embedding_calls"]) == (
+        stats_before["chat_calls"], stats_before["embedding_calls"])
 
 
 async def test_a_divergent_log_raises_a_typed_non_determinism_error(runtime: RuntimeSettings) -> None:
@@ -193,12 +196,13 @@ async def test_a_changed_prompt_shows_only_where_that_prompt_was_used(
     own = branch_events[1:]  # after the fork event
     assert [e.type for e in own] == [e.type for e in recorded]
     for old, new in zip(recorded, own, strict=True):
-        if isinstance(old.payload, (Turn, Monologue)):
-            assert new.payload == old.payload  # the monologue prompt did not change: same thoughts
+        if isinstance(old.payload, (Turn, Monologue, Belief, Edge, MemoryStep)):
+            assert new.payload == old.payload  # the monologue and memory prompts did not change: same thoughts
         else:
             assert new.payload != old.payload and new.provenance is not None and new.provenance.prompt_set == prompts.version
     narratives = sum(isinstance(e.payload, Narrative) for e in recorded)
     assert result.model_calls == narratives  # only controller requests changed
+    assert result.embedding_calls == 0  # every statement's vector was recorded
     assert result.diff is not None and result.diff["narrative_changed"]
     assert verify.ok and verify.model_calls == 0  # the branch itself replays deterministically
 
@@ -293,7 +297,33 @@ async def test_counterfactual_recompute_regenerates_replies_and_mode_changes_the
     assert all(e.causation is None and e.provenance is not None and e.provenance.prompt_set == prompts.version
                for e in new_turns)
     # controller_only: no monologue on the branch, a narrative after every turn.
-    assert [e.type for e in lean_events[1:]] == ["turn", "narrative"] * 3
+    memory = ("belief", "edge", "memory_step")
+    assert [e.type for e in lean_events[1:] if e.type not in memory] == ["turn", "narrative"] * 3
+    assert [e.type for e in lean_events[1:] if e.type == "memory_step"] == ["memory_step"] * 3
+
+
+async def test_a_changed_memory_prompt_re_runs_memory_with_recorded_vectors(
+    runtime: RuntimeSettings, tmp_path: Path
+) -> None:
+    key = StreamKey("replay", "rememory")
+    await talk_through(runtime, key, MESSAGES[:3])
+    prompts = edited_prompts(tmp_path, "memory.md", "I keep only what the person says about themselves.")
+    async with log_of(runtime, key) as (bus, log):
+        llm = OpenAIChatClient(runtime.llm)
+        embeddings_before = (await sim(runtime, "/_sim/stats"))["embedding_calls"]
+        result = await recompute_conversation(key, RecomputePlan(prompts), history=History(log), bus=bus, live=llm)
+        await llm.aclose()
+        branch = replace(key, branch=result.branch)
+        assert await log.wait_committed((await bus.head(branch)).fence, timeout=30)
+        recorded, rethought = await log.read(key), (await log.read(branch))[1:]
+    # Only the extraction requests changed (one per turn); the simulator reads the exchange, not
+    # the prompt, so the statements are the same and every vector comes from the log.
+    assert result.model_calls == 3 and result.embedding_calls == 0
+    assert (await sim(runtime, "/_sim/stats"))["embedding_calls"] == embeddings_before
+    beliefs = [e.payload for e in recorded if isinstance(e.payload, Belief)]
+    assert [e.payload for e in rethought if isinstance(e.payload, Belief)] == beliefs and beliefs
+    steps = [e for e in rethought if isinstance(e.payload, MemoryStep)]
+    assert all(e.provenance.prompt_set == prompts.version for e in steps)
 
 
 async def test_the_latest_state_includes_every_acknowledged_event(runtime: RuntimeSettings) -> None:

@@ -44,9 +44,9 @@ def converse(http: httpx.Client, conversation: str, turns: int) -> list[dict[str
                              json={"message": f"message {index}: I never eat peanuts" if index == 0 else f"message {index}"})
         assert response.status_code == 200, response.text
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # the last turn's thinking, committed
+    while time.monotonic() < deadline:  # the last turn's thinking and memory, committed
         events = http.get(f"/v1/conversations/{conversation}/events", params={"limit": 1000}).json()["events"]
-        if events and events[-1]["type"] == "narrative" and events[-1]["turn"] == turns - 1:
+        if events and events[-1]["type"] == "memory_step" and events[-1]["turn"] == turns - 1:
             return events
         time.sleep(0.05)
     raise AssertionError(f"thinking of {conversation} did not finish")
@@ -64,7 +64,8 @@ def test_state_and_diff_over_http(stack) -> None:
         first = http.get("/v1/conversations/travel/state", params={"at": 1}).json()
         assert first["seq"] == 1 and first["turns"] == 1 and first["narrative"] is None
         last = http.get("/v1/conversations/travel/state").json()
-        assert last["seq"] == events[-1]["seq"] and last["narrative"] == events[-1]["payload"]["text"]
+        narrative = [event for event in events if event["type"] == "narrative"][-1]
+        assert last["seq"] == events[-1]["seq"] and last["narrative"] == narrative["payload"]["text"]
         iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(events[0]["ts"] - 60)) + "Z"
         assert http.get("/v1/conversations/travel/state", params={"at_time": iso}).json()["seq"] == 0
         change = http.get("/v1/conversations/travel/diff", params={"from": 0}).json()

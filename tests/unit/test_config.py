@@ -131,3 +131,9 @@ def test_the_readme_example_file_is_valid(tmp_path: Path) -> None:
     settings = shown(mirror("up", "--show-config", cwd=tmp_path))
     assert settings["data_dir"] == "/srv/mirror" and settings["llm"] == "http://127.0.0.1:8000/v1"
     assert settings["max_live_actors"] == 256 and settings["log_level"] == "INFO"
+
+
+def test_memory_is_on_by_default_and_can_be_turned_off(tmp_path: Path) -> None:
+    assert shown(mirror("up", "--show-config", cwd=tmp_path))["memory"] is True
+    assert shown(mirror("up", "--show-config", "--no-memory", cwd=tmp_path))["memory"] is False
+    assert shown(mirror("up", "--show-config", cwd=tmp_path, env={"MIRROR_MEMORY": "false"}))["memory"] is False

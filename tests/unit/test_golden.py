@@ -11,10 +11,10 @@ import json
 import msgpack
 import pytest
 
-from mirror.events.codec import decode, encode
+from mirror.events.codec import RECORD_FORMAT, decode, encode
 from mirror.events.envelope import Event
 from mirror.events.ids import MAIN_BRANCH, StreamKey
-from mirror.events.payloads import Narrative, Turn
+from mirror.events.payloads import Belief, Narrative, ThinkerFailed, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import initial_state
 from mirror.replay.errors import NonDeterminism
@@ -34,7 +34,8 @@ def test_every_golden_record_decodes_and_current_ones_encode_back_to_their_bytes
     events = [decode(record) for record in records]
     assert len(events) == len(records) > 0
     for record, event in zip(records, events, strict=True):
-        if msgpack.unpackb(record, raw=False)["schema"] == event.schema_version:
+        raw = msgpack.unpackb(record, raw=False)
+        if raw["schema"] == event.schema_version and raw["f"] == RECORD_FORMAT:  # older formats are upcast
             assert encode(event) == record, f"{name} seq {event.seq} encodes differently today"
     for key in {event.key for event in events}:
         seqs = [event.seq for event in events if event.key == key]
@@ -97,3 +98,16 @@ async def test_the_divergent_log_is_reported_as_non_determinism() -> None:
     assert caught.value.key == StreamKey("golden", "conversation")
     assert caught.value.divergences == report.divergences
     assert "diverges at seq 3" in str(caught.value)
+
+
+async def test_the_memory_log_covers_the_memory_stage_and_replays_it_without_embedding() -> None:
+    events = golden_events("memory")
+    beliefs = [event.payload for event in events if isinstance(event.payload, Belief)]
+    assert [belief.operation for belief in beliefs] == ["assert", "assert", "reinforce", "contradict"]
+    assert all(belief.embedding and belief.embedding_fingerprint for belief in beliefs)
+    assert {"edge", "memory_step"} <= {event.type for event in events}
+    failures = [event.payload for event in events if isinstance(event.payload, ThinkerFailed)]
+    assert [(failure.stage, failure.attempt) for failure in failures] == [("memory", 1)]
+    report = (await fold_and_verify(events))[MAIN_BRANCH]["report"]
+    assert report.ok and report.model_calls == 0 and report.embedding_calls == 0
+    assert len(fold(events).review_items) == 1

@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from mirror.actors.llm.errors import UnsatisfiableSchema
+from mirror.actors.llm.sim import memory as sim_memory
 from mirror.projections.monologue import estimate_tokens  # the simulator counts usage as Mirror estimates it
 
 # The request fields that decide the content; anything else (user, stream_options, ...) does not.
@@ -128,7 +129,11 @@ def chat_completion(body: Mapping[str, Any], digest: bytes, model: str) -> dict[
     rng = rng_for(digest)
     response_format = body.get("response_format") or {"type": "text"}
     finish_reason = "stop"
-    if response_format["type"] == "json_schema":
+    memory_kind = sim_memory.schema_kind(response_format)
+    remembered = None if memory_kind is None else sim_memory.answer(memory_kind, last_user_text(body["messages"]))
+    if remembered is not None:  # Mirror's memory stage: content read from the request (see sim.memory)
+        content = json.dumps(remembered, ensure_ascii=False)
+    elif response_format["type"] == "json_schema":
         content = json.dumps(instance(response_format["json_schema"]["schema"], rng), ensure_ascii=False)
     elif response_format["type"] == "json_object" and "schema" in response_format:
         content = json.dumps(instance(response_format["schema"], rng), ensure_ascii=False)
