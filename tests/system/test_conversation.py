@@ -95,7 +95,7 @@ async def test_two_writers_on_one_conversation_never_fork_it(runtime: RuntimeSet
     assert all(e.payload.user_message != "Hello from two" for e in events if isinstance(e.payload, Turn))
 
 
-def sim_stats(settings: RuntimeSettings) -> dict:  # type: ignore[type-arg]
+def sim_stats(settings: RuntimeSettings) -> dict:
     return httpx.get(settings.llm.base_url.removesuffix("/v1") + "/_sim/stats").json()
 
 
@@ -133,7 +133,7 @@ async def test_a_stated_fact_becomes_a_belief_a_restatement_reinforces_it_and_re
 @pytest.fixture
 def runtime_without_memory(nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:
     with conversation_runtime(nats_server.url, tmp_path, shard="conv", memory=False) as settings:
-        yield settings  # type: ignore[misc]
+        yield settings
 
 
 async def test_memory_can_be_turned_off(runtime_without_memory: RuntimeSettings) -> None:

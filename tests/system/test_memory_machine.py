@@ -45,7 +45,7 @@ _names = itertools.count()
 def runtime(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeSettings]:
     directory = tmp_path_factory.mktemp("memory-machine")
     with conversation_runtime(nats_server.url, directory, shard="memorymachine", mode="baseline") as settings:
-        yield settings  # type: ignore[misc]
+        yield settings
 
 
 def statement(thing: str, negated: bool) -> str:

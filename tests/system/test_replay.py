@@ -323,7 +323,7 @@ async def test_a_changed_memory_prompt_re_runs_memory_with_recorded_vectors(
     beliefs = [e.payload for e in recorded if isinstance(e.payload, Belief)]
     assert [e.payload for e in rethought if isinstance(e.payload, Belief)] == beliefs and beliefs
     steps = [e for e in rethought if isinstance(e.payload, MemoryStep)]
-    assert all(e.provenance.prompt_set == prompts.version for e in steps)
+    assert all(e.provenance is not None and e.provenance.prompt_set == prompts.version for e in steps)
 
 
 async def test_the_latest_state_includes_every_acknowledged_event(runtime: RuntimeSettings) -> None:
