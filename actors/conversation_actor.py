@@ -8,6 +8,10 @@ continues where the last one stopped. Names are ``<tenant>/<conversation>/<branc
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import os
+import time
 from typing import Any
 
 import ray
@@ -15,8 +19,10 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_f
 
 from mirror.actors.conversation import Conversation, RebuildReport, RuntimeSettings
 from mirror.actors.directory import NAMESPACE, TOUCH_EVERY_S, directory
+from mirror.actors.errors import Passivated
 from mirror.actors.results import ConversationSummary, TurnResult
 from mirror.events.ids import StreamKey
+from mirror.projections.snapshot import snapshot_bytes
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=64)  # type: ignore[call-overload]  # Ray's typed overloads omit actor options such as max_concurrency
@@ -24,8 +30,6 @@ class ConversationActor:
     """A virtual actor: activated by its first message, passivated when idle or crowded out."""
 
     def __init__(self, tenant: str, conversation: str, branch: str, settings: RuntimeSettings) -> None:
-        import gc
-
         # Everything imported so far (Ray, Mirror, their libraries) lives as long as the process:
         # out of the collector's sight, so Ray's periodic collections and the one at exit do not
         # walk a million objects each (that was ~0.4 s of CPU per passivation).
@@ -40,9 +44,6 @@ class ConversationActor:
         self._watchdog: Any = None
 
     async def _ready(self) -> Conversation:
-        import asyncio
-        import time
-
         self.last_active = time.monotonic()
         if self.conversation is None:
             self.conversation = await Conversation(self.key, self.settings).start()
@@ -57,9 +58,6 @@ class ConversationActor:
         return self.conversation
 
     async def _passivate_when_idle(self) -> None:
-        import asyncio
-        import time
-
         while True:
             await asyncio.sleep(min(5.0, self.settings.passivate_after_s / 2))
             idle = time.monotonic() - self.last_active
@@ -78,8 +76,6 @@ class ConversationActor:
         return await (await self._ready()).wait_idle(timeout)
 
     async def state_bytes(self) -> bytes:
-        from mirror.projections.snapshot import snapshot_bytes
-
         return snapshot_bytes((await self._ready()).state)
 
     async def rebuild_report(self) -> RebuildReport | None:
@@ -87,8 +83,6 @@ class ConversationActor:
         return (await self._ready()).rebuilt
 
     async def pid(self) -> int:
-        import os
-
         return os.getpid()
 
     async def passivate(self) -> None:
@@ -121,8 +115,6 @@ RETRYABLE = (ray.exceptions.ActorUnavailableError, ray.exceptions.ActorDiedError
 
 def is_passivated(exc: BaseException) -> bool:
     """A call that met an actor passivating or just gone: ask a fresh handle again."""
-    from mirror.actors.errors import Passivated
-
     return isinstance(exc, RETRYABLE) or isinstance(getattr(exc, "cause", None), Passivated)
 
 

@@ -7,6 +7,7 @@ conversation actor as it activates. May import ``ray`` and nothing else of Mirro
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -32,8 +33,6 @@ class Directory:
     """
 
     def __init__(self, max_live: int) -> None:
-        import threading
-
         self.max_live = max_live
         self.live: dict[str, OrderedDict[str, None]] = {}
         self.node_of: dict[str, str] = {}

@@ -15,11 +15,13 @@ starting another. A run that dies with its driver is simply started again.
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from string import Template
 from typing import Any, cast
 
 import ray
@@ -28,11 +30,16 @@ from ray import ObjectRefGenerator
 from mirror.actors.conversation import RuntimeSettings, memory_embedder
 from mirror.actors.results import RecomputeFailure, RecomputeStatus
 from mirror.cognition.openai_client import OpenAIChatClient
-from mirror.cognition.prompts import PromptSet
+from mirror.cognition.prompts import TEMPLATES, PromptSet
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.replay import History, Recomputation, RecomputeError, RecomputePlan, recompute_conversation
+
+try:
+    import uvloop
+except ImportError:  # a dependency on POSIX only (pyproject.toml)
+    uvloop = None
 
 MAX_PER_TASK = 8
 
@@ -117,9 +124,7 @@ def _new_loop() -> asyncio.AbstractEventLoop:
     """uvloop where installed (a dependency on POSIX): a task's loop carries up to MAX_PER_TASK
     conversations' model calls and appends, and is busy enough that it shows — efficiency at the
     default bench went from 0.78–0.81 to 0.82–0.84 (three interleaved pairs)."""
-    try:
-        import uvloop
-    except ImportError:
+    if uvloop is None:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
 
@@ -244,8 +249,6 @@ class RecomputeDriver:
         return self.state
 
     def pid(self) -> int:
-        import os
-
         return os.getpid()
 
 
@@ -306,10 +309,6 @@ def summary(report_data: dict[str, Any]) -> str:
 
 def prompt_set_with(overrides: dict[str, str], base: PromptSet) -> PromptSet:
     """``base`` with some templates replaced (the API's way to send a changed prompt set)."""
-    from string import Template
-
-    from mirror.cognition.prompts import TEMPLATES
-
     unknown = sorted(set(overrides) - set(TEMPLATES))
     if unknown:
         raise RecomputeError(f"unknown prompt template(s) {', '.join(unknown)}; templates are {', '.join(TEMPLATES)}")

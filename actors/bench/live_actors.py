@@ -27,10 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import ray
 
 from mirror.actors.bench._stacks import sim_stack
 from mirror.actors.bench._stats import percentile
 from mirror.actors.conversation import RebuildReport
+from mirror.actors.directory import DIRECTORY_NAME, NAMESPACE
 from mirror.actors.stack.embedded import DEFAULT_TENANT, EmbeddedStack
 from mirror.events.bus import Head
 from mirror.events.envelope import Event, make_event
@@ -108,10 +110,6 @@ async def _turn(client: httpx.AsyncClient, name: str, message: str) -> tuple[flo
 
 
 def _alive(name: str) -> bool:
-    import ray
-
-    from mirror.actors.conversation_actor import NAMESPACE
-
     try:
         ray.get_actor(name, namespace=NAMESPACE)
     except ValueError:
@@ -131,10 +129,6 @@ async def _wait_passivated(names: list[str], timeout_s: float) -> list[str]:
 
 
 def _report(name: str) -> RebuildReport | None:
-    import ray
-
-    from mirror.actors.conversation_actor import NAMESPACE
-
     try:
         actor: Any = ray.get_actor(name, namespace=NAMESPACE)  # Any: Ray types its methods, found at run time, as Never
         report: RebuildReport = ray.get(actor.rebuild_report.remote(), timeout=60)
@@ -197,10 +191,6 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
             if report is not None:
                 reports[kind].append(report)
     seconds = time.perf_counter() - started
-
-    import ray
-
-    from mirror.actors.directory import DIRECTORY_NAME, NAMESPACE
 
     directory_actor: Any = ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE)  # Any: as in _report
     directory: dict[str, Any] = ray.get(directory_actor.stats.remote())

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from mirror.actors.llm.local import STRUCTURED_OUTPUT, LocalLLMServer
+from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 from mirror.cognition.llm import ChatRequest, ChatResponse
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.cognition.pipeline import MirrorConfig, talk, think
@@ -124,13 +126,9 @@ async def run_pipeline_bench(config: PipelineBenchConfig, prompts: PromptSet) ->
 def llm_endpoint(llm: str, sim_latency: str = "fixed:0") -> Iterator[tuple[str, str, str]]:
     """(base_url, model, structured-output mode) for ``local``, ``sim`` or a URL; servers stop after."""
     if llm == "local":
-        from mirror.actors.llm.local import STRUCTURED_OUTPUT, LocalLLMServer
-
         with LocalLLMServer() as server:
             yield server.base_url, server.model, STRUCTURED_OUTPUT
     elif llm == "sim":
-        from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
-
         with SimLLMServer(SimSettings(latency=sim_latency)) as server:
             yield server.base_url, "mirror-sim", "json_schema"
     else:

@@ -13,7 +13,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import ray
+
 from mirror.actors.bench._stacks import nats_and_ingester
+from mirror.actors.conversation import RuntimeSettings
+from mirror.actors.recompute_driver import MAX_PER_TASK, RecomputeJob, run_recompute, start_slice
 from mirror.actors.stack.processes import SimProcess
 from mirror.cognition.openai_client import LLMSettings
 from mirror.cognition.prompts import default_prompt_set
@@ -22,6 +26,7 @@ from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.payloads import Turn
+from mirror.replay import RecomputePlan
 
 __all__ = ["RecomputeBenchConfig", "run_recompute_bench"]
 
@@ -51,12 +56,6 @@ async def _seed(nats_url: str, tenant: str, config: RecomputeBenchConfig) -> Non
 
 
 def run_recompute_bench(config: RecomputeBenchConfig) -> dict[str, Any]:
-    import ray
-
-    from mirror.actors.conversation import RuntimeSettings
-    from mirror.actors.recompute_driver import MAX_PER_TASK, RecomputeJob, run_recompute, start_slice
-    from mirror.replay import RecomputePlan
-
     tenant = "benchrc"
     with nats_and_ingester() as nats_url:
         sim = SimProcess(latency=f"fixed:{config.llm_latency_ms:g}").start()  # its own process: not our GIL

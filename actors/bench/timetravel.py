@@ -24,6 +24,7 @@ from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.payloads import Belief, Edge, Monologue, Narrative, Turn
+from mirror.replay import History
 
 __all__ = ["TimeTravelBenchConfig", "history_events", "run_timetravel_bench"]
 
@@ -60,8 +61,6 @@ class TimeTravelBenchConfig:
 
 
 async def _timetravel(config: TimeTravelBenchConfig, nats_url: str) -> dict[str, Any]:
-    from mirror.replay import History
-
     key = StreamKey("bench", "long-conversation")
     events = history_events(key, config.events)
     bus = await JetStreamBus.connect(nats_url)

@@ -14,13 +14,16 @@ API key), restart after a crash, and go away with the cluster.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from typing import Any
 
 import ray
+import uvicorn
 
 from mirror.actors._threaded_server import bind_socket
-from mirror.actors.gateway.app import GatewaySettings
+from mirror.actors.directory import NAMESPACE
+from mirror.actors.gateway.app import GatewaySettings, create_app
 
 GATEWAY_NAME = "gateway-{index}"
 
@@ -38,10 +41,6 @@ class GatewayActor:
         self._socket: socket.socket | None = None
 
     async def start(self) -> str:
-        import uvicorn
-
-        from mirror.actors.gateway.app import create_app
-
         if self._task is None:
             self._socket = bind_socket(self.host, self.port, "mirror gateway", reuse_port=True)
             # Ray runs this actor's event loop; uvicorn serves on it (httptools parses HTTP when
@@ -58,8 +57,6 @@ class GatewayActor:
         return f"http://{self.host}:{self.port}"
 
     async def pid(self) -> int:
-        import os
-
         return os.getpid()
 
     async def stop(self) -> None:
@@ -78,8 +75,6 @@ def start_gateways(settings: GatewaySettings, *, host: str, port: int, count: in
 
     Port 0 is resolved here first (a free port), so every gateway binds the same one.
     """
-    from mirror.actors.conversation_actor import NAMESPACE
-
     if port == 0:
         probe = bind_socket(host, 0, "mirror gateway")
         port = probe.getsockname()[1]

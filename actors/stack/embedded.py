@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from mirror.actors.conversation import RuntimeSettings
-from mirror.actors.gateway.app import DEFAULT_MAX_MESSAGE_BYTES
+from mirror.actors.gateway.app import DEFAULT_MAX_MESSAGE_BYTES, GatewayServer, GatewaySettings, create_app
 from mirror.actors.gateway.tenants import TenantRegistry
+from mirror.actors.llm.local import LOCAL_TALKER_MAX_TOKENS, LOCAL_THINKER_MAX_TOKENS, STRUCTURED_OUTPUT, LocalLLMServer
+from mirror.actors.stack.processes import SimProcess
 from mirror.cognition.openai_client import LLMSettings
 from mirror.events.nats.server import EmbeddedNats
 
@@ -81,9 +83,13 @@ class EmbeddedStack:
         self.sim_pid: int | None = None
 
     def start(self) -> EmbeddedStack:
+        # Ray (~0.5 s to import, see gateway/routes/recompute.py) only here: the client commands
+        # import this module for running_stack() and never start a stack.
         import ray
 
+        from mirror.actors.gateway.actor import start_gateways, stop_gateways
         from mirror.actors.ingester_actor import RayIngester
+
 
         settings = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -105,16 +111,11 @@ class EmbeddedStack:
                                       talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens(),
                                       snapshot_every=settings.snapshot_every, passivate_after_s=settings.passivate_after_s,
                                       max_live_actors=settings.max_live_actors)
-            from mirror.actors.gateway.actor import start_gateways, stop_gateways
-            from mirror.actors.gateway.app import GatewaySettings
-
             tenants_file = self.data_dir / "tenants.json"
             self.token = self._default_token(tenants_file)
             gateway_settings = GatewaySettings(runtime=runtime, tenants_file=str(tenants_file),
                                                max_message_bytes=settings.max_message_bytes)
             if settings.gateway_processes == 0:  # in this process, on a thread (comparisons, debugging)
-                from mirror.actors.gateway.app import GatewayServer, create_app
-
                 server = GatewayServer(create_app(gateway_settings), port=settings.gateway_port).start()
                 self._closers.append(server.stop)
                 self.url = server.url
@@ -136,15 +137,11 @@ class EmbeddedStack:
     def _start_llm(self) -> LLMSettings:
         settings = self.settings
         if settings.llm == "local":
-            from mirror.actors.llm.local import STRUCTURED_OUTPUT, LocalLLMServer
-
             server = LocalLLMServer(log_path=self.data_dir / "llama.log").start()
             self._closers.append(server.stop)
             return LLMSettings(base_url=server.base_url, model=server.model, structured_output=STRUCTURED_OUTPUT,
                                timeout_s=600)
         if settings.llm == "sim":
-            from mirror.actors.stack.processes import SimProcess
-
             sim = SimProcess(latency=settings.sim_latency, log_path=self.data_dir / "sim-llm.log").start()
             self._closers.append(sim.stop)
             self.sim_pid = sim.pid
@@ -152,13 +149,9 @@ class EmbeddedStack:
         return LLMSettings(base_url=settings.llm, model=settings.llm_model or "default", api_key=settings.llm_api_key)
 
     def _talker_tokens(self) -> int:
-        from mirror.actors.llm.local import LOCAL_TALKER_MAX_TOKENS
-
         return LOCAL_TALKER_MAX_TOKENS if self.settings.llm == "local" else 1024
 
     def _thinker_tokens(self) -> int:
-        from mirror.actors.llm.local import LOCAL_THINKER_MAX_TOKENS
-
         return LOCAL_THINKER_MAX_TOKENS if self.settings.llm == "local" else 3000
 
     def _default_token(self, tenants_file: Path) -> str:

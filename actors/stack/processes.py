@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import signal
 import subprocess
 import sys
@@ -10,16 +11,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from mirror.events.errors import LogUnavailable
 from mirror.events.nats.jetstream import connect_nats
 from mirror.events.nats.log_service import LogClient
+from mirror.events.nats.server import free_port
 
 
 def _die_with_parent() -> None:
     """In the child: get SIGTERM when the parent dies, so a killed benchmark leaves no orphan."""
     if sys.platform.startswith("linux"):
-        import ctypes
-
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
@@ -104,8 +106,6 @@ class SimProcess:
     """`mirror sim-llm` in its own OS process: the simulator's work never shares Mirror's GIL."""
 
     def __init__(self, *, latency: str = "fixed:0", port: int = 0, log_path: str | Path | None = None) -> None:
-        from mirror.events.nats.server import free_port
-
         self.latency = latency
         self.port = port or free_port()
         self.log_path = Path(log_path) if log_path else None
@@ -120,8 +120,6 @@ class SimProcess:
         return f"{self.url}/v1"
 
     def start(self, timeout: float = 30.0) -> SimProcess:
-        import httpx
-
         command = [sys.executable, "-m", "mirror", "sim-llm", "--port", str(self.port), "--latency", self.latency,
                    "--log-level", "WARNING"]
         output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
@@ -156,6 +154,4 @@ class SimProcess:
 
     def stats(self) -> dict[str, Any]:
         """GET /_sim/stats: the simulator's counters (calls, faults, in flight)."""
-        import httpx
-
         return httpx.get(f"{self.url}/_sim/stats", timeout=5).raise_for_status().json()

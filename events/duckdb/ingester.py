@@ -29,7 +29,14 @@ from mirror.events.duckdb._ingest_batch import IngestBatch
 from mirror.events.duckdb.log import DuckDBEventLog
 from mirror.events.nats._client import MirrorNatsClient
 from mirror.events.nats._pull import Delivery, PullFeed
-from mirror.events.nats.jetstream import STREAM_SUBJECTS, JetStreamBus, StreamSettings, ensure_stream, retry_transient
+from mirror.events.nats.jetstream import (
+    STREAM_SUBJECTS,
+    JetStreamBus,
+    StreamSettings,
+    connect_nats,
+    ensure_stream,
+    retry_transient,
+)
 from mirror.events.nats.log_service import LogService
 
 log = logging.getLogger(__name__)
@@ -251,8 +258,6 @@ async def run_ingester(
 ) -> None:
     """Run an ingester until ``stop`` is set (or forever): the body of ``mirror ingest`` and of
     the ingester Ray actor. ``started`` is set once it consumes and serves reads."""
-    from mirror.events.nats.jetstream import connect_nats
-
     event_log = DuckDBEventLog(db_path)
     try:
         nc = await connect_nats(nats_url, name=f"mirror-ingest-{settings.shard}")

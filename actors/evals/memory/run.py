@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 from mirror.cognition.embeddings import Embedder, MiniLMEmbedder, OpenAIEmbedder
 from mirror.cognition.memory import MemoryIndex, MemoryItem
 from mirror.cognition.openai_client import LLMSettings
@@ -78,8 +79,6 @@ def _embedder(name: EmbedderName) -> Iterator[Embedder]:
     if name == "minilm":
         yield MiniLMEmbedder()
     elif name == "sim":
-        from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
-
         with SimLLMServer(SimSettings()) as server:
             yield OpenAIEmbedder(LLMSettings(base_url=server.base_url, model="mirror-sim"))
     else:
