@@ -17,6 +17,8 @@ from pathlib import Path
 import typer
 
 from mirror.actors.cli import bench, client, evals, log, memory, replay, serve, tenants
+from mirror.actors.cli.config_file import find_config_file, load_default_map
+from mirror.events.errors import MirrorError
 
 __all__ = ["app", "main"]
 
@@ -52,8 +54,6 @@ def root(
     ),
 ) -> None:
     """Read the config file before any command runs, so a bad one changes nothing."""
-    from mirror.actors.cli.config_file import find_config_file, load_default_map
-
     found = find_config_file(config)
     if found is not None:
         ctx.default_map = load_default_map(found, ctx.command)  # type: ignore[arg-type]  # a Typer app's root command is a TyperGroup; click types it Command
@@ -61,8 +61,6 @@ def root(
 
 def main() -> None:
     """Entry point: a Mirror error is one clear line on stderr and exit status 2, not a traceback."""
-    from mirror.events.errors import MirrorError
-
     try:
         app()
     except (MirrorError, ValueError) as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import typer
 from mirror.actors.cli.logging_setup import configure_logging
 from mirror.actors.cli.options import LLM_MODEL, MODE, QUIET_LOG_LEVEL, LogLevel, Mode
 
+# The commands import their benchmark (the stack, Ray, cognition) in their bodies: see app.py.
 __all__ = ["bench_app"]
 
 bench_app = typer.Typer(help="Benchmarks that print one JSON object, measured against the raw limit of the same run.")
@@ -152,8 +154,6 @@ def bench_pipeline(
 
     The API key of a URL endpoint is read from MIRROR_LLM_API_KEY and never printed or stored.
     """
-    import os
-
     from mirror.actors.bench.pipeline import PipelineBenchConfig, llm_endpoint, run_pipeline_bench
     from mirror.actors.llm.local import LOCAL_TALKER_MAX_TOKENS, LOCAL_THINKER_MAX_TOKENS
     from mirror.cognition.prompts import default_prompt_set, load_prompt_set

@@ -7,10 +7,13 @@ What they show and how is in :mod:`.client_commands`; this module turns options 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
+from rich.console import Console
 
+from mirror.actors.cli.errors import NoStackRunning
 from mirror.actors.cli.logging_setup import configure_logging
 from mirror.actors.cli.options import (
     AFTER_SEQ,
@@ -22,7 +25,9 @@ from mirror.actors.cli.options import (
     LogLevel,
     gateway_client,
 )
+from mirror.events.ids import validate_identifier
 
+# The commands import the stack, the gateway client and the local model in their bodies: see app.py.
 __all__ = ["chat", "demo", "events_app", "status"]
 
 events_app = typer.Typer(help="A conversation's events, from the HTTP API of a running stack.")
@@ -43,19 +48,12 @@ def demo(
     Uses the stack running for --data (or --url); otherwise starts an embedded one on free ports
     and stops it at the end. Turns are synchronous: each turn's thinking is done before the next.
     """
-    import os
-
-    from rich.console import Console
-
     from mirror.actors.cli.client_commands import DemoSettings, demo_target, run_demo
-    from mirror.actors.cli.errors import NoStackRunning
     from mirror.actors.cli.gateway_client import GatewayClient, find_stack
     from mirror.actors.llm.local import local_model_installed
 
     configure_logging(log_level.value)
     if conversation:
-        from mirror.events.ids import validate_identifier
-
         validate_identifier("conversation", conversation)
     try:
         target = find_stack(data, url, token)
@@ -79,13 +77,9 @@ def chat(
 
     Lines come from stdin (so it can be piped); /narrative, /events [N], /help, /quit.
     """
-    from rich.console import Console
-
     from mirror.actors.cli.client_commands import run_chat
 
     if conversation:
-        from mirror.events.ids import validate_identifier
-
         validate_identifier("conversation", conversation)
     with gateway_client(data, url, token) as client:
         run_chat(client, Console(), conversation, wait=wait)
@@ -102,7 +96,6 @@ def events_tail(
 ) -> None:
     """Print a conversation's events as JSON lines (committed ones; --follow then streams new ones until Ctrl-C)."""
     from mirror.actors.cli.client_commands import tail_events
-    from mirror.events.ids import validate_identifier
 
     validate_identifier("conversation", conversation)
     with gateway_client(data, url, token) as client:
@@ -114,8 +107,6 @@ def events_tail(
 
 def status(data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN) -> None:
     """Whether a stack runs for --data, its URL, and each conversation of the tenant with its events."""
-    from rich.console import Console
-
     from mirror.actors.cli.client_commands import show_status
 
     with gateway_client(data, url, token) as client:

@@ -25,7 +25,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from mirror.actors.cli.errors import GatewayRequestFailed
 from mirror.actors.cli.gateway_client import GatewayClient, StackTarget
+from mirror.actors.stack.embedded import EmbeddedStack, StackSettings
+from mirror.events.nats.server import free_port
 
 POLL_INTERVAL_S = 0.25
 THOUGHT_WAIT_S = 1800.0  # the offline model needs minutes per step on a small machine
@@ -144,9 +147,6 @@ def demo_target(settings: DemoSettings, target: StackTarget | None, console: Con
                       f"{' (its own LLM: --llm applies only to a stack the demo starts)' if settings.llm_given else ''}[/]")
         yield target
         return
-    from mirror.actors.stack.embedded import EmbeddedStack, StackSettings
-    from mirror.events.nats.server import free_port
-
     stack_settings = StackSettings(data_dir=settings.data_dir, llm=settings.llm, llm_model=settings.llm_model,
                                    llm_api_key=settings.llm_api_key, gateway_port=free_port(), nats_port=free_port())
     with console.status(f"[cyan]starting an embedded stack (llm {settings.llm}) in {settings.data_dir}…[/]"):
@@ -243,8 +243,6 @@ def run_chat(client: GatewayClient, console: Console, conversation: str | None, 
 
 
 def _chat_turn(client: GatewayClient, console: Console, conversation: str, message: str, *, wait: bool) -> None:
-    from mirror.actors.cli.gateway_client import GatewayRequestFailed
-
     try:
         with console.status("[cyan]replying…[/]"):
             answer = client.turn(conversation, message)
@@ -277,8 +275,6 @@ def _thought_line(thoughts: list[dict[str, Any]]) -> str:
 
 def _chat_command(client: GatewayClient, console: Console, conversation: str, command: str) -> bool:
     """Run a /command; False means leave the chat."""
-    from mirror.actors.cli.gateway_client import GatewayRequestFailed
-
     name, _, argument = command.partition(" ")
     if name in ("/quit", "/exit", "/q"):
         return False

@@ -13,6 +13,7 @@ from enum import StrEnum
 
 import typer
 
+# The command imports the eval (cognition, numpy) in its body: see app.py.
 __all__ = ["eval_app"]
 
 eval_app = typer.Typer(help="Evaluations that ship with Mirror; each prints one JSON object.")

@@ -13,7 +13,9 @@ import json
 import typer
 
 from mirror.actors.cli.options import AFTER_SEQ, BRANCH, NATS_URL
+from mirror.events.ids import StreamKey
 
+# The commands import NATS and the codec in their bodies: see app.py.
 __all__ = ["log_app"]
 
 log_app = typer.Typer(help="Read the event log through the ingester that owns it.")
@@ -50,7 +52,6 @@ def log_read(
 ) -> None:
     """Print a conversation's events as JSON lines."""
     from mirror.events.codec import to_json_ready
-    from mirror.events.ids import StreamKey
     from mirror.events.nats.jetstream import connect_nats
     from mirror.events.nats.log_service import LogClient
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from mirror.actors.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, gateway_client
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 __all__ = ["memory_app"]
 
@@ -36,8 +36,6 @@ def _print_json(value: Any) -> None:
 
 
 def _console() -> Console:
-    from rich.console import Console
-
     return Console(highlight=False)
 
 
@@ -77,8 +75,6 @@ def search(
     if as_json:
         _print_json(result)
         return
-    from rich.table import Table
-
     console = _console()
     console.print(f"{result['conversation']} ({result['branch']}) at seq {result['seq']}: {result['query']!r}")
     table = Table("#", "belief", "kind", "statement", "bm25", "vector", "fused", "strength", "score",
@@ -111,10 +107,8 @@ def reviews(
     _console().print(_reviews_table(result["reviews"]))
 
 
-def _row(table: Any, *cells: str) -> None:
+def _row(table: Table, *cells: str) -> None:
     """A row of plain text: statements are what users said, so ``[brackets]`` are not Rich markup."""
-    from rich.text import Text
-
     table.add_row(*(Text(cell) for cell in cells))
 
 
@@ -122,9 +116,7 @@ def _rank(rank: int | None) -> str:
     return "-" if rank is None else str(rank)
 
 
-def _beliefs_table(beliefs: list[dict[str, Any]]) -> Any:
-    from rich.table import Table
-
+def _beliefs_table(beliefs: list[dict[str, Any]]) -> Table:
     table = Table("belief", "kind", "type", "about", "statement", "confidence", "strength", "recalls", "dims",
                   title=f"beliefs ({len(beliefs)})", title_justify="left")
     for belief in beliefs:
@@ -134,9 +126,7 @@ def _beliefs_table(beliefs: list[dict[str, Any]]) -> Any:
     return table
 
 
-def _edges_table(edges: list[dict[str, Any]]) -> Any:
-    from rich.table import Table
-
+def _edges_table(edges: list[dict[str, Any]]) -> Table:
     table = Table("src", "relation", "dst", "origin", "confidence", "contradicted by",
                   title=f"edges ({len(edges)})", title_justify="left")
     for edge in edges:
@@ -146,9 +136,7 @@ def _edges_table(edges: list[dict[str, Any]]) -> Any:
     return table
 
 
-def _reviews_table(reviews: list[dict[str, Any]]) -> Any:
-    from rich.table import Table
-
+def _reviews_table(reviews: list[dict[str, Any]]) -> Table:
     table = Table("review", "seq", "belief", "statement", "opposes", "opposed statement",
                   title=f"open reviews ({len(reviews)})", title_justify="left")
     for review in reviews:

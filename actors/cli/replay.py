@@ -18,7 +18,9 @@ from typing import Any
 import typer
 
 from mirror.actors.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, gateway_client
+from mirror.events.ids import StreamKey
 
+# The commands import the stack, NATS, cognition and the replay layer in their bodies: see app.py.
 __all__ = ["recompute", "replay_app"]
 
 replay_app = typer.Typer(help="Look back at conversations: state at any event, diffs, deterministic replay.")
@@ -122,7 +124,6 @@ def verify(
 
 async def _verify(nats_url: str, shard: str, tenant: str, conversation: str | None, branch: str,
                   prompt_set: Any) -> list[Any]:
-    from mirror.events.ids import StreamKey
     from mirror.events.nats.jetstream import connect_nats
     from mirror.events.nats.log_service import LogClient
     from mirror.replay import History, verify_events

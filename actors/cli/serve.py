@@ -9,7 +9,9 @@ both stop it cleanly. Registered on the root app by :mod:`.app`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import os
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,7 +20,10 @@ import typer
 
 from mirror.actors.cli.logging_setup import configure_logging
 from mirror.actors.cli.options import DATA_DIR, LLM_MODEL, LOG_LEVEL, MODE, NATS_URL, LogLevel, Mode
+from mirror.events.ids import validate_identifier
+from mirror.events.nats.server import EmbeddedNats
 
+# The commands import the ingester, the stack and the simulator in their bodies: see app.py.
 __all__ = ["ingest", "nats", "sim_llm", "up"]
 
 
@@ -51,7 +56,6 @@ def ingest(
 ) -> None:
     """Move events from JetStream into the DuckDB log, exactly once, and serve the log's reads."""
     from mirror.events.duckdb.ingester import IngesterSettings, run_ingester
-    from mirror.events.ids import validate_identifier
 
     configure_logging(log_level.value)
     validate_identifier("shard", shard)
@@ -66,8 +70,6 @@ def nats(
     log_level: LogLevel = LOG_LEVEL,
 ) -> None:
     """Run the embedded nats-server (JetStream) in the foreground, for development."""
-    from mirror.events.nats.server import EmbeddedNats
-
     configure_logging(log_level.value)
     with EmbeddedNats(store, port=port) as server:
         typer.echo(f"nats-server with JetStream at {server.url} (store {store}); Ctrl-C stops it")
@@ -105,9 +107,6 @@ def up(
     Prints the gateway URL and a token for the default tenant; Ctrl-C stops everything; running
     it again resumes the same data. The API key of a URL endpoint is read from MIRROR_LLM_API_KEY.
     """
-    import dataclasses
-    import os
-
     from mirror.actors.stack.embedded import EmbeddedStack, StackSettings, running_stack
 
     settings = StackSettings(
