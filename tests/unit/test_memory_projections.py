@@ -9,14 +9,12 @@ candidates only after 180 days below 0.10.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror.events.envelope import Event, make_event
-from mirror.events.ids import StreamKey
+from mirror.events.envelope import Event
 from mirror.events.payloads import (
     Belief,
     Edge,
@@ -45,28 +43,11 @@ from mirror.projections.constants import (
 from mirror.projections.conversation import apply, fold
 from mirror.projections.edges import EdgeState, edge_confidence, prune_candidates
 from mirror.projections.state import initial_state
+from tests.support.event_log import T0, log_of
 from tests.support.strategies import BELIEF_POOL, MEMORY_TYPES, event_sequences
 
 DAY = SECONDS_PER_DAY
-T0 = 1_700_000_000.0
-KEY = StreamKey("acme", "chat-7")
 PROPERTY = settings(max_examples=100, deadline=None)
-
-
-def log_of(*payloads: Any, start: float = T0, step: float = 1.0, key: StreamKey = KEY) -> list[Event]:
-    """Payloads as a valid log of ``key``: seq 1.., one ``step`` apart (or at given times).
-
-    A payload given as ``(payload, timestamp)`` is stamped at that time instead.
-    """
-    log = []
-    for index, item in enumerate(payloads):
-        payload, timestamp = item if isinstance(item, tuple) else (item, start + index * step)
-        log.append(make_event(key, index + 1, payload, timestamp=timestamp))
-    return log
-
-
-def split_points(size: int) -> st.SearchStrategy[list[int]]:
-    return st.lists(st.integers(0, size), max_size=4).map(lambda cuts: sorted({0, size, *cuts}))
 
 
 

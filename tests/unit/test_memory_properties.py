@@ -6,6 +6,7 @@ calling the function under test on both sides.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import replace
 from typing import Any
@@ -30,16 +31,16 @@ from mirror.projections.constants import (
 from mirror.projections.conversation import apply, fold
 from mirror.projections.snapshot import snapshot_bytes, state_from_snapshot
 from mirror.projections.state import ConversationState
+from tests.support import event_log
+from tests.support.event_log import T0
 from tests.support.strategies import BELIEF_POOL, MEMORY_TYPES, belief_payloads, recall_payloads
 
 DAY = SECONDS_PER_DAY
-T0 = 1_700_000_000.0
 KEY = StreamKey("acme", "memory-1")
 PROPERTY = settings(max_examples=150, deadline=None)
 
 
-def log_of(*payloads: Any, step: float = 1.0) -> list[Event]:
-    return [make_event(KEY, index + 1, payload, timestamp=T0 + index * step) for index, payload in enumerate(payloads)]
+log_of = functools.partial(event_log.log_of, key=KEY)
 
 
 pooled_beliefs = belief_payloads(

@@ -21,7 +21,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirror.events.envelope import Event, make_event
-from mirror.events.ids import StreamKey
 from mirror.events.payloads import (
     Belief,
     Edge,
@@ -57,24 +56,11 @@ from mirror.projections.monologue import (
 )
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes, state_from_snapshot
 from mirror.projections.state import ConversationState, Limits, PendingInsight, TurnRecord, initial_state
+from tests.support.event_log import KEY, T0, log_of
 from tests.support.strategies import any_limits, event_sequences, msgpack_values, stream_keys
 
 DAY = SECONDS_PER_DAY
-T0 = 1_700_000_000.0
-KEY = StreamKey("acme", "chat-7")
 PROPERTY = settings(max_examples=100, deadline=None)
-
-
-def log_of(*payloads: Any, start: float = T0, step: float = 1.0, key: StreamKey = KEY) -> list[Event]:
-    """Payloads as a valid log of ``key``: seq 1.., one ``step`` apart (or at given times).
-
-    A payload given as ``(payload, timestamp)`` is stamped at that time instead.
-    """
-    log = []
-    for index, item in enumerate(payloads):
-        payload, timestamp = item if isinstance(item, tuple) else (item, start + index * step)
-        log.append(make_event(key, index + 1, payload, timestamp=timestamp))
-    return log
 
 
 def split_points(size: int) -> st.SearchStrategy[list[int]]:
