@@ -30,6 +30,7 @@ passed through :func:`redact` by the adapter before it reaches an error.
 from __future__ import annotations
 
 from mirror.events.errors import MirrorError
+from mirror.events.vectors import FLOAT32_BYTES
 
 MAX_CONTENT_IN_ERROR = 2000
 """How much raw model output a :class:`StructuredOutputError` keeps (characters)."""
@@ -200,6 +201,7 @@ class PackedVectorInvalid(EmbeddingError, ValueError):
     def __init__(self, size: int, expected_dimensions: int | None) -> None:
         self.size = size
         self.expected_dimensions = expected_dimensions
-        wanted = f"{expected_dimensions * 4} bytes ({expected_dimensions} float32)" if expected_dimensions else "a multiple of 4 bytes"
+        wanted = (f"{expected_dimensions * FLOAT32_BYTES} bytes ({expected_dimensions} float32)" if expected_dimensions
+                  else f"a multiple of {FLOAT32_BYTES} bytes")
         super().__init__(f"a packed vector of {size} bytes is not {wanted}; was it written by pack_vector?")
 

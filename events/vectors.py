@@ -14,7 +14,12 @@ from collections.abc import Iterable
 
 from .errors import CorruptEvent
 
+BYTE_ORDER = "<"
+"""Little-endian, whatever the machine: the ``struct`` prefix of every vector."""
 FLOAT32_BYTES = 4
+VECTOR_DTYPE = "<f4"
+"""The same layout as a numpy dtype string, for readers that pack and unpack with numpy
+(:mod:`mirror.cognition.embeddings`): ``BYTE_ORDER`` and a float of ``FLOAT32_BYTES``."""
 
 
 def vector_to_bytes(values: Iterable[float]) -> bytes:
@@ -22,14 +27,14 @@ def vector_to_bytes(values: Iterable[float]) -> bytes:
     numbers = [float(value) for value in values]
     if not all(map(math.isfinite, numbers)):
         raise ValueError("an embedding holds a NaN or an infinity; refuse to store it")
-    return struct.pack(f"<{len(numbers)}f", *numbers)
+    return struct.pack(f"{BYTE_ORDER}{len(numbers)}f", *numbers)
 
 
 def vector_from_bytes(data: bytes) -> tuple[float, ...]:
     """The floats ``vector_to_bytes`` wrote; :class:`CorruptEvent` unless whole float32s."""
     if len(data) % FLOAT32_BYTES:
         raise CorruptEvent(f"an embedding of {len(data)} bytes is not a whole number of float32s")
-    return struct.unpack(f"<{len(data) // FLOAT32_BYTES}f", data)
+    return struct.unpack(f"{BYTE_ORDER}{len(data) // FLOAT32_BYTES}f", data)
 
 
 def dimensions(data: bytes) -> int:
@@ -37,4 +42,4 @@ def dimensions(data: bytes) -> int:
     return len(data) // FLOAT32_BYTES
 
 
-__all__ = ["FLOAT32_BYTES", "vector_to_bytes", "vector_from_bytes", "dimensions"]
+__all__ = ["BYTE_ORDER", "FLOAT32_BYTES", "VECTOR_DTYPE", "vector_to_bytes", "vector_from_bytes", "dimensions"]

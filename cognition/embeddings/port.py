@@ -21,11 +21,15 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from mirror.events.vectors import FLOAT32_BYTES, VECTOR_DTYPE
+
 from ..errors import EmbeddingShapeError, PackedVectorInvalid
 from ..llm import canonical_json
 
-FLOAT32_LE = np.dtype("<f4")
-"""The one byte layout of a packed vector: little-endian IEEE-754 float32, as OpenAI's base64 uses."""
+FLOAT32_LE = np.dtype(VECTOR_DTYPE)
+"""The byte layout of a packed vector, as the events layer defines it (:mod:`mirror.events.vectors`):
+little-endian IEEE-754 float32, as OpenAI's base64 uses. numpy packs and unpacks it here because
+vectors go in and out by the thousand at recall, where ``struct`` over Python floats would not do."""
 
 
 def embedding_fingerprint(model: str, texts: Sequence[str], dimensions: int | None = None) -> str:
@@ -47,7 +51,7 @@ def pack_vector(vector: Sequence[float] | np.ndarray) -> bytes:
 def unpack_vector(data: bytes, dimensions: int | None = None) -> np.ndarray:
     """The float32 vector :func:`pack_vector` wrote (read-only); checks the size when told it."""
     size = len(data)
-    if size % FLOAT32_LE.itemsize or (dimensions is not None and size != dimensions * FLOAT32_LE.itemsize):
+    if size % FLOAT32_BYTES or (dimensions is not None and size != dimensions * FLOAT32_BYTES):
         raise PackedVectorInvalid(size, dimensions)
     return np.frombuffer(data, dtype=FLOAT32_LE).astype(np.float32, copy=False)
 
