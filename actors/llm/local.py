@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ import httpx
 
 from mirror.actors.llm.errors import LocalModelUnavailable
 from mirror.cognition.openai_client import StructuredOutputMode
-from mirror.events.nats.server import free_port
+from mirror.events.nats.server import free_port, terminate_process
 
 log = logging.getLogger(__name__)
 
@@ -113,14 +112,7 @@ class LocalLLMServer:
 
     def stop(self) -> None:
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate_process(process, 15)
 
     def __enter__(self) -> LocalLLMServer:
         return self.start()

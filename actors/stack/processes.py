@@ -16,7 +16,7 @@ import httpx
 from mirror.events.errors import LogUnavailable
 from mirror.events.nats.jetstream import connect_nats
 from mirror.events.nats.log_service import LogClient
-from mirror.events.nats.server import free_port
+from mirror.events.nats.server import free_port, kill_process, terminate_process
 
 
 def _die_with_parent() -> None:
@@ -24,18 +24,6 @@ def _die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _terminate(process: subprocess.Popen[bytes] | None, timeout: float) -> None:
-    """SIGTERM, wait up to ``timeout``, then SIGKILL: a child always ends up reaped."""
-    if process is None or process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 class IngesterProcess:
@@ -86,7 +74,7 @@ class IngesterProcess:
             await nc.close()
 
     def stop(self, timeout: float = 30.0) -> None:
-        _terminate(self.process, timeout)
+        terminate_process(self.process, timeout)
         self.process = None
 
     @property
@@ -94,11 +82,7 @@ class IngesterProcess:
         return None if self.process is None else self.process.pid
 
     def kill(self) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        kill_process(self.process)
         self.process = None
 
 
@@ -145,7 +129,7 @@ class SimProcess:
                 time.sleep(0.05)
 
     def stop(self, timeout: float = 10.0) -> None:
-        _terminate(self.process, timeout)
+        terminate_process(self.process, timeout)
         self.process = None
 
     @property

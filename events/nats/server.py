@@ -44,6 +44,28 @@ def free_port(host: str = "127.0.0.1") -> int:
         return probe.getsockname()[1]
 
 
+def terminate_process(process: subprocess.Popen[bytes] | None, timeout: float) -> None:
+    """SIGTERM, wait up to ``timeout``, then SIGKILL: a child always ends up reaped.
+
+    The one way Mirror stops the servers it starts (nats-server here, the ingester, the simulator
+    and llama.cpp in :mod:`mirror.actors`)."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def kill_process(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGKILL and reap: the crash a test wants; nothing is flushed or closed politely."""
+    if process is not None and process.poll() is None:
+        process.kill()
+        process.wait()
+
+
 def _port_open(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.settimeout(0.2)
@@ -125,26 +147,12 @@ class EmbeddedNats:
             return False
 
     def stop(self) -> None:
-        process = self._process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        terminate_process(self._process, self.stop_timeout)
         self._process = None
 
     def kill(self) -> None:
         """SIGKILL: the crash a test wants; nothing is flushed or closed politely."""
-        process = self._process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        kill_process(self._process)
         self._process = None
 
     def __enter__(self) -> EmbeddedNats:
