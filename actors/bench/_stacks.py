@@ -1,7 +1,7 @@
 """The stacks the benchmarks start, each in a throwaway temporary directory.
 
-``nats_and_ingester``: the smallest stack a log benchmark needs (``bench timetravel``,
-``bench recompute``) — they append through JetStream and read back through the log's NATS API,
+``nats_and_ingester``: the smallest stack a log benchmark needs (``bench ingest``,
+``bench timetravel``, ``bench recompute``) — they append through JetStream and read back through the log's NATS API,
 as the gateway does, without a gateway or Ray actors in the way; the ingester runs in its own
 process so its work is not charged to the benchmark's GIL.
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,19 +23,30 @@ from mirror.actors.stack.processes import IngesterProcess
 from mirror.events.nats.server import EmbeddedNats, free_port
 
 
+@dataclass(frozen=True, slots=True)
+class LogStack:
+    """What :func:`nats_and_ingester` runs: the NATS URL and the pids (``nats_pid`` None: NATS is not ours)."""
+
+    url: str
+    nats_pid: int | None
+    ingester_pid: int | None
+
+
 @contextmanager
-def nats_and_ingester() -> Iterator[str]:
-    """Start both, yield the NATS URL, stop the ingester and then NATS."""
+def nats_and_ingester(nats_url: str | None = None) -> Iterator[LogStack]:
+    """Start NATS (unless ``nats_url`` names one) and an ingester; stop the ingester and then NATS."""
     with tempfile.TemporaryDirectory(prefix="mirror-bench-") as workdir:
-        server = EmbeddedNats(Path(workdir) / "nats").start()
+        server = None if nats_url else EmbeddedNats(Path(workdir) / "nats").start()
         try:
-            ingester = IngesterProcess(server.url, Path(workdir) / "log.duckdb").start()
+            url = server.url if server is not None else str(nats_url)
+            ingester = IngesterProcess(url, Path(workdir) / "log.duckdb").start()
             try:
-                yield server.url
+                yield LogStack(url, None if server is None else server.pid, ingester.pid)
             finally:
                 ingester.stop()
         finally:
-            server.stop()
+            if server is not None:
+                server.stop()
 
 
 @contextmanager

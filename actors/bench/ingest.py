@@ -12,15 +12,13 @@ import asyncio
 import contextlib
 import os
 import secrets
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from rich.progress import Progress
 
-from mirror.actors.stack.processes import IngesterProcess
+from mirror.actors.bench._stacks import nats_and_ingester
 from mirror.events.bus import Head
 from mirror.events.codec import encode
 from mirror.events.envelope import Event, make_event
@@ -28,7 +26,6 @@ from mirror.events.errors import AppendConflict
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats
 from mirror.events.nats.log_service import LogClient
-from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Monologue, Narrative, Provenance, Turn
 
 RAW_STREAM = "BENCHRAW"
@@ -182,14 +179,6 @@ async def _run(config: IngestBenchConfig, nats_url: str, pids: dict[str, int | N
 
 def run_ingest_bench(config: IngestBenchConfig, nats_url: str | None = None) -> dict[str, Any]:
     """Start NATS (unless a URL is given) and an ingester process, run, tear everything down."""
-    with tempfile.TemporaryDirectory(prefix="mirror-bench-") as workdir:
-        server = None if nats_url else EmbeddedNats(Path(workdir) / "nats").start()
-        url = nats_url or server.url  # type: ignore[union-attr]  # server is started whenever nats_url is not given
-        ingester = IngesterProcess(url, Path(workdir) / "log.duckdb").start()
-        pids = {"publisher": None, "nats_server": None if server is None else server.pid, "ingester": ingester.pid}
-        try:
-            return asyncio.run(_run(config, url, pids))
-        finally:
-            ingester.stop()
-            if server is not None:
-                server.stop()
+    with nats_and_ingester(nats_url) as log_stack:
+        pids = {"publisher": None, "nats_server": log_stack.nats_pid, "ingester": log_stack.ingester_pid}
+        return asyncio.run(_run(config, log_stack.url, pids))

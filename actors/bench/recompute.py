@@ -57,7 +57,8 @@ async def _seed(nats_url: str, tenant: str, config: RecomputeBenchConfig) -> Non
 
 def run_recompute_bench(config: RecomputeBenchConfig) -> dict[str, Any]:
     tenant = "benchrc"
-    with nats_and_ingester() as nats_url:
+    with nats_and_ingester() as log_stack:
+        nats_url = log_stack.url
         sim = SimProcess(latency=f"fixed:{config.llm_latency_ms:g}").start()  # its own process: not our GIL
         ray.init(namespace="mirror", include_dashboard=False, log_to_driver=False)
         try:

@@ -101,5 +101,5 @@ async def _timetravel(config: TimeTravelBenchConfig, nats_url: str) -> dict[str,
 
 
 def run_timetravel_bench(config: TimeTravelBenchConfig) -> dict[str, Any]:
-    with nats_and_ingester() as nats_url:
-        return asyncio.run(_timetravel(config, nats_url))
+    with nats_and_ingester() as log_stack:
+        return asyncio.run(_timetravel(config, log_stack.url))
