@@ -125,39 +125,24 @@ class GatewayClient:
 
     def state(self, conversation: str, *, at: int | None = None, at_time: str | None = None,
               branch: str = "main") -> dict[str, Any]:
-        params: dict[str, Any] = {"branch": branch}
-        if at is not None:
-            params["at"] = at
-        if at_time is not None:
-            params["at_time"] = at_time
-        return self._request("GET", f"/v1/conversations/{conversation}/state", params=params)
+        return self._request("GET", f"/v1/conversations/{conversation}/state",
+                             params=_given(branch=branch, at=at, at_time=at_time))
 
     def diff(self, conversation: str, *, source: int | None = None, target: int | None = None,
              from_branch: str = "main", to_branch: str = "main") -> dict[str, Any]:
-        params: dict[str, Any] = {"from_branch": from_branch, "to_branch": to_branch}
-        if source is not None:
-            params["from"] = source
-        if target is not None:
-            params["to"] = target
-        return self._request("GET", f"/v1/conversations/{conversation}/diff", params=params)
+        return self._request("GET", f"/v1/conversations/{conversation}/diff",
+                             params=_given(from_branch=from_branch, to_branch=to_branch, **{"from": source, "to": target}))
 
     def memory(self, conversation: str, query: str, *, at: int | None = None, branch: str = "main",
                limit: int | None = None) -> dict[str, Any]:
         """What ``query`` recalls at seq ``at`` (default: the last), with every item's ranks and scores."""
-        params: dict[str, Any] = {"query": query, "branch": branch}
-        if at is not None:
-            params["at"] = at
-        if limit is not None:
-            params["limit"] = limit
-        return self._request("GET", f"/v1/conversations/{conversation}/memory", params=params)
+        return self._request("GET", f"/v1/conversations/{conversation}/memory",
+                             params=_given(query=query, branch=branch, at=at, limit=limit))
 
     def memory_items(self, conversation: str, what: str, *, at: int | None = None,
                      branch: str = "main") -> dict[str, Any]:
         """The projected ``beliefs``, ``edges`` or ``reviews`` at seq ``at`` (default: the last)."""
-        params: dict[str, Any] = {"branch": branch}
-        if at is not None:
-            params["at"] = at
-        return self._request("GET", f"/v1/conversations/{conversation}/{what}", params=params)
+        return self._request("GET", f"/v1/conversations/{conversation}/{what}", params=_given(branch=branch, at=at))
 
     def start_recompute(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._request("POST", "/v1/recompute", json=body)
@@ -221,6 +206,11 @@ class EventStream:
                     data = []
         except httpx.TransportError as exc:
             raise GatewayUnavailable(self._client.target.url, f"the event stream broke: {_reason(exc)}") from exc
+
+
+def _given(**params: Any) -> dict[str, Any]:
+    """Query parameters without the ones left at None (the API's defaults apply to those)."""
+    return {name: value for name, value in params.items() if value is not None}
 
 
 def _raise_for_status(method: str, path: str, response: httpx.Response) -> None:
