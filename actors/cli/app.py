@@ -7,7 +7,9 @@ module per group (:mod:`.serve`, :mod:`.client`, :mod:`.replay`, :mod:`.tenants`
 
 Commands import what they run inside their bodies, not at the top of their modules: importing
 the stack, Ray and the pipelines up front would make every command, ``mirror --help`` included,
-take ~0.8 s instead of ~0.2 s (measured with ``time mirror --help``, November 2026).
+take ~0.8 s instead of ~0.2 s (measured with ``time mirror --help``, November 2026). At the top
+of the command modules are only the standard library, rich's console and tables (the help loads
+rich anyway) and Mirror's own light modules (ids, errors, the config file): ~5 ms together.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import typer
 from mirror.actors.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, gateway_client
 from mirror.events.ids import StreamKey
 
-# The commands import the stack, NATS, cognition and the replay layer in their bodies: see app.py.
+# The commands import the stack, NATS, cognition, the replay layer and rich.progress in their bodies: see app.py.
 __all__ = ["recompute", "replay_app"]
 
 replay_app = typer.Typer(help="Look back at conversations: state at any event, diffs, deterministic replay.")
