@@ -130,3 +130,6 @@ def call(method: Any, *args: Any, retry_for_s: float = 30.0, **kwargs: Any) -> A
         with attempt:
             return ray.get(method.remote(*args, **kwargs))
     raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
+
+
+__all__ = ["ConversationActor", "RETRYABLE", "actor_name", "call", "conversation_actor", "is_passivated"]

@@ -177,3 +177,6 @@ class RayIngester:
         if self.actor is not None:
             ray.kill(self.actor, no_restart=True)
             self.actor = None
+
+
+__all__ = ["IngesterActor", "RETRY_INITIAL_S", "RETRY_MAX_S", "RayIngester", "ingester_actor_name"]

@@ -40,3 +40,6 @@ def bound_history(
             break
     keep = sorted(pinned | set(chosen))
     return tuple(messages[index] for index in keep)
+
+
+__all__ = ["TAIL_SIZES", "THINKER_HISTORY_TOKENS", "bound_history", "message_tokens"]

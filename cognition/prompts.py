@@ -75,3 +75,6 @@ def load_prompt_set(directory: str | Path) -> PromptSet:
 
 def default_prompt_set() -> PromptSet:
     return load_prompt_set(DEFAULT_PROMPT_SETS / "default")
+
+
+__all__ = ["DEFAULT_PROMPT_SETS", "PromptSet", "TEMPLATES", "default_prompt_set", "load_prompt_set"]

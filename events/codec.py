@@ -430,3 +430,10 @@ def to_json_ready(event: Event) -> Mapping[str, Any]:
         }
     record["id"] = event.id
     return record
+
+
+__all__ = [
+    "CheckedRecord", "READABLE_FORMATS", "RECORD_FORMAT", "check", "check_record", "decode",
+    "encode", "event_to_record", "payload_class", "record_to_event", "register_upcaster",
+    "to_json_ready", "unpack", "upcast",
+]

@@ -119,3 +119,9 @@ class LogLocked(LogError):
             f"cannot open the event log {path}: another process holds its lock ({detail}); "
             "only one ingester may own a file - stop the other one or give this shard its own --db"
         )
+
+
+__all__ = [
+    "AppendConflict", "BusError", "CodecError", "CorruptEvent", "EventError", "InvalidIdentifier",
+    "LogError", "LogLocked", "LogUnavailable", "MirrorError", "UnknownEventType",
+]

@@ -67,3 +67,6 @@ def event_id(tenant: str, conversation: str, branch: str, seq: int) -> str:
     """
     coordinates = f"{tenant}/{conversation}/{branch}/{seq}".encode()
     return hashlib.blake2b(coordinates, digest_size=16, person=_EVENT_ID_PERSON).hexdigest()
+
+
+__all__ = ["MAIN_BRANCH", "MAX_IDENTIFIER_LENGTH", "StreamKey", "event_id", "validate_identifier"]

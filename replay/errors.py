@@ -63,3 +63,9 @@ class NonDeterminism(ReplayError):
 
 class RecomputeError(ReplayError, ValueError):
     """A recompute was asked for something it cannot do; nothing was written."""
+
+
+__all__ = [
+    "NonDeterminism", "RecomputeError", "RecordingMiss", "ReplayError", "UnknownBranch",
+    "UnknownPosition",
+]

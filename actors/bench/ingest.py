@@ -182,3 +182,6 @@ def run_ingest_bench(config: IngestBenchConfig, nats_url: str | None = None) -> 
     with nats_and_ingester(nats_url) as log_stack:
         pids = {"publisher": None, "nats_server": log_stack.nats_pid, "ingester": log_stack.ingester_pid}
         return asyncio.run(_run(config, log_stack.url, pids))
+
+
+__all__ = ["IngestBenchConfig", "RAW_STREAM", "run_ingest_bench", "workload"]

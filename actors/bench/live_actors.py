@@ -227,3 +227,6 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
 def run_actors_bench(config: ActorsBenchConfig) -> dict[str, Any]:
     with sim_stack("actors", config.llm_latency_ms, config.mode, max_live_actors=config.max_live_actors) as stack:
         return asyncio.run(asyncio.wait_for(_measure(stack, config), config.timeout_s))
+
+
+__all__ = ["ActorsBenchConfig", "run_actors_bench", "seed", "seeded_history"]

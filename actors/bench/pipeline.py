@@ -133,3 +133,6 @@ def llm_endpoint(llm: str, sim_latency: str = "fixed:0") -> Iterator[tuple[str, 
             yield server.base_url, "mirror-sim", "json_schema"
     else:
         yield llm, "", "json_schema"
+
+
+__all__ = ["PipelineBenchConfig", "SCRIPT", "llm_endpoint", "run_pipeline_bench"]

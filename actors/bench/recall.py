@@ -164,3 +164,6 @@ def run_recall_bench(beliefs: int = 10_000, edges: int = 5_000, queries: int = 2
 
 if __name__ == "__main__":
     print(json.dumps(run_recall_bench(), indent=2))
+
+
+__all__ = ["EMBEDDING_DIMENSIONS", "SMALL_MEMORY", "run_recall_bench"]

@@ -361,3 +361,10 @@ def show_status(client: GatewayClient, console: Console) -> list[dict[str, Any]]
         table.add_row(item["id"], str(item["events"]), str(item["last_seq"]), ",".join(item.get("branches", [])), updated)
     console.print(table)
     return conversations
+
+
+__all__ = [
+    "CHAT_HELP", "DEMO_CONSTRAINT_WORDS", "DEMO_SCRIPT", "DemoSettings", "NARRATIVE_SHOWN_CHARS",
+    "POLL_INTERVAL_S", "THOUGHT_WAIT_S", "THREADS", "demo_target", "event_line", "render_event",
+    "run_chat", "run_demo", "show_status", "tail_events", "wait_for_thoughts",
+]

@@ -165,3 +165,9 @@ def _check(path: Path, where: str, command: Any, option: TyperOption, value: Any
         option.process_value(typer.Context(command), value)  # ranges (min=, max=) and choices
     except typer.BadParameter as exc:
         raise ConfigError(path, where, exc.message) from None
+
+
+__all__ = [
+    "COMMAND_LINE_ONLY", "DEFAULT_CONFIG_FILE", "SHARED_KEYS", "find_config_file",
+    "load_default_map",
+]

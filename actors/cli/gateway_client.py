@@ -225,3 +225,9 @@ def _raise_for_status(method: str, path: str, response: httpx.Response) -> None:
 
 def _reason(exc: httpx.TransportError) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+__all__ = [
+    "CONNECTED_COMMENT", "EventStream", "GatewayClient", "PAGE_LIMIT", "REQUEST_TIMEOUT_S",
+    "STREAM_READ_TIMEOUT_S", "StackTarget", "TURN_TIMEOUT_S", "find_stack",
+]

@@ -19,3 +19,6 @@ def configure_logging(level: str = "INFO") -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
     logging.getLogger("nats").setLevel(logging.WARNING)
+
+
+__all__ = ["configure_logging"]

@@ -94,3 +94,6 @@ def stop_gateways(handles: list[Any], timeout_s: float = 15.0) -> None:
     finally:
         for handle in handles:
             ray.kill(handle)
+
+
+__all__ = ["GATEWAY_NAME", "GatewayActor", "start_gateways", "stop_gateways"]

@@ -88,3 +88,6 @@ class TenantRegistry:
             if hmac.compare_digest(record.token_hash, digest) and not record.revoked:
                 found = record.tenant
         return found
+
+
+__all__ = ["TOKEN_PREFIX", "TenantRecord", "TenantRegistry", "token_hash"]

@@ -119,3 +119,9 @@ class LocalLLMServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+__all__ = [
+    "LOCAL_MODEL_NAME", "LOCAL_TALKER_MAX_TOKENS", "LOCAL_THINKER_MAX_TOKENS", "LocalLLMServer",
+    "LocalModelSettings", "STRUCTURED_OUTPUT", "local_model_installed", "model_path",
+]

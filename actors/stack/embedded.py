@@ -178,3 +178,6 @@ class EmbeddedStack:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+__all__ = ["DEFAULT_TENANT", "EmbeddedStack", "StackSettings", "running_stack", "stack_file"]

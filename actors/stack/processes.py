@@ -139,3 +139,6 @@ class SimProcess:
     def stats(self) -> dict[str, Any]:
         """GET /_sim/stats: the simulator's counters (calls, faults, in flight)."""
         return httpx.get(f"{self.url}/_sim/stats", timeout=5).raise_for_status().json()
+
+
+__all__ = ["IngesterProcess", "SimProcess"]

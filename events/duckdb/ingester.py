@@ -280,3 +280,6 @@ async def run_ingester(
         await event_log.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(nc.close(), 5)
+
+
+__all__ = ["Ingester", "IngesterSettings", "run_ingester"]

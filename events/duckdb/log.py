@@ -417,3 +417,6 @@ class DuckDBEventLog:
                 "SELECT stream_seq, subject, error FROM rejected_events ORDER BY stream_seq"
             ).fetchall()
         )
+
+
+__all__ = ["CommitResult", "DuckDBEventLog", "READ_THREADS", "SCHEMA", "T"]

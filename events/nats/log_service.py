@@ -290,3 +290,9 @@ class LogClient:
     async def stats(self) -> LogStats:
         answer = await self._call("stats")
         return LogStats(answer["events"], answer["conversations"], answer["rejected"], dict(answer["offsets"]))
+
+
+__all__ = [
+    "CATCH_UP_POLL_S", "LogClient", "LogService", "MAX_CATCH_UP_S", "MAX_IN_FLIGHT", "PAGE_BYTES",
+    "SERVICE_ROOT", "service_subject",
+]

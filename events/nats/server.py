@@ -162,3 +162,6 @@ class EmbeddedNats:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+__all__ = ["EmbeddedNats", "free_port", "kill_process", "nats_server_binary", "terminate_process"]

@@ -410,3 +410,10 @@ def embedding(text: str, dimensions: int) -> list[float]:
         vector = list(_direction(f"\0{text}", dimensions))
         norm = math.sqrt(sum(component * component for component in vector)) or 1.0
     return [component / norm for component in vector]
+
+
+__all__ = [
+    "CONTENT_FIELDS", "GARBAGE_BODY", "MAX_SCHEMA_DEPTH", "chat_completion", "embedding", "garble",
+    "instance", "json_object", "last_user_text", "prompt_text", "prose", "request_digest",
+    "rng_for", "sentence", "voice_for", "with_content", "without_usage",
+]

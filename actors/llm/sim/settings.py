@@ -120,3 +120,9 @@ def drawn_fault(settings: SimSettings, index: int) -> str:
         if draw < cumulative:
             return kind
     return NO_FAULT
+
+
+__all__ = [
+    "FAULT_KINDS", "LatencyModel", "MAX_EMBEDDING_DIM", "NO_FAULT", "SimSettings", "drawn_fault",
+    "parse_fault_rate", "parse_latency", "parse_script", "stream_rng",
+]
