@@ -1,4 +1,4 @@
-"""``mirror bench ingest|turns|timetravel|recompute|actors|pipeline|embed|recall``.
+"""``mirror bench ingest|turns|timetravel|recompute|actors|pipeline|embed|recall|storage``.
 
 Each command builds its benchmark's frozen config from the options, runs it from
 :mod:`mirror.actors.bench` (one module per benchmark) and prints its one JSON object; a
@@ -212,3 +212,26 @@ def bench_recall(
     from mirror.actors.bench.recall import run_recall_bench
 
     _print_result(run_recall_bench(beliefs=beliefs, edges=edges, queries=queries, seed=seed, rounds=rounds), as_json)
+
+
+@bench_app.command("storage")
+def bench_storage(
+    turns: int = typer.Option(20, "--turns", "-t", min=1, help="Turns of the scripted conversation."),
+    embedding_dim: int = typer.Option(384, "--embedding-dim", min=1, help="The simulator's vector size (384: MiniLM's)."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """Bytes a turn costs in the DuckDB log, one conversation with memory off and one with it on.
+
+    Both run in full mode through the real conversation, the ingester process and the simulator;
+    prints per run the events by type, bytes per turn (in all and by type), model output per
+    turn, the vectors' share and the file size per turn. Exits 1 if thinking or the log lagged.
+    """
+    from mirror.actors.bench.storage import StorageBenchConfig, run_storage_bench
+
+    configure_logging(log_level.value)
+    result = run_storage_bench(StorageBenchConfig(turns=turns, embedding_dim=embedding_dim))
+    _print_result(result, as_json)
+    runs = (result["memory_off"], result["memory_on"])
+    if any(run["thinking_unfinished"] or not run["log_caught_up"] for run in runs):
+        raise typer.Exit(1)
