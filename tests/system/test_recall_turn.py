@@ -60,6 +60,11 @@ async def converse(runtime: RuntimeSettings, key: StreamKey, messages: list[str]
     return state, await log_events(runtime, key)
 
 
+def recalled(event: Event) -> Recall:
+    assert isinstance(event.payload, Recall)
+    return event.payload
+
+
 def state_before(events: list[Event], seq: int, key: StreamKey) -> ConversationState:
     return fold([event for event in events if event.seq < seq], initial_state(key))
 
@@ -75,19 +80,20 @@ async def test_a_fact_stated_early_is_recalled_later_and_replayed_with_no_calls(
     by_seq = {event.seq: event for event in events}
     for event in recalls:
         turn = by_seq[event.seq + 1]
-        assert isinstance(turn.payload, Turn) and turn.payload.user_message == event.payload.query
-        assert turn.timestamp == event.timestamp and event.payload.query_embedding
+        assert isinstance(turn.payload, Turn) and turn.payload.user_message == recalled(event).query
+        assert turn.timestamp == event.timestamp and recalled(event).query_embedding
     last = recalls[-1]
-    assert last.payload.query == LATER and belief.belief_id in last.payload.belief_ids
+    assert recalled(last).query == LATER and belief.belief_id in recalled(last).belief_ids
     # Recall counts live in state: one per recall naming the belief (and the stage before).
-    named = sum(belief.belief_id in event.payload.belief_ids for event in recalls)
+    named = sum(belief.belief_id in recalled(event).belief_ids for event in recalls)
     assert named >= 2 and state.beliefs[belief.belief_id].recall_count == named
     # The Talker's request held the fact: rebuilt with the replayed block, it has the
     # fingerprint the turn recorded; without the block it would not.
     turn = by_seq[last.seq + 1]
     basis = state_before(events, last.seq, key)
-    block = replay_recall(basis, last.payload, last.timestamp).block
+    block = replay_recall(basis, recalled(last), last.timestamp).block
     assert FACT in block
+    assert isinstance(turn.payload, Turn)
     config = config_from(turn.provenance, turn.payload.mode, talker=True)
     prompts = default_prompt_set()
     request = talker_request(state_before(events, turn.seq, key), LATER, prompts, config, block)
@@ -108,8 +114,8 @@ async def test_an_edited_recall_is_a_divergence(runtime: RuntimeSettings) -> Non
     key = StreamKey("acme", "edited")
     _, events = await converse(runtime, key, [FACT, LATER])
     (recall,) = [event for event in events if isinstance(event.payload, Recall)]
-    assert recall.payload.belief_ids
-    edited = replace(recall, payload=replace(recall.payload, belief_ids=()))
+    assert recalled(recall).belief_ids
+    edited = replace(recall, payload=replace(recalled(recall), belief_ids=()))
     report = await verify_events(key, initial_state(key), [edited if e is recall else e for e in events],
                                  default_prompt_set())
     assert [(d.seq, d.reason) for d in report.divergences] == [(recall.seq, "recall differs in belief_ids")]
@@ -133,9 +139,9 @@ async def test_a_dead_embedder_still_answers_and_records_a_keyword_only_recall(r
     assert isinstance(recall.payload, Recall)
     # Recorded as asked-and-failed: the model named, no vector, no fingerprint; the message
     # shares "peanut" with the fact, so the keyword retriever still found it.
-    assert recall.payload.query_embedding == b"" and recall.payload.query_fingerprint == ""
-    assert recall.payload.embedding_model == "text-embedding-3-small"
-    assert recall.payload.belief_ids
+    assert recalled(recall).query_embedding == b"" and recalled(recall).query_fingerprint == ""
+    assert recalled(recall).embedding_model == "text-embedding-3-small"
+    assert recalled(recall).belief_ids
     report = await verify_events(key, initial_state(key), events, default_prompt_set())
     assert not [d for d in report.divergences if d.seq in (recall.seq, recall.seq + 1)], report.as_dict()
     assert report.model_calls == 0 and report.embedding_calls == 0
@@ -153,13 +159,13 @@ async def test_the_memory_api_answers_what_the_talker_recalled(runtime: RuntimeS
     with GatewayServer(create_app(settings)) as gateway:
         async with httpx.AsyncClient(base_url=gateway.url, headers={"Authorization": f"Bearer {token}"}) as client:
             response = await client.get(f"/v1/conversations/{key.conversation}/memory", params={
-                "query": recall.payload.query, "at": recall.seq - 1, "now": repr(recall.timestamp)})
+                "query": recalled(recall).query, "at": recall.seq - 1, "now": repr(recall.timestamp)})
     assert response.status_code == 200, response.text
     answer: dict[str, Any] = response.json()
     assert answer["limit"] == TURN_RECALL.limit
-    assert [item["belief_id"] for item in answer["items"]] == list(recall.payload.belief_ids)
-    assert [review["review_id"] for review in answer["reviews"]] == list(recall.payload.review_ids)
-    assert [[e["src"], e["relation"], e["dst"]] for e in answer["edges"]] == [list(e) for e in recall.payload.edges]
-    assert answer["query_fingerprint"] == recall.payload.query_fingerprint
+    assert [item["belief_id"] for item in answer["items"]] == list(recalled(recall).belief_ids)
+    assert [review["review_id"] for review in answer["reviews"]] == list(recalled(recall).review_ids)
+    assert [[e["src"], e["relation"], e["dst"]] for e in answer["edges"]] == [list(e) for e in recalled(recall).edges]
+    assert answer["query_fingerprint"] == recalled(recall).query_fingerprint
     basis = state_before(events, recall.seq, key)
-    assert answer["rendered"] == replay_recall(basis, recall.payload, recall.timestamp).block != ""
+    assert answer["rendered"] == replay_recall(basis, recalled(recall), recall.timestamp).block != ""
