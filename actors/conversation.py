@@ -271,6 +271,7 @@ class Conversation:
             llm_ms=round(said.provenance.latency_ms, 3), talk_ms=round((talked - remembered) * 1000, 3),
             append_ms=round((appended - talked) * 1000, 3), turn_ms=round((appended - started) * 1000, 3),
             recall_ms=round((remembered - started) * 1000, 3),
+            embed_ms=0.0 if recalled is None else round(recalled.embed_ms, 3),
             recall_seq=None if recalled is None else event.seq - 1,
         )
 

@@ -28,6 +28,8 @@ class TurnResult:
     turn_ms: float
     recall_ms: float = 0.0
     """Recall before the Talker, the message's embedding call included (0 without memory)."""
+    embed_ms: float = 0.0
+    """The message's embedding call, within ``recall_ms``."""
     recall_seq: int | None = None
     """The seq of the ``recall`` event appended with the turn (``None``: nothing was recalled)."""
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +66,8 @@ class TurnRecall:
     payload: Recall
     block: str
     result: RecallResult
+    embed_ms: float = 0.0
+    """How long the message's embedding took (0: none was asked), for timing the turn."""
 
 
 class TurnMemory:
@@ -132,13 +135,16 @@ async def recall_for_turn(
         return None
     vector: np.ndarray | None = None
     model = fingerprint = ""
+    embed_ms = 0.0
     if embedder is not None and wants_vector(state):
         model = embedder.model
+        started = time.perf_counter()
         try:
             embedded = await asyncio.wait_for(embedder.embed([message]), settings.embed_timeout_s)
             vector, fingerprint = embedded.vectors[0], embedded.request_fingerprint
         except (CognitionError, TimeoutError, OSError) as exc:  # LLMError and EmbeddingError are CognitionErrors
             log.warning("%s: recall without a vector, the embedder failed: %r", state.key, exc)
+        embed_ms = (time.perf_counter() - started) * 1000
     try:
         result = recall_at(state, message, vector, now, memory=memory, settings=settings)
     except EmbeddingShapeError as exc:  # a vector of another size than the beliefs': keyword-only
@@ -146,7 +152,7 @@ async def recall_for_turn(
         vector, fingerprint = None, ""
         result = recall_at(state, message, None, now, memory=memory, settings=settings)
     return TurnRecall(recall_event(result, vector, model, fingerprint), render_recall(result, settings.max_chars),
-                      result)
+                      result, embed_ms)
 
 
 def replay_recall(

@@ -36,7 +36,7 @@ def test_two_tenants_concurrent_turns_all_acknowledged_and_logged(stack) -> None
                 response = client.post(f"/v1/conversations/{conversation}/turns", json={"message": f"{tenant} says {turn}"})
                 assert response.status_code == 200, response.text
                 timing = dict(part.strip().split(";dur=") for part in response.headers["server-timing"].split(","))
-                assert set(timing) == {"recall", "llm", "talk", "append", "actor", "gateway"}
+                assert set(timing) == {"recall", "embed", "llm", "talk", "append", "actor", "gateway"}
                 phases = float(timing["recall"]) + float(timing["talk"]) + float(timing["append"])
                 assert phases <= float(timing["actor"]) + 0.003  # each rounded to the microsecond
                 # Each phase lies within the one around it: llm ⊂ talk ⊂ actor ⊂ gateway.

@@ -51,8 +51,8 @@ async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Run
     return result.as_dict()
 
 
-SERVER_TIMING = (("recall", "recall_ms"), ("llm", "llm_ms"), ("talk", "talk_ms"), ("append", "append_ms"), ("actor", "turn_ms"))
-"""Server-Timing metrics of a turn: recall (the message's embedding included), the Talker's LLM call, the whole Talker, the fenced append,
+SERVER_TIMING = (("recall", "recall_ms"), ("embed", "embed_ms"), ("llm", "llm_ms"), ("talk", "talk_ms"), ("append", "append_ms"), ("actor", "turn_ms"))
+"""Server-Timing metrics of a turn: recall (the message's embedding, ``embed``, included), the Talker's LLM call, the whole Talker, the fenced append,
 the actor's whole turn; ``gateway`` is the gateway's handler around the actor call."""
 
 
