@@ -10,6 +10,7 @@ API answers what the Talker got.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -21,15 +22,18 @@ import pytest
 from mirror.actors.conversation import Conversation, RuntimeSettings
 from mirror.cognition.embeddings import OpenAIEmbedder
 from mirror.cognition.memory.turn import TURN_RECALL, replay_recall
-from mirror.cognition.openai_client import LLMSettings
+from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.cognition.pipeline import talker_request
-from mirror.cognition.prompts import default_prompt_set
+from mirror.cognition.prompts import DEFAULT_PROMPT_SETS, default_prompt_set, load_prompt_set
 from mirror.events.envelope import Event
 from mirror.events.ids import StreamKey
+from mirror.events.nats.jetstream import JetStreamBus
+from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats, free_port
 from mirror.events.payloads import Recall, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
+from mirror.replay import History, RecomputePlan, recompute_conversation
 from mirror.replay.verify import config_from, verify_events
 from tests.support.stack import conversation_runtime
 from tests.system.test_conversation import log_events, sim_stats
@@ -169,3 +173,40 @@ async def test_the_memory_api_answers_what_the_talker_recalled(runtime: RuntimeS
     assert answer["query_fingerprint"] == recalled(recall).query_fingerprint
     basis = state_before(events, recall.seq, key)
     assert answer["rendered"] == replay_recall(basis, recalled(recall), recall.timestamp).block != ""
+
+
+async def test_recompute_recalls_on_the_branch_and_only_counterfactual_reasks_the_talker(
+    runtime: RuntimeSettings, tmp_path: Path,
+) -> None:
+    key = StreamKey("acme", "recompute-recall")
+    _, events = await converse(runtime, key, [FACT, LATER])
+    (recall,) = [event for event in events if isinstance(event.payload, Recall)]
+    directory = tmp_path / "prompts"
+    shutil.copytree(DEFAULT_PROMPT_SETS / "default", directory)
+    memory_section = directory / "talker_memory.md"
+    memory_section.write_text(memory_section.read_text() + "\nI mention a remembered fact only when it matters.\n")
+    prompts = load_prompt_set(directory)  # only the Talker's memory section changed
+    bus = await JetStreamBus.connect(runtime.nats_url)
+    log = LogClient(bus.nc, shard=runtime.shard)
+    llm = OpenAIChatClient(runtime.llm)
+    try:
+        kept = await recompute_conversation(key, RecomputePlan(prompts), history=History(log), bus=bus, live=llm)
+        what_if = await recompute_conversation(key, RecomputePlan(prompts, counterfactual=True), history=History(log),
+                                               bus=bus, live=llm)
+        kept_branch = replace(key, branch=kept.branch)
+        assert await log.wait_committed((await bus.head(kept_branch)).fence, timeout=30)
+        branch_events = await log.read(kept_branch)
+    finally:
+        await llm.aclose()
+        await bus.close()
+    # Kept replies: the branch recalls what main recalled (same beliefs, the vector from the
+    # log), and nothing is asked: the Talker is not, and no other prompt changed.
+    (branch_recall,) = [event for event in branch_events if isinstance(event.payload, Recall)]
+    assert recalled(branch_recall) == recalled(recall)
+    assert kept.model_calls == 0 and kept.embedding_calls == 0
+    # Counterfactual: the first turn recalled nothing (its request is unchanged: the recorded
+    # answer), the second's block went through the changed section: asked again.
+    assert what_if.replies is not None and what_if.embedding_calls == 0
+    first, second = what_if.replies
+    assert first["regenerated"] == first["recorded"]
+    assert second["regenerated"] != second["recorded"] and what_if.model_calls >= 1
