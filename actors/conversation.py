@@ -6,8 +6,11 @@ the log (snapshot + tail, through the ingester's read API) and then from the par
 stream the ingester has not committed yet, so a restarted or re-activated conversation
 continues exactly where the last one stopped.
 
-A turn: the Talker replies from the newest narrative; the ``turn`` event is appended and
-acknowledged *before* the reply is returned; then the Thinker runs in the background, one
+A turn: with memory on and beliefs to recall, the message is embedded and recalled first
+(:mod:`mirror.cognition.memory.turn`, through :attr:`Conversation.memory`, the index kept
+between turns); the Talker replies from the newest narrative and that recall's block; the
+``recall`` and ``turn`` events are appended together and acknowledged *before* the reply is
+returned; then the Thinker runs in the background, one
 thinking step after another, emitting monologue / narrative / thinker_failed events. A new turn
 never waits for it unless asked (``sync=True``, the papers' benchmark setting). Appends and the
 think loop are the :class:`~mirror.cognition.writer.ConversationWriter`'s (serial appends), the
