@@ -275,17 +275,51 @@ def _run_once(config: TurnsBenchConfig) -> dict[str, Any]:
         return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url))
 
 
+def _cpu_busy_share(window_s: float = 1.0) -> float | None:
+    """The machine's busy CPU share over ``window_s`` (/proc/stat), ``None`` where there is none."""
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as stat:
+            fields = [int(value) for value in stat.readline().split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # total, idle + iowait
+
+    try:
+        total_before, idle_before = sample()
+        time.sleep(window_s)
+        total_after, idle_after = sample()
+    except OSError:
+        return None
+    total = total_after - total_before
+    return 1.0 - (idle_after - idle_before) / total if total else 0.0
+
+
+def _settle(busy_below: float = 0.15, at_most_s: float = 90.0) -> float:
+    """Wait until the first run's stack has really gone (its Ray workers, NATS, the ingester
+    finishing): measured straight after it, the second run paid for the first's teardown (its
+    floor 50% higher, its overhead p50 tripled). Returns the seconds waited."""
+    started = time.monotonic()
+    while time.monotonic() - started < at_most_s:
+        busy = _cpu_busy_share()
+        if busy is None:
+            time.sleep(15)
+            break
+        if busy < busy_below:
+            break
+    return round(time.monotonic() - started, 1)
+
+
 def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
     """One run (memory as ``config.memory``), or with ``compare_memory`` both, off then on."""
     if not config.compare_memory:
         return _run_once(config)
     off = _run_once(replace(config, memory=False, compare_memory=False))
+    settled_s = _settle()
     on = _run_once(replace(config, memory=True, compare_memory=False))
     return {
         "benchmark": "turns",
         "memory_added_p50_ms": round(on["overhead_p50_ms"] - off["overhead_p50_ms"], 2),
         "memory_added_over_floor_p50_ms": round(on["overhead_over_floor_p50_ms"] - off["overhead_over_floor_p50_ms"], 2),
         "recall_p50_ms": on["recall_p50_ms"],
+        "settled_between_runs_s": settled_s,
         "memory_off": off,
         "memory_on": on,
     }
