@@ -112,7 +112,13 @@ class ConversationWriter:
         """The ``turn`` event, next after the current state; with ``recall``, the ``recall`` event
         the Talker answered from goes first, in the same fenced append (a turn and its recall land
         together or not at all). ``recall_causation`` names the last event of the state the recall
-        was made from; ``timestamp`` (both events) is the ``now`` the recall used."""
+        was made from; ``timestamp`` (both events) is the ``now`` the recall used.
+
+        "Together" is as far as the bus goes: JetStream publishes each event fenced on the one
+        before, so a writer that dies between the two leaves a ``recall`` with no ``turn``
+        after it (a retry recognises a half-landed batch; a crash cannot). Such a recall counts
+        once more in its beliefs' recall counts and replays like any other; nothing reads a
+        turn from it."""
 
         def build(state: ConversationState) -> list[Event]:
             events = []
