@@ -6,8 +6,11 @@ the log (snapshot + tail, through the ingester's read API) and then from the par
 stream the ingester has not committed yet, so a restarted or re-activated conversation
 continues exactly where the last one stopped.
 
-A turn: the Talker replies from the newest narrative; the ``turn`` event is appended and
-acknowledged *before* the reply is returned; then the Thinker runs in the background, one
+A turn: with memory on and beliefs to recall, the message is embedded and recalled first
+(:mod:`mirror.cognition.memory.turn`, through :attr:`Conversation.memory`, the index kept
+between turns); the Talker replies from the newest narrative and that recall's block; the
+``recall`` and ``turn`` events are appended together and acknowledged *before* the reply is
+returned; then the Thinker runs in the background, one
 thinking step after another, emitting monologue / narrative / thinker_failed events. A new turn
 never waits for it unless asked (``sync=True``, the papers' benchmark setting). Appends and the
 think loop are the :class:`~mirror.cognition.writer.ConversationWriter`'s (serial appends), the
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from mirror.cognition.embeddings import Embedder, MiniLMEmbedder, OpenAIEmbedder
+from mirror.cognition.memory.turn import TurnMemory, recall_for_turn, wants_recall
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.cognition.pipeline import MirrorConfig, talk
 from mirror.cognition.prompts import PromptSet, default_prompt_set, load_prompt_set
@@ -37,7 +41,7 @@ from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import Head
 from mirror.events.envelope import Event
 from mirror.events.errors import AppendConflict, LogError
-from mirror.events.ids import StreamKey
+from mirror.events.ids import StreamKey, event_id
 from mirror.events.log import Snapshot
 from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats
 from mirror.events.nats.log_service import LogClient
@@ -124,6 +128,8 @@ class Conversation:
             memory=settings.memory,
         )
         self.embedder: Embedder | None = None
+        self.memory = TurnMemory()
+        """The recall index kept between turns: a cache of the state's beliefs and edges."""
         self.prompts: PromptSet = (
             load_prompt_set(settings.prompts_dir) if settings.prompts_dir else default_prompt_set()
         )
@@ -239,21 +245,37 @@ class Conversation:
             await self._idle.wait()
         writer = self._writer()
         started = time.perf_counter()
-        said = await talk(writer.state, message, self.llm, self.prompts, self.config)
+        state = writer.state
+        # One clock reading: the recall's ``now`` and both events' timestamp, so replay
+        # recomputes decay at the instant the Talker saw it.
+        now = time.time()
+        recalled = None
+        if self.config.memory and wants_recall(state):
+            recalled = await recall_for_turn(state, message, self.embedder, now, memory=self.memory)
+        remembered = time.perf_counter()
+        said = await talk(state, message, self.llm, self.prompts, self.config,
+                          recalled="" if recalled is None else recalled.block)
         talked = time.perf_counter()
         try:
-            event = await writer.append_turn(said.turn, said.provenance)
+            event = await writer.append_turn(
+                said.turn, said.provenance, recall=None if recalled is None else recalled.payload,
+                recall_causation=event_id(self.key.tenant, self.key.conversation, self.key.branch, state.last_seq),
+                timestamp=now,
+            )
         except AppendConflict as conflict:
             raise self._fenced_off(conflict) from conflict
         appended = time.perf_counter()
         self._start_thinking()
-        # Where the turn's time went, in this process: the Talker (its LLM call within it) and
-        # the fenced append until JetStream acknowledged it. The gateway sends these on as a
-        # Server-Timing header.
+        # Where the turn's time went, in this process: recall (the message's embedding within
+        # it), the Talker (its LLM call within it) and the fenced append until JetStream
+        # acknowledged it. The gateway sends these on as a Server-Timing header.
         return TurnResult(
             reply=said.reply, turn=event.turn, seq=event.seq, narrative_seq=said.turn.narrative_seq,
-            llm_ms=round(said.provenance.latency_ms, 3), talk_ms=round((talked - started) * 1000, 3),
+            llm_ms=round(said.provenance.latency_ms, 3), talk_ms=round((talked - remembered) * 1000, 3),
             append_ms=round((appended - talked) * 1000, 3), turn_ms=round((appended - started) * 1000, 3),
+            recall_ms=round((remembered - started) * 1000, 3),
+            embed_ms=0.0 if recalled is None else round(recalled.embed_ms, 3),
+            recall_seq=None if recalled is None else event.seq - 1,
         )
 
     def _writer(self) -> ConversationWriter:

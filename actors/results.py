@@ -14,7 +14,7 @@ from typing import Any
 class TurnResult:
     """A turn's answer: the reply, where its ``turn`` event landed, and where the time went (ms).
 
-    ``llm_ms`` is the Talker's LLM call, ``talk_ms`` the whole Talker, ``append_ms`` the fenced
+    ``llm_ms`` is the Talker's LLM call, ``talk_ms`` the whole Talker (recall not included), ``append_ms`` the fenced
     append until the bus acknowledged, ``turn_ms`` all of it, as the conversation's process saw it.
     """
 
@@ -26,6 +26,12 @@ class TurnResult:
     talk_ms: float
     append_ms: float
     turn_ms: float
+    recall_ms: float = 0.0
+    """Recall before the Talker, the message's embedding call included (0 without memory)."""
+    embed_ms: float = 0.0
+    """The message's embedding call, within ``recall_ms``."""
+    recall_seq: int | None = None
+    """The seq of the ``recall`` event appended with the turn (``None``: nothing was recalled)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

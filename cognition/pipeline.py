@@ -120,14 +120,24 @@ def _render_threads(threads: Threads | None) -> str:
     return f"Reasoning: {threads.reasoning}\nMemory: {threads.memory}\nGoal: {threads.goal}"
 
 
-def talker_request(state: ConversationState, user_message: str, prompts: PromptSet, config: MirrorConfig) -> ChatRequest:
+def _memory_section(recalled: str, prompts: PromptSet) -> str:
+    """The Talker's memory section, or nothing: with nothing recalled its request is the one a
+    conversation without memory sends (so logs written before recall still replay unchanged)."""
+    return prompts.render("talker_memory.md", recalled=recalled) if recalled else ""
+
+
+def talker_request(state: ConversationState, user_message: str, prompts: PromptSet, config: MirrorConfig,
+                   recalled: str = "") -> ChatRequest:
+    """The Talker's request; ``recalled`` is the turn's recall block (part of the request, so of
+    its fingerprint: a replay that recalls differently asks differently)."""
+    memory = _memory_section(recalled, prompts)
     if config.mode == "baseline":
-        system = prompts.render("talker_baseline.md")
+        system = prompts.render("talker_baseline.md", memory=memory)
     elif config.mode == "threads_only":
-        system = prompts.render("talker.md", context=_render_threads(state.threads))
+        system = prompts.render("talker.md", context=_render_threads(state.threads), memory=memory)
     else:
         context = state.narrative or "(no narrative yet: this is the start of the conversation)"
-        system = prompts.render("talker.md", context=context)
+        system = prompts.render("talker.md", context=context, memory=memory)
     history = bound_history(
         [ChatMessage("system", system), *conversation_messages(state), ChatMessage("user", user_message)],
         config.history_tokens,
@@ -236,11 +246,13 @@ def thinking_behind(state: ConversationState, mode: str) -> bool:
     return thought < state.turn_count - 1
 
 
-async def talk(state: ConversationState, user_message: str, llm: LLM, prompts: PromptSet, config: MirrorConfig) -> Talk:
-    """The Talker's reply to ``user_message`` from ``state``; LLM errors propagate (nothing to record)."""
+async def talk(state: ConversationState, user_message: str, llm: LLM, prompts: PromptSet, config: MirrorConfig,
+               *, recalled: str = "") -> Talk:
+    """The Talker's reply to ``user_message`` from ``state`` (and the recall block ``recalled``, if
+    any); LLM errors propagate (nothing to record)."""
     if not isinstance(user_message, str) or not user_message.strip():
         raise ValueError("the user message is empty")
-    response = await llm.chat(talker_request(state, user_message, prompts, config))
+    response = await llm.chat(talker_request(state, user_message, prompts, config, recalled))
     reply = _reply_of(response.content)
     if config.mode == "baseline":
         seen = None

@@ -20,6 +20,7 @@ from .errors import PromptSetError
 TEMPLATES = (
     "talker.md",
     "talker_baseline.md",
+    "talker_memory.md",
     "monologue.md",
     "monologue_continue.md",
     "controller.md",

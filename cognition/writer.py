@@ -39,7 +39,7 @@ from mirror.events.bus import EventBus, Head
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import AppendConflict
 from mirror.events.ids import StreamKey, event_id
-from mirror.events.payloads import Provenance, Turn
+from mirror.events.payloads import Provenance, Recall, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState
 
@@ -105,12 +105,34 @@ class ConversationWriter:
             await previous
         self.head = await self.bus.append(self.key, events, self.head)
 
-    async def append_turn(self, turn: Turn, provenance: Provenance | None, *, causation: str | None = None) -> Event:
-        """The ``turn`` event, next after the current state."""
-        events = await self.append(lambda state: [make_event(
-            self.key, state.last_seq + 1, turn, turn=state.turn_count, provenance=provenance, causation=causation,
-        )])
-        return events[0]
+    async def append_turn(
+        self, turn: Turn, provenance: Provenance | None, *, causation: str | None = None,
+        recall: Recall | None = None, recall_causation: str | None = None, timestamp: float | None = None,
+    ) -> Event:
+        """The ``turn`` event, next after the current state; with ``recall``, the ``recall`` event
+        the Talker answered from goes first, in the same fenced append (a turn and its recall land
+        together or not at all). ``recall_causation`` names the last event of the state the recall
+        was made from; ``timestamp`` (both events) is the ``now`` the recall used.
+
+        "Together" is as far as the bus goes: JetStream publishes each event fenced on the one
+        before, so a writer that dies between the two leaves a ``recall`` with no ``turn``
+        after it (a retry recognises a half-landed batch; a crash cannot). Such a recall counts
+        once more in its beliefs' recall counts and replays like any other; nothing reads a
+        turn from it."""
+
+        def build(state: ConversationState) -> list[Event]:
+            events = []
+            if recall is not None:
+                events.append(make_event(self.key, state.last_seq + 1, recall, turn=state.turn_count,
+                                         causation=recall_causation, timestamp=timestamp))
+            events.append(make_event(
+                self.key, state.last_seq + 1 + len(events), turn, turn=state.turn_count, provenance=provenance,
+                causation=causation, timestamp=timestamp,
+            ))
+            return events
+
+        events = await self.append(build)
+        return events[-1]
 
     def check(self) -> None:
         """Raise what stopped this writer, if anything did (a conflict; a failed pipelined send)."""

@@ -17,6 +17,13 @@ the memory stage runs only when the log holds vectors, failing a step that needs
 The branch is written through the :class:`~mirror.cognition.writer.ConversationWriter` the live
 conversation uses (pipelined appends): the same think loop, the same "is thinking behind" check.
 
+Each recorded turn recalls again on the branch before its ``turn`` event, as the live
+conversation does (a ``recall`` event first, in the same append): the branch's beliefs may
+differ from the parent's, so what is recalled may too. The message's vector comes from the log
+(the parent's ``recall`` recorded it): no embedding call. A kept reply is kept whatever the
+branch recalls; ``counterfactual`` gives the branch's block to the Talker, which is asked again
+only when that changed its request.
+
 Resumable: the branch is written with fenced appends, and a run that finds a half-done branch
 rebuilds its state and carries on from the first recorded turn it does not hold yet — nothing
 is duplicated, nothing skipped. Two runs on one branch at once cannot fork it: the second
@@ -27,17 +34,19 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 from mirror.cognition.embeddings.port import Embedder
 from mirror.cognition.llm import LLM
+from mirror.cognition.memory.turn import recall_for_turn, wants_recall
 from mirror.cognition.pipeline import MirrorConfig, talk
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import EventBus, Head
 from mirror.events.envelope import Event, make_event
-from mirror.events.ids import StreamKey, validate_identifier
+from mirror.events.ids import StreamKey, event_id, validate_identifier
 from mirror.events.payloads import Fork, Monologue, Narrative, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
@@ -187,16 +196,27 @@ async def _rethink(
     for recorded in turns[done:]:
         payload: Turn = recorded.payload  # type: ignore[assignment]  # turns holds Turn events alone (filtered above)
         provenance = recorded.provenance
+        config = config_from(talker_provenance, plan.mode or payload.mode, talker=True)
+        # Recall again on the branch (its beliefs may differ), the message's vector from the log.
+        now = time.time()
+        basis = writer.state
+        recalled = None
+        if config.memory and wants_recall(basis):
+            recalled = await recall_for_turn(basis, payload.user_message, vectors, now)
         if plan.counterfactual:
-            config = config_from(talker_provenance, plan.mode or payload.mode, talker=True)
-            said = await talk(writer.state, payload.user_message, llm, plan.prompts, config)
+            said = await talk(basis, payload.user_message, llm, plan.prompts, config,
+                              recalled="" if recalled is None else recalled.block)
             replies.append({"seq": writer.state.last_seq + 1, "user_message": payload.user_message,
                             "recorded": payload.reply, "regenerated": said.reply})
             payload, provenance = said.turn, said.provenance
         elif plan.mode is not None:
             payload = replace(payload, mode=plan.mode)
         # A kept reply names the recorded turn it copies (causation); a regenerated one does not.
-        await writer.append_turn(payload, provenance, causation=None if plan.counterfactual else recorded.id)
+        await writer.append_turn(
+            payload, provenance, causation=None if plan.counterfactual else recorded.id,
+            recall=None if recalled is None else recalled.payload, timestamp=now,
+            recall_causation=event_id(writer.key.tenant, writer.key.conversation, writer.key.branch, basis.last_seq),
+        )
         await think_until_current()
     embedding_calls = 0 if vectors is None else vectors.calls
     return _Rethought(len(turns), done, llm.live_calls, embedding_calls, llm.recorded_calls,

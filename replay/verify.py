@@ -19,6 +19,12 @@ are re-decided by the memory stage with the recorded chat answers and a
 model and zero embedding calls. A failed step wrote no vectors and keeps only its extraction's
 answer, so whatever else it asks (the embeddings, the contradiction call) fails again as the
 step recorded it failing: its events are compared, the calls after the extraction are not.
+
+A ``recall`` event is re-run from the state it was made from (its causation), with the query
+vector it records (none: keyword-only, as the live turn did when its embedder failed) at its own
+timestamp, and what it names — beliefs, review items, edges — is compared. The ``turn`` right
+after it is then replayed with the replayed recall's block in the Talker's request: zero model
+and zero embedding calls, and a recall that now comes out differently shows in both places.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Any, cast
 
 from mirror.cognition.llm import LLM, ChatRequest, ChatResponse
 from mirror.cognition.memory.stage import RecordedStepFailure, remember
+from mirror.cognition.memory.turn import replay_recall
 from mirror.cognition.pipeline import MirrorConfig, Mode, talk, think
 from mirror.cognition.prompts import PromptSet
 from mirror.events.codec import to_json_ready
@@ -42,6 +49,7 @@ from mirror.events.payloads import (
     Narrative,
     Payload,
     Provenance,
+    Recall,
     ThinkerFailed,
     Turn,
 )
@@ -238,6 +246,7 @@ async def verify_events(
     state = base
     steps = {step[0].seq: step for step in thinking_steps(events)}
     remembered = {step[0].seq: step for step in memory_steps(events)}
+    block = ""  # the replayed recall's block, for the turn right after its recall event
     index = 0
     while index < len(events):
         event = events[index]
@@ -252,8 +261,11 @@ async def verify_events(
                 states[state.last_seq] = state
             index += len(step)
         else:
-            if check_replies and isinstance(event.payload, Turn):
-                await _verify_turn(key, event, state, prompts, llm, report)
+            if isinstance(event.payload, Recall):
+                block = _verify_recall(key, event, states, state, report)
+            elif check_replies and isinstance(event.payload, Turn):
+                recalled = block if index and isinstance(events[index - 1].payload, Recall) else ""
+                await _verify_turn(key, event, state, prompts, llm, report, recalled)
             state = apply(state, event)
             states[state.last_seq] = state
             index += 1
@@ -264,8 +276,33 @@ async def verify_events(
     return report
 
 
+def _verify_recall(key: StreamKey, event: Event, states: dict[int, ConversationState], state: ConversationState,
+                   report: VerifyReport) -> str:
+    """Recall again from the state the recall was made from, with its recorded vector, at its
+    timestamp; compare what it names. Returns the replayed block (the next turn's Talker reads it)."""
+    recorded = cast(Recall, event.payload)  # the caller checked
+    basis = _basis(key, event, states) if event.causation is not None else state
+    if basis is None:
+        report.divergences.append(Divergence(event.seq, f"the state this recall started from ({event.causation}) is unknown"))
+        return ""
+    report.steps += 1
+    try:
+        replayed = replay_recall(basis, recorded, event.timestamp)
+    except Exception as exc:  # e.g. a recorded vector that no longer fits the beliefs
+        report.divergences.append(Divergence(event.seq, f"the recall failed on replay: {exc}"))
+        return ""
+    fields = ("belief_ids", "review_ids", "edges")
+    old = {name: [list(item) if isinstance(item, tuple) else item for item in getattr(recorded, name)] for name in fields}
+    new = {name: [list(item) if isinstance(item, tuple) else item for item in getattr(replayed.payload, name)]
+           for name in fields}
+    if old != new:
+        differing = ", ".join(name for name in fields if old[name] != new[name])
+        report.divergences.append(Divergence(event.seq, f"recall differs in {differing}", old, new))
+    return replayed.block
+
+
 async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, prompts: PromptSet,
-                       llm: RecordedLLM, report: VerifyReport) -> None:
+                       llm: RecordedLLM, report: VerifyReport, recalled: str = "") -> None:
     payload = cast(Turn, event.payload)  # the caller checked isinstance(event.payload, Turn)
     if event.causation is not None:
         return  # a reply copied from another branch (a recompute keeps them): not produced here
@@ -275,7 +312,7 @@ async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, p
     report.steps += 1
     config = config_from(event.provenance, payload.mode, talker=True)
     try:
-        said = await talk(state, payload.user_message, llm, prompts, config)
+        said = await talk(state, payload.user_message, llm, prompts, config, recalled=recalled)
     except Exception as exc:  # the replay could not even produce a reply: that is the divergence
         report.divergences.append(Divergence(event.seq, f"the Talker failed on replay: {exc}"))
         return

@@ -12,6 +12,16 @@ the Ray actor hop, the fenced append acknowledged by JetStream, and the client's
 ``floor_p50_ms`` is the raw cost of the hops a turn cannot avoid, measured in the same run (an
 HTTP round trip through the gateway, a Ray actor call, a JetStream publish acknowledged), and
 ``overhead_over_floor_p50_ms`` what Mirror adds beyond them.
+``memory`` turns Mirror's memory on (the default, as in production) or off; ``compare_memory``
+runs the benchmark twice in one invocation, memory off then on, each on a fresh stack, and
+reports ``memory_added_p50_ms`` — on's overhead p50 minus off's: what recall adds to the turn
+path (the message's embedding call over loopback HTTP, the simulator's embedding work, the
+recall itself, a longer Talker prompt, a two-event append) and whatever the memory stage's
+background work costs the turns around it. The simulator's embedding calls take their own
+latency (``embedding_latency_ms``, 0 by default), not the chat latency L: at L a 100 ms wait
+per message would be charged to memory, which no embedding endpoint of one short message
+takes; at 0 the figure is Mirror's own cost. ``recall_p50_ms`` is the recall phase as the
+actor timed it (Server-Timing ``recall``), over the turns that recalled (``turns_with_recall``).
 ``thinking_backlog_share`` is the fraction of turns (after each conversation's first) that
 arrived while the previous turn's thinking was still running — the Talker then answered from
 an older narrative, as production mode intends.
@@ -20,18 +30,27 @@ an older narrative, as production mode intends.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from mirror.actors.bench._stacks import sim_stack
 from mirror.actors.bench._stats import percentile
+from mirror.actors.stack.embedded import EmbeddedStack, StackSettings
+from mirror.actors.stack.processes import SimProcess
 from mirror.cognition.http_transport import AiohttpTransport
 from mirror.events.ids import StreamKey
+from mirror.events.nats.server import free_port
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +62,9 @@ class TurnsBenchConfig:
     gateways: int = 1
     pause_ms: float = 0.0
     seed: int = 0
+    memory: bool = True
+    compare_memory: bool = False
+    embedding_latency_ms: float = 0.0
 
 
 def _server_timing(header: str) -> dict[str, float]:
@@ -77,11 +99,12 @@ def _phases(runs: list[list[tuple[float, dict[str, Any]]]]) -> dict[str, float]:
     """Median of each phase of a turn, from the client's clock and the Server-Timing header.
 
     client_and_http: the client, HTTP and uvicorn; gateway_to_actor: the handler's own work and
-    the Ray hop both ways; talker_without_llm: prompt building and reply parsing around the LLM
+    the Ray hop both ways; embed: the message's embedding call, recall_without_embed: the rest of
+    recall (both 0 without memory); talker_without_llm: prompt building and reply parsing around the LLM
     call; append: the fenced append until JetStream acknowledged it.
     """
-    phases: dict[str, list[float]] = {"client_and_http": [], "gateway_to_actor": [], "talker_without_llm": [],
-                                      "append": []}
+    phases: dict[str, list[float]] = {"client_and_http": [], "gateway_to_actor": [], "embed": [], "recall_without_embed": [],
+                                      "talker_without_llm": [], "append": []}
     for run in runs:
         for elapsed, reply in run:
             timing = reply["timings"]
@@ -89,6 +112,8 @@ def _phases(runs: list[list[tuple[float, dict[str, Any]]]]) -> dict[str, float]:
                 continue
             phases["client_and_http"].append(elapsed - timing["gateway"])
             phases["gateway_to_actor"].append(timing["gateway"] - timing["actor"])
+            phases["embed"].append(timing.get("embed", 0.0))
+            phases["recall_without_embed"].append(timing.get("recall", 0.0) - timing.get("embed", 0.0))
             phases["talker_without_llm"].append(timing["talk"] - timing["llm"])
             phases["append"].append(timing["append"])
     return {name: round(statistics.median(values), 2) for name, values in phases.items() if values}
@@ -174,6 +199,8 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
     overheads = [elapsed - reply["llm_ms"] for run in runs for elapsed, reply in run]
     llm_times = [reply["llm_ms"] for run in runs for _, reply in run]
     late, total = sum(b[0] for b in backlog), sum(b[1] for b in backlog)
+    recalls = [reply["timings"]["recall"] for run in runs for _, reply in run
+               if reply.get("recall_seq") is not None and "recall" in reply["timings"]]
     return {
         "benchmark": "turns",
         "conversations": config.conversations,
@@ -190,9 +217,109 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         "gateways": config.gateways,
         "pause_ms": config.pause_ms,
         "phases_p50_ms": _phases(runs),
+        "memory": config.memory,
+        "embedding_latency_ms": config.embedding_latency_ms,
+        "turns_with_recall": len(recalls),
+        "recall_p50_ms": round(statistics.median(recalls), 2) if recalls else None,
     }
 
 
-def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
-    with sim_stack("turns", config.llm_latency_ms, config.mode, gateway_processes=config.gateways) as stack:
+class _Simulator(SimProcess):
+    """The simulator with embedding calls at their own latency (``--embedding-latency``)."""
+
+    def __init__(self, latency: str, embedding_latency: str, log_path: Path) -> None:
+        super().__init__(latency=latency, log_path=log_path)
+        self.embedding_latency = embedding_latency
+
+    def start(self, timeout: float = 30.0) -> _Simulator:
+        command = [sys.executable, "-m", "mirror", "sim-llm", "--port", str(self.port), "--latency", self.latency,
+                   "--embedding-latency", self.embedding_latency, "--log-level", "WARNING"]
+        with open(self.log_path or os.devnull, "ab") as output:
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output)
+        deadline = time.monotonic() + timeout
+        with httpx.Client(base_url=self.url, timeout=0.5) as client:
+            while True:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"the simulator exited with {self.process.returncode}; see {self.log_path}")
+                try:
+                    if client.get("/healthz").status_code == 200:
+                        return self
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"the simulator did not answer on {self.url} within {timeout}s")
+                time.sleep(0.05)
+
+
+@contextmanager
+def _stack(config: TurnsBenchConfig) -> Iterator[EmbeddedStack]:
+    """The embedded stack against a simulator of our own (its embedding latency set apart)."""
+    with tempfile.TemporaryDirectory(prefix="mirror-bench-turns-") as data:
+        sim = _Simulator(f"fixed:{config.llm_latency_ms:g}", f"fixed:{config.embedding_latency_ms:g}",
+                         Path(data) / "sim-llm.log").start()
+        try:
+            settings = StackSettings(
+                data_dir=Path(data), llm=sim.base_url, llm_model="mirror-sim", mode=config.mode,
+                memory=config.memory, gateway_port=free_port(), nats_port=free_port(),
+                gateway_processes=config.gateways,
+            )
+            with EmbeddedStack(settings) as stack:
+                yield stack
+        finally:
+            sim.stop()
+
+
+def _run_once(config: TurnsBenchConfig) -> dict[str, Any]:
+    with _stack(config) as stack:
         return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url))
+
+
+def _cpu_busy_share(window_s: float = 1.0) -> float | None:
+    """The machine's busy CPU share over ``window_s`` (/proc/stat), ``None`` where there is none."""
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as stat:
+            fields = [int(value) for value in stat.readline().split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # total, idle + iowait
+
+    try:
+        total_before, idle_before = sample()
+        time.sleep(window_s)
+        total_after, idle_after = sample()
+    except OSError:
+        return None
+    total = total_after - total_before
+    return 1.0 - (idle_after - idle_before) / total if total else 0.0
+
+
+def _settle(busy_below: float = 0.15, at_most_s: float = 90.0) -> float:
+    """Wait until the first run's stack has really gone (its Ray workers, NATS, the ingester
+    finishing): measured straight after it, the second run paid for the first's teardown (its
+    floor 50% higher, its overhead p50 tripled). Returns the seconds waited."""
+    started = time.monotonic()
+    while time.monotonic() - started < at_most_s:
+        busy = _cpu_busy_share()
+        if busy is None:
+            time.sleep(15)
+            break
+        if busy < busy_below:
+            break
+    return round(time.monotonic() - started, 1)
+
+
+def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
+    """One run (memory as ``config.memory``), or with ``compare_memory`` both, off then on."""
+    if not config.compare_memory:
+        return _run_once(config)
+    off = _run_once(replace(config, memory=False, compare_memory=False))
+    settled_s = _settle()
+    on = _run_once(replace(config, memory=True, compare_memory=False))
+    return {
+        "benchmark": "turns",
+        "memory_added_p50_ms": round(on["overhead_p50_ms"] - off["overhead_p50_ms"], 2),
+        "memory_added_over_floor_p50_ms": round(on["overhead_over_floor_p50_ms"] - off["overhead_over_floor_p50_ms"], 2),
+        "recall_p50_ms": on["recall_p50_ms"],
+        "settled_between_runs_s": settled_s,
+        "memory_off": off,
+        "memory_on": on,
+    }

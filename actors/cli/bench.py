@@ -64,6 +64,11 @@ def bench_turns(
     pause: float = typer.Option(0.0, "--pause-ms", min=0,
                                 help="The user's mean pause before each turn (0.5–1.5 × this, seeded); "
                                      "0 sends the next turn as soon as the reply arrives."),
+    memory: bool = typer.Option(True, "--memory/--no-memory", help="Memory on (recall on every turn) or off."),
+    compare_memory: bool = typer.Option(False, "--compare-memory",
+                                        help="Run twice, memory off then on, and print memory_added_p50_ms."),
+    embedding_latency: float = typer.Option(0.0, "--embedding-latency-ms", min=0,
+                                            help="The simulator's fixed latency for embedding calls."),
     as_json: bool = JSON_ONLY,
     log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
@@ -71,7 +76,9 @@ def bench_turns(
     from mirror.actors.bench.turns import TurnsBenchConfig, run_turns_bench
 
     configure_logging(log_level.value)
-    result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode.value, gateways, pause))
+    result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode.value, gateways, pause,
+                                              memory=memory, compare_memory=compare_memory,
+                                              embedding_latency_ms=embedding_latency))
     _print_result(result, as_json)
 
 

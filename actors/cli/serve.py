@@ -146,6 +146,9 @@ def sim_llm(
     timeout_hang: float = typer.Option(30.0, "--timeout-hang", min=0, help="Seconds a timeout fault holds a request."),
     model: str = typer.Option("mirror-sim", "--model", help="Model name /v1/models lists (any requested name is answered)."),
     embedding_dim: int = typer.Option(64, "--embedding-dim", help="Embedding length unless a request sets 'dimensions'."),
+    embedding_latency: str = typer.Option(
+        "", "--embedding-latency", help="Latency of embedding calls, same forms as --latency (default: --latency's)."
+    ),
     log_level: LogLevel = LOG_LEVEL,
 ) -> None:
     """Serve a deterministic OpenAI-compatible LLM simulator (chat, embeddings, injected faults)."""
@@ -160,6 +163,7 @@ def sim_llm(
         timeout_hang_s=timeout_hang,
         model=model,
         embedding_dim=embedding_dim,
+        embedding_latency=embedding_latency or None,
     )
     with SimLLMServer(settings, host=host, port=port, log_level=log_level.value, access_log=True) as server:
         typer.echo(f"mirror sim-llm at {server.base_url} (model {settings.model}); Ctrl-C stops it")

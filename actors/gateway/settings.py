@@ -45,9 +45,11 @@ class GatewaySettings:
             raise ValueError(f"max_finished_jobs is {self.max_finished_jobs}; it must be at least 1")
 
     def embedder_settings(self) -> LLMSettings:
-        """``embedder``, or the runtime LLM's server and model with short timeouts and one retry."""
+        """``embedder``, or the runtime LLM's server with the conversations' embedding model (the
+        one the Talker's recall embeds with, so the memory API answers what the Talker got), with
+        short timeouts and one retry."""
         if self.embedder is not None:
             return self.embedder
-        return replace(self.runtime.llm, timeout_s=DEFAULT_EMBED_TIMEOUT_S,
+        return replace(self.runtime.llm, model=self.runtime.embedding_model, timeout_s=DEFAULT_EMBED_TIMEOUT_S,
                        connect_timeout_s=min(self.runtime.llm.connect_timeout_s, DEFAULT_EMBED_TIMEOUT_S),
                        max_retries=DEFAULT_EMBED_RETRIES, backoff_max_s=1.0, max_concurrency=4)

@@ -17,7 +17,10 @@ the Talker reads), ``view`` (recalls and memory items as JSON data for the API a
 selection, ties broken by id) and ``_decay`` (decay estimated in numpy, so the exact
 ``strength`` runs only for likely winners). The index is a cache derived from the items, never
 truth: rebuilt from the projected beliefs it gives the same recall, so replay reproduces every
-recall exactly.
+recall exactly. ``turn`` is recall on the turn path: :data:`TURN_RECALL` (the one set of
+parameters the Talker, replay and the memory API share), :func:`recall_for_turn` (embed the
+message, recall, the ``recall`` event and the Talker's block; keyword-only when the embedder
+fails) and :func:`replay_recall` (the same from a recorded vector).
 
 Part of the cognition layer: may import the rest of ``mirror.cognition`` (the LLM and
 :class:`~mirror.cognition.embeddings.Embedder` ports, prompts, the pipeline's result types),
@@ -45,6 +48,7 @@ from .recall import (
 )
 from .render import DEFAULT_MAX_CHARS, render_recall
 from .stage import EMBEDDING_FAILED, RecordedStepFailure, memory_behind, remember
+from .turn import TURN_RECALL, RecallSettings, TurnMemory, TurnRecall, recall_for_turn, replay_recall
 from .vectors import VectorIndex
 from .view import edge_view, recall_view, sorted_beliefs, sorted_edges, sorted_reviews
 
@@ -59,24 +63,30 @@ __all__ = [
     "MEMORY_SCHEMA",
     "OPPOSITE_RELATIONS",
     "RRF_K",
+    "TURN_RECALL",
     "EdgeIndex",
     "KeywordIndex",
     "MemoryIndex",
     "MemoryItem",
     "RecallResult",
+    "RecallSettings",
     "Recallable",
     "RecalledItem",
     "RecalledReview",
     "RecordedStepFailure",
+    "TurnMemory",
+    "TurnRecall",
     "VectorIndex",
     "belief_id",
     "edge_view",
     "memory_behind",
     "recall",
+    "recall_for_turn",
     "recall_view",
     "reciprocal_rank_fusion",
     "remember",
     "render_recall",
+    "replay_recall",
     "sorted_beliefs",
     "sorted_edges",
     "sorted_reviews",

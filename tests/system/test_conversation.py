@@ -15,7 +15,7 @@ from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
-from mirror.events.payloads import Belief, MemoryStep, Monologue, Narrative, ThinkerFailed, Turn
+from mirror.events.payloads import Belief, MemoryStep, Monologue, Narrative, Recall, ThinkerFailed, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import initial_state
 from mirror.replay.verify import verify_events
@@ -51,9 +51,10 @@ async def test_a_turn_is_acknowledged_then_thought_about(runtime: RuntimeSetting
     finally:
         await conversation.stop()
     events = await log_events(runtime, key)
+    # The second turn recalled the first one's belief: its recall lands with it, just before.
     assert [type(e.payload) for e in events] == [Turn, Monologue, Narrative, Belief, MemoryStep,
-                                                 Turn, Monologue, Narrative, Belief, MemoryStep]
-    assert events[5].payload.narrative_seq == 3  # the second turn saw the first narrative
+                                                 Recall, Turn, Monologue, Narrative, Belief, MemoryStep]
+    assert events[6].payload.narrative_seq == 3  # the second turn saw the first narrative
     assert fold(events) == state
 
 
@@ -68,7 +69,8 @@ async def test_a_restarted_conversation_continues_where_the_last_stopped(runtime
     try:
         assert second.state == before
         reply = await second.turn("What is my name?")
-        assert reply.seq == before.last_seq + 1
+        assert before.beliefs  # so the turn recalled first: recall, then turn, right after the old end
+        assert (reply.recall_seq, reply.seq) == (before.last_seq + 1, before.last_seq + 2)
         await second.wait_idle(30)
     finally:
         await second.stop()
@@ -126,7 +128,7 @@ async def test_a_stated_fact_becomes_a_belief_a_restatement_reinforces_it_and_re
     report = await verify_events(key, initial_state(key), events, default_prompt_set())
     after = sim_stats(runtime)
     assert report.ok, report.as_dict()
-    assert report.steps == 6 and report.model_calls == 0 and report.embedding_calls == 0
+    assert report.steps == 7 and report.model_calls == 0  # the second turn's recall is a step and report.embedding_calls == 0
     assert (after["chat_calls"], after["embedding_calls"]) == (before["chat_calls"], before["embedding_calls"])
 
 

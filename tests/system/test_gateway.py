@@ -36,7 +36,9 @@ def test_two_tenants_concurrent_turns_all_acknowledged_and_logged(stack) -> None
                 response = client.post(f"/v1/conversations/{conversation}/turns", json={"message": f"{tenant} says {turn}"})
                 assert response.status_code == 200, response.text
                 timing = dict(part.strip().split(";dur=") for part in response.headers["server-timing"].split(","))
-                assert set(timing) == {"llm", "talk", "append", "actor", "gateway"}
+                assert set(timing) == {"recall", "embed", "llm", "talk", "append", "actor", "gateway"}
+                phases = float(timing["recall"]) + float(timing["talk"]) + float(timing["append"])
+                assert phases <= float(timing["actor"]) + 0.003  # each rounded to the microsecond
                 # Each phase lies within the one around it: llm ⊂ talk ⊂ actor ⊂ gateway.
                 assert float(timing["llm"]) <= float(timing["talk"]) <= float(timing["actor"]) <= float(timing["gateway"])
                 assert float(timing["append"]) <= float(timing["actor"])
@@ -110,7 +112,8 @@ def test_turn_and_summary_answer_the_same_json_shape(stack) -> None:
     url, tokens = stack
     with httpx.Client(base_url=url, headers=auth(tokens["acme"]), timeout=60) as client:
         answer = client.post("/v1/conversations/shape/turns", json={"message": "hello"}, params={"sync": True}).json()
-        assert list(answer) == ["reply", "turn", "seq", "narrative_seq", "llm_ms"]
+        assert list(answer) == ["reply", "turn", "seq", "narrative_seq", "llm_ms", "recall_seq"]
+        assert answer["recall_seq"] is None  # nothing to recall yet: no recall event
         assert (answer["turn"], answer["seq"], answer["narrative_seq"]) == (0, 1, None) and answer["reply"]
         summary = client.get("/v1/conversations/shape").json()
         assert list(summary) == ["id", "branch", "turns", "last_seq", "narrative", "narrative_seq", "thought_turn",

@@ -59,7 +59,7 @@ FORK_SEQ = 6  # branch "alt" re-thinks history after the edges: no b-eats, no co
 async def seed_memory(runtime: RuntimeSettings, key: StreamKey) -> tuple[list[Event], list[Event]]:
     """Two turns with beliefs, edges, a contradiction and a reinforcement, appended fenced, and
     branch ``alt`` forked after :data:`FORK_SEQ` with a belief of its own; all committed."""
-    async with OpenAIEmbedder(LLMSettings(base_url=runtime.llm.base_url, model=runtime.llm.model)) as embedder:
+    async with OpenAIEmbedder(LLMSettings(base_url=runtime.llm.base_url, model=runtime.embedding_model)) as embedder:
         ids = list(BELIEFS)
         embeddings = await embedder.embed([BELIEFS[belief_id][0] for belief_id in ids])
 
@@ -144,7 +144,7 @@ def expected_recall(stack: dict[str, Any], query: str, *, until: int | None = No
     state = fold(stack["key"], stack["events"], until) if branch == "main" else fold_branch(stack)
 
     async def embed() -> Any:
-        async with OpenAIEmbedder(LLMSettings(base_url=runtime.llm.base_url, model=runtime.llm.model)) as embedder:
+        async with OpenAIEmbedder(LLMSettings(base_url=runtime.llm.base_url, model=runtime.embedding_model)) as embedder:
             return await embedder.embed([query])
 
     embeddings = asyncio.run(embed())

@@ -25,7 +25,7 @@ from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
-from mirror.events.payloads import Belief, Edge, MemoryStep, Monologue, Narrative, ThinkerFailed, Turn
+from mirror.events.payloads import Belief, Edge, MemoryStep, Monologue, Narrative, Recall, ThinkerFailed, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import initial_state
 from mirror.replay import (
@@ -146,7 +146,9 @@ async def test_replay_with_unchanged_prompts_reproduces_every_event_without_a_mo
     report = await verify_events(key, initial_state(key), events, default_prompt_set())
     assert report.ok, report.as_dict()["divergences"][:2]
     assert report.model_calls == 0 and report.embedding_calls == 0 and report.unverifiable == 0
-    assert report.steps == len(MESSAGES) + len(thinking_steps(events)) + len(memory_steps(events))
+    recalls = sum(isinstance(e.payload, Recall) for e in events)
+    assert recalls == len(MESSAGES) - 1  # every turn after the first recalled the first one's belief
+    assert report.steps == len(MESSAGES) + len(thinking_steps(events)) + len(memory_steps(events)) + recalls
     assert len(memory_steps(events)) == len(MESSAGES)  # each turn remembered once
     stats_after = await sim(runtime, "/_sim/stats")
     assert (stats_after["chat_calls"], stats_after["embedding_calls"]) == (
@@ -196,8 +198,9 @@ async def test_a_changed_prompt_shows_only_where_that_prompt_was_used(
     own = branch_events[1:]  # after the fork event
     assert [e.type for e in own] == [e.type for e in recorded]
     for old, new in zip(recorded, own, strict=True):
-        if isinstance(old.payload, (Turn, Monologue, Belief, Edge, MemoryStep)):
-            assert new.payload == old.payload  # the monologue and memory prompts did not change: same thoughts
+        if isinstance(old.payload, (Turn, Monologue, Belief, Edge, MemoryStep, Recall)):
+            # the monologue and memory prompts did not change: same thoughts, same beliefs, same recalls
+            assert new.payload == old.payload
         else:
             assert new.payload != old.payload and new.provenance is not None and new.provenance.prompt_set == prompts.version
     narratives = sum(isinstance(e.payload, Narrative) for e in recorded)
@@ -297,7 +300,7 @@ async def test_counterfactual_recompute_regenerates_replies_and_mode_changes_the
     assert all(e.causation is None and e.provenance is not None and e.provenance.prompt_set == prompts.version
                for e in new_turns)
     # controller_only: no monologue on the branch, a narrative after every turn.
-    memory = ("belief", "edge", "memory_step")
+    memory = ("belief", "edge", "memory_step", "recall")
     assert [e.type for e in lean_events[1:] if e.type not in memory] == ["turn", "narrative"] * 3
     assert [e.type for e in lean_events[1:] if e.type == "memory_step"] == ["memory_step"] * 3
 

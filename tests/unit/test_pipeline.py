@@ -15,7 +15,15 @@ from mirror.cognition.errors import PromptSetError
 from mirror.cognition.history import bound_history
 from mirror.cognition.llm import ChatMessage
 from mirror.cognition.openai_client import OpenAIChatClient
-from mirror.cognition.pipeline import MODES, MirrorConfig, controller_request, monologue_request, talk, think
+from mirror.cognition.pipeline import (
+    MODES,
+    MirrorConfig,
+    controller_request,
+    monologue_request,
+    talk,
+    talker_request,
+    think,
+)
 from mirror.cognition.prompts import DEFAULT_PROMPT_SETS, default_prompt_set, load_prompt_set
 from mirror.cognition.responses import response_digest
 from mirror.events.envelope import Event, make_event
@@ -257,3 +265,19 @@ async def _error_chaining_scenario(sim: SimLLMServer, script: list[str], turns: 
         assert isinstance(monologue.payload, Monologue)
     assert state.narrative == (narrative_of(narratives[-1]).text if narratives else None)
     assert fold(log, initial_state(KEY)) == state  # an empty log folds to the initial state
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_recall_block_is_in_the_talkers_request_and_nothing_is_without_one(mode: str) -> None:
+    """With nothing recalled the request is the one sent before recall existed (old logs replay);
+    with a block, the memory section holds it, so the fingerprint covers what was recalled."""
+    prompts = default_prompt_set()
+    config = MirrorConfig(model="m", mode=mode)  # type: ignore[arg-type]  # MODES holds only valid modes
+    state = initial_state(StreamKey("t", "c"))
+    bare = talker_request(state, "Suggest a snack.", prompts, config)
+    block = "What you remember about this conversation (strongest first):\n- (belief, strength 0.80) Peanut allergy."
+    remembered = talker_request(state, "Suggest a snack.", prompts, config, block)
+    assert "$memory" not in bare.messages[0].content and "remember" not in bare.messages[0].content.lower()
+    assert block in remembered.messages[0].content
+    assert remembered.messages[0].content.startswith(bare.messages[0].content)
+    assert remembered.messages[1:] == bare.messages[1:] and remembered.fingerprint() != bare.fingerprint()

@@ -435,6 +435,21 @@ async def test_latency_applies_and_concurrent_requests_overlap() -> None:
         assert stats["max_in_flight"] >= 5 and stats["in_flight"] == 0 and stats["chat_calls"] == 11
 
 
+async def test_embedding_calls_can_take_their_own_latency() -> None:
+    """A benchmark charges memory an embedding's wait, not a chat call's: the two are set apart."""
+    with SimLLMServer(SimSettings(latency="fixed:300", embedding_latency="fixed:0")) as server:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=5) as http:
+            started = time.monotonic()
+            assert (await http.post("/embeddings", json={"input": ["a short message"]})).status_code == 200
+            embedded = time.monotonic() - started
+            started = time.monotonic()
+            assert (await http.post("/chat/completions", json=chat_body())).status_code == 200
+            chatted = time.monotonic() - started
+    assert embedded < 0.2 <= 0.3 <= chatted
+    with pytest.raises(ValueError, match="invalid latency"):
+        SimSettings(embedding_latency="soon")
+
+
 # ----------------------------------------------------------------------------- embeddings
 
 

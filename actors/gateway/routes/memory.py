@@ -7,7 +7,11 @@ final score, so a person can see *why* something was (or was not) remembered. ``
 ``branch=``: the state is folded by the runtime's :class:`~mirror.replay.History` from the
 log, never asked of the live actor, so looking never disturbs a conversation.
 
-Why ``now`` is the state's last event timestamp and not the clock: the answer is then a pure
+The recall parameters are the Talker's (:data:`~mirror.cognition.memory.turn.TURN_RECALL`), so
+the answer is the Talker's recall; ``now=`` sets the instant decay is counted at (a turn's
+``recall`` event's timestamp reproduces that turn's recall exactly).
+
+Why ``now`` defaults to the state's last event timestamp and not the clock: the answer is then a pure
 function of the log and the query (asking twice, or asking about the past, gives the same
 numbers a replay of that moment computes), and decay is counted as the conversation lived it.
 
@@ -19,6 +23,7 @@ embedder is ``settings.embedder_settings()``. An embedder that cannot be reached
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query
@@ -26,13 +31,12 @@ from fastapi import APIRouter, HTTPException, Query
 from mirror.actors.gateway.runtime import GatewayRuntime, Runtime, Tenant, branch_key, key_of
 from mirror.cognition.errors import EmbeddingShapeError, LLMError, LLMUnavailable
 from mirror.cognition.memory import (
-    DEFAULT_LIMIT,
-    recall,
     recall_view,
     sorted_beliefs,
     sorted_edges,
     sorted_reviews,
 )
+from mirror.cognition.memory.turn import TURN_RECALL, recall_at
 from mirror.cognition.memory.view import edge_view
 from mirror.events.ids import StreamKey
 from mirror.projections.beliefs import strength
@@ -58,25 +62,31 @@ async def get_memory(
     conversation: str, owner: Tenant, runtime: Runtime,
     query: str = Query(..., description="the message to recall for, as the Talker would receive it"),
     at: int | None = _AT, branch: str = _BRANCH,
-    limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="most beliefs to recall"),
+    limit: int = Query(TURN_RECALL.limit, ge=1, le=MAX_LIMIT, description="most beliefs to recall"),
+    now: float | None = Query(None, description="the instant decay is counted at (default: the state's last event)"),
 ) -> dict[str, Any]:
-    """The recall for ``query`` at seq ``at``: items with their ranks and scores, edges, reviews, the block."""
+    """The recall for ``query`` at seq ``at``: items with their ranks and scores, edges, reviews, the block.
+
+    With the defaults this is the Talker's recall (:data:`TURN_RECALL`): at ``at`` = the seq
+    before a turn's ``recall`` event and ``now`` = that event's timestamp, it names what the event
+    names and ``rendered`` is the block the Talker read.
+    """
     if not query.strip():
         raise HTTPException(400, "query is empty: give the message to recall for")
     size = len(query.encode())
     if size > runtime.settings.max_message_bytes:
         raise HTTPException(413, f"query is {size} bytes; the limit is {runtime.settings.max_message_bytes}")
     state = await _state(runtime, owner, conversation, branch, at)
-    now = state.last_timestamp or 0.0
+    if now is None:
+        now = state.last_timestamp or 0.0
     vector, model, fingerprint = await _embedded(runtime, state, query)
     try:
-        result = recall(state.beliefs.values(), query, vector, now, edges=state.edges.values(),
-                        reviews=state.review_items.values(), limit=limit)
+        result = recall_at(state, query, vector, now, settings=replace(TURN_RECALL, limit=limit))
     except EmbeddingShapeError as exc:
         raise HTTPException(409, f"the query's embedding does not fit this conversation's beliefs "
                                  f"(embedder model {model!r}): {exc}") from None
     return {**_where(state), "limit": limit, "embedding_model": model, "query_fingerprint": fingerprint,
-            **recall_view(result)}
+            **recall_view(result, max_chars=TURN_RECALL.max_chars)}
 
 
 @router.get("/v1/conversations/{conversation}/beliefs")

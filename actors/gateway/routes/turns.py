@@ -31,6 +31,8 @@ class TurnOut(BaseModel):
     narrative_seq: int | None
     llm_ms: float | None = None
     """How long the Talker's LLM call took, as Mirror saw it (so clients can tell Mirror's share)."""
+    recall_seq: int | None = None
+    """The seq of the ``recall`` event the Talker answered from, if memory recalled anything."""
 
 
 @router.post("/v1/conversations/{conversation}/turns", response_model=TurnOut)
@@ -49,8 +51,8 @@ async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Run
     return result.as_dict()
 
 
-SERVER_TIMING = (("llm", "llm_ms"), ("talk", "talk_ms"), ("append", "append_ms"), ("actor", "turn_ms"))
-"""Server-Timing metrics of a turn: the Talker's LLM call, the whole Talker, the fenced append,
+SERVER_TIMING = (("recall", "recall_ms"), ("embed", "embed_ms"), ("llm", "llm_ms"), ("talk", "talk_ms"), ("append", "append_ms"), ("actor", "turn_ms"))
+"""Server-Timing metrics of a turn: recall (the message's embedding, ``embed``, included), the Talker's LLM call, the whole Talker, the fenced append,
 the actor's whole turn; ``gateway`` is the gateway's handler around the actor call."""
 
 

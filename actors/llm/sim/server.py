@@ -42,7 +42,8 @@ Invariants:
   content (and id and `created`) from any server with any settings.
 - Faults and latency are a pure function of (settings, call index): the script is consumed
   first, then a PRNG seeded by (seed, index) draws from `fault_rates`. Only chat completions
-  take faults; every model call (chat or embeddings) takes latency, counted from the request's
+  take faults; every model call (chat or embeddings; embeddings their own
+  `embedding_latency` when set) takes latency, counted from the request's
   arrival (its own work — parsing, generating the content — is part of it, as a provider's
   is). Bad requests (400s for
   requests the simulator cannot answer, unlike the `echo_error` fault) take neither, are not

@@ -82,9 +82,15 @@ class SimSettings:
     retry_after_s: float | None = None  # when set, `429` faults carry a Retry-After header saying this
     model: str = "mirror-sim"
     embedding_dim: int = 64
+    embedding_latency: str | None = None
+    """The latency of embedding calls, when it should differ from chat's (``None``: the same).
+    A real embedding call of one short message takes a few milliseconds, a chat call hundreds:
+    one latency for both makes a benchmark charge memory a chat call's wait per message."""
 
     def __post_init__(self) -> None:
         parse_latency(self.latency)
+        if self.embedding_latency is not None:
+            parse_latency(self.embedding_latency)
         kinds = [kind for kind, _ in self.fault_rates]
         for kind, rate in self.fault_rates:
             parse_fault_rate(f"{kind}={rate}")

@@ -14,7 +14,15 @@ from typing import Any
 
 from starlette.requests import Request
 
-from mirror.actors.llm.sim.settings import FAULT_KINDS, NO_FAULT, LatencyModel, SimSettings, drawn_fault, stream_rng
+from mirror.actors.llm.sim.settings import (
+    FAULT_KINDS,
+    NO_FAULT,
+    LatencyModel,
+    SimSettings,
+    drawn_fault,
+    parse_latency,
+    stream_rng,
+)
 
 __all__ = ["NO_RESPONSE_FORMAT", "SimState"]
 
@@ -37,6 +45,11 @@ class SimState:
     faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 0))
     response_formats: dict[str, int] = field(default_factory=dict)
     last_response_format: Any = None
+    embedding_latency: LatencyModel | None = None
+
+    def __post_init__(self) -> None:
+        if self.embedding_latency is None and self.settings.embedding_latency is not None:
+            self.embedding_latency = parse_latency(self.settings.embedding_latency)
 
     @property
     def calls(self) -> int:
@@ -45,7 +58,8 @@ class SimState:
     def begin_call(self, request: Request, chat_body: Mapping[str, Any] | None = None) -> tuple[str, float]:
         """Count one model call (a chat call when given its body); return its fault and latency
         (seconds), fixed by its index."""
-        latency = self.latency.sample_seconds(stream_rng(self.settings.seed, self.calls, "latency"))
+        model = self.latency if chat_body is not None or self.embedding_latency is None else self.embedding_latency
+        latency = model.sample_seconds(stream_rng(self.settings.seed, self.calls, "latency"))
         if "authorization" in request.headers:
             self.authorized_calls += 1
         if chat_body is None:
