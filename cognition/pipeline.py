@@ -351,3 +351,10 @@ def _failure(stage: ThinkerStage, exc: LLMError, attempt: int, turn: int, reques
         parameters=parameters,
     )
     return Thought(ThinkerFailed(stage, exc.kind, str(exc)[:500], attempt, turn), provenance)
+
+
+__all__ = [
+    "MODES", "MONOLOGUE_SCHEMA", "MirrorConfig", "THREAD_MAX_CHARS", "Talk", "Thinking", "Thought",
+    "UnusableOutput", "controller_only_request", "controller_request", "conversation_messages",
+    "monologue_request", "talk", "talker_request", "think", "thinking_behind",
+]

@@ -323,3 +323,6 @@ def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
         "memory_off": off,
         "memory_on": on,
     }
+
+
+__all__ = ["TurnsBenchConfig", "run_turns_bench"]

@@ -68,3 +68,20 @@ def test_modules_stay_small() -> None:
         if (count := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert too_long == {}
+
+
+def test_every_public_module_names_its_public_surface() -> None:
+    missing = []
+    for _, path in MODULES:
+        if path.name.startswith("_") and path.name != "__init__.py":
+            continue  # private modules: their package's __all__ is the surface
+        tree = ast.parse(path.read_text())
+        names = {
+            target.id
+            for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(target, ast.Name)
+        }
+        if "__all__" not in names:
+            missing.append(str(path.relative_to(ROOT)))
+    assert missing == []
