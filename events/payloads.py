@@ -71,13 +71,15 @@ class Belief(Payload):
     ``kind`` (an open loop is a question or promise still pending; the dedup gate is looser for
     those), ``source_turn`` (the envelope turn the belief rests on) and the statement's vector.
 
-    The vector travels once, on the ``assert`` that creates the belief: ``embedding`` is
-    little-endian float32 (:mod:`mirror.events.vectors`), ``embedding_model`` the embedder's
+    The memory stage's events carry the vector of the candidate they decided on: ``embedding``
+    is little-endian float32 (:mod:`mirror.events.vectors`), ``embedding_model`` the embedder's
     model and ``embedding_fingerprint`` the fingerprint of the embedding request that produced
     it. Those two sit on the payload rather than in :class:`Provenance` because one belief event
     rests on two calls — the extraction chat (its provenance) and the embedding — and replay
-    answers each from the log by its own fingerprint. Reinforce, recall and the other operations
-    leave all three empty: a restatement needs no second copy of a 1.5 KB vector.
+    answers each from the log by its own fingerprint. A ``reinforce`` from the dedup gate carries
+    its candidate's vector too (a paraphrase's vector is nowhere else, and replay re-decides the
+    gate with zero embedding calls); the old ``recall`` operation and hand-written events may
+    leave all three empty. Recalls never copy belief vectors: a :class:`Recall` names ids.
     """
 
     TYPE: ClassVar[str] = "belief"

@@ -47,7 +47,7 @@ from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import EventBus, Head
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey, event_id, validate_identifier
-from mirror.events.payloads import Fork, Monologue, Narrative, Turn
+from mirror.events.payloads import Fork, Monologue, Narrative, Recall, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
 
@@ -155,8 +155,10 @@ async def recompute_conversation(
     if (recorded_events[-1].seq if recorded_events else 0) < parent_last:
         recorded_events = await history.events(parent)  # read before the log caught up: again
     writer = await _open_branch(branch, branch_head, parent, fork_seq, plan, history, bus, recorded_events)
+    orphan = await _orphan_recall(branch, writer.state, history) if branch_head.last_seq is not None else None
     try:
-        rethought = await _rethink(writer, recorded_events, fork_seq, plan, live=live, embedder=embedder)
+        rethought = await _rethink(writer, recorded_events, fork_seq, plan, live=live, embedder=embedder,
+                                   orphan=orphan)
     except BaseException:
         await writer.abandon()
         raise
@@ -169,11 +171,32 @@ async def recompute_conversation(
     )
 
 
+@dataclass(frozen=True)
+class _Orphan:
+    event: Event
+    state_before: ConversationState
+
+
+async def _orphan_recall(branch: StreamKey, state: ConversationState, history: History) -> _Orphan | None:
+    """A ``recall`` the previous run appended without its ``turn`` (it stopped between the two
+    publishes of one append), with the state it was made from; None when the branch ends otherwise."""
+    if state.last_seq < 1:
+        return None
+    (last,) = await history.events(branch, after_seq=state.last_seq - 1, until_seq=state.last_seq)
+    if not isinstance(last.payload, Recall):
+        return None
+    return _Orphan(last, await history.state_at(branch, last.seq - 1))
+
+
 async def _rethink(
     writer: ConversationWriter, recorded_events: list[Event], fork_seq: int, plan: RecomputePlan, *, live: LLM,
-    embedder: Embedder | None = None,
+    embedder: Embedder | None = None, orphan: _Orphan | None = None,
 ) -> _Rethought:
-    """The recorded turns after the fork, re-thought one by one (appended through ``writer``)."""
+    """The recorded turns after the fork, re-thought one by one (appended through ``writer``).
+
+    A resumed run whose branch ends in an ``orphan`` recall finishes that turn from it: the turn
+    is appended after the recall already there (made again from the state before it, at its
+    timestamp, for the Talker's block), so a resumed branch equals one recomputed in one go."""
     llm = RecordedLLM(recorded_events, live=live, replay_failures=False)
     embedding_model = embedder.model if embedder is not None else recorded_embedding_model(recorded_events)
     vectors = None if embedding_model is None else RecordedEmbedder(
@@ -201,8 +224,14 @@ async def _rethink(
         now = time.time()
         basis = writer.state
         recalled = None
-        if config.memory and wants_recall(basis):
+        landed = orphan is not None and isinstance(orphan.event.payload, Recall) \
+            and orphan.event.payload.query == payload.user_message
+        if landed and orphan is not None:  # the recall of this turn is on the branch already
+            now, basis = orphan.event.timestamp, orphan.state_before
             recalled = await recall_for_turn(basis, payload.user_message, vectors, now)
+        elif config.memory and wants_recall(basis):
+            recalled = await recall_for_turn(basis, payload.user_message, vectors, now)
+        orphan = None
         if plan.counterfactual:
             said = await talk(basis, payload.user_message, llm, plan.prompts, config,
                               recalled="" if recalled is None else recalled.block)
@@ -214,7 +243,7 @@ async def _rethink(
         # A kept reply names the recorded turn it copies (causation); a regenerated one does not.
         await writer.append_turn(
             payload, provenance, causation=None if plan.counterfactual else recorded.id,
-            recall=None if recalled is None else recalled.payload, timestamp=now,
+            recall=None if recalled is None or landed else recalled.payload, timestamp=now,
             recall_causation=event_id(writer.key.tenant, writer.key.conversation, writer.key.branch, basis.last_seq),
         )
         await think_until_current()

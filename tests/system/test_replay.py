@@ -359,3 +359,35 @@ async def test_the_latest_state_includes_every_acknowledged_event(runtime: Runti
 
 async def _never_committed() -> int:
     return 10**9
+
+
+async def test_a_resumed_recompute_finishes_a_turn_whose_recall_landed_alone(
+    runtime: RuntimeSettings, tmp_path: Path
+) -> None:
+    """A run stopped between the two publishes of a turn's append leaves a ``recall`` with no
+    ``turn``; the next run appends the turn after it instead of recalling again."""
+    key = StreamKey("replay", "orphan-recall")
+    await talk_through(runtime, key, MESSAGES[:3])
+    prompts = edited_prompts(tmp_path, "controller.md", "I keep the narrative short.")
+    async with log_of(runtime, key) as (bus, log):
+        llm = OpenAIChatClient(runtime.llm)
+        whole = await recompute_conversation(key, RecomputePlan(prompts, branch="whole"), history=History(log),
+                                             bus=bus, live=llm)
+        branch = replace(key, branch=whole.branch)
+        assert await log.wait_committed((await bus.head(branch)).fence, timeout=30)
+        complete = await log.read(branch)
+        # The same branch cut just after its last recall, as a run stopped mid-append leaves it.
+        cut = max(e.seq for e in complete if isinstance(e.payload, Recall))
+        assert complete[cut].type == "turn"  # (seqs start at 1: index cut is the event after the recall)
+        halted = replace(key, branch="halted")
+        copied = [replace(e, branch="halted") for e in complete[:cut]]
+        await bus.append(halted, copied, Head(0, 0))
+        assert await log.wait_committed((await bus.head(halted)).fence, timeout=30)
+        resumed = await recompute_conversation(key, RecomputePlan(prompts, branch="halted"), history=History(log),
+                                               bus=bus, live=llm)
+        await llm.aclose()
+        assert await log.wait_committed((await bus.head(halted)).fence, timeout=30)
+        finished = await log.read(halted)
+    assert resumed.resumed_at_turn == whole.turns - 1
+    assert [(e.seq, e.type) for e in finished] == [(e.seq, e.type) for e in complete]
+    assert sum(isinstance(e.payload, Recall) for e in finished) == sum(isinstance(e.payload, Recall) for e in complete)

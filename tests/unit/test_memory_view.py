@@ -62,9 +62,12 @@ def test_listings_are_in_one_order_whatever_the_order_given() -> None:
 
 def test_the_gateway_embeds_queries_at_the_runtime_llm_with_short_limits_unless_told(tmp_path: Path) -> None:
     llm = LLMSettings(base_url="http://127.0.0.1:9/v1", model="mirror-sim", api_key="k", timeout_s=120, max_retries=6)
-    settings = GatewaySettings(RuntimeSettings("nats://127.0.0.1:1", llm), str(tmp_path / "tenants.json"))
+    runtime = RuntimeSettings("nats://127.0.0.1:1", llm)
+    settings = GatewaySettings(runtime, str(tmp_path / "tenants.json"))
     derived = settings.embedder_settings()
-    assert (derived.base_url, derived.model, derived.api_key) == (llm.base_url, llm.model, llm.api_key)
+    # the conversations' embedding model, not the chat model: the API embeds as the Talker's recall did
+    assert (derived.base_url, derived.model, derived.api_key) == (llm.base_url, runtime.embedding_model, llm.api_key)
+    assert runtime.embedding_model != llm.model
     assert derived.timeout_s == DEFAULT_EMBED_TIMEOUT_S and derived.max_retries == DEFAULT_EMBED_RETRIES
     chosen = LLMSettings(base_url="https://embeddings.example/v1", model="text-embedding-3-small")
     explicit = GatewaySettings(RuntimeSettings("nats://127.0.0.1:1", llm), str(tmp_path / "t.json"), embedder=chosen)
