@@ -30,11 +30,8 @@ an older narrative, as production mode intends.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -224,40 +221,13 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
     }
 
 
-class _Simulator(SimProcess):
-    """The simulator with embedding calls at their own latency (``--embedding-latency``)."""
-
-    def __init__(self, latency: str, embedding_latency: str, log_path: Path) -> None:
-        super().__init__(latency=latency, log_path=log_path)
-        self.embedding_latency = embedding_latency
-
-    def start(self, timeout: float = 30.0) -> _Simulator:
-        command = [sys.executable, "-m", "mirror", "sim-llm", "--port", str(self.port), "--latency", self.latency,
-                   "--embedding-latency", self.embedding_latency, "--log-level", "WARNING"]
-        with open(self.log_path or os.devnull, "ab") as output:
-            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output)
-        deadline = time.monotonic() + timeout
-        with httpx.Client(base_url=self.url, timeout=0.5) as client:
-            while True:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"the simulator exited with {self.process.returncode}; see {self.log_path}")
-                try:
-                    if client.get("/healthz").status_code == 200:
-                        return self
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"the simulator did not answer on {self.url} within {timeout}s")
-                time.sleep(0.05)
-
-
 @contextmanager
 def _stack(config: TurnsBenchConfig) -> Iterator[EmbeddedStack]:
     """The embedded stack against a simulator of our own (its embedding latency set apart)."""
     with tempfile.TemporaryDirectory(prefix="mirror-bench-turns-") as data:
-        sim = _Simulator(f"fixed:{config.llm_latency_ms:g}", f"fixed:{config.embedding_latency_ms:g}",
-                         Path(data) / "sim-llm.log").start()
+        sim = SimProcess(latency=f"fixed:{config.llm_latency_ms:g}",
+                         embedding_latency=f"fixed:{config.embedding_latency_ms:g}",
+                         log_path=Path(data) / "sim-llm.log").start()
         try:
             settings = StackSettings(
                 data_dir=Path(data), llm=sim.base_url, llm_model="mirror-sim", mode=config.mode,

@@ -89,8 +89,11 @@ class IngesterProcess:
 class SimProcess:
     """`mirror sim-llm` in its own OS process: the simulator's work never shares Mirror's GIL."""
 
-    def __init__(self, *, latency: str = "fixed:0", port: int = 0, log_path: str | Path | None = None) -> None:
+    def __init__(self, *, latency: str = "fixed:0", port: int = 0, log_path: str | Path | None = None,
+                 embedding_latency: str | None = None) -> None:
+        """``embedding_latency``: embedding calls at their own latency (default: ``latency``)."""
         self.latency = latency
+        self.embedding_latency = embedding_latency
         self.port = port or free_port()
         self.log_path = Path(log_path) if log_path else None
         self.process: subprocess.Popen[bytes] | None = None
@@ -106,6 +109,8 @@ class SimProcess:
     def start(self, timeout: float = 30.0) -> SimProcess:
         command = [sys.executable, "-m", "mirror", "sim-llm", "--port", str(self.port), "--latency", self.latency,
                    "--log-level", "WARNING"]
+        if self.embedding_latency is not None:
+            command += ["--embedding-latency", self.embedding_latency]
         output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
