@@ -10,20 +10,16 @@ replays through ``replay verify`` with no divergence and zero model and zero emb
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import invariant, precondition, rule, run_state_machine_as_test
 
-from mirror.actors.conversation import Conversation, RuntimeSettings
+from mirror.actors.conversation import RuntimeSettings
 from mirror.cognition.prompts import default_prompt_set
-from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
@@ -31,6 +27,7 @@ from mirror.events.payloads import Belief
 from mirror.projections.conversation import fold
 from mirror.projections.state import initial_state
 from mirror.replay.verify import verify_events
+from tests.support.machines import ConversationMachine
 from tests.support.stack import conversation_runtime
 
 pytestmark = pytest.mark.slow
@@ -38,7 +35,6 @@ pytestmark = pytest.mark.slow
 THINGS = ("tea", "peanuts", "rain", "the sea")
 """Few enough that a statement's opposite is always among the 5 nearest beliefs the check asks
 about (gate.CONTRADICTION_NEIGHBOURS): same-polarity siblings are nearer than the opposite."""
-_names = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -55,17 +51,14 @@ def statement(thing: str, negated: bool) -> str:
 def test_memory_keeps_every_belief_and_one_review_per_contradiction(runtime: RuntimeSettings) -> None:
     sim_admin = runtime.llm.base_url.removesuffix("/v1")
 
-    class Remembering(RuleBasedStateMachine):
+    class Remembering(ConversationMachine):
+        live_runtime = runtime
+        tenant = "memory-machine"
+
         def __init__(self) -> None:
             super().__init__()
-            self.loop = asyncio.new_event_loop()
-            self.key = StreamKey("memory-machine", f"c{next(_names)}")
-            self.conversation = self.run(Conversation(self.key, runtime).start())
             self.said: list[tuple[str, bool]] = []
             self.seen_beliefs: set[str] = set()
-
-        def run(self, coroutine: Any) -> Any:
-            return self.loop.run_until_complete(coroutine)
 
         def say(self, thing: str, negated: bool) -> None:
             self.run(self.conversation.turn(statement(thing, negated), sync=True))

@@ -10,33 +10,29 @@ one append, the fold of the prefix).
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import invariant, rule, run_state_machine_as_test
 
 from mirror.actors.conversation import Conversation, RuntimeSettings
 from mirror.cognition.errors import LLMError
-from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
 from mirror.replay import History
+from tests.support.machines import ConversationMachine
 from tests.support.stack import conversation_runtime
 
 pytestmark = pytest.mark.slow
 
 MESSAGES = ("I never eat peanuts.", "Tell me about rivers.", "What did I say about food?", "Plan a picnic.",
             "Why?", "Thanks, that helps.")
-_names = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -49,16 +45,13 @@ def runtime(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory)
 def test_state_at_every_seq_equals_what_the_actor_held(runtime: RuntimeSettings) -> None:
     sim_admin = runtime.llm.base_url.removesuffix("/v1")
 
-    class TimeTravel(RuleBasedStateMachine):
+    class TimeTravel(ConversationMachine):
+        live_runtime = runtime
+        tenant = "machine"
+
         def __init__(self) -> None:
             super().__init__()
-            self.loop = asyncio.new_event_loop()
-            self.key = StreamKey("machine", f"c{next(_names)}")
-            self.conversation = self.run(Conversation(self.key, runtime).start())
             self.held: dict[int, ConversationState] = {}
-
-        def run(self, coroutine: Any) -> Any:
-            return self.loop.run_until_complete(coroutine)
 
         def note(self) -> None:
             state = self.conversation.state
