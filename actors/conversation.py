@@ -61,6 +61,9 @@ building and model call held the GIL first and added ~4 ms to every turn (measur
 ``mirror bench turns``). Thinking takes hundreds of milliseconds: 5 ms later costs it nothing."""
 
 
+PLACEMENTS = ("hosted", "dedicated")
+
+
 @dataclass(frozen=True)
 class RuntimeSettings:
     """Everything a conversation needs to run; built once at the edge (CLI, tests).
@@ -68,6 +71,11 @@ class RuntimeSettings:
     ``memory`` turns the memory stage on (any ``mode``). Its vectors come from ``embedder``:
     ``endpoint`` asks the chat server's ``/v1/embeddings`` (``llm.base_url``, the simulator
     included) for ``embedding_model``; ``minilm`` runs the offline model of the ``[local]`` extra.
+
+    ``placement`` says where a live conversation runs (:mod:`mirror.actors.placement`):
+    ``hosted`` (the default) in one of ``hosts`` conversation hosts (0: one per CPU of the Ray
+    cluster when the first is placed), at most ``max_live_per_host`` live in each;
+    ``dedicated`` in a Ray actor of its own, at most ``max_live_actors`` live per node.
     """
 
     nats_url: str
@@ -83,9 +91,42 @@ class RuntimeSettings:
     embedder: Literal["endpoint", "minilm"] = "endpoint"
     embedding_model: str = "text-embedding-3-small"
     passivate_after_s: float = 300.0
+    placement: Literal["hosted", "dedicated"] = "hosted"
+    hosts: int = 0
     max_live_actors: int = 256
+    max_live_per_host: int = 5_000
     snapshot_commit_timeout_s: float = 10.0
     stream: StreamSettings = field(default_factory=StreamSettings)
+
+    def __post_init__(self) -> None:
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement {self.placement!r} is not one of {PLACEMENTS}")
+        if self.hosts < 0 or self.max_live_per_host < 1 or self.max_live_actors < 1:
+            raise ValueError(f"hosts ({self.hosts}) must be ≥ 0 and max_live_per_host ({self.max_live_per_host}), "
+                             f"max_live_actors ({self.max_live_actors}) ≥ 1")
+
+
+@dataclass(frozen=True)
+class ConversationClients:
+    """The connections a conversation talks through: NATS (its bus; log reads go over the same
+    connection), the chat model and the embedder. A dedicated conversation opens its own; a host shares one set between all the
+    conversations it runs (``owned=False``: a conversation that stops leaves them open)."""
+
+    bus: JetStreamBus
+    llm: OpenAIChatClient
+    embedder: Embedder | None
+    owned: bool = True
+
+    @classmethod
+    async def open(cls, settings: RuntimeSettings, *, name: str, owned: bool = True) -> ConversationClients:
+        nc = await connect_nats(settings.nats_url, name=name)
+        return cls(JetStreamBus(nc, settings.stream), OpenAIChatClient(settings.llm), memory_embedder(settings), owned)
+
+    async def close(self) -> None:
+        await self.llm.aclose()
+        if self.embedder is not None:
+            await self.embedder.aclose()
+        await self.bus.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +150,7 @@ class RebuildReport:
 class Conversation:
     """The state and the writer of one (tenant, conversation, branch)."""
 
-    def __init__(self, key: StreamKey, settings: RuntimeSettings) -> None:
+    def __init__(self, key: StreamKey, settings: RuntimeSettings, *, prompts: PromptSet | None = None) -> None:
         self.key = key
         self.settings = settings
         self.writer: ConversationWriter | None = None
@@ -130,9 +171,8 @@ class Conversation:
         self.embedder: Embedder | None = None
         self.memory = TurnMemory()
         """The recall index kept between turns: a cache of the state's beliefs and edges."""
-        self.prompts: PromptSet = (
-            load_prompt_set(settings.prompts_dir) if settings.prompts_dir else default_prompt_set()
-        )
+        self.prompts: PromptSet = prompts or settings_prompts(settings)
+        """The settings' prompt set; a host reads it once for all its conversations."""
 
     @property
     def state(self) -> ConversationState:
@@ -149,13 +189,19 @@ class Conversation:
 
     # ------------------------------------------------------------------------ lifecycle
 
-    async def start(self) -> Conversation:
-        nc = await connect_nats(self.settings.nats_url, name=f"mirror-conversation-{self.key.conversation}")
-        self.bus = JetStreamBus(nc, self.settings.stream)
-        self.log = LogClient(nc, shard=self.settings.shard)
-        self.llm = OpenAIChatClient(self.settings.llm)
-        self.embedder = memory_embedder(self.settings)
-        writer = await self._rebuild()
+    async def start(self, clients: ConversationClients | None = None) -> Conversation:
+        """Rebuild from the log and the stream; ``clients``: shared connections (a host's), else its own."""
+        if clients is None:
+            clients = await ConversationClients.open(self.settings, name=f"mirror-conversation-{self.key.conversation}")
+        self.clients = clients
+        self.bus, self.llm, self.embedder = clients.bus, clients.llm, clients.embedder
+        self.log = LogClient(clients.bus.nc, shard=self.settings.shard)
+        try:
+            writer = await self._rebuild()
+        except BaseException:
+            if clients.owned:
+                await clients.close()
+            raise
         if writer.behind(self.config.mode) or (self.config.memory and writer.memory_behind()):
             self._start_thinking()  # a step left unthought by the previous incarnation
         return self
@@ -181,10 +227,8 @@ class Conversation:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        await self.llm.aclose()
-        if self.embedder is not None:
-            await self.embedder.aclose()
-        await self.bus.close()
+        if self.clients.owned:
+            await self.clients.close()
 
     async def _rebuild(self) -> ConversationWriter:
         started = time.perf_counter()
@@ -369,6 +413,11 @@ class Conversation:
         )
 
 
+def settings_prompts(settings: RuntimeSettings) -> PromptSet:
+    """The prompt set the settings name (``prompts_dir``, else the default set), read from disk."""
+    return load_prompt_set(settings.prompts_dir) if settings.prompts_dir else default_prompt_set()
+
+
 @functools.cache
 def _offline_embedder() -> MiniLMEmbedder:
     """One MiniLM per process: its weights (~90 MB) are shared by every conversation actor in it,
@@ -385,4 +434,4 @@ def memory_embedder(settings: RuntimeSettings) -> Embedder | None:
     return OpenAIEmbedder(replace(settings.llm, model=settings.embedding_model))
 
 
-__all__ = ["memory_embedder", "Conversation", "REPLY_HEAD_START_S", "RebuildReport", "RuntimeSettings"]
+__all__ = ["memory_embedder", "Conversation", "ConversationClients", "PLACEMENTS", "REPLY_HEAD_START_S", "RebuildReport", "RuntimeSettings", "settings_prompts"]

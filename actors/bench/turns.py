@@ -43,6 +43,7 @@ from typing import Any
 import httpx
 
 from mirror.actors.bench._stats import percentile
+from mirror.actors.conversation import RuntimeSettings
 from mirror.actors.stack.embedded import EmbeddedStack, StackSettings
 from mirror.actors.stack.processes import SimProcess
 from mirror.cognition.http_transport import AiohttpTransport
@@ -169,7 +170,7 @@ async def _floor(client: httpx.AsyncClient, nats_url: str, actor: Any, samples: 
     return floor
 
 
-async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str) -> dict[str, Any]:
+async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str, runtime: RuntimeSettings) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=config.conversations + 4)
     # The load generator's own CPU per request counts in the overhead it measures: aiohttp under
     # httpx, as Mirror's model calls use, costs a fifth of httpx's default transport.
@@ -177,12 +178,10 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
                                  limits=limits, transport=AiohttpTransport(limits=limits)) as client:
         names = [f"bench-{index}" for index in range(config.conversations)]
         await asyncio.gather(*(_conversation(client, name, 1) for name in names))  # activate the actors first
-        import ray
-
-        from mirror.actors.conversation_actor import NAMESPACE, actor_name
+        from mirror.actors.placement import conversation_ref
         from mirror.actors.stack.embedded import DEFAULT_TENANT
 
-        actor = ray.get_actor(actor_name(StreamKey(DEFAULT_TENANT, names[0])), namespace=NAMESPACE)
+        actor = conversation_ref(StreamKey(DEFAULT_TENANT, names[0]), runtime)  # its host, when hosted
         floor = await _floor(client, nats_url, actor)
         started = time.perf_counter()
         rngs = [random.Random(f"{config.seed}:{name}") for name in names]
@@ -242,7 +241,7 @@ def _stack(config: TurnsBenchConfig) -> Iterator[EmbeddedStack]:
 
 def _run_once(config: TurnsBenchConfig) -> dict[str, Any]:
     with _stack(config) as stack:
-        return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url))
+        return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url, stack.runtime))
 
 
 def _cpu_busy_share(window_s: float = 1.0) -> float | None:

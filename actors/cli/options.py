@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AFTER_SEQ", "BRANCH", "DATA_DIR", "GATEWAY_TOKEN", "GATEWAY_URL", "LLM_MODEL", "LOG_LEVEL", "LogLevel",
-    "MODE", "Mode", "NATS_URL", "QUIET_LOG_LEVEL", "gateway_client",
+    "MODE", "Mode", "NATS_URL", "Placement", "QUIET_LOG_LEVEL", "gateway_client",
 ]
 
 
@@ -37,6 +37,13 @@ class Mode(enum.StrEnum):
     threads_only = "threads_only"
     controller_only = "controller_only"
     full = "full"
+
+
+class Placement(enum.StrEnum):
+    """Where live conversations run (mirror.actors.conversation.PLACEMENTS, spelt out as Mode is)."""
+
+    hosted = "hosted"
+    dedicated = "dedicated"
 
 
 DATA_DIR = typer.Option(Path("data"), "--data", envvar="MIRROR_DATA", help="Data directory of the embedded stack.")

@@ -19,7 +19,7 @@ from pathlib import Path
 import typer
 
 from mirror.actors.cli.logging_setup import configure_logging
-from mirror.actors.cli.options import DATA_DIR, LLM_MODEL, LOG_LEVEL, MODE, NATS_URL, LogLevel, Mode
+from mirror.actors.cli.options import DATA_DIR, LLM_MODEL, LOG_LEVEL, MODE, NATS_URL, LogLevel, Mode, Placement
 from mirror.events.ids import validate_identifier
 from mirror.events.nats.server import EmbeddedNats
 
@@ -89,9 +89,19 @@ def up(
     passivate_after_s: float = typer.Option(
         300.0, "--passivate-after-s", min=1.0, envvar="MIRROR_PASSIVATE_AFTER_S",
         help="Seconds a conversation actor may sit idle before it snapshots and exits."),
+    placement: Placement = typer.Option(
+        "hosted", "--placement", envvar="MIRROR_PLACEMENT", case_sensitive=False,
+        help="Where live conversations run: 'hosted' (many per conversation host, a few hosts per node) "
+             "or 'dedicated' (a Ray actor, i.e. a process, each)."),
+    hosts: int = typer.Option(
+        0, "--hosts", min=0, envvar="MIRROR_HOSTS",
+        help="Conversation hosts with --placement hosted; 0: one per CPU of the Ray cluster."),
+    max_live_per_host: int = typer.Option(
+        5_000, "--max-live-per-host", min=1, envvar="MIRROR_MAX_LIVE_PER_HOST",
+        help="Live conversations per host (hosted); beyond it the least recently used passivate."),
     max_live_actors: int = typer.Option(
         256, "--max-live-actors", min=1, envvar="MIRROR_MAX_LIVE_ACTORS",
-        help="Live conversation actors per Ray node; beyond it the least recently used passivate."),
+        help="Live conversation actors per Ray node with --placement dedicated; beyond it the least recently used passivate."),
     max_message_bytes: int = typer.Option(
         32 * 1024, "--max-message-bytes", min=1, max=256 * 1024, envvar="MIRROR_MAX_MESSAGE_BYTES",
         help="Largest user message the gateway takes (413 beyond); at most 256 KiB, so events stay under NATS's 1 MiB."),
@@ -112,7 +122,8 @@ def up(
     settings = StackSettings(
         data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
         gateway_port=port, nats_port=nats_port, mode=mode.value, memory=memory, sim_latency=sim_latency,
-        passivate_after_s=passivate_after_s, max_live_actors=max_live_actors,
+        passivate_after_s=passivate_after_s, max_live_actors=max_live_actors, placement=placement.value,
+        hosts=hosts, max_live_per_host=max_live_per_host,
         max_message_bytes=max_message_bytes, snapshot_every=snapshot_every,
     )
     if show_config:

@@ -89,7 +89,7 @@ class GatewayRuntime:
     settings: GatewaySettings
     registry: TenantRegistry
     actors: Callable[[StreamKey], Any]
-    """``actors(key) -> handle``: get-or-create the conversation's actor."""
+    """``actors(key) -> handle``: the conversation's actor or hosted ref (:mod:`mirror.actors.placement`)."""
     finished_jobs: FinishedJobs
     _bus: JetStreamBus | None = None
     _history: History | None = None
@@ -100,10 +100,9 @@ class GatewayRuntime:
     def build(cls, settings: GatewaySettings, actors: Callable[[StreamKey], Any] | None = None) -> GatewayRuntime:
         """The runtime of a new app; ``actors`` defaults to the Ray conversation actors."""
         if actors is None:
-            from mirror.actors.conversation_actor import conversation_actor  # imports ray: see routes/recompute.py
+            from mirror.actors.placement import placement_of  # imports ray: see routes/recompute.py
 
-            def actors(key: StreamKey) -> Any:
-                return conversation_actor(key, settings.runtime)
+            actors = placement_of(settings.runtime).ref
 
         return cls(settings, TenantRegistry(settings.tenants_file), actors, FinishedJobs(settings.max_finished_jobs))
 
@@ -160,6 +159,8 @@ class GatewayRuntime:
             return await asyncio.wait_for(getattr(handle, method).remote(*args), self.settings.actor_timeout_s)
         except Exception as exc:
             self._handles.pop(key, None)
+            if type(exc).__name__ == "ActorDiedError" and hasattr(handle, "forget"):
+                handle.forget()  # a host killed for good: the next call makes a new one
             cause = getattr(exc, "cause", None) or exc
             if isinstance(cause, Fenced):
                 raise HTTPException(409, f"conversation moved on elsewhere; retry: {cause}") from None

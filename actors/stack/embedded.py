@@ -47,8 +47,13 @@ class StackSettings:
     embedding_model: str = "text-embedding-3-small"
     sim_latency: str = "fixed:50"
     passivate_after_s: float = 300.0
+    placement: str = "hosted"
+    """Where live conversations run: ``hosted`` (many per conversation host) or ``dedicated`` (an actor each)."""
+    hosts: int = 0
+    """Conversation hosts (hosted placement); 0: one per CPU of the Ray cluster."""
+    max_live_per_host: int = 5_000
     max_live_actors: int = 256
-    """Per Ray node."""
+    """Per Ray node (dedicated placement)."""
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     snapshot_every: int = 200
     gateway_processes: int = 1
@@ -80,6 +85,8 @@ class EmbeddedStack:
         self.token = ""
         self.nats_url = ""
         self.gateways: list[Any] = []
+        self.runtime: Any = None
+        """The conversations' :class:`RuntimeSettings`, once started (hosts resolved)."""
         self.sim_pid: int | None = None
 
     def start(self) -> EmbeddedStack:
@@ -110,7 +117,10 @@ class EmbeddedStack:
                                       embedder="minilm" if settings.llm == "local" else "endpoint",
                                       talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens(),
                                       snapshot_every=settings.snapshot_every, passivate_after_s=settings.passivate_after_s,
-                                      max_live_actors=settings.max_live_actors)
+                                      max_live_actors=settings.max_live_actors, placement=settings.placement,  # type: ignore[arg-type]  # a str setting; RuntimeSettings refuses one outside PLACEMENTS
+                                      hosts=settings.hosts or max(1, int(ray.cluster_resources().get("CPU", 1))),
+                                      max_live_per_host=settings.max_live_per_host)
+            self.runtime = runtime
             tenants_file = self.data_dir / "tenants.json"
             self.token = self._default_token(tenants_file)
             gateway_settings = GatewaySettings(runtime=runtime, tenants_file=str(tenants_file),

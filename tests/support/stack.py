@@ -74,6 +74,21 @@ def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str,
             yield server.url, tokens
 
 
+PLACEMENTS = ("hosted", "dedicated")
+"""Both placements of a live conversation: the runtime tests run on each (``@pytest.fixture(params=PLACEMENTS)``)."""
+
+
+def let_go(ref: Any) -> None:
+    """End a test's conversation: a dedicated actor is killed for good; a hosted one is
+    passivated, since killing its host would take its neighbours with it."""
+    import ray
+
+    if hasattr(ref, "host"):
+        ray.get(ref.stop.remote())
+    else:
+        ray.kill(ref, no_restart=True)
+
+
 def start_ray() -> None:
     """Start the local Ray cluster the tests share (2 CPUs, Mirror's namespace), unless one runs."""
     import ray

@@ -1,4 +1,7 @@
-"""Virtual actors: 200 conversations under a cap of 16 live actors; all answered, state intact."""
+"""Virtual actors: 200 conversations under a cap of 16 live at once; all answered, state intact.
+
+Both placements: dedicated (16 actors per node, the directory's cap) and hosted (two hosts of 8).
+"""
 
 from __future__ import annotations
 
@@ -10,30 +13,32 @@ import pytest
 import ray
 
 from mirror.actors.conversation import RuntimeSettings
-from mirror.actors.conversation_actor import call, conversation_actor, is_passivated
+from mirror.actors.conversation_actor import call, is_passivated
 from mirror.actors.directory import DIRECTORY_NAME, NAMESPACE
+from mirror.actors.placement import conversation_ref, placement_of
 from mirror.actors.results import TurnResult
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
-from tests.support.stack import conversation_runtime
+from tests.support.stack import PLACEMENTS, conversation_runtime
 
 # ~4 minutes alone on 2 cores; the suite-wide 300 s limit is too tight when the machine is shared.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 CAP = 16
 
 
-@pytest.fixture(scope="module")
-def runtime(ray_cluster: None, nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeSettings]:
+@pytest.fixture(scope="module", params=PLACEMENTS)
+def runtime(request: pytest.FixtureRequest, ray_cluster: None, nats_server: EmbeddedNats,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeSettings]:
     tmp = tmp_path_factory.mktemp("passivation")
-    with conversation_runtime(nats_server.url, tmp, shard="pas", max_live_actors=CAP,
-                                           mode="controller_only") as settings:
+    with conversation_runtime(nats_server.url, tmp, shard="pas", max_live_actors=CAP, mode="controller_only",
+                              placement=request.param, hosts=2, max_live_per_host=CAP // 2) as settings:
         yield settings
 
 
 def ask(key: StreamKey, runtime: RuntimeSettings, message: str) -> TurnResult:
     for _ in range(20):
         try:
-            return call(conversation_actor(key, runtime).turn, message, True)
+            return call(conversation_ref(key, runtime).turn, message, True)
         except Exception as exc:  # a passivating actor: a fresh handle re-activates it
             if not is_passivated(exc):
                 raise
@@ -45,10 +50,17 @@ def test_two_hundred_conversations_under_a_cap_of_sixteen(runtime: RuntimeSettin
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         first = list(pool.map(lambda key: ask(key, runtime, "first"), keys))
     assert all(reply.turn == 0 for reply in first)
-    directory: Any = ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE)  # Any: Ray types its methods, found at run time, as Never
-    stats: dict[str, Any] = ray.get(directory.stats.remote())
-    assert stats["live"] <= CAP and stats["passivations"] >= 200 - CAP
-    assert stats["live_per_node"] == {ray.get_runtime_context().get_node_id(): stats["live"]}  # one local node
+    if runtime.placement == "dedicated":
+        directory: Any = ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE)  # Any: Ray types its methods, found at run time, as Never
+        stats: dict[str, Any] = ray.get(directory.stats.remote())
+        assert stats["live"] <= CAP and stats["passivations"] >= 200 - CAP
+        assert stats["live_per_node"] == {ray.get_runtime_context().get_node_id(): stats["live"]}  # one local node
+    else:
+        hosts = [ray.get(host.stats.remote()) for host in placement_of(runtime).all_hosts()]
+        assert all(host["live"] <= CAP // 2 for host in hosts)
+        assert sum(host["evictions"] for host in hosts) >= 200 - CAP
+        assert sum(host["activations"] for host in hosts) == sum(host["passivations"] for host in hosts) + sum(
+            host["live"] for host in hosts)  # every activation is live or was passivated cleanly
     # Every conversation re-activates with its state: the next turn continues the sequence.
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         second = list(pool.map(lambda key: ask(key, runtime, "second"), keys[::10]))

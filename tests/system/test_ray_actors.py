@@ -1,4 +1,5 @@
-"""Conversation actors on a real local Ray, with real NATS, an ingester process and the simulator."""
+"""Live conversations on a real local Ray, with real NATS, an ingester process and the simulator,
+in both placements: hosted (many per conversation host) and dedicated (one actor each)."""
 
 from __future__ import annotations
 
@@ -12,42 +13,44 @@ import pytest
 import ray
 
 from mirror.actors.conversation import RuntimeSettings
-from mirror.actors.conversation_actor import call, conversation_actor
+from mirror.actors.conversation_actor import call
+from mirror.actors.placement import conversation_ref
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
 from mirror.projections.snapshot import state_from_snapshot
-from tests.support.stack import conversation_runtime
+from tests.support.stack import PLACEMENTS, conversation_runtime, let_go
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def runtime(ray_cluster: None, nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:
-    with conversation_runtime(nats_server.url, tmp_path, shard="ray", latency="fixed:200") as settings:
+@pytest.fixture(params=PLACEMENTS)
+def runtime(request: pytest.FixtureRequest, ray_cluster: None, nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:
+    with conversation_runtime(nats_server.url, tmp_path, shard="ray", latency="fixed:200",
+                              placement=request.param) as settings:
         yield settings
 
 
 def test_get_or_create_gives_one_actor_per_conversation(runtime: RuntimeSettings) -> None:
     key = StreamKey("acme", "ray-one")
-    actor = conversation_actor(key, runtime)
-    same = conversation_actor(key, runtime)
+    actor = conversation_ref(key, runtime)
+    same = conversation_ref(key, runtime)
     assert ray.get(actor.pid.remote()) == ray.get(same.pid.remote())
     reply = ray.get(actor.turn.remote("Hello"))
     assert reply.seq == 1
     assert ray.get(same.wait_idle.remote(30))
     assert ray.get(same.summary.remote()).turns == 1
-    ray.kill(actor, no_restart=True)
+    let_go(actor)
 
 
 def test_a_killed_actor_is_rebuilt_with_the_state_it_had_plus_finished_thinking(runtime: RuntimeSettings) -> None:
     key = StreamKey("acme", "ray-crash")
-    actor = conversation_actor(key, runtime)
+    actor = conversation_ref(key, runtime)
     ray.get(actor.turn.remote("I only eat vegetarian food."))
     assert ray.get(actor.wait_idle.remote(30))
     ray.get(actor.turn.remote("Plan lunch."))  # its thinking is now running (200 ms per call)
     os.kill(ray.get(actor.pid.remote()), signal.SIGKILL)  # the worker process dies mid-thought
     time.sleep(0.5)
-    actor = conversation_actor(key, runtime)  # restarted by Ray (max_restarts) or re-created
+    actor = conversation_ref(key, runtime)  # restarted by Ray (max_restarts) or re-created
     assert call(actor.wait_idle, 60)  # the unthought turn is thought through after rebuild
     state = state_from_snapshot(call(actor.state_bytes))
     assert state.turn_count == 2 and state.thought_turn == 1 and state.narrative
@@ -55,4 +58,4 @@ def test_a_killed_actor_is_rebuilt_with_the_state_it_had_plus_finished_thinking(
     # the turn follows the state, after the recall the Talker answered from when there was one
     assert reply.seq == (reply.recall_seq or state.last_seq) + 1
     assert reply.recall_seq in (None, state.last_seq + 1)
-    ray.kill(actor, no_restart=True)
+    let_go(actor)

@@ -1,0 +1,115 @@
+"""The conversation host: one Ray actor running many conversations (:class:`HostedConversations`).
+
+A host is a detached named actor (``conversation-host-<i>`` in the ``mirror`` namespace),
+restarted by Ray after a crash (``max_restarts=-1``) and, when its node is gone, on another
+node: its conversations are then re-activated from the log by their next message, exactly as a
+dedicated actor's would be. It asks Ray for no CPU (its work is I/O and short folds; a node's
+hosts share its cores) and is placed with the ``SPREAD`` strategy, so a cluster's hosts spread
+over its nodes. Each method takes the conversation's key first; :class:`HostedRef` turns that
+into the dedicated actor's interface (``ref.turn.remote(message, sync)``).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import resource
+from typing import Any
+
+import ray
+
+from mirror.actors.conversation import Conversation, RebuildReport, RuntimeSettings
+from mirror.actors.directory import NAMESPACE
+from mirror.actors.results import ConversationSummary, TurnResult
+from mirror.events.ids import StreamKey
+from mirror.projections.snapshot import snapshot_bytes
+
+from .table import HostedConversations
+
+HOST_PREFIX = "conversation-host-"
+MAX_CALLS_IN_FLIGHT = 100_000
+"""Calls one host runs at once (each an asyncio task; a turn waiting on the model costs nothing)."""
+
+
+def host_name(index: int) -> str:
+    return f"{HOST_PREFIX}{index}"
+
+
+@ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=MAX_CALLS_IN_FLIGHT, num_cpus=0)  # type: ignore[call-overload]  # Ray's typed overloads omit actor options such as max_concurrency
+class ConversationHost:
+    """Many virtual conversation actors in one Ray actor (see the module docstring)."""
+
+    def __init__(self, index: int, settings: RuntimeSettings) -> None:
+        gc.freeze()  # as ConversationActor: what is imported lives as long as the process
+        self.index = index
+        self.table = HostedConversations(settings, name=host_name(index))
+
+    async def turn(self, key: StreamKey, message: str, sync: bool = False) -> TurnResult:
+        return await self.table.call(key, lambda conversation: conversation.turn(message, sync=sync))
+
+    async def summary(self, key: StreamKey) -> ConversationSummary:
+        return await self.table.call(key, _summary, mailbox=False)
+
+    async def wait_idle(self, key: StreamKey, timeout: float | None = None) -> bool:
+        return await self.table.call(key, lambda conversation: conversation.wait_idle(timeout), mailbox=False)
+
+    async def state_bytes(self, key: StreamKey) -> bytes:
+        return await self.table.call(key, _state_bytes, mailbox=False)
+
+    async def rebuild_report(self, key: StreamKey) -> RebuildReport | None:
+        return await self.table.call(key, _rebuild_report, mailbox=False)
+
+    async def pid(self, key: StreamKey | None = None) -> int:
+        return os.getpid()
+
+    async def passivate(self, key: StreamKey) -> None:
+        await self.table.passivate(key)
+
+    async def stop(self, key: StreamKey) -> None:
+        await self.table.passivate(key)
+
+    async def live(self) -> list[StreamKey]:
+        return self.table.live_keys()
+
+    async def stats(self) -> dict[str, Any]:
+        return {**self.table.summary(), "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
+                "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                "rss_mb": _rss_mb()}
+
+    async def shutdown(self) -> None:
+        """Passivate everything (snapshots written) and leave; Ray does not restart it."""
+        await self.table.close()
+        ray.actor.exit_actor()
+
+
+async def _summary(conversation: Conversation) -> ConversationSummary:
+    return conversation.summary()
+
+
+async def _state_bytes(conversation: Conversation) -> bytes:
+    return snapshot_bytes(conversation.state)
+
+
+async def _rebuild_report(conversation: Conversation) -> RebuildReport | None:
+    return conversation.rebuilt
+
+
+def _rss_mb() -> float:
+    """The process's resident memory now (Linux ``/proc``; the peak from ``getrusage`` elsewhere)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            pages = int(statm.read().split()[1])
+        return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+    except OSError:
+        return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def conversation_host(index: int, settings: RuntimeSettings) -> Any:
+    """The host ``index``, created if there is none (detached, spread over the cluster's nodes)."""
+    return ConversationHost.options(  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime
+        name=host_name(index), namespace=NAMESPACE, get_if_exists=True, lifetime="detached",
+        scheduling_strategy="SPREAD",
+    ).remote(index, settings)
+
+
+__all__ = ["ConversationHost", "HOST_PREFIX", "MAX_CALLS_IN_FLIGHT", "conversation_host", "host_name"]
