@@ -1,6 +1,7 @@
 """The conversation host: one Ray actor running many conversations (:class:`HostedConversations`).
 
-A host is a detached named actor (``conversation-host-<i>`` in the ``mirror`` namespace),
+A host is a detached named actor (``conversation-host-<settings tag>-<i>`` in the ``mirror``
+namespace),
 restarted by Ray after a crash (``max_restarts=-1``) and, when its node is gone, on another
 node: its conversations are then re-activated from the log by their next message, exactly as a
 dedicated actor's would be. It asks Ray for no CPU (its work is I/O and short folds; a node's
@@ -12,6 +13,7 @@ into the dedicated actor's interface (``ref.turn.remote(message, sync)``).
 from __future__ import annotations
 
 import gc
+import hashlib
 import os
 import resource
 from typing import Any
@@ -31,8 +33,18 @@ MAX_CALLS_IN_FLIGHT = 100_000
 """Calls one host runs at once (each an asyncio task; a turn waiting on the model costs nothing)."""
 
 
-def host_name(index: int) -> str:
-    return f"{HOST_PREFIX}{index}"
+def settings_tag(settings: RuntimeSettings) -> str:
+    """8 hex digits of the settings' hash: hosts started with other settings are other hosts.
+
+    A host is detached and outlives the gateway that made it; without the tag a gateway
+    restarted with a new model URL or shard map would find the old host by name and run its
+    conversations with the old settings. With it, the old hosts get no more traffic (their
+    conversations passivate when idle; the fence keeps the one writer per conversation)."""
+    return hashlib.blake2b(repr(settings).encode(), digest_size=4).hexdigest()
+
+
+def host_name(index: int, settings: RuntimeSettings) -> str:
+    return f"{HOST_PREFIX}{settings_tag(settings)}-{index}"
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=MAX_CALLS_IN_FLIGHT, num_cpus=0)  # type: ignore[call-overload]  # Ray's typed overloads omit actor options such as max_concurrency
@@ -42,7 +54,7 @@ class ConversationHost:
     def __init__(self, index: int, settings: RuntimeSettings) -> None:
         gc.freeze()  # as ConversationActor: what is imported lives as long as the process
         self.index = index
-        self.table = HostedConversations(settings, name=host_name(index))
+        self.table = HostedConversations(settings, name=host_name(index, settings))
 
     async def turn(self, key: StreamKey, message: str, sync: bool = False) -> TurnResult:
         return await self.table.call(key, lambda conversation: conversation.turn(message, sync=sync))
@@ -107,9 +119,9 @@ def _rss_mb() -> float:
 def conversation_host(index: int, settings: RuntimeSettings) -> Any:
     """The host ``index``, created if there is none (detached, spread over the cluster's nodes)."""
     return ConversationHost.options(  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime
-        name=host_name(index), namespace=NAMESPACE, get_if_exists=True, lifetime="detached",
+        name=host_name(index, settings), namespace=NAMESPACE, get_if_exists=True, lifetime="detached",
         scheduling_strategy="SPREAD",
     ).remote(index, settings)
 
 
-__all__ = ["ConversationHost", "HOST_PREFIX", "MAX_CALLS_IN_FLIGHT", "conversation_host", "host_name"]
+__all__ = ["ConversationHost", "HOST_PREFIX", "MAX_CALLS_IN_FLIGHT", "conversation_host", "host_name", "settings_tag"]

@@ -58,7 +58,7 @@ def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency:
 
 
 @contextlib.contextmanager
-def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str,
+def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str, placement: str = "hosted",
                   **gateway: Any) -> Iterator[tuple[str, dict[str, str]]]:
     """A conversation runtime and the gateway on a free port, with tenants acme and globex, on
     the Ray cluster the caller started (fixture ``ray_cluster``); yields the gateway's URL and
@@ -68,7 +68,7 @@ def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str,
 
     registry = TenantRegistry(directory / "tenants.json")
     tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
-    with conversation_runtime(nats_url, directory, shard=shard, latency=latency) as runtime:
+    with conversation_runtime(nats_url, directory, shard=shard, latency=latency, placement=placement) as runtime:
         app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json"), **gateway))
         with GatewayServer(app) as server:
             yield server.url, tokens

@@ -1,4 +1,5 @@
-"""End to end over HTTP: uvicorn gateway → Ray actors → NATS → ingester → DuckDB; the simulator as LLM."""
+"""End to end over HTTP: uvicorn gateway → conversation hosts or dedicated actors (both
+placements) → NATS → ingester → DuckDB; the simulator as LLM."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ import httpx
 import pytest
 
 from mirror.events.nats.server import EmbeddedNats
-from tests.support.stack import gateway_stack
+from tests.support.stack import PLACEMENTS, gateway_stack
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def stack(ray_cluster: None, nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
-    with gateway_stack(nats_server.url, tmp_path_factory.mktemp("gateway"), shard="gw", latency="fixed:5") as stack:
+@pytest.fixture(scope="module", params=PLACEMENTS)
+def stack(request: pytest.FixtureRequest, ray_cluster: None, nats_server: EmbeddedNats,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    with gateway_stack(nats_server.url, tmp_path_factory.mktemp("gateway"), shard="gw", latency="fixed:5",
+                       placement=request.param) as stack:
         yield stack
 
 

@@ -14,7 +14,7 @@ import ray
 
 from mirror.actors.conversation import RuntimeSettings
 from mirror.actors.conversation_actor import call
-from mirror.actors.placement import conversation_ref
+from mirror.actors.placement import conversation_ref, placement_of
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
 from mirror.projections.snapshot import state_from_snapshot
@@ -59,3 +59,29 @@ def test_a_killed_actor_is_rebuilt_with_the_state_it_had_plus_finished_thinking(
     assert reply.seq == (reply.recall_seq or state.last_seq) + 1
     assert reply.recall_seq in (None, state.last_seq + 1)
     let_go(actor)
+
+
+def test_a_crashed_host_takes_no_state_and_no_neighbour_with_it(ray_cluster: None, nats_server: EmbeddedNats, tmp_path: Path) -> None:
+    """Kill -9 one of two hosts mid-conversation: each of its conversations re-activates from the
+    log with every acknowledged turn; the other host's conversations never notice (same process)."""
+    with conversation_runtime(nats_server.url, tmp_path, shard="hostcrash", latency="fixed:20",
+                              placement="hosted", hosts=2, mode="controller_only") as runtime:
+        placement = placement_of(runtime)
+        keys = [StreamKey("acme", f"crash-{index}") for index in range(12)]
+        refs = [conversation_ref(key, runtime) for key in keys]
+        for ref in refs:
+            assert call(ref.turn, "My name is Ada.", True).turn == 0
+        victim_slot = refs[0].slot
+        survivors_pid = {ref.slot: ray.get(ref.pid.remote()) for ref in refs if ref.slot != victim_slot}
+        assert survivors_pid, "the twelve conversations all hashed to one host"
+        os.kill(ray.get(placement.host(victim_slot).pid.remote()), signal.SIGKILL)
+        time.sleep(0.5)
+        replies = [call(ref.turn, "What is my name?", True) for ref in refs]
+        assert [reply.turn for reply in replies] == [1] * len(refs)  # nothing acknowledged was lost
+        for ref in refs:
+            state = state_from_snapshot(call(ref.state_bytes))
+            assert state.turn_count == 2
+            if ref.slot != victim_slot:
+                assert ray.get(ref.pid.remote()) == survivors_pid[ref.slot]
+        restarted = ray.get(placement.host(victim_slot).stats.remote())
+        assert restarted["activations"] == sum(ref.slot == victim_slot for ref in refs)  # re-activated from the log
