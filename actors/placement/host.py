@@ -86,7 +86,7 @@ class ConversationHost:
     async def stats(self) -> dict[str, Any]:
         return {**self.table.summary(), "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
                 "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-                "rss_mb": _rss_mb()}
+                "rss_mb": _rss_mb(), "cpu_s": round(_cpu_s(), 3)}
 
     async def shutdown(self) -> None:
         """Passivate everything (snapshots written) and leave; Ray does not restart it."""
@@ -104,6 +104,12 @@ async def _state_bytes(conversation: Conversation) -> bytes:
 
 async def _rebuild_report(conversation: Conversation) -> RebuildReport | None:
     return conversation.rebuilt
+
+
+def _cpu_s() -> float:
+    """CPU seconds (user + system) this host's process has used."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _rss_mb() -> float:
