@@ -45,6 +45,7 @@ from mirror.events.ids import StreamKey, event_id
 from mirror.events.log import Snapshot
 from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats
 from mirror.events.nats.log_service import LogClient
+from mirror.events.shards import Assignments, ShardMap
 from mirror.projections.conversation import apply, fold
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes, state_from_snapshot
 from mirror.projections.state import ConversationState, initial_state
@@ -73,6 +74,9 @@ class RuntimeSettings:
     nats_url: str
     llm: LLMSettings
     shard: str = "0"
+    """The default shard: its log holds every tenant ``shard_map`` does not place elsewhere."""
+    shard_map: Assignments = ()
+    """Listed shards and their tenants (:class:`~mirror.events.shards.ShardMap`); readers route by it."""
     mode: str = "full"
     prompts_dir: str | None = None
     talker_max_tokens: int = 1024
@@ -86,6 +90,17 @@ class RuntimeSettings:
     max_live_actors: int = 256
     snapshot_commit_timeout_s: float = 10.0
     stream: StreamSettings = field(default_factory=StreamSettings)
+
+    def __post_init__(self) -> None:
+        self.shards  # noqa: B018  # a bad map fails here, at the edge, not at the first read
+
+    @property
+    def shards(self) -> ShardMap:
+        return ShardMap(self.shard_map, default=self.shard)
+
+    def shard_of(self, tenant: str) -> str:
+        """The shard whose log holds ``tenant``'s events: every reader routes by it."""
+        return self.shards.shard_of(tenant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +167,7 @@ class Conversation:
     async def start(self) -> Conversation:
         nc = await connect_nats(self.settings.nats_url, name=f"mirror-conversation-{self.key.conversation}")
         self.bus = JetStreamBus(nc, self.settings.stream)
-        self.log = LogClient(nc, shard=self.settings.shard)
+        self.log = LogClient(nc, shard=self.settings.shard_of(self.key.tenant))
         self.llm = OpenAIChatClient(self.settings.llm)
         self.embedder = memory_embedder(self.settings)
         writer = await self._rebuild()
