@@ -223,15 +223,22 @@ class Ingester:
         """The stream sequence this ingester must commit up to to hold everything published so far.
 
         From its consumer: with nothing pending, the last message delivered to it; otherwise the
-        stream's newest message (exact for one shard; with several, a newer message of another
-        shard's makes a ``caught_up`` wait run to its timeout, never answer early).
+        newest message on its filter subjects — the stream's newest for a catch-all filter, else
+        the newest of its tenants' (a last-by-subject get takes wildcards), so a shard never
+        waits for a newer message of another shard's.
         """
         info = await self.js.consumer_info(self.stream.name, self.settings.consumer)
         delivered = info.delivered.stream_seq if info.delivered is not None else None
         if info.num_pending == 0 and delivered is not None:
             return delivered
-        stream = await self.js.stream_info(self.stream.name)
-        return stream.state.last_seq
+        if STREAM_SUBJECTS in self.settings.filter_subjects:
+            stream = await self.js.stream_info(self.stream.name)
+            return stream.state.last_seq
+        newest = 0
+        for subject in self.settings.filter_subjects:
+            with contextlib.suppress(nats.js.errors.NotFoundError):  # nothing on it (any more)
+                newest = max(newest, (await self.js.get_last_msg(self.stream.name, subject)).seq or 0)
+        return newest
 
     async def wait_for_offset(self, stream_seq: int, timeout: float) -> bool:
         """Wait until everything up to ``stream_seq`` is committed (tests and benchmarks)."""
