@@ -1,7 +1,7 @@
 """What a gateway process shares between its requests: one :class:`GatewayRuntime` on ``app.state``.
 
 It holds the settings, the tenant registry, the bus (opened on first use), the
-cached conversation-actor handles, the time-travel reader, the embedder of memory queries
+cached conversation-actor handles, the time-travel reader of each shard, the embedder of memory queries
 (made on first use) and the record of finished recompute jobs. Routes reach it through the :data:`Runtime` dependency and the tenant through
 :data:`Tenant`; nothing else is shared, so two apps in one process never see each other's state.
 
