@@ -1,8 +1,8 @@
 """``mirror log stats|read``: the event log, asked directly over NATS of the ingester that owns it.
 
 No gateway and no token: these are the operator's view of one shard (``--shard``; ``log read``
-finds the tenant's by ``--shard-map`` unless given one), for a stack whose NATS is reachable. The client commands (``events tail``) read the same events
-through the HTTP API instead.
+finds the tenant's by ``--shard-map`` unless given one), for a stack whose NATS is reachable.
+The client commands (``events tail``) read the same events through the HTTP API instead.
 """
 
 from __future__ import annotations

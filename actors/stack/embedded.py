@@ -7,9 +7,9 @@ the one shard ``0``) has its ingester, a Ray actor (``ingester-<shard>``,
 drains it and closes its file before Ray shuts down.
 
 ``mirror up`` runs it in the foreground; ``mirror demo`` starts one when none is running. The
-stack writes ``<data dir>/stack.json`` (gateway URL, default tenant and its token, pid) so other
-commands find it; everything lives under the data directory, so running it again resumes the
-same conversations.
+stack writes ``<data dir>/stack.json`` (gateway URL, default tenant and its token, pid, shard
+map) so other commands find it; everything lives under the data directory, so running it again
+resumes the same conversations.
 """
 
 from __future__ import annotations
