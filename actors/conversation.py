@@ -45,6 +45,7 @@ from mirror.events.ids import StreamKey, event_id
 from mirror.events.log import Snapshot
 from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats
 from mirror.events.nats.log_service import LogClient
+from mirror.events.shards import Assignments, ShardMap
 from mirror.projections.conversation import apply, fold
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes, state_from_snapshot
 from mirror.projections.state import ConversationState, initial_state
@@ -81,6 +82,9 @@ class RuntimeSettings:
     nats_url: str
     llm: LLMSettings
     shard: str = "0"
+    """The default shard: its log holds every tenant ``shard_map`` does not place elsewhere."""
+    shard_map: Assignments = ()
+    """Listed shards and their tenants (:class:`~mirror.events.shards.ShardMap`); readers route by it."""
     mode: str = "full"
     prompts_dir: str | None = None
     talker_max_tokens: int = 1024
@@ -104,6 +108,15 @@ class RuntimeSettings:
         if self.hosts < 0 or self.max_live_per_host < 1 or self.max_live_actors < 1:
             raise ValueError(f"hosts ({self.hosts}) must be ≥ 0 and max_live_per_host ({self.max_live_per_host}), "
                              f"max_live_actors ({self.max_live_actors}) ≥ 1")
+        self.shards  # noqa: B018  # a bad map fails here, at the edge, not at the first read
+
+    @property
+    def shards(self) -> ShardMap:
+        return ShardMap(self.shard_map, default=self.shard)
+
+    def shard_of(self, tenant: str) -> str:
+        """The shard whose log holds ``tenant``'s events: every reader routes by it."""
+        return self.shards.shard_of(tenant)
 
 
 @dataclass(frozen=True)
@@ -195,7 +208,7 @@ class Conversation:
             clients = await ConversationClients.open(self.settings, name=f"mirror-conversation-{self.key.conversation}")
         self.clients = clients
         self.bus, self.llm, self.embedder = clients.bus, clients.llm, clients.embedder
-        self.log = LogClient(clients.bus.nc, shard=self.settings.shard)
+        self.log = LogClient(clients.bus.nc, shard=self.settings.shard_of(self.key.tenant))
         try:
             writer = await self._rebuild()
         except BaseException:

@@ -76,7 +76,7 @@ class RecomputeProgress:
 async def _conversations(runtime: RuntimeSettings, job: RecomputeJob) -> list[StreamKey]:
     bus = await JetStreamBus.connect(runtime.nats_url)
     try:
-        known = {summary.conversation for summary in await LogClient(bus.nc, shard=runtime.shard).conversations(job.tenant)}
+        known = {summary.conversation for summary in await LogClient(bus.nc, shard=runtime.shard_of(job.tenant)).conversations(job.tenant)}
     finally:
         await bus.close()
     wanted = job.conversations or tuple(sorted(known))
@@ -98,7 +98,15 @@ async def _recompute_slice(
         return (await bus.head(key)).last_seq
 
     # Everything the bus acknowledged is re-thought, committed to the log yet or not.
-    history = History(LogClient(bus.nc, shard=runtime.shard), stream_head=acknowledged)
+    histories: dict[str, History] = {}
+
+    def history_of(key: StreamKey) -> History:
+        """The reader of the shard that holds the key's tenant."""
+        shard = runtime.shard_of(key.tenant)
+        if shard not in histories:
+            histories[shard] = History(LogClient(bus.nc, shard=shard), stream_head=acknowledged)
+        return histories[shard]
+
     slots = asyncio.Semaphore(in_flight)
 
     async def one(key: StreamKey) -> None:
@@ -106,7 +114,7 @@ async def _recompute_slice(
             result: ConversationResult
             try:
                 result = await recompute_conversation(
-                    key, plan, history=history, bus=bus, live=llm, embedder=embedder,
+                    key, plan, history=history_of(key), bus=bus, live=llm, embedder=embedder,
                 )
             except Exception as exc:  # one conversation's failure is reported, the others go on
                 result = RecomputeFailure(key.conversation, plan.branch_name, f"{type(exc).__name__}: {exc}")

@@ -2,7 +2,8 @@
 
 The bottom layer: imports nothing else of Mirror. At the top the model and the ports
 (``envelope``, ``payloads``, ``codec``, ``ids``, ``bus`` and ``log`` (the ports and their
-in-memory adapters), ``errors``); the adapters live in ``nats/`` (JetStream bus, the log's read
+in-memory adapters), ``shards`` (which shard's log holds a tenant), ``errors``); the adapters
+live in ``nats/`` (JetStream bus, the log's read
 API over NATS, the embedded server) and ``duckdb/`` (the log file and the ingester). Other
 layers reach NATS and DuckDB only through the ports.
 
@@ -52,6 +53,8 @@ _EXPORTS: dict[str, str] = {
     "Provenance": "payloads",
     "Recall": "payloads",
     "Reflection": "payloads",
+    "ShardMap": "shards",
+    "ShardMapError": "errors",
     "Snapshot": "log",
     "StreamKey": "ids",
     "StreamSettings": "nats.jetstream",

@@ -8,6 +8,7 @@
         │   └── UnknownEventType     a type (or schema version) this build cannot read
         ├── AppendConflict           another writer appended first: the fence rejected us
         ├── BusError                 the broker failed or did not answer
+        ├── ShardMapError            a shard map that would store an event twice, or a shard it lacks
         └── LogError
             ├── LogUnavailable       the log's owner did not answer a read
             └── LogLocked            another process holds the DuckDB file's write lock
@@ -97,6 +98,16 @@ class BusError(EventError):
     """The message broker failed or did not answer in time."""
 
 
+class ShardMapError(EventError, ValueError):
+    """The shard map is not one: a tenant on two shards, a shard listed twice, an unknown shard."""
+
+    def __init__(self, problem: str, *, shard: str | None = None, tenant: str | None = None) -> None:
+        self.shard = shard
+        self.tenant = tenant
+        super().__init__(f"shard map: {problem}; each tenant goes on at most one shard, written "
+                         "SHARD=TENANT,TENANT (tenants listed nowhere live on the default shard)")
+
+
 class LogError(EventError):
     """The event log failed to read or write."""
 
@@ -123,5 +134,6 @@ class LogLocked(LogError):
 
 __all__ = [
     "AppendConflict", "BusError", "CodecError", "CorruptEvent", "EventError", "InvalidIdentifier",
-    "LogError", "LogLocked", "LogUnavailable", "MirrorError", "UnknownEventType",
+    "LogError", "LogLocked", "LogUnavailable", "MirrorError", "ShardMapError",
+    "UnknownEventType",
 ]

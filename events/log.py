@@ -54,6 +54,8 @@ class LogStats:
     conversations: int
     rejected: int
     offsets: dict[str, int] = field(default_factory=dict)
+    skipped: int = 0
+    """Messages of tenants stored on another shard, passed over since the ingester started."""
 
 
 @runtime_checkable

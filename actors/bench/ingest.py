@@ -4,6 +4,11 @@ End to end = fenced, deduplicated appends from many conversations through JetStr
 an ingester in its own process has committed every event to DuckDB. The raw limit is the
 same encoded payloads published pipelined, without fences, ids or consumers, measured in the
 same run before and after; the faster of the two is reported, so the ratio is conservative.
+
+With ``shards`` > 1 there is one tenant per shard (shard ``0`` the default, the others listed
+in a shard map), the conversations spread evenly over them, and an ingester process per shard;
+each shard's rate is its events over the time until it had committed the last of them, the
+total rate all events over the time until the last shard had.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats
 from mirror.events.nats.log_service import LogClient
 from mirror.events.payloads import Monologue, Narrative, Provenance, Turn
+from mirror.events.shards import ShardMap
 
 RAW_STREAM = "BENCHRAW"
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -76,12 +82,22 @@ class IngestBenchConfig:
     in_flight: int = 512
     timeout_s: float = 300.0
     show_progress: bool = False
+    shards: int = 1
 
 
-def workload(config: IngestBenchConfig) -> list[tuple[StreamKey, list[Event]]]:
-    """Conversations shaped like Mirror's: a turn, then the monologue and narrative it caused."""
+def bench_tenants(shards: int) -> tuple[list[str], tuple[str, ...]]:
+    """A fresh tenant per shard (also on a shared broker) and the shard map placing them:
+    the first on the default shard ``0``, the ``i``-th listed on shard ``i``."""
+    run = secrets.token_hex(4)
+    tenants = [f"bench-{run}" if shards == 1 else f"bench-{run}-{index}" for index in range(shards)]
+    return tenants, tuple(f"{index}={tenant}" for index, tenant in enumerate(tenants) if index)
+
+
+def workload(config: IngestBenchConfig, tenants: list[str] | None = None) -> list[tuple[StreamKey, list[Event]]]:
+    """Conversations shaped like Mirror's: a turn, then the monologue and narrative it caused;
+    dealt to ``tenants`` in turn (default: one fresh tenant)."""
     per_conversation = max(1, config.events // config.conversations)
-    tenant = f"bench-{secrets.token_hex(4)}"  # a fresh tenant per run, also on a shared broker
+    tenants = tenants or bench_tenants(1)[0]
     provenance = Provenance(
         model="bench-model", prompt_set="bench", request_fingerprint="0" * 64,
         parameters={"temperature": 0.7, "max_tokens": 3000}, latency_ms=812.5,
@@ -89,7 +105,7 @@ def workload(config: IngestBenchConfig) -> list[tuple[StreamKey, list[Event]]]:
     )
     batches = []
     for index in range(config.conversations):
-        key = StreamKey(tenant, f"conversation-{index}")
+        key = StreamKey(tenants[index % len(tenants)], f"conversation-{index}")
         events = []
         for seq in range(1, per_conversation + 1):
             turn = (seq - 1) // 3
@@ -123,13 +139,15 @@ async def _raw_publish_rate(
     return len(payloads) / elapsed, cpu
 
 
-async def _run(config: IngestBenchConfig, nats_url: str, pids: dict[str, int | None]) -> dict[str, Any]:
-    batches = workload(config)
+async def _run(config: IngestBenchConfig, nats_url: str, pids: dict[str, int | None], tenants: list[str],
+               shard_map: tuple[str, ...]) -> dict[str, Any]:
+    shards = ShardMap.parse(shard_map)
+    batches = workload(config, tenants)
     total = sum(len(events) for _, events in batches)
     payloads = [encode(event) for _, events in batches for event in events]
     bus = await JetStreamBus.connect(nats_url, StreamSettings(max_in_flight=config.in_flight))
     monitor = await connect_nats(nats_url, name="mirror-bench-monitor")
-    client = LogClient(monitor)
+    clients = {shard: LogClient(monitor, shard=shard) for shard in shards.shards}
     try:
         raw_meter = _CpuMeter({name: pids[name] for name in ("publisher", "nats_server")})
         raw_before, raw_cpu_before = await _raw_publish_rate(bus, payloads, config.in_flight, raw_meter)
@@ -139,18 +157,38 @@ async def _run(config: IngestBenchConfig, nats_url: str, pids: dict[str, int | N
         results = await bus.append_many([(key, events, head) for (key, events), head in zip(batches, heads, strict=True)])
         published = time.perf_counter() - started
         conflicts = sum(isinstance(result, AppendConflict) for result in results)
-        last_stream_seq = max(result.fence for result in results if isinstance(result, Head))
-        offset = 0
+        targets = dict.fromkeys(shards.shards, 0)  # the stream seq each shard must commit up to
+        for (key, _), result in zip(batches, results, strict=True):
+            if isinstance(result, Head):
+                shard = shards.shard_of(key.tenant)
+                targets[shard] = max(targets[shard], result.fence)
+        finished: dict[str, float] = {}
         with Progress(transient=True, disable=not config.show_progress) as progress:
-            task = progress.add_task("ingesting", total=last_stream_seq)
-            while offset < last_stream_seq and time.perf_counter() - started < config.timeout_s:
-                offset = await client.committed_offset()
-                progress.update(task, completed=offset)
-                if offset < last_stream_seq:
+            task = progress.add_task("ingesting", total=sum(targets.values()))
+            while len(finished) < len(targets) and time.perf_counter() - started < config.timeout_s:
+                offsets = {shard: await clients[shard].committed_offset() for shard in targets if shard not in finished}
+                for shard, offset in offsets.items():
+                    if offset >= targets[shard]:
+                        finished[shard] = time.perf_counter() - started
+                progress.update(task, completed=sum(min(offsets.get(s, targets[s]), targets[s]) for s in targets))
+                if len(finished) < len(targets):
                     await asyncio.sleep(0.005)
         end_to_end = time.perf_counter() - started
         cpu = meter.per_unit(total)
-        committed = sum(summary.events for summary in await client.conversations(batches[0][0].tenant))
+        per_shard: dict[str, dict[str, Any]] = {}
+        for shard, client in clients.items():
+            owned = [tenant for tenant in tenants if shards.shard_of(tenant) == shard]
+            committed_here = 0
+            for tenant in owned:
+                committed_here += sum(summary.events for summary in await client.conversations(tenant))
+            seconds = finished.get(shard, end_to_end)
+            per_shard[shard] = {
+                "tenants": owned,
+                "events": sum(len(events) for key, events in batches if shards.shard_of(key.tenant) == shard),
+                "committed": committed_here, "events_per_s": round(committed_here / seconds), "seconds": round(seconds, 3),
+                "skipped": (await client.stats()).skipped,
+            }
+        committed = sum(shard["committed"] for shard in per_shard.values())
         raw_after, raw_cpu_after = await _raw_publish_rate(bus, payloads, config.in_flight, raw_meter)
     finally:
         await bus.close()
@@ -174,14 +212,21 @@ async def _run(config: IngestBenchConfig, nats_url: str, pids: dict[str, int | N
         "seconds": round(end_to_end, 3),
         "cpu_us_per_event": cpu,
         "raw_cpu_us_per_message": raw_cpu,
+        "shards": len(per_shard),
+        "per_shard": per_shard,
     }
 
 
 def run_ingest_bench(config: IngestBenchConfig, nats_url: str | None = None) -> dict[str, Any]:
-    """Start NATS (unless a URL is given) and an ingester process, run, tear everything down."""
-    with nats_and_ingester(nats_url) as log_stack:
-        pids = {"publisher": None, "nats_server": log_stack.nats_pid, "ingester": log_stack.ingester_pid}
-        return asyncio.run(_run(config, log_stack.url, pids))
+    """Start NATS (unless a URL is given) and an ingester process per shard, run, tear everything down."""
+    tenants, shard_map = bench_tenants(config.shards)
+    with nats_and_ingester(nats_url, shard_map) as log_stack:
+        pids = {"publisher": None, "nats_server": log_stack.nats_pid}
+        if config.shards == 1:
+            pids["ingester"] = log_stack.ingester_pid
+        else:
+            pids |= {f"ingester_{shard}": pid for shard, pid in log_stack.ingester_pids.items()}
+        return asyncio.run(_run(config, log_stack.url, pids, tenants, shard_map))
 
 
-__all__ = ["IngestBenchConfig", "RAW_STREAM", "run_ingest_bench", "workload"]
+__all__ = ["IngestBenchConfig", "RAW_STREAM", "bench_tenants", "run_ingest_bench", "workload"]

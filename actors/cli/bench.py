@@ -35,6 +35,8 @@ def bench_ingest(
     events: int = typer.Option(30_000, "--events", min=1, help="Events to publish in all."),
     conversations: int = typer.Option(1_000, "--conversations", min=1, help="Conversations they are spread over."),
     in_flight: int = typer.Option(512, "--in-flight", min=1, help="Publishes awaiting their ack at once."),
+    shards: int = typer.Option(1, "--shards", min=1, max=16,
+                               help="Shards, each an ingester process with its own file and a tenant of its own."),
     nats_url: str = typer.Option(None, "--nats-url", envvar="MIRROR_NATS_URL", help="Use this NATS instead of an embedded one."),
     as_json: bool = JSON_ONLY,
     log_level: LogLevel = QUIET_LOG_LEVEL,
@@ -42,12 +44,14 @@ def bench_ingest(
     """Publish events from many conversations and wait until DuckDB has committed them all.
 
     Prints events, committed, events_per_s (end to end), raw_publish_per_s (pipelined JetStream
-    publish of the same payloads in the same run) and their ratio.
+    publish of the same payloads in the same run) and their ratio; per_shard, each shard's
+    events, committed, events_per_s and the messages of other shards it skipped.
     """
     from mirror.actors.bench.ingest import IngestBenchConfig, run_ingest_bench
 
     configure_logging(log_level.value)
-    config = IngestBenchConfig(events=events, conversations=min(conversations, events), in_flight=in_flight, show_progress=not as_json)
+    config = IngestBenchConfig(events=events, conversations=min(conversations, events), in_flight=in_flight,
+                               show_progress=not as_json, shards=shards)
     result = run_ingest_bench(config, nats_url)
     _print_result(result, as_json)
     if result["committed"] != result["events"]:

@@ -10,6 +10,7 @@ the command's own table sets it::
 
     data = "/srv/mirror"          # shared: every command with --data
     log_level = "INFO"
+    shard_map = ["1=acme,globex"] # shared: which tenants' log is not shard 0's
 
     [up]
     llm = "sim"
@@ -37,7 +38,8 @@ from typer.core import TyperGroup, TyperOption
 from mirror.actors.cli.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = Path("mirror.toml")
-SHARED_KEYS = frozenset({"data", "nats_url", "log_level", "llm", "model", "url", "token", "shard"})
+SHARED_KEYS = frozenset({"data", "nats_url", "log_level", "llm", "model", "url", "token", "shard",
+                         "shard_map"})
 """Top-level keys: they mean the same thing for every command that has them."""
 COMMAND_LINE_ONLY = frozenset({"show_config"})
 """Options that ask for something once rather than configure: a file that set them would change what a command does."""

@@ -2,7 +2,7 @@
 
 An option defined here reads the same everywhere: flag, environment variable, default and help.
 The config file finds them by flag name like any other option (``data``, ``nats_url``,
-``log_level``, ``url``, ``token`` may also stand at the top of ``mirror.toml``: see
+``log_level``, ``url``, ``token``, ``shard_map`` may also stand at the top of ``mirror.toml``: see
 :mod:`.config_file`). Options that belong to one group only stay in that group's module.
 """
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AFTER_SEQ", "BRANCH", "DATA_DIR", "GATEWAY_TOKEN", "GATEWAY_URL", "LLM_MODEL", "LOG_LEVEL", "LogLevel",
-    "MODE", "Mode", "NATS_URL", "Placement", "QUIET_LOG_LEVEL", "gateway_client",
+    "MODE", "Mode", "NATS_URL", "Placement", "QUIET_LOG_LEVEL", "SHARD_MAP", "gateway_client",
 ]
 
 
@@ -59,6 +59,9 @@ MODE = typer.Option(Mode.full, "--mode", envvar="MIRROR_MODE",
                     help="Thinking mode: the Talker alone, threads only, controller only, or both.")
 LLM_MODEL = typer.Option("", "--model", envvar="MIRROR_LLM_MODEL", help="Model name for a URL endpoint.")
 BRANCH = typer.Option("main", "--branch")
+SHARD_MAP = typer.Option(
+    [], "--shard-map", help="SHARD=TENANT,TENANT: tenants whose log is that shard's (repeatable); "
+                            "tenants listed nowhere are on shard 0. In mirror.toml: shard_map = [\"1=acme,globex\"].")
 AFTER_SEQ = typer.Option(0, "--after", min=0, help="Only events with a greater seq.")
 
 # The client commands reach a stack only over HTTP: the one recorded in --data (by `mirror up`), or --url/--token.

@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from mirror.actors.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, gateway_client
+from mirror.actors.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, SHARD_MAP, gateway_client
 from mirror.events.ids import StreamKey
 
 # The commands import the stack, NATS, cognition, the replay layer and rich.progress in their bodies: see app.py.
@@ -87,7 +87,8 @@ def verify(
     prompts: Path = PROMPTS,
     nats_url: str | None = typer.Option(None, "--nats-url", envvar="MIRROR_NATS_URL",
                                  help="NATS of the log's owner (default: the stack found in --data)."),
-    shard: str = typer.Option(None, "--shard", help="Log shard (default: the stack's)."),
+    shard: str = typer.Option(None, "--shard", help="Log shard (default: the tenant's, by the stack's shard map or --shard-map)."),
+    shard_map: list[str] = SHARD_MAP,
     as_json: bool = typer.Option(False, "--json", help="One JSON report per conversation."),
     data: Path = DATA_DIR,
 ) -> None:
@@ -98,6 +99,7 @@ def verify(
     """
     from mirror.actors.stack.embedded import running_stack
     from mirror.cognition.prompts import default_prompt_set, load_prompt_set
+    from mirror.events.shards import DEFAULT_SHARD, ShardMap
 
     if conversation is None and not all_conversations:
         raise ValueError("name a conversation or pass --all")
@@ -107,7 +109,8 @@ def verify(
         raise ValueError(f"no stack runs for {data} and no --nats-url given")
     prompt_set = load_prompt_set(prompts) if prompts else default_prompt_set()
     tenant = tenant or running.get("tenant") or "default"
-    reports = asyncio.run(_verify(nats_url, shard or running.get("shard", "0"), tenant, conversation, branch, prompt_set))
+    shards = ShardMap.parse(shard_map or running.get("shard_map", []), default=running.get("shard", DEFAULT_SHARD))
+    reports = asyncio.run(_verify(nats_url, shard or shards.shard_of(tenant), tenant, conversation, branch, prompt_set))
     failed = [report for report in reports if not report.ok]
     for report in reports:
         if as_json:

@@ -19,7 +19,17 @@ from pathlib import Path
 import typer
 
 from mirror.actors.cli.logging_setup import configure_logging
-from mirror.actors.cli.options import DATA_DIR, LLM_MODEL, LOG_LEVEL, MODE, NATS_URL, LogLevel, Mode, Placement
+from mirror.actors.cli.options import (
+    DATA_DIR,
+    LLM_MODEL,
+    LOG_LEVEL,
+    MODE,
+    NATS_URL,
+    SHARD_MAP,
+    LogLevel,
+    Mode,
+    Placement,
+)
 from mirror.events.ids import validate_identifier
 from mirror.events.nats.server import EmbeddedNats
 
@@ -44,8 +54,10 @@ def ingest(
     nats_url: str = NATS_URL,
     db: Path = typer.Option(Path("data/mirror.duckdb"), "--db", envvar="MIRROR_DB", help="DuckDB file this ingester owns."),
     shard: str = typer.Option("0", "--shard", help="Shard name: one ingester and one DuckDB file per shard."),
+    shard_map: list[str] = SHARD_MAP,
     subjects: list[str] = typer.Option(
-        ["mirror.*.*.*"], "--subject", help="Subjects this shard ingests, e.g. 'mirror.acme.*.*' (repeatable)."
+        [], "--subject", help="Subjects this shard ingests, e.g. 'mirror.acme.*.*' (repeatable); default: its "
+                              "tenants' by --shard-map (shard 0: every tenant the map does not place elsewhere).",
     ),
     batch_size: int = typer.Option(5000, "--batch-size", min=1, help="Messages per fetch and per DuckDB transaction."),
     linger_ms: float = typer.Option(
@@ -56,10 +68,13 @@ def ingest(
 ) -> None:
     """Move events from JetStream into the DuckDB log, exactly once, and serve the log's reads."""
     from mirror.events.duckdb.ingester import IngesterSettings, run_ingester
+    from mirror.events.shards import DEFAULT_SHARD, ShardMap
 
     configure_logging(log_level.value)
     validate_identifier("shard", shard)
-    settings = IngesterSettings(shard=shard, filter_subjects=tuple(subjects), batch_size=batch_size,
+    shards = ShardMap.parse(shard_map, default=DEFAULT_SHARD if shard_map else shard)  # no map: this one is the only shard
+    settings = IngesterSettings(shard=shard, filter_subjects=tuple(subjects) or shards.filter_subjects(shard),
+                                skip_tenants=shards.skipped_tenants(shard), batch_size=batch_size,
                                 linger_s=linger_ms / 1000)
     _run_until_signal(lambda stop: run_ingester(nats_url, str(db), settings, stop=stop))
 
@@ -108,16 +123,18 @@ def up(
     snapshot_every: int = typer.Option(
         200, "--snapshot-every", min=1, envvar="MIRROR_SNAPSHOT_EVERY", help="Events between a conversation's snapshots."),
     sim_latency: str = typer.Option("fixed:50", "--sim-latency", help="The simulator's latency with --llm sim."),
+    shard_map: list[str] = SHARD_MAP,
     show_config: bool = typer.Option(False, "--show-config",
                                      help="Print the settings it would run with (as JSON) and exit without starting."),
     log_level: LogLevel = LOG_LEVEL,
 ) -> None:
-    """Run the embedded stack: NATS, a local Ray head, the ingester actor, the LLM and the HTTP gateway.
+    """Run the embedded stack: NATS, a local Ray head, an ingester actor per shard, the LLM and the HTTP gateway.
 
     Prints the gateway URL and a token for the default tenant; Ctrl-C stops everything; running
     it again resumes the same data. The API key of a URL endpoint is read from MIRROR_LLM_API_KEY.
     """
     from mirror.actors.stack.embedded import EmbeddedStack, StackSettings, running_stack
+    from mirror.events.shards import ShardMap
 
     settings = StackSettings(
         data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
@@ -125,6 +142,7 @@ def up(
         passivate_after_s=passivate_after_s, max_live_actors=max_live_actors, placement=placement.value,
         hosts=hosts, max_live_per_host=max_live_per_host,
         max_message_bytes=max_message_bytes, snapshot_every=snapshot_every,
+        shard_map=ShardMap.parse(shard_map).assignments,
     )
     if show_config:
         shown = dataclasses.asdict(settings) | {"data_dir": str(settings.data_dir), "log_level": log_level.value,

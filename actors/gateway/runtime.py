@@ -1,7 +1,7 @@
 """What a gateway process shares between its requests: one :class:`GatewayRuntime` on ``app.state``.
 
 It holds the settings, the tenant registry, the bus (opened on first use), the
-cached conversation-actor handles, the time-travel reader, the embedder of memory queries
+cached conversation-actor handles, the time-travel reader of each shard, the embedder of memory queries
 (made on first use) and the record of finished recompute jobs. Routes reach it through the :data:`Runtime` dependency and the tenant through
 :data:`Tenant`; nothing else is shared, so two apps in one process never see each other's state.
 
@@ -92,7 +92,8 @@ class GatewayRuntime:
     """``actors(key) -> handle``: the conversation's actor or hosted ref (:mod:`mirror.actors.placement`)."""
     finished_jobs: FinishedJobs
     _bus: JetStreamBus | None = None
-    _history: History | None = None
+    _histories: dict[str, History] = field(default_factory=dict)
+    """The time-travel reader of each shard's log."""
     _embedder: Embedder | None = None
     _handles: dict[StreamKey, Any] = field(default_factory=dict)
 
@@ -111,17 +112,20 @@ class GatewayRuntime:
             self._bus = await JetStreamBus.connect(self.settings.runtime.nats_url, self.settings.runtime.stream)
         return self._bus
 
-    async def log_client(self) -> LogClient:
-        return LogClient((await self.bus()).nc, shard=self.settings.runtime.shard)  # start-up wiring only
+    async def log_client(self, tenant: str) -> LogClient:
+        """The log client of the shard that holds ``tenant`` (a light object over the shared connection)."""
+        return LogClient((await self.bus()).nc, shard=self.settings.runtime.shard_of(tenant))
 
-    async def history(self) -> History:
-        if self._history is None:
+    async def history(self, tenant: str) -> History:
+        """The time-travel reader of ``tenant``'s shard."""
+        shard = self.settings.runtime.shard_of(tenant)
+        if shard not in self._histories:
             event_bus = await self.bus()
-            self._history = History(
-                await self.log_client(), snapshot_every=self.settings.runtime.snapshot_every,
+            self._histories[shard] = History(
+                await self.log_client(tenant), snapshot_every=self.settings.runtime.snapshot_every,
                 stream_head=lambda key: _stream_last_seq(event_bus, key),
             )
-        return self._history
+        return self._histories[shard]
 
     def embedder(self) -> Embedder:
         """The embedder of memory queries (``settings.embedder_settings()``), one per app."""
@@ -131,7 +135,7 @@ class GatewayRuntime:
 
     async def existing(self, key: StreamKey) -> int:
         """The conversation's last seq; 404 when it has no events (in the log or, not yet logged, the stream)."""
-        last_seq = await (await self.log_client()).last_seq(key)
+        last_seq = await (await self.log_client(key.tenant)).last_seq(key)
         if last_seq == 0:
             bus_head = await _stream_last_seq(await self.bus(), key)
             if bus_head is None:

@@ -1,13 +1,15 @@
-"""The embedded stack on one machine: NATS, a local Ray head, the ingester, the LLM, the gateway.
+"""The embedded stack on one machine: NATS, a local Ray head, the ingesters, the LLM, the gateway.
 
-The ingester is a Ray actor (``ingester-0``, :mod:`mirror.actors.ingester_actor`) owned by this
-process: Ray restarts it after a crash, and stopping the stack drains it and closes the DuckDB
-file before Ray shuts down.
+Each shard of ``StackSettings.shard_map`` (:class:`~mirror.events.shards.ShardMap`; with none,
+the one shard ``0``) has its ingester, a Ray actor (``ingester-<shard>``,
+:mod:`mirror.actors.ingester_actor`) owned by this process, with its own DuckDB file
+(:func:`log_file`) and subject filter: Ray restarts it after a crash, and stopping the stack
+drains it and closes its file before Ray shuts down.
 
 ``mirror up`` runs it in the foreground; ``mirror demo`` starts one when none is running. The
-stack writes ``<data dir>/stack.json`` (gateway URL, default tenant and its token, pid) so other
-commands find it; everything lives under the data directory, so running it again resumes the
-same conversations.
+stack writes ``<data dir>/stack.json`` (gateway URL, default tenant and its token, pid, shard
+map) so other commands find it; everything lives under the data directory, so running it again
+resumes the same conversations.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from mirror.actors.llm.local import LOCAL_TALKER_MAX_TOKENS, LOCAL_THINKER_MAX_T
 from mirror.actors.stack.processes import SimProcess
 from mirror.cognition.openai_client import LLMSettings
 from mirror.events.nats.server import EmbeddedNats
+from mirror.events.shards import DEFAULT_SHARD, Assignments, ShardMap
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,13 @@ class StackSettings:
     gateway_processes: int = 1
     """Gateway actors (processes) sharing the gateway port; the kernel spreads connections over them.
     0 serves the gateway on a thread of this process instead."""
+    shard_map: Assignments = ()
+    """Shards besides ``0`` and their tenants (:class:`~mirror.events.shards.ShardMap`): one ingester and file each."""
+
+
+def log_file(data_dir: Path, shard: str) -> Path:
+    """The DuckDB file of a shard: ``mirror.duckdb`` for shard 0 (the single-log layout), else ``mirror-<shard>.duckdb``."""
+    return Path(data_dir) / ("mirror.duckdb" if shard == DEFAULT_SHARD else f"mirror-{shard}.duckdb")
 
 
 def stack_file(data_dir: Path) -> Path:
@@ -96,6 +106,7 @@ class EmbeddedStack:
 
         from mirror.actors.gateway.actor import start_gateways, stop_gateways
         from mirror.actors.ingester_actor import RayIngester
+        from mirror.events.duckdb.ingester import IngesterSettings
 
 
         settings = self.settings
@@ -108,11 +119,17 @@ class EmbeddedStack:
             ray.init(namespace="mirror", include_dashboard=False, log_to_driver=False,
                      _temp_dir=None, ignore_reinit_error=True)
             self._closers.append(ray.shutdown)
-            # Stopped before Ray: it drains, commits and closes the DuckDB file first.
-            ingester = RayIngester(nats.url, self.data_dir / "mirror.duckdb",
-                                   log_path=self.data_dir / "ingester.log").start()
-            self._closers.append(ingester.stop)
-            runtime = RuntimeSettings(nats_url=nats.url, llm=llm_settings, mode=settings.mode,
+            shards = ShardMap(settings.shard_map)
+            for shard in shards.shards:
+                # Stopped before Ray: each drains, commits and closes its DuckDB file first.
+                ingester = RayIngester(
+                    nats.url, log_file(self.data_dir, shard),
+                    log_path=self.data_dir / ("ingester.log" if shard == DEFAULT_SHARD else f"ingester-{shard}.log"),
+                    settings=IngesterSettings(shard=shard, filter_subjects=shards.filter_subjects(shard),
+                                              skip_tenants=shards.skipped_tenants(shard)),
+                ).start()
+                self._closers.append(ingester.stop)
+            runtime = RuntimeSettings(nats_url=nats.url, shard=shards.default, shard_map=shards.assignments, llm=llm_settings, mode=settings.mode,
                                       memory=settings.memory, embedding_model=settings.embedding_model,
                                       embedder="minilm" if settings.llm == "local" else "endpoint",
                                       talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens(),
@@ -136,7 +153,7 @@ class EmbeddedStack:
                 self._closers.append(lambda: stop_gateways(self.gateways))
             stack_file(self.data_dir).write_text(json.dumps(
                 {"url": self.url, "tenant": DEFAULT_TENANT, "token": self.token, "pid": os.getpid(),
-                 "nats_url": nats.url, "shard": runtime.shard}
+                 "nats_url": nats.url, "shard": runtime.shard, "shard_map": shards.entries()}
             ))
             os.chmod(stack_file(self.data_dir), 0o600)
         except BaseException:
@@ -190,4 +207,4 @@ class EmbeddedStack:
         self.stop()
 
 
-__all__ = ["DEFAULT_TENANT", "EmbeddedStack", "StackSettings", "running_stack", "stack_file"]
+__all__ = ["DEFAULT_TENANT", "EmbeddedStack", "StackSettings", "log_file", "running_stack", "stack_file"]

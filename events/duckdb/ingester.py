@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 class IngesterSettings:
     shard: str = "0"
     filter_subjects: tuple[str, ...] = (STREAM_SUBJECTS,)
+    skip_tenants: tuple[str, ...] = ()
+    """Tenants whose messages the filter delivers but another shard stores: acknowledged and
+    passed over, never stored (the default shard of a :class:`mirror.events.shards.ShardMap`)."""
     batch_size: int = 5000
     fetch_timeout_s: float = 0.25
     linger_s: float = 0.05
@@ -100,9 +103,12 @@ class Ingester:
         self.stream = stream
         self.bus = JetStreamBus(nc, stream)
         self.service = LogService(nc, event_log, shard=settings.shard, progress=lambda: self.committed_offset,
-                                  stream_end=self._stream_end)
+                                  stream_end=self._stream_end, skipped=lambda: self.skipped_events)
         self.committed_offset = 0
         self.committed_events = 0
+        self.skipped_events = 0
+        """Messages of ``skip_tenants`` acknowledged without being stored."""
+        self._skip = frozenset(tenant.encode() for tenant in settings.skip_tenants)
         self._batches: asyncio.Queue[_Decoded] = asyncio.Queue(maxsize=settings.queue_depth)
         self._decoded_offset = 0
         self._to_compact: dict[str, int] = {}
@@ -127,8 +133,10 @@ class Ingester:
             asyncio.create_task(self._compact_loop(), name="ingest-compact"),
         ]
         log.info(
-            "ingester %s started: %s from stream seq %d into %s",
-            self.settings.shard, ",".join(self.settings.filter_subjects), self.committed_offset + 1, self.log.path,
+            "ingester %s started: %s%s from stream seq %d into %s",
+            self.settings.shard, ",".join(self.settings.filter_subjects),
+            f" but not {','.join(self.settings.skip_tenants)}" if self.settings.skip_tenants else "",
+            self.committed_offset + 1, self.log.path,
         )
 
     async def _recreate_consumer(self) -> None:
@@ -162,11 +170,15 @@ class Ingester:
     def _decode(self, messages: list[Delivery]) -> _Decoded:
         batch = IngestBatch()
         newest = self._decoded_offset
+        skip = self._skip
         for subject, reply, data in messages:
             stream_seq = _stream_seq(reply)
             if stream_seq <= newest:
                 continue  # committed before a crash and redelivered, or delivered twice
             newest = stream_seq
+            if skip and subject.split(b".", 2)[1] in skip:
+                self.skipped_events += 1  # another shard's: the offset moves past it, the ack covers it
+                continue
             batch.add(data, stream_seq, subject.decode())
         self._decoded_offset = newest
         return _Decoded(batch, newest, messages[-1][1])
@@ -211,15 +223,22 @@ class Ingester:
         """The stream sequence this ingester must commit up to to hold everything published so far.
 
         From its consumer: with nothing pending, the last message delivered to it; otherwise the
-        stream's newest message (exact for one shard; with several, a newer message of another
-        shard's makes a ``caught_up`` wait run to its timeout, never answer early).
+        newest message on its filter subjects — the stream's newest for a catch-all filter, else
+        the newest of its tenants' (a last-by-subject get takes wildcards), so a shard never
+        waits for a newer message of another shard's.
         """
         info = await self.js.consumer_info(self.stream.name, self.settings.consumer)
         delivered = info.delivered.stream_seq if info.delivered is not None else None
         if info.num_pending == 0 and delivered is not None:
             return delivered
-        stream = await self.js.stream_info(self.stream.name)
-        return stream.state.last_seq
+        if STREAM_SUBJECTS in self.settings.filter_subjects:
+            stream = await self.js.stream_info(self.stream.name)
+            return stream.state.last_seq
+        newest = 0
+        for subject in self.settings.filter_subjects:
+            with contextlib.suppress(nats.js.errors.NotFoundError):  # nothing on it (any more)
+                newest = max(newest, (await self.js.get_last_msg(self.stream.name, subject)).seq or 0)
+        return newest
 
     async def wait_for_offset(self, stream_seq: int, timeout: float) -> bool:
         """Wait until everything up to ``stream_seq`` is committed (tests and benchmarks)."""

@@ -57,15 +57,17 @@ class LogService:
 
     def __init__(
         self, nc: NatsClient, event_log: Any, *, shard: str, progress: Callable[[], int] | None = None,
-        stream_end: Callable[[], Awaitable[int]] | None = None,
+        stream_end: Callable[[], Awaitable[int]] | None = None, skipped: Callable[[], int] | None = None,
     ) -> None:
         """``progress()``: the stream sequence committed so far; ``stream_end()``: the stream's
-        newest sequence now. An ingester passes both; a plain reader of a file passes neither."""
+        newest sequence now. An ingester passes both; a plain reader of a file passes neither.
+        ``skipped()``: messages of other shards' tenants the ingester passed over."""
         self.nc = nc
         self.log = event_log
         self.shard = shard
         self._progress = progress
         self._stream_end = stream_end
+        self._skipped = skipped
         self._subscription: Subscription | None = None
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -195,7 +197,8 @@ class LogService:
 
     async def _stats(self, args: dict[str, Any]) -> dict[str, Any]:
         stats: LogStats = await self.log.stats()
-        return {"events": stats.events, "conversations": stats.conversations, "rejected": stats.rejected, "offsets": stats.offsets}
+        return {"events": stats.events, "conversations": stats.conversations, "rejected": stats.rejected, "offsets": stats.offsets,
+                "skipped": self._skipped() if self._skipped is not None else 0}
 
 
 class LogClient:
@@ -289,7 +292,8 @@ class LogClient:
 
     async def stats(self) -> LogStats:
         answer = await self._call("stats")
-        return LogStats(answer["events"], answer["conversations"], answer["rejected"], dict(answer["offsets"]))
+        return LogStats(answer["events"], answer["conversations"], answer["rejected"], dict(answer["offsets"]),
+                        answer.get("skipped", 0))
 
 
 __all__ = [

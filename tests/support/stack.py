@@ -32,33 +32,46 @@ def run(coroutine):
     return asyncio.run(coroutine)
 
 
+def shard_log(directory: Path, shard: str, default: str) -> Path:
+    """The DuckDB file of a shard in a test directory: ``log.duckdb`` for the default shard."""
+    return directory / ("log.duckdb" if shard == default else f"log-{shard}.duckdb")
+
+
 @contextlib.contextmanager
 def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency: str = "fixed:0",
-                         **overrides: Any) -> Iterator[RuntimeSettings]:
-    """What a live conversation needs: an empty stream, an ingester process, the simulator.
+                         shard_map: tuple[str, ...] = (), **overrides: Any) -> Iterator[RuntimeSettings]:
+    """What a live conversation needs: an empty stream, an ingester process per shard, the simulator.
 
-    Yields the ``RuntimeSettings`` for it; everything is stopped afterwards.
+    ``shard`` is the default shard; ``shard_map`` (``SHARD=TENANT,TENANT`` entries, as ``mirror
+    ingest --shard-map`` takes them, so the default shard is then ``0``) adds more, each with its
+    own file (:func:`shard_log`). Yields the ``RuntimeSettings`` for it;
+    everything is stopped afterwards.
     """
     from mirror.actors.conversation import RuntimeSettings
     from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
     from mirror.actors.stack.processes import IngesterProcess
     from mirror.cognition.openai_client import LLMSettings
+    from mirror.events.shards import ShardMap
 
+    if shard_map and shard != "0":
+        raise ValueError(f"with a shard map the default shard is '0' (as for `mirror ingest`), not {shard!r}")
+    shards = ShardMap.parse(shard_map, default=shard)
     asyncio.run(reset_stream(nats_url))
-    with SimLLMServer(SimSettings(latency=latency)) as sim:
-        ingester = IngesterProcess(nats_url, directory / "log.duckdb", shard=shard).start()
-        try:
-            yield RuntimeSettings(
-                nats_url=nats_url, shard=shard,
-                llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1, backoff_initial_s=0.01),
-                **overrides,
-            )
-        finally:
-            ingester.stop()
+    with SimLLMServer(SimSettings(latency=latency)) as sim, contextlib.ExitStack() as ingesters:
+        for name in shards.shards:
+            ingester = IngesterProcess(nats_url, shard_log(directory, name, shard), shard=name, shard_map=shard_map)
+            ingesters.callback(ingester.stop)
+            ingester.start()
+        yield RuntimeSettings(
+            nats_url=nats_url, shard=shard, shard_map=shards.assignments,
+            llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1, backoff_initial_s=0.01),
+            **overrides,
+        )
 
 
 @contextlib.contextmanager
 def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str, placement: str = "hosted",
+                  shard_map: tuple[str, ...] = (),
                   **gateway: Any) -> Iterator[tuple[str, dict[str, str]]]:
     """A conversation runtime and the gateway on a free port, with tenants acme and globex, on
     the Ray cluster the caller started (fixture ``ray_cluster``); yields the gateway's URL and
@@ -68,7 +81,7 @@ def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str, p
 
     registry = TenantRegistry(directory / "tenants.json")
     tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
-    with conversation_runtime(nats_url, directory, shard=shard, latency=latency, placement=placement) as runtime:
+    with conversation_runtime(nats_url, directory, shard=shard, latency=latency, placement=placement, shard_map=shard_map) as runtime:
         app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json"), **gateway))
         with GatewayServer(app) as server:
             yield server.url, tokens

@@ -75,6 +75,26 @@ def test_bench_ingest_commits_everything_and_prints_the_figures() -> None:
     assert abs(figures["ratio"] - figures["events_per_s"] / figures["raw_publish_per_s"]) < 0.01
 
 
+def test_bench_ingest_with_two_shards_prints_each_shards_rate() -> None:
+    result = mirror("bench", "ingest", "--json", "--events", "3000", "--conversations", "100", "--shards", "2")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["shards"] == 2 and sorted(figures["per_shard"]) == ["0", "1"]
+    first, second = figures["per_shard"]["0"], figures["per_shard"]["1"]
+    assert first["events"] == first["committed"] == second["events"] == second["committed"] == 1500
+    assert first["skipped"] == 1500 and second["skipped"] == 0  # shard 0 passes over shard 1's tenant
+    assert first["events_per_s"] > 0 and second["events_per_s"] > 0
+    assert figures["committed"] == 3000 and figures["raw_publish_per_s"] > 0
+
+
+def test_a_bad_shard_map_is_one_clear_line_and_status_2(nats_server: EmbeddedNats) -> None:
+    result = mirror("log", "read", "acme", "c1", "--nats-url", nats_server.url,
+                    "--shard-map", "1=acme", "--shard-map", "2=globex,acme")
+    assert result.returncode == 2
+    assert "tenant 'acme' is on two shards, '1' and '2'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_a_bad_identifier_is_one_clear_line_and_status_2(nats_server: EmbeddedNats) -> None:
     result = mirror("log", "read", "bad.tenant", "c1", "--nats-url", nats_server.url)
     assert result.returncode == 2

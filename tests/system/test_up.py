@@ -20,9 +20,9 @@ from mirror.events.nats.server import free_port
 pytestmark = pytest.mark.slow
 
 
-def start_up(data: Path, log: Path) -> tuple[subprocess.Popen[bytes], dict]:
+def start_up(data: Path, log: Path, *options: str) -> tuple[subprocess.Popen[bytes], dict]:
     command = [sys.executable, "-m", "mirror", "up", "--llm", "sim", "--data", str(data),
-               "--port", str(free_port()), "--nats-port", str(free_port())]
+               "--port", str(free_port()), "--nats-port", str(free_port()), *options]
     # Its own session, as in a terminal: Ctrl-C reaches the whole process group.
     process = subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 120
@@ -105,3 +105,23 @@ def test_up_serves_turns_stops_cleanly_and_resumes(tmp_path: Path) -> None:
     finally:
         assert sigterm(process) == 0, log.read_text()[-3000:]
     assert not (data / "stack.json").exists()
+
+
+def test_up_with_a_shard_map_runs_an_ingester_and_a_file_per_shard(tmp_path: Path) -> None:
+    data, log = tmp_path / "data", tmp_path / "up.log"
+    process, stack = start_up(data, log, "--shard-map", "1=default")  # the default tenant on shard 1
+    try:
+        assert stack["shard_map"] == ["1=default"]
+        replies = [turn(stack, "first", "hello"), turn(stack, "first", "and again")]
+        events = committed_events(stack, "first", replies[-1]["seq"])
+        assert [event["seq"] for event in events] == list(range(1, len(events) + 1))
+        verify = subprocess.run([sys.executable, "-m", "mirror", "replay", "verify", "first", "--data", str(data)],
+                                capture_output=True, text=True, timeout=120)  # finds shard 1 by the stack's map
+        assert verify.returncode == 0 and "default/first/main: ok" in verify.stdout, verify.stdout + verify.stderr
+        assert "ingester-1 runs in Ray worker pid" in (data / "ingester-1.log").read_text()
+    finally:
+        assert ctrl_c(process) == 0, log.read_text()[-3000:]
+    with duckdb.connect(str(data / "mirror-1.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT DISTINCT tenant FROM events").fetchall() == [("default",)]
+    with duckdb.connect(str(data / "mirror.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM events").fetchall() == [(0,)]

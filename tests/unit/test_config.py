@@ -137,3 +137,15 @@ def test_memory_is_on_by_default_and_can_be_turned_off(tmp_path: Path) -> None:
     assert shown(mirror("up", "--show-config", cwd=tmp_path))["memory"] is True
     assert shown(mirror("up", "--show-config", "--no-memory", cwd=tmp_path))["memory"] is False
     assert shown(mirror("up", "--show-config", cwd=tmp_path, env={"MIRROR_MEMORY": "false"}))["memory"] is False
+
+
+def test_the_shard_map_is_a_shared_key_and_a_bad_one_is_one_clear_line(tmp_path: Path) -> None:
+    (tmp_path / "mirror.toml").write_text('shard_map = ["1=acme,globex", "2=initech"]\n')
+    settings = shown(mirror("up", "--show-config", cwd=tmp_path))
+    assert settings["shard_map"] == [["1", ["acme", "globex"]], ["2", ["initech"]]]
+    flag = shown(mirror("up", "--show-config", "--shard-map", "3=hooli", cwd=tmp_path))  # the flag replaces the file's
+    assert flag["shard_map"] == [["3", ["hooli"]]]
+    (tmp_path / "mirror.toml").write_text('shard_map = ["1=acme", "2=acme"]\n')
+    result = mirror("up", "--show-config", cwd=tmp_path)
+    assert result.returncode == 2 and "tenant 'acme' is on two shards, '1' and '2'" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -127,6 +127,33 @@ async def test_caught_up_waits_until_the_log_holds_what_the_stream_held(nats_url
     await bus.close()
 
 
+async def test_a_shard_waits_for_its_own_tenants_messages_not_for_newer_ones_of_another_shard(
+        nats_url: str, tmp_path: Path) -> None:
+    """With messages pending, a listed shard's end of stream is the newest on its own subjects:
+    the stream's newest belongs to another shard, which it will never commit."""
+    await reset_stream(nats_url)
+    bus = await JetStreamBus.connect(nats_url)
+    mine, theirs = StreamKey("acme", "mine"), StreamKey("globex", "theirs")
+    own = await bus.append(mine, turns(mine, 1, 3), Head(0, 0))
+    await bus.append(theirs, turns(theirs, 1, 4), Head(0, 0))
+    assert isinstance(own, Head) and own.fence < await stream_last_seq(bus)
+    nc = await connect_nats(nats_url, name="test-shard-end")
+    event_log = DuckDBEventLog(tmp_path / "shard.duckdb")
+    shard = Ingester(nc, event_log, IngesterSettings(shard="acme-shard", filter_subjects=("mirror.acme.*.*",)))
+    await shard._recreate_consumer()  # its consumer, nothing delivered yet: three messages pending
+    try:
+        assert await shard._stream_end() == own.fence
+        await shard.js.delete_consumer(shard.stream.name, shard.settings.consumer)
+        shard.settings = IngesterSettings(shard="acme-shard", filter_subjects=("mirror.initech.*.*",))
+        await shard._recreate_consumer()  # nothing on its subjects at all
+        assert await shard._stream_end() == 0
+    finally:
+        await shard.js.delete_consumer(shard.stream.name, shard.settings.consumer)
+        await event_log.close()
+        await nc.close()
+        await bus.close()
+
+
 async def test_concurrent_reads_during_commits_see_gapless_growing_prefixes(nats_url: str, db_path: Path) -> None:
     """Reads are answered concurrently, on their own DuckDB connections, while batches commit:
     every answer is a gapless prefix of the conversation, and it never goes backwards."""

@@ -33,7 +33,7 @@ async def list_conversations(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
     first waits (at most :data:`LIST_CATCH_UP_S`) for the log to hold what the stream held when
     asked — read-your-writes — and lists what is committed if that takes longer.
     """
-    log = await runtime.log_client()
+    log = await runtime.log_client(owner)
     with contextlib.suppress(LogError):  # an ingester that does not track progress: list what is committed
         await log.wait_caught_up(LIST_CATCH_UP_S)
     summaries = await log.conversations(owner)
@@ -56,7 +56,7 @@ async def get_events(conversation: str, owner: Tenant, runtime: Runtime, after: 
                      limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
     key = key_of(owner, conversation)
     await runtime.existing(key)
-    events = await (await runtime.log_client()).read(key, after_seq=after, limit=limit)
+    events = await (await runtime.log_client(key.tenant)).read(key, after_seq=after, limit=limit)
     return {"events": [_json(to_json_ready(event)) for event in events],
             "next_after": events[-1].seq if events else after}
 

@@ -127,7 +127,7 @@ async def _state(runtime: GatewayRuntime, owner: str, conversation: str, branch:
     key = branch_key(key_of(owner, conversation), branch)
     await runtime.existing(StreamKey(key.tenant, key.conversation))
     try:
-        return await (await runtime.history()).state_at(key, at)
+        return await (await runtime.history(key.tenant)).state_at(key, at)
     except ReplayError as exc:  # a seq beyond the end, a branch with no events
         raise HTTPException(404, str(exc)) from None
 

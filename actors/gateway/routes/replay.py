@@ -53,7 +53,7 @@ async def _state_of(runtime: GatewayRuntime, key: StreamKey, at: int | None, at_
     when = None if at_time is None else _parse_time(at_time)
     await runtime.existing(StreamKey(key.tenant, key.conversation))
     try:
-        return await (await runtime.history()).state_at(key, at, at_time=when)
+        return await (await runtime.history(key.tenant)).state_at(key, at, at_time=when)
     except ReplayError as exc:
         raise HTTPException(404, str(exc)) from None
 
