@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,7 +133,7 @@ class Session:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
 
 
-def wait_for(predicate, timeout: float, what: str, *sessions: Session, poll_s: float = 0.2):  # type: ignore[no-untyped-def]  # any truthy result
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, *sessions: Session, poll_s: float = 0.2) -> Any:
     """Poll ``predicate`` until it returns something truthy; fail with the sessions' logs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -188,13 +188,16 @@ def probe(address: str, env: Mapping[str, str], actor_names: list[str], timeout:
 
 
 def _probe_main(address: str, actor_names: list[str]) -> None:
+    import logging
+
     import ray
 
-    ray.init(address=address, namespace="mirror", log_to_driver=False, logging_level="WARNING")
+    ray.init(address=address, namespace="mirror", log_to_driver=False, logging_level=logging.WARNING)
     pids: dict[str, int | str] = {}
     for name in actor_names:
         try:
-            pids[name] = ray.get(ray.get_actor(name).pid.remote(), timeout=30)
+            pid: Any = ray.get(ray.get_actor(name).pid.remote(), timeout=30)
+            pids[name] = int(pid)
         except (ValueError, ray.exceptions.RayError) as exc:
             pids[name] = repr(exc)[:300]  # passivated, or not (yet) restarted
     answer = {
