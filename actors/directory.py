@@ -12,6 +12,7 @@ from collections import OrderedDict
 from typing import Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 NAMESPACE = "mirror"
 DIRECTORY_NAME = "directory"
@@ -89,9 +90,15 @@ class Directory:
                     "live_per_node": {node_id: len(names) for node_id, names in self.live.items()}}
 
 
-def directory(max_live: int) -> Any:
+def directory(max_live: int, *, node_id: str | None = None) -> Any:
+    """The directory, created if there is none; ``node_id`` pins a new one to that node.
+
+    A stack pins it beside itself (the node that lives as long as the stack): a directory that Ray
+    restarted on another node after its node died would start empty, and count nobody against the cap.
+    """
+    placement = {} if node_id is None else {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)}
     return Directory.options(  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime; mypy keeps a decorated class's own type
-        name=DIRECTORY_NAME, namespace=NAMESPACE, get_if_exists=True, lifetime="detached",
+        name=DIRECTORY_NAME, namespace=NAMESPACE, get_if_exists=True, lifetime="detached", **placement,
     ).remote(max_live)
 
 

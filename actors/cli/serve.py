@@ -124,11 +124,17 @@ def up(
         200, "--snapshot-every", min=1, envvar="MIRROR_SNAPSHOT_EVERY", help="Events between a conversation's snapshots."),
     sim_latency: str = typer.Option("fixed:50", "--sim-latency", help="The simulator's latency with --llm sim."),
     shard_map: list[str] = SHARD_MAP,
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", envvar="MIRROR_RAY_ADDRESS",
+        help="Join the Ray cluster whose head is at HOST:PORT (started by `ray start --head`) instead of starting a local head."),
     show_config: bool = typer.Option(False, "--show-config",
                                      help="Print the settings it would run with (as JSON) and exit without starting."),
     log_level: LogLevel = LOG_LEVEL,
 ) -> None:
     """Run the embedded stack: NATS, a local Ray head, an ingester actor per shard, the LLM and the HTTP gateway.
+
+    With --ray-address it joins a running Ray cluster instead of starting a head, and the
+    conversation actors spread over the cluster's nodes (README, "Several nodes").
 
     Prints the gateway URL and a token for the default tenant; Ctrl-C stops everything; running
     it again resumes the same data. The API key of a URL endpoint is read from MIRROR_LLM_API_KEY.
@@ -141,7 +147,7 @@ def up(
         gateway_port=port, nats_port=nats_port, mode=mode.value, memory=memory, sim_latency=sim_latency,
         passivate_after_s=passivate_after_s, max_live_actors=max_live_actors, placement=placement.value,
         hosts=hosts, max_live_per_host=max_live_per_host,
-        max_message_bytes=max_message_bytes, snapshot_every=snapshot_every,
+        max_message_bytes=max_message_bytes, snapshot_every=snapshot_every, ray_address=ray_address,
         shard_map=ShardMap.parse(shard_map).assignments,
     )
     if show_config:

@@ -20,6 +20,7 @@ from typing import Any
 
 import ray
 import uvicorn
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from mirror.actors._threaded_server import bind_socket
 from mirror.actors.directory import NAMESPACE
@@ -73,15 +74,18 @@ def start_gateways(settings: GatewaySettings, *, host: str, port: int, count: in
                    timeout_s: float = 60.0) -> tuple[str, list[Any]]:
     """``count`` gateway actors listening on ``host:port``; returns the URL and their handles.
 
-    Port 0 is resolved here first (a free port), so every gateway binds the same one.
+    Port 0 is resolved here first (a free port), so every gateway binds the same one. The gateways
+    run on the caller's node: they listen on its ``host`` and the URL returned is that node's, and
+    in a cluster of several nodes a gateway that Ray restarted on another node would not listen.
     """
     if port == 0:
         probe = bind_socket(host, 0, "mirror gateway")
         port = probe.getsockname()[1]
         probe.close()
+    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
     handles = [
         GatewayActor.options(name=GATEWAY_NAME.format(index=index), namespace=NAMESPACE,  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime; mypy keeps a decorated class's own type
-                             get_if_exists=True).remote(settings, host, port)
+                             get_if_exists=True, scheduling_strategy=here).remote(settings, host, port)
         for index in range(count)
     ]
     urls = ray.get([handle.start.remote() for handle in handles], timeout=timeout_s)

@@ -1,5 +1,12 @@
 """The embedded stack on one machine: NATS, a local Ray head, the ingesters, the LLM, the gateway.
 
+With ``ray_address`` the stack joins a Ray cluster started with ``ray start --head`` (and other
+raylets joined to it with ``ray start --address``) instead of starting a head of its own: NATS,
+the LLM, the ingester, the gateways and the directory of live actors stay on this machine's node
+(they listen on its loopback and own its files), the conversation actors spread over the
+cluster's nodes. Stopping such a stack ends Mirror's actors but leaves the cluster running.
+
+
 Each shard of ``StackSettings.shard_map`` (:class:`~mirror.events.shards.ShardMap`; with none,
 the one shard ``0``) has its ingester, a Ray actor (``ingester-<shard>``,
 :mod:`mirror.actors.ingester_actor`) owned by this process, with its own DuckDB file
@@ -62,6 +69,9 @@ class StackSettings:
     gateway_processes: int = 1
     """Gateway actors (processes) sharing the gateway port; the kernel spreads connections over them.
     0 serves the gateway on a thread of this process instead."""
+    ray_address: str | None = None
+    """A running Ray cluster to join (``HOST:PORT`` of its head, as ``ray start --address`` takes);
+    None starts a local head inside this process."""
     shard_map: Assignments = ()
     """Shards besides ``0`` and their tenants (:class:`~mirror.events.shards.ShardMap`): one ingester and file each."""
 
@@ -104,6 +114,7 @@ class EmbeddedStack:
         # import this module for running_stack() and never start a stack.
         import ray
 
+        from mirror.actors.directory import directory
         from mirror.actors.gateway.actor import start_gateways, stop_gateways
         from mirror.actors.ingester_actor import RayIngester
         from mirror.events.duckdb.ingester import IngesterSettings
@@ -116,9 +127,13 @@ class EmbeddedStack:
             self._closers.append(nats.stop)
             self.nats_url = nats.url
             llm_settings = self._start_llm()
-            ray.init(namespace="mirror", include_dashboard=False, log_to_driver=False,
-                     _temp_dir=None, ignore_reinit_error=True)
+            ray.init(address=settings.ray_address, namespace="mirror", include_dashboard=False, log_to_driver=False,
+                     ignore_reinit_error=True)
             self._closers.append(ray.shutdown)
+            if settings.ray_address is not None:  # the cluster outlives the stack: its detached actors must not
+                self._closers.append(end_named_actors)
+            # On this node, as the ingester: restarted elsewhere it would forget who is live where.
+            directory(settings.max_live_actors, node_id=ray.get_runtime_context().get_node_id())
             shards = ShardMap(settings.shard_map)
             for shard in shards.shards:
                 # Stopped before Ray: each drains, commits and closes its DuckDB file first.
@@ -207,4 +222,21 @@ class EmbeddedStack:
         self.stop()
 
 
-__all__ = ["DEFAULT_TENANT", "EmbeddedStack", "StackSettings", "log_file", "running_stack", "stack_file"]
+def end_named_actors() -> None:
+    """Kill Mirror's named actors (conversations, the directory) left in a cluster this stack joined.
+
+    They are detached, so a cluster that outlives the stack would keep them, still pointed at
+    this stack's NATS and LLM. Runs after the gateways and the ingester have stopped cleanly.
+    """
+    import ray
+
+    from mirror.actors.directory import NAMESPACE
+
+    for name in ray.util.list_named_actors():
+        try:
+            ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
+        except ValueError:
+            pass  # gone already
+
+
+__all__ = ["DEFAULT_TENANT", "EmbeddedStack", "StackSettings", "end_named_actors", "log_file", "running_stack", "stack_file"]
