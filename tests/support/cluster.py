@@ -173,8 +173,8 @@ def _processes() -> dict[int, tuple[int, str]]:
 
 def probe(address: str, env: Mapping[str, str], actor_names: list[str], timeout: float = 120.0) -> dict[str, Any]:
     """Ask the cluster, from a Ray driver of its own in a child process: the nodes (and which is
-    the head, the one a driver joins), the directory's stats and the pid of each named actor (or,
-    for an actor that is not there, why).
+    the head, the one a driver joins), the directory's stats, the pid of each named actor (or,
+    for an actor that is not there, why) and each conversation host's stats and live conversations.
 
     A child process, because a driver must start with the recipe's environment (Ray reads its
     authentication mode once per process) and this one may have run another Ray before.
@@ -200,7 +200,18 @@ def _probe_main(address: str, actor_names: list[str]) -> None:
             pids[name] = int(pid)
         except (ValueError, ray.exceptions.RayError) as exc:
             pids[name] = repr(exc)[:300]  # passivated, or not (yet) restarted
+    hosts: dict[str, Any] = {}
+    for name in ray.util.list_named_actors():
+        if name.startswith("conversation-host-"):
+            try:
+                host: Any = ray.get_actor(name)
+                live = ray.get(host.live.remote(), timeout=30)
+                hosts[name] = ray.get(host.stats.remote(), timeout=30) | {
+                    "conversations": [key.conversation for key in live]}
+            except (ValueError, ray.exceptions.RayError) as exc:
+                hosts[name] = {"error": repr(exc)[:300]}
     answer = {
+        "hosts": hosts,
         "head_node": ray.get_runtime_context().get_node_id(),
         "nodes": {node["NodeID"]: {"alive": node["Alive"], "resources": node["Resources"]} for node in ray.nodes()},
         "directory": ray.get(ray.get_actor("directory").stats.remote(), timeout=10),

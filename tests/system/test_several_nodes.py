@@ -48,12 +48,21 @@ class Placement:
     """What ``mirror up`` is given to run with this placement."""
 
     def actor_of(self, conversation: str) -> str:
-        """The named actor that holds ``conversation``."""
+        """The named actor that holds ``conversation`` (dedicated: its own)."""
         return f"{TENANT}/{conversation}/main"
+
+    @property
+    def hosted(self) -> bool:
+        return self.name == "hosted"
 
 
 TENANT = "default"
-PLACEMENTS = [Placement("dedicated", "ray::ConversationActor", {})]
+PER_HOST = 3
+"""Hosted: live conversations per host (4 hosts, one per CPU of the two nodes: 12 places in all)."""
+PLACEMENTS = [
+    Placement("hosted", "ray::ConversationHost", {"MIRROR_PLACEMENT": "hosted", "MIRROR_MAX_LIVE_PER_HOST": str(PER_HOST)}),
+    Placement("dedicated", "ray::ConversationActor", {"MIRROR_PLACEMENT": "dedicated"}),
+]
 """Each placement is one run of the whole scenario. A placement that puts several conversations
 on one actor adds an entry: its actors' process title, the ``mirror up`` setting that selects it
 and, if its actors are not named after a conversation, its own ``actor_of``."""
@@ -194,6 +203,16 @@ def conversation_nodes(conversations: list[str], cluster: Cluster) -> tuple[dict
     """Which node each conversation's actor runs on — the session its process belongs to, or
     "gone: <why>" for one passivated or not yet restarted — and the directory's stats."""
     sessions = {cluster.head.sid: "head", cluster.worker.sid: "worker"}
+    if cluster.placement.hosted:  # each host says which conversations it holds
+        answer = probe(cluster.address, cluster.env, [])
+        nodes = dict.fromkeys(conversations, "gone: passivated")
+        for host in answer["hosts"].values():
+            for conversation in host.get("conversations", ()):
+                try:
+                    nodes[conversation] = sessions.get(os.getsid(host["pid"]), "elsewhere")
+                except ProcessLookupError:
+                    nodes[conversation] = "gone: exited since"
+        return nodes, answer["hosts"]
     names = {conversation: cluster.placement.actor_of(conversation) for conversation in conversations}
     answer = probe(cluster.address, cluster.env, sorted(set(names.values())))
     nodes = {}
@@ -288,14 +307,25 @@ def test_killing_a_node_under_load_loses_no_acknowledged_turn(cluster: Cluster) 
 
     # Every conversation lives on the head now, or was passivated there; the second node has no process left.
     assert cluster.worker.pids() == []
-    wait_for(lambda: actors_per_node(title, cluster)["head"] <= MAX_LIVE, 60, "the head under its cap")
-    after, stats = conversation_nodes(conversations, cluster)
-    figures |= {"directory": stats, "actors": actors_per_node(title, cluster)}
-    print(f"\nseveral nodes ({cluster.placement.name}): {json.dumps(figures, default=str)}")
-    assert all(node == "head" or node.startswith("gone:") for node in after.values()), after
-    # The cap holds on the node that took everyone in, and it was the cap that passivated some.
-    assert 0 < stats["live_per_node"][cluster.head_node] <= MAX_LIVE, stats
-    assert stats["passivations"] >= CONVERSATIONS - MAX_LIVE, stats
+    if cluster.placement.hosted:
+        # The dead node's hosts were restarted by Ray on the head; every host keeps its cap.
+        after, hosts = conversation_nodes(conversations, cluster)
+        figures |= {"hosts": {name: {key: host.get(key) for key in ("node_id", "live", "activations", "evictions")}
+                              for name, host in hosts.items()}, "actors": actors_per_node(title, cluster)}
+        print(f"\nseveral nodes ({cluster.placement.name}): {json.dumps(figures, default=str)}")
+        assert all(node == "head" or node.startswith("gone:") for node in after.values()), after
+        assert len(hosts) == 4 and all(host.get("node_id") == cluster.head_node for host in hosts.values()), hosts
+        assert all(host["live"] <= PER_HOST for host in hosts.values()), hosts
+        assert sum(host["live"] for host in hosts.values()) == sum(node == "head" for node in after.values())
+    else:
+        wait_for(lambda: actors_per_node(title, cluster)["head"] <= MAX_LIVE, 60, "the head under its cap")
+        after, stats = conversation_nodes(conversations, cluster)
+        figures |= {"directory": stats, "actors": actors_per_node(title, cluster)}
+        print(f"\nseveral nodes ({cluster.placement.name}): {json.dumps(figures, default=str)}")
+        assert all(node == "head" or node.startswith("gone:") for node in after.values()), after
+        # The cap holds on the node that took everyone in, and it was the cap that passivated some.
+        assert 0 < stats["live_per_node"][cluster.head_node] <= MAX_LIVE, stats
+        assert stats["passivations"] >= CONVERSATIONS - MAX_LIVE, stats
 
     # Nothing acknowledged is lost: each acknowledged turn is in the log at the seq it was given.
     turns = asyncio.run(read_turns(cluster.info["nats_url"], conversations))
