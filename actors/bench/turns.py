@@ -63,6 +63,7 @@ class TurnsBenchConfig:
     memory: bool = True
     compare_memory: bool = False
     embedding_latency_ms: float = 0.0
+    placement: str = "hosted"
 
 
 def _server_timing(header: str) -> dict[str, float]:
@@ -211,6 +212,7 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         "turns_per_s": round(len(latencies) / wall, 1),
         "thinking_backlog_share": round(late / total, 3) if total else 0.0,
         "gateways": config.gateways,
+        "placement": config.placement,
         "pause_ms": config.pause_ms,
         "phases_p50_ms": _phases(runs),
         "memory": config.memory,
@@ -231,7 +233,7 @@ def _stack(config: TurnsBenchConfig) -> Iterator[EmbeddedStack]:
             settings = StackSettings(
                 data_dir=Path(data), llm=sim.base_url, llm_model="mirror-sim", mode=config.mode,
                 memory=config.memory, gateway_port=free_port(), nats_port=free_port(),
-                gateway_processes=config.gateways,
+                gateway_processes=config.gateways, placement=config.placement,
             )
             with EmbeddedStack(settings) as stack:
                 yield stack
