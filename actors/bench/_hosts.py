@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -37,8 +39,25 @@ def hosts_figures(stats: list[dict[str, Any]]) -> dict[str, Any]:
 
 @contextmanager
 def progress_line(description: str, total: int, enabled: bool = True) -> Iterator[Any]:
-    """A progress bar on stderr (stdout stays the one JSON object); yields ``advance()``."""
-    with Progress(console=Console(stderr=True), transient=True, disable=not enabled) as progress:
+    """Progress on stderr (stdout stays the one JSON object); yields ``advance()``.
+
+    A bar on a terminal; otherwise (a log file) a line at every twentieth of the way.
+    """
+    console = Console(stderr=True)
+    if enabled and not console.is_terminal:
+        done = 0
+        every = max(1, total // 20)
+        started = time.monotonic()
+
+        def advance(steps: int = 1) -> None:
+            nonlocal done
+            done += steps
+            if done % every == 0 or done == total:
+                print(f"{description}: {done}/{total} after {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+
+        yield advance
+        return
+    with Progress(console=console, transient=True, disable=not enabled) as progress:
         task = progress.add_task(description, total=total)
         yield lambda steps=1: progress.advance(task, steps)
 
