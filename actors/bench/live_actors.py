@@ -43,6 +43,7 @@ import ray
 from mirror.actors.bench._hosts import host_stats, hosts_figures, progress_line
 from mirror.actors.bench._stacks import sim_stack
 from mirror.actors.bench._stats import percentile
+from mirror.actors.bench.turns import turn_phases
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.directory import DIRECTORY_NAME, NAMESPACE
 from mirror.actors.placement import conversation_ref, placement_of
@@ -220,6 +221,7 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
 
         latencies: dict[str, list[float]] = {"short": [], "long": [], "new": []}
         reports: dict[str, list[RebuildReport]] = {"short": [], "long": [], "new": []}
+        replies: dict[str, list[tuple[float, dict[str, Any]]]] = {"short": [], "long": [], "new": []}
         new_names = [f"actors-new-{index}" for index in range(config.samples)]
         pairs = [(kind, name) for pair in zip(short_names, long_names, strict=False) for kind, name in zip(("short", "long"), pair, strict=True)]
         for kind, name in pairs + [("new", name) for name in new_names]:
@@ -230,6 +232,7 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
                 errors.append(f"{name}: {exc!r}")
                 continue
             latencies[kind].append(elapsed - reply["llm_ms"])
+            replies[kind].append((elapsed, reply))
             report = _report(stack, name)
             if report is not None:
                 reports[kind].append(report)
@@ -248,6 +251,9 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
         "activate_new_p90_ms": _p(latencies["new"], 0.9),
         "activate_new_rebuild_p50_ms": (
             round(statistics.median(r.rebuild_ms for r in reports["new"]), 2) if reports["new"] else None),
+        # Where a (re-)activation's time goes: gateway_to_actor holds the Ray hop and the activation.
+        "activate_new_phases_p50_ms": turn_phases([replies["new"]]),
+        "reactivate_phases_p50_ms": turn_phases([replies["short"] + replies["long"]]),
     }
     if config.placement == "dedicated":
         directory_actor: Any = ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE)  # Any: as in _report

@@ -94,7 +94,7 @@ async def _conversation(client: httpx.AsyncClient, name: str, turns: int, pause_
     return results
 
 
-def _phases(runs: list[list[tuple[float, dict[str, Any]]]]) -> dict[str, float]:
+def turn_phases(runs: list[list[tuple[float, dict[str, Any]]]]) -> dict[str, float]:
     """Median of each phase of a turn, from the client's clock and the Server-Timing header.
 
     client_and_http: the client, HTTP and uvicorn; gateway_to_actor: the handler's own work and
@@ -214,7 +214,7 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         "gateways": config.gateways,
         "placement": config.placement,
         "pause_ms": config.pause_ms,
-        "phases_p50_ms": _phases(runs),
+        "phases_p50_ms": turn_phases(runs),
         "memory": config.memory,
         "embedding_latency_ms": config.embedding_latency_ms,
         "turns_with_recall": len(recalls),
@@ -296,4 +296,4 @@ def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
     }
 
 
-__all__ = ["TurnsBenchConfig", "run_turns_bench"]
+__all__ = ["TurnsBenchConfig", "run_turns_bench", "turn_phases"]
