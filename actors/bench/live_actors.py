@@ -43,7 +43,7 @@ import ray
 from mirror.actors.bench._hosts import host_stats, hosts_figures, progress_line
 from mirror.actors.bench._stacks import sim_stack
 from mirror.actors.bench._stats import percentile
-from mirror.actors.bench.turns import turn_phases
+from mirror.actors.bench.turns import server_timing, turn_phases
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.directory import DIRECTORY_NAME, NAMESPACE
 from mirror.actors.placement import conversation_ref, placement_of
@@ -128,7 +128,9 @@ async def _turn(client: httpx.AsyncClient, name: str, message: str) -> tuple[flo
     response = await client.post(f"/v1/conversations/{name}/turns", json={"message": message})
     elapsed = (time.perf_counter() - started) * 1000
     response.raise_for_status()
-    return elapsed, response.json()
+    reply: dict[str, Any] = response.json()
+    reply["timings"] = server_timing(response.headers.get("server-timing", ""))
+    return elapsed, reply
 
 
 def _alive(name: str) -> bool:

@@ -66,7 +66,7 @@ class TurnsBenchConfig:
     placement: str = "hosted"
 
 
-def _server_timing(header: str) -> dict[str, float]:
+def server_timing(header: str) -> dict[str, float]:
     """``llm;dur=101.2, append;dur=0.4`` -> {"llm": 101.2, "append": 0.4}."""
     timings = {}
     for part in header.split(","):
@@ -89,7 +89,7 @@ async def _conversation(client: httpx.AsyncClient, name: str, turns: int, pause_
         elapsed = (time.perf_counter() - started) * 1000
         response.raise_for_status()
         reply = response.json()
-        reply["timings"] = _server_timing(response.headers.get("server-timing", ""))
+        reply["timings"] = server_timing(response.headers.get("server-timing", ""))
         results.append((elapsed, reply))
     return results
 
@@ -296,4 +296,4 @@ def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
     }
 
 
-__all__ = ["TurnsBenchConfig", "run_turns_bench", "turn_phases"]
+__all__ = ["TurnsBenchConfig", "run_turns_bench", "server_timing", "turn_phases"]
