@@ -16,7 +16,8 @@ them) and committed by the ingester: most conversations get a short history, a f
    in progress (and passivates one the cap did not reach); dedicated, it waits until their
    actors are gone.
 2. Each measured conversation is then sent a turn, one at a time, alternating short and long:
-   re-activation = client-observed latency − the Talker's LLM call as Mirror timed it (process
+   re-activation = client-observed latency − the model calls as Mirror timed them (the Talker's
+   and, with memory on, the message's embedding: both the simulator's fixed latency; process
    start when dedicated, rebuild, the fenced append, the gateway and the HTTP hop). ``ratio`` =
    long p50 / short p50; a rebuild from the snapshot alone makes it ~1 whatever the length.
 3. ``samples`` brand-new conversations (no history) get their first turn, one at a time:
@@ -233,7 +234,8 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
             except Exception as exc:
                 errors.append(f"{name}: {exc!r}")
                 continue
-            latencies[kind].append(elapsed - reply["llm_ms"])
+            # Both model calls are the simulator's fixed latency (the message's embedding too, with memory on).
+            latencies[kind].append(elapsed - reply["llm_ms"] - reply["timings"].get("embed", 0.0))
             replies[kind].append((elapsed, reply))
             report = _report(stack, name)
             if report is not None:
