@@ -206,7 +206,7 @@ class HostedConversations:
     def summary(self) -> dict[str, Any]:
         stats = self.stats
         return {
-            "name": self.name, "live": len(self._live), "max_live": self.max_live,
+            "name": self.name, "live": len(self._live), "passivating": len(self._passivating), "max_live": self.max_live,
             "activations": stats.activations, "passivations": stats.passivations, "evictions": stats.evictions,
             "failed_activations": stats.failed_activations,
             "activation_ms_mean": round(stats.activation_ms_total / stats.activations, 3) if stats.activations else None,
