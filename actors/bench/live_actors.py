@@ -1,21 +1,33 @@
-"""`mirror bench actors`: many conversations under a live-actor cap, and what re-activation costs.
+"""`mirror bench actors`: many conversations under a live cap, and what (re-)activation costs.
 
-N conversations (1,000 by default) on the embedded stack with ``max_live_actors`` = 64, so the
-directory passivates the least recently used actors as others activate. Their history is
+N conversations (1,000 by default) on the embedded stack under a cap small enough that the
+least recently used passivate as others activate: ``placement="hosted"`` (the default) with
+``max_live_per_host`` = 32 in each host (``hosts``, 0: one per CPU, so 64 live on two cores),
+or ``placement="dedicated"`` with ``max_live_actors`` = 64 (one Ray actor each, the directory
+passivates). Their history is
 seeded straight through the fenced bus (turns, monologues and narratives, as Mirror writes
 them) and committed by the ingester: most conversations get a short history, a few a long one
 (10 and 10,000 events by default).
 
 1. Every conversation gets one turn through the HTTP gateway; ``errors`` counts turns that got
    no reply. The measured conversations go first, so the other activations crowd them out and
-   they passivate (finish thinking, snapshot, exit).
+   they passivate (finish thinking, snapshot, let go). Hosted, the bench then calls each
+   measured conversation's ``passivate(key)`` on its host, which waits for an eviction still
+   in progress (and passivates one the cap did not reach); dedicated, it waits until their
+   actors are gone.
 2. Each measured conversation is then sent a turn, one at a time, alternating short and long:
-   re-activation = client-observed latency − the Talker's LLM call as Mirror timed it (process
-   start, rebuild, the fenced append, the gateway and the HTTP hop). ``ratio`` = long p50 /
-   short p50; a rebuild from the snapshot alone makes it ~1 whatever the history's length.
+   re-activation = client-observed latency − the model calls as Mirror timed them (the Talker's
+   and, with memory on, the message's embedding: both the simulator's fixed latency; process
+   start when dedicated, rebuild, the fenced append, the gateway and the HTTP hop). ``ratio`` =
+   long p50 / short p50; a rebuild from the snapshot alone makes it ~1 whatever the length.
+3. ``samples`` brand-new conversations (no history) get their first turn, one at a time:
+   ``activate_new_p50_ms`` / ``_p90_ms``, measured the same way.
 
 The actors' own rebuild reports (snapshot seq, log tail, stream messages read, rebuild time)
-are included, so a ratio above 1 can be traced to its cause.
+are included, so a ratio above 1 can be traced to its cause; hosted, so are the hosts' stats
+(resident memory, live conversations, evictions, passivations, mean activation time).
+``hold`` > 0 runs :mod:`mirror.actors.bench.live_hold` instead: that many conversations live at
+once.
 """
 
 from __future__ import annotations
@@ -29,10 +41,13 @@ from typing import Any
 import httpx
 import ray
 
+from mirror.actors.bench._hosts import host_stats, hosts_figures, progress_line
 from mirror.actors.bench._stacks import sim_stack
 from mirror.actors.bench._stats import percentile
+from mirror.actors.bench.turns import server_timing, turn_phases
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.directory import DIRECTORY_NAME, NAMESPACE
+from mirror.actors.placement import conversation_ref, placement_of
 from mirror.actors.stack.embedded import DEFAULT_TENANT, EmbeddedStack
 from mirror.events.bus import Head
 from mirror.events.envelope import Event, make_event
@@ -46,7 +61,13 @@ from mirror.events.payloads import Monologue, Narrative, Provenance, Turn
 @dataclass(frozen=True, slots=True)
 class ActorsBenchConfig:
     conversations: int = 1_000
+    placement: str = "hosted"
+    hosts: int = 0
+    """Conversation hosts (hosted); 0: one per CPU of the Ray cluster."""
+    max_live_per_host: int = 32
+    """The cap per host (hosted): small, so the measured conversations are crowded out."""
     max_live_actors: int = 64
+    """The cap per node (dedicated)."""
     long_conversations: int = 16
     short_events: int = 10
     long_events: int = 10_000
@@ -56,7 +77,9 @@ class ActorsBenchConfig:
     """Turns in flight at once while activating every conversation."""
     llm_latency_ms: float = 20.0
     mode: str = "full"
+    memory: bool = True
     timeout_s: float = 7_200.0
+    show_progress: bool = False
 
 
 _PROVENANCE = Provenance(
@@ -106,7 +129,9 @@ async def _turn(client: httpx.AsyncClient, name: str, message: str) -> tuple[flo
     response = await client.post(f"/v1/conversations/{name}/turns", json={"message": message})
     elapsed = (time.perf_counter() - started) * 1000
     response.raise_for_status()
-    return elapsed, response.json()
+    reply: dict[str, Any] = response.json()
+    reply["timings"] = server_timing(response.headers.get("server-timing", ""))
+    return elapsed, reply
 
 
 def _alive(name: str) -> bool:
@@ -128,13 +153,32 @@ async def _wait_passivated(names: list[str], timeout_s: float) -> list[str]:
     return alive
 
 
-def _report(name: str) -> RebuildReport | None:
+def _report(stack: EmbeddedStack, name: str) -> RebuildReport | None:
     try:
-        actor: Any = ray.get_actor(name, namespace=NAMESPACE)  # Any: Ray types its methods, found at run time, as Never
-        report: RebuildReport = ray.get(actor.rebuild_report.remote(), timeout=60)
+        if stack.runtime.placement == "hosted":  # still live in its host: nothing else came in since its turn
+            ref = conversation_ref(StreamKey(DEFAULT_TENANT, name), stack.runtime)
+        else:  # by name, so a dedicated actor crowded out already is not started again
+            ref = ray.get_actor(f"{DEFAULT_TENANT}/{name}/main", namespace=NAMESPACE)
+        report: RebuildReport | None = ray.get(ref.rebuild_report.remote(), timeout=60)
         return report
     except Exception:  # crowded out again already: the report went with it
         return None
+
+
+async def _passivated(stack: EmbeddedStack, names: list[str], timeout_s: float) -> list[str]:
+    """Make sure ``names`` are passivated; returns those still live at the deadline."""
+    if stack.runtime.placement == "dedicated":
+        return await _wait_passivated([f"{DEFAULT_TENANT}/{name}/main" for name in names], timeout_s)
+    refs = [conversation_ref(StreamKey(DEFAULT_TENANT, name), stack.runtime) for name in names]
+    await asyncio.wait_for(asyncio.gather(*(ref.passivate.remote() for ref in refs)), timeout_s)
+    live = {key.conversation for host in placement_of(stack.runtime).all_hosts() for key in ray.get(host.live.remote())}
+    return [name for name in names if name in live]
+
+
+def _p(values: list[float], fraction: float) -> float | None:
+    if not values:
+        return None
+    return round(statistics.median(values) if fraction == 0.5 else percentile(values, fraction), 1)
 
 
 async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str, Any]:
@@ -159,7 +203,7 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
                                  timeout=300, limits=limits) as client:
         slots = asyncio.Semaphore(config.concurrency)
 
-        async def first_turn(name: str) -> None:
+        async def first_turn(name: str, advance: Any) -> None:
             nonlocal turns
             async with slots:
                 try:
@@ -167,49 +211,66 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
                     turns += 1
                 except Exception as exc:
                     errors.append(f"{name}: {exc!r}")
+                advance()
 
         activate_started = time.perf_counter()
-        await asyncio.gather(*(first_turn(name) for name in order))
+        with progress_line("activating", len(order), config.show_progress) as advance:
+            await asyncio.gather(*(first_turn(name, advance) for name in order))
         activate_s = time.perf_counter() - activate_started
 
-        still_alive = await _wait_passivated(sorted(measured), timeout_s=300)
+        still_alive = await _passivated(stack, sorted(measured), timeout_s=300)
         if still_alive:
             errors.append(f"{len(still_alive)} measured conversations never passivated: {still_alive[:3]}")
 
-        reactivations: dict[str, list[float]] = {"short": [], "long": []}
-        reports: dict[str, list[RebuildReport]] = {"short": [], "long": []}
+        latencies: dict[str, list[float]] = {"short": [], "long": [], "new": []}
+        reports: dict[str, list[RebuildReport]] = {"short": [], "long": [], "new": []}
+        replies: dict[str, list[tuple[float, dict[str, Any]]]] = {"short": [], "long": [], "new": []}
+        new_names = [f"actors-new-{index}" for index in range(config.samples)]
         pairs = [(kind, name) for pair in zip(short_names, long_names, strict=False) for kind, name in zip(("short", "long"), pair, strict=True)]
-        for kind, name in pairs:
+        for kind, name in pairs + [("new", name) for name in new_names]:
             try:
                 elapsed, reply = await _turn(client, name, "a message after passivation")
                 turns += 1
             except Exception as exc:
                 errors.append(f"{name}: {exc!r}")
                 continue
-            reactivations[kind].append(elapsed - reply["llm_ms"])
-            report = _report(f"{DEFAULT_TENANT}/{name}/main")
+            # Both model calls are the simulator's fixed latency (the message's embedding too, with memory on).
+            latencies[kind].append(elapsed - reply["llm_ms"] - reply["timings"].get("embed", 0.0))
+            replies[kind].append((elapsed, reply))
+            report = _report(stack, name)
             if report is not None:
                 reports[kind].append(report)
     seconds = time.perf_counter() - started
 
-    directory_actor: Any = ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE)  # Any: as in _report
-    directory: dict[str, Any] = ray.get(directory_actor.stats.remote())
-    short_p50 = statistics.median(reactivations["short"]) if reactivations["short"] else float("nan")
-    long_p50 = statistics.median(reactivations["long"]) if reactivations["long"] else float("nan")
     result: dict[str, Any] = {
         "benchmark": "actors",
+        "placement": config.placement,
+        "mode": config.mode,
+        "memory": config.memory,
         "conversations": config.conversations,
-        "max_live_actors": config.max_live_actors,
         "turns": turns,
         "errors": len(errors),
         "seeded_events": seeded,
-        "passivations": directory["passivations"],
-        "live_at_end": directory["live"],
+        "activate_new_p50_ms": _p(latencies["new"], 0.5),
+        "activate_new_p90_ms": _p(latencies["new"], 0.9),
+        "activate_new_rebuild_p50_ms": (
+            round(statistics.median(r.rebuild_ms for r in reports["new"]), 2) if reports["new"] else None),
+        # Where a (re-)activation's time goes: gateway_to_actor holds the Ray hop and the activation.
+        "activate_new_phases_p50_ms": turn_phases([replies["new"]]),
+        "reactivate_phases_p50_ms": turn_phases([replies["short"] + replies["long"]]),
     }
+    if config.placement == "dedicated":
+        directory_actor: Any = ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE)  # Any: as in _report
+        directory: dict[str, Any] = ray.get(directory_actor.stats.remote())
+        result.update({"max_live_actors": config.max_live_actors, "passivations": directory["passivations"],
+                       "live_at_end": directory["live"]})
+    else:
+        result["max_live_per_host"] = config.max_live_per_host
+        result.update(hosts_figures(host_stats(stack.runtime)))
     for kind, events in (("short", config.short_events), ("long", config.long_events)):
-        values, rebuilt = reactivations[kind], reports[kind]
-        result[f"reactivate_p50_ms_{events}"] = round(statistics.median(values), 1) if values else None
-        result[f"reactivate_p90_ms_{events}"] = round(percentile(values, 0.9), 1) if values else None
+        values, rebuilt = latencies[kind], reports[kind]
+        result[f"reactivate_p50_ms_{events}"] = _p(values, 0.5)
+        result[f"reactivate_p90_ms_{events}"] = _p(values, 0.9)
         result[f"rebuild_p50_ms_{events}"] = (
             round(statistics.median(r.rebuild_ms for r in rebuilt), 2) if rebuilt else None)
         result[f"snapshot_bytes_max_{events}"] = max((r.snapshot_bytes for r in rebuilt), default=None)
@@ -217,7 +278,8 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
             r.snapshot_seq is not None and r.log_tail_events == 0 and r.stream_messages_read == 0
             for r in rebuilt)
         result[f"measured_{events}"] = len(values)
-    result["ratio"] = round(long_p50 / short_p50, 3) if reactivations["short"] and reactivations["long"] else None
+    short_p50, long_p50 = result[f"reactivate_p50_ms_{config.short_events}"], result[f"reactivate_p50_ms_{config.long_events}"]
+    result["ratio"] = round(long_p50 / short_p50, 3) if short_p50 and long_p50 is not None else None
     result.update({"seed_s": round(seed_s, 1), "activate_s": round(activate_s, 1), "seconds": round(seconds, 1)})
     if errors:
         result["first_errors"] = errors[:3]
@@ -225,7 +287,9 @@ async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str,
 
 
 def run_actors_bench(config: ActorsBenchConfig) -> dict[str, Any]:
-    with sim_stack("actors", config.llm_latency_ms, config.mode, max_live_actors=config.max_live_actors) as stack:
+    with sim_stack("actors", config.llm_latency_ms, config.mode, memory=config.memory, placement=config.placement,
+                   hosts=config.hosts, max_live_per_host=config.max_live_per_host,
+                   max_live_actors=config.max_live_actors) as stack:
         return asyncio.run(asyncio.wait_for(_measure(stack, config), config.timeout_s))
 
 

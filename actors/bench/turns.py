@@ -63,9 +63,10 @@ class TurnsBenchConfig:
     memory: bool = True
     compare_memory: bool = False
     embedding_latency_ms: float = 0.0
+    placement: str = "hosted"
 
 
-def _server_timing(header: str) -> dict[str, float]:
+def server_timing(header: str) -> dict[str, float]:
     """``llm;dur=101.2, append;dur=0.4`` -> {"llm": 101.2, "append": 0.4}."""
     timings = {}
     for part in header.split(","):
@@ -88,12 +89,12 @@ async def _conversation(client: httpx.AsyncClient, name: str, turns: int, pause_
         elapsed = (time.perf_counter() - started) * 1000
         response.raise_for_status()
         reply = response.json()
-        reply["timings"] = _server_timing(response.headers.get("server-timing", ""))
+        reply["timings"] = server_timing(response.headers.get("server-timing", ""))
         results.append((elapsed, reply))
     return results
 
 
-def _phases(runs: list[list[tuple[float, dict[str, Any]]]]) -> dict[str, float]:
+def turn_phases(runs: list[list[tuple[float, dict[str, Any]]]]) -> dict[str, float]:
     """Median of each phase of a turn, from the client's clock and the Server-Timing header.
 
     client_and_http: the client, HTTP and uvicorn; gateway_to_actor: the handler's own work and
@@ -211,8 +212,9 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         "turns_per_s": round(len(latencies) / wall, 1),
         "thinking_backlog_share": round(late / total, 3) if total else 0.0,
         "gateways": config.gateways,
+        "placement": config.placement,
         "pause_ms": config.pause_ms,
-        "phases_p50_ms": _phases(runs),
+        "phases_p50_ms": turn_phases(runs),
         "memory": config.memory,
         "embedding_latency_ms": config.embedding_latency_ms,
         "turns_with_recall": len(recalls),
@@ -231,7 +233,7 @@ def _stack(config: TurnsBenchConfig) -> Iterator[EmbeddedStack]:
             settings = StackSettings(
                 data_dir=Path(data), llm=sim.base_url, llm_model="mirror-sim", mode=config.mode,
                 memory=config.memory, gateway_port=free_port(), nats_port=free_port(),
-                gateway_processes=config.gateways,
+                gateway_processes=config.gateways, placement=config.placement,
             )
             with EmbeddedStack(settings) as stack:
                 yield stack
@@ -294,4 +296,4 @@ def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
     }
 
 
-__all__ = ["TurnsBenchConfig", "run_turns_bench"]
+__all__ = ["TurnsBenchConfig", "run_turns_bench", "server_timing", "turn_phases"]

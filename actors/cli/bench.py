@@ -16,7 +16,7 @@ from typing import Any
 import typer
 
 from mirror.actors.cli.logging_setup import configure_logging
-from mirror.actors.cli.options import LLM_MODEL, MODE, QUIET_LOG_LEVEL, LogLevel, Mode
+from mirror.actors.cli.options import LLM_MODEL, MODE, QUIET_LOG_LEVEL, LogLevel, Mode, Placement
 
 # The commands import their benchmark (the stack, Ray, cognition) in their bodies: see app.py.
 __all__ = ["bench_app"]
@@ -73,6 +73,8 @@ def bench_turns(
                                         help="Run twice, memory off then on, and print memory_added_p50_ms."),
     embedding_latency: float = typer.Option(0.0, "--embedding-latency-ms", min=0,
                                             help="The simulator's fixed latency for embedding calls."),
+    placement: Placement = typer.Option("hosted", "--placement", case_sensitive=False,
+                                        help="hosted: many conversations per host; dedicated: a Ray actor each."),
     as_json: bool = JSON_ONLY,
     log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
@@ -82,7 +84,7 @@ def bench_turns(
     configure_logging(log_level.value)
     result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode.value, gateways, pause,
                                               memory=memory, compare_memory=compare_memory,
-                                              embedding_latency_ms=embedding_latency))
+                                              embedding_latency_ms=embedding_latency, placement=placement.value))
     _print_result(result, as_json)
 
 
@@ -123,25 +125,49 @@ def bench_recompute(
 @bench_app.command("actors")
 def bench_actors(
     conversations: int = typer.Option(1_000, "--conversations", "-c", min=2, help="Conversations in all."),
-    max_live: int = typer.Option(64, "--max-live-actors", min=1, help="The live-actor cap."),
+    placement: Placement = typer.Option("hosted", "--placement", case_sensitive=False,
+                                        help="hosted: many conversations per host; dedicated: a Ray actor each."),
+    hosts: int = typer.Option(0, "--hosts", min=0, help="Conversation hosts (hosted); 0: one per CPU."),
+    max_live_per_host: int = typer.Option(32, "--max-live-per-host", min=1,
+                                          help="The live cap per host (hosted): small, so the measured ones are crowded out."),
+    max_live: int = typer.Option(64, "--max-live-actors", min=1, help="The live-actor cap per node (dedicated)."),
     long_conversations: int = typer.Option(16, "--long", min=1, help="Conversations seeded with the long history."),
     short_events: int = typer.Option(10, "--short-events", min=1, help="Events of a short history."),
     long_events: int = typer.Option(10_000, "--long-events", min=1, help="Events of a long history."),
-    samples: int = typer.Option(16, "--samples", min=1, help="Re-activations measured per history length."),
+    samples: int = typer.Option(16, "--samples", min=1, help="Re-activations measured per history length, and new activations."),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Turns in flight while activating them all."),
     latency: float = typer.Option(20.0, "--llm-latency-ms", min=0, help="The simulator's fixed latency."),
+    hold: int = typer.Option(0, "--hold", min=0,
+                             help="Instead: activate this many new conversations (hosted, none passivated) and "
+                                  "report the hosts' memory; -c, --long… are then unused."),
     mode: Mode = MODE,
+    memory: bool = typer.Option(True, "--memory/--no-memory", help="Memory on (recall on every turn) or off."),
     as_json: bool = JSON_ONLY,
     log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
-    """Conversations under a live-actor cap: every turn answered, re-activation cost by history length."""
+    """Conversations under a live cap: every turn answered, new and re-activation cost by history length.
+
+    With --hold N: N conversations live at once on this node; the hosts' RSS in all and per
+    conversation, activations/s, within_4gb. A progress line goes to stderr unless --json.
+    """
+    configure_logging(log_level.value)
+    if hold:
+        from mirror.actors.bench.live_hold import HoldBenchConfig, run_hold_bench
+
+        held = run_hold_bench(HoldBenchConfig(
+            conversations=hold, hosts=hosts, concurrency=concurrency, llm_latency_ms=latency, mode=mode.value,
+            memory=memory, show_progress=not as_json))
+        _print_result(held, as_json)
+        if held["errors"] or not held["all_live"]:
+            raise typer.Exit(1)
+        return
     from mirror.actors.bench.live_actors import ActorsBenchConfig, run_actors_bench
 
-    configure_logging(log_level.value)
     config = ActorsBenchConfig(
-        conversations=conversations, max_live_actors=max_live, long_conversations=long_conversations,
+        conversations=conversations, placement=placement.value, hosts=hosts, max_live_per_host=max_live_per_host,
+        max_live_actors=max_live, long_conversations=long_conversations,
         short_events=short_events, long_events=long_events, samples=samples, concurrency=concurrency,
-        llm_latency_ms=latency, mode=mode.value,
+        llm_latency_ms=latency, mode=mode.value, memory=memory, show_progress=not as_json,
     )
     result = run_actors_bench(config)
     _print_result(result, as_json)

@@ -114,6 +114,9 @@ class HostedConversations:
         turn waits on the model): they see the state as it is.
         """
         live = await self._activated(key)
+        while self._live.get(key) is not live:  # crowded out before this call resumed: activate again
+            live = await self._activated(key)
+        # No await from the check to the mailbox's queue: a later eviction's passivation queues after this call.
         live.last_active = time.monotonic()
         self._live.move_to_end(key)
         try:

@@ -65,6 +65,22 @@ def test_help_lists_every_command_and_every_group_its_subcommands() -> None:
         assert visible(group), f"{name} has no commands"
 
 
+def test_bench_actors_smoke_hosted_crowded_out_and_held() -> None:
+    """Tiny numbers: the measured conversations are crowded out of a cap of 2 per host and come
+    back from their snapshot; then ``--hold`` keeps a few live and reads the hosts' memory."""
+    result = mirror("bench", "actors", "--json", "-c", "12", "--long", "2", "--samples", "2",
+                    "--long-events", "60", "--max-live-per-host", "2", "--llm-latency-ms", "5", timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["errors"] == 0 and figures["placement"] == "hosted" and figures["evictions"] > 0
+    assert figures["from_snapshot_10"] == figures["from_snapshot_60"] == 2
+    assert figures["activate_new_p50_ms"] is not None and len(figures["rss_mb_per_host"]) == figures["hosts"]
+    held = mirror("bench", "actors", "--json", "--hold", "20", "--llm-latency-ms", "5", timeout=300)
+    assert held.returncode == 0, held.stdout + held.stderr
+    figures = json.loads(held.stdout)
+    assert figures["errors"] == 0 and figures["all_live"] and figures["within_4gb"]
+
+
 def test_bench_ingest_commits_everything_and_prints_the_figures() -> None:
     result = mirror("bench", "ingest", "--json", "--events", "3000", "--conversations", "100")
     assert result.returncode == 0, result.stderr

@@ -73,6 +73,19 @@ async def test_the_cap_passivates_the_least_recently_used_and_they_come_back_wit
     assert table.live_keys() == []
 
 
+async def test_first_messages_racing_past_the_cap_are_all_answered(runtime: RuntimeSettings) -> None:
+    """An activation can be crowded out before its caller resumes (`mirror bench actors` at a
+    small cap found it: KeyError on the turn path); the call then activates it again."""
+    table = HostedConversations(runtime, max_live=1)
+    keys = [StreamKey("acme", f"crowd{index}") for index in range(8)]
+    try:
+        replies = await asyncio.gather(*(table.call(key, lambda c: c.turn("first")) for key in keys))
+        assert [reply.turn for reply in replies] == [0] * len(keys)
+        assert len(table.live_keys()) == 1
+    finally:
+        await table.close()
+
+
 async def test_a_fenced_conversation_is_dropped_and_rebuilt_while_its_neighbour_answers(runtime: RuntimeSettings) -> None:
     table = HostedConversations(runtime)
     victim, neighbour = StreamKey("acme", "fenced"), StreamKey("acme", "neighbour")
