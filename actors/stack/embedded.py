@@ -33,6 +33,7 @@ from mirror.actors.gateway.app import DEFAULT_MAX_MESSAGE_BYTES, GatewayServer, 
 from mirror.actors.gateway.tenants import TenantRegistry
 from mirror.actors.llm.local import LOCAL_TALKER_MAX_TOKENS, LOCAL_THINKER_MAX_TOKENS, STRUCTURED_OUTPUT, LocalLLMServer
 from mirror.actors.stack.processes import SimProcess
+from mirror.actors.stack.supervisor import Supervisor, Watched
 from mirror.cognition.openai_client import LLMSettings
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.shards import DEFAULT_SHARD, Assignments, ShardMap
@@ -105,6 +106,9 @@ class EmbeddedStack:
         self.token = ""
         self.nats_url = ""
         self.gateways: list[Any] = []
+        self._sim: SimProcess | None = None
+        self.supervisor: Supervisor | None = None
+        """Restarts the nats-server and the simulator should they die (:mod:`.supervisor`)."""
         self.runtime: Any = None
         """The conversations' :class:`RuntimeSettings`, once started (hosts resolved)."""
         self.sim_pid: int | None = None
@@ -168,13 +172,26 @@ class EmbeddedStack:
                 self._closers.append(lambda: stop_gateways(self.gateways))
             stack_file(self.data_dir).write_text(json.dumps(
                 {"url": self.url, "tenant": DEFAULT_TENANT, "token": self.token, "pid": os.getpid(),
-                 "nats_url": nats.url, "shard": runtime.shard, "shard_map": shards.entries()}
+                 "nats_url": nats.url, "nats_pid": nats.pid, "sim_pid": self.sim_pid, "shard": runtime.shard, "shard_map": shards.entries()}
             ))
             os.chmod(stack_file(self.data_dir), 0o600)
+            self.supervisor = self._supervise(nats)
+            self._closers.append(self.supervisor.stop)  # stops first: the parts are then stopped on purpose
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _supervise(self, nats: EmbeddedNats) -> Supervisor:
+        """Watch the child processes this stack started: a dead one is started again the same way."""
+        supervisor = Supervisor()
+        supervisor.watch(Watched("nats-server", lambda: nats.running, lambda: nats.pid, nats.start))
+        sim = self._sim
+        if sim is not None:
+            supervisor.watch(Watched("the simulator", lambda: sim.process is not None and sim.process.poll() is None,
+                                     lambda: sim.pid, sim.start,
+                                     exit_code=lambda: None if sim.process is None else sim.process.returncode))
+        return supervisor.start()
 
     def _start_llm(self) -> LLMSettings:
         settings = self.settings
@@ -184,7 +201,7 @@ class EmbeddedStack:
             return LLMSettings(base_url=server.base_url, model=server.model, structured_output=STRUCTURED_OUTPUT,
                                timeout_s=600)
         if settings.llm == "sim":
-            sim = SimProcess(latency=settings.sim_latency, log_path=self.data_dir / "sim-llm.log").start()
+            sim = self._sim = SimProcess(latency=settings.sim_latency, log_path=self.data_dir / "sim-llm.log").start()
             self._closers.append(sim.stop)
             self.sim_pid = sim.pid
             return LLMSettings(base_url=sim.base_url, model="mirror-sim")

@@ -125,3 +125,42 @@ def test_up_with_a_shard_map_runs_an_ingester_and_a_file_per_shard(tmp_path: Pat
         assert con.execute("SELECT DISTINCT tenant FROM events").fetchall() == [("default",)]
     with duckdb.connect(str(data / "mirror.duckdb"), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM events").fetchall() == [(0,)]
+
+
+def answered_again(stack: dict, conversation: str, message: str, within_s: float = 60.0) -> tuple[dict, float]:
+    """The first 200 for ``message`` (asked again after each failure) and how long it took."""
+    started = time.monotonic()
+    while True:
+        try:
+            reply = httpx.post(f"{stack['url']}/v1/conversations/{conversation}/turns", json={"message": message},
+                               headers={"Authorization": f"Bearer {stack['token']}"}, timeout=10)
+            if reply.status_code == 200:
+                return reply.json(), time.monotonic() - started
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() - started < within_s, f"no answer within {within_s} s of the kill"
+        time.sleep(0.2)
+
+
+def test_up_brings_back_a_killed_nats_server_and_simulator(tmp_path: Path) -> None:
+    """kill -9 of the broker, then of the simulator: `mirror up` starts each again by itself (same
+    port, same store), says so in its log, and the conversation goes on with nothing lost."""
+    data, log = tmp_path / "data", tmp_path / "up.log"
+    process, stack = start_up(data, log)
+    try:
+        replies = [turn(stack, "healing", "hello")]
+        os.kill(stack["nats_pid"], signal.SIGKILL)
+        reply, _ = answered_again(stack, "healing", "are you back?")
+        replies.append(reply)
+        assert re.search(rf"nats-server \(pid {stack['nats_pid']}\) died", log.read_text())
+        assert re.search(r"nats-server is back \(pid \d+\) after [\d.]+ s", log.read_text())
+        os.kill(stack["sim_pid"], signal.SIGKILL)
+        reply, _ = answered_again(stack, "healing", "and now?")
+        replies.append(reply)
+        assert re.search(r"the simulator is back \(pid \d+\) after [\d.]+ s", log.read_text())
+        events = committed_events(stack, "healing", replies[-1]["seq"])
+        assert [event["seq"] for event in events] == list(range(1, len(events) + 1))  # no gap, no double
+        turns = {event["seq"]: event["payload"]["reply"] for event in events if event["type"] == "turn"}
+        assert all(turns[reply["seq"]] == reply["reply"] for reply in replies)  # every acknowledged turn
+    finally:
+        assert ctrl_c(process) == 0, log.read_text()[-3000:]
