@@ -68,12 +68,17 @@ class FinishedJobs:
 
 def _ask_backoff(retry_state: RetryCallState) -> float:
     """A little longer after each passivating actor; none after a dead one (its name is free at once)."""
-    from ray.exceptions import ActorDiedError  # ray costs ~0.5 s to import: see routes/recompute.py
-
     outcome = retry_state.outcome
-    if outcome is not None and isinstance(outcome.exception(), ActorDiedError):
+    exception = None if outcome is None else outcome.exception()
+    if exception is not None and _died(exception):
         return 0.0
     return 0.05 * retry_state.attempt_number
+
+
+def _died(exc: BaseException) -> bool:
+    from ray.exceptions import ActorDiedError  # ray costs ~0.5 s to import: see routes/recompute.py
+
+    return isinstance(exc, ActorDiedError)
 
 
 def _passivated(exc: BaseException) -> bool:
@@ -163,7 +168,7 @@ class GatewayRuntime:
             return await asyncio.wait_for(getattr(handle, method).remote(*args), self.settings.actor_timeout_s)
         except Exception as exc:
             self._handles.pop(key, None)
-            if type(exc).__name__ == "ActorDiedError" and hasattr(handle, "forget"):
+            if hasattr(handle, "forget") and _died(exc):
                 handle.forget()  # a host killed for good: the next call makes a new one
             cause = getattr(exc, "cause", None) or exc
             if isinstance(cause, Fenced):

@@ -13,7 +13,7 @@ import ``ray``, :mod:`mirror.actors.conversation`, ``conversation_actor``, ``dir
 ``results`` and ``errors``; nothing here imports the gateway or the CLI.
 """
 
-from .refs import HostedRef, Placement, conversation_ref, placement_of
+from .refs import HostedRef, Placement, conversation_ref, default_host_count, placement_of
 from .routing import host_for
 
-__all__ = ["HostedRef", "Placement", "conversation_ref", "host_for", "placement_of"]
+__all__ = ["HostedRef", "Placement", "conversation_ref", "default_host_count", "host_for", "placement_of"]

@@ -20,7 +20,7 @@ from mirror.events.ids import StreamKey
 from .host import conversation_host
 from .routing import host_for
 
-__all__ = ["HostedRef", "Placement", "conversation_ref", "placement_of"]
+__all__ = ["HostedRef", "Placement", "conversation_ref", "default_host_count", "placement_of"]
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,7 @@ class Placement:
     def hosts(self) -> int:
         """How many host slots: ``settings.hosts``, else one per CPU of the Ray cluster (fixed at first use)."""
         if self._count == 0:
-            import ray
-
-            self._count = max(1, int(ray.cluster_resources().get("CPU", 1)))
+            self._count = default_host_count()
         return self._count
 
     def host(self, slot: int) -> Any:
@@ -94,6 +92,13 @@ class Placement:
 
     def all_hosts(self) -> list[Any]:
         return [self.host(slot) for slot in range(self.hosts)]
+
+
+def default_host_count() -> int:
+    """One host per CPU of the Ray cluster this process is connected to (at least one)."""
+    import ray
+
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
 @functools.lru_cache(maxsize=16)

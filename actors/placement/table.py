@@ -77,6 +77,8 @@ class HostedConversations:
         self._live: OrderedDict[StreamKey, _Live] = OrderedDict()
         self._activating: dict[StreamKey, asyncio.Task[_Live]] = {}
         self._passivating: dict[StreamKey, asyncio.Task[None]] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
+        """Fenced-off conversations being stopped: kept so the loop cannot drop them, awaited by close()."""
         self._sweeper: asyncio.Task[None] | None = None
         self.stats = HostStats(0, 0, 0, 0, 0, 0.0)
 
@@ -96,7 +98,7 @@ class HostedConversations:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
         await asyncio.gather(*(self.passivate(key) for key in list(self._live)), return_exceptions=True)
-        await asyncio.gather(*self._passivating.values(), return_exceptions=True)
+        await asyncio.gather(*self._passivating.values(), *self._stopping, return_exceptions=True)
         if self._clients is not None:
             await self._clients.close()
             self._clients = None
@@ -190,7 +192,9 @@ class HostedConversations:
     def _drop(self, key: StreamKey, live: _Live) -> None:
         if self._live.get(key) is live:
             del self._live[key]
-            asyncio.create_task(live.conversation.stop(), name=f"stop-{key}")  # a fenced writer has nothing left to save
+            task = asyncio.create_task(live.conversation.stop(), name=f"stop-{key}")  # a fenced writer has nothing to save
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
 
     async def _sweep_idle(self) -> None:
         every = min(SWEEP_EVERY_S, self.settings.passivate_after_s / 2)

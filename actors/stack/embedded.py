@@ -121,6 +121,7 @@ class EmbeddedStack:
         from mirror.actors.directory import directory
         from mirror.actors.gateway.actor import start_gateways, stop_gateways
         from mirror.actors.ingester_actor import RayIngester
+        from mirror.actors.placement import default_host_count
         from mirror.events.duckdb.ingester import IngesterSettings
 
 
@@ -154,7 +155,7 @@ class EmbeddedStack:
                                       talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens(),
                                       snapshot_every=settings.snapshot_every, passivate_after_s=settings.passivate_after_s,
                                       max_live_actors=settings.max_live_actors, placement=settings.placement,  # type: ignore[arg-type]  # a str setting; RuntimeSettings refuses one outside PLACEMENTS
-                                      hosts=settings.hosts or max(1, int(ray.cluster_resources().get("CPU", 1))),
+                                      hosts=settings.hosts or default_host_count(),
                                       max_live_per_host=settings.max_live_per_host)
             self.runtime = runtime
             tenants_file = self.data_dir / "tenants.json"
@@ -185,7 +186,8 @@ class EmbeddedStack:
     def _supervise(self, nats: EmbeddedNats) -> Supervisor:
         """Watch the child processes this stack started: a dead one is started again the same way."""
         supervisor = Supervisor()
-        supervisor.watch(Watched("nats-server", lambda: nats.running, lambda: nats.pid, nats.start))
+        supervisor.watch(Watched("nats-server", lambda: nats.running, lambda: nats.pid, nats.start,
+                                 exit_code=lambda: nats.exit_code))
         sim = self._sim
         if sim is not None:
             supervisor.watch(Watched("the simulator", lambda: sim.process is not None and sim.process.poll() is None,

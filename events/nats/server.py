@@ -105,6 +105,11 @@ class EmbeddedNats:
         return None if self._process is None else self._process.pid
 
     @property
+    def exit_code(self) -> int | None:
+        """How the server process ended (negative: killed by that signal); None while it runs."""
+        return None if self._process is None else self._process.poll()
+
+    @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
