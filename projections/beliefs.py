@@ -94,8 +94,18 @@ def review_id(belief_id: str, opposed_id: str) -> str:
     A hash of the pair, not the seq that opened it: the same contradiction found on another
     branch, or again by a recompute, keeps its id, so a ``Recall`` naming it and an API link
     to it stay valid. Safe in URLs and identifiers (``rv-`` and 16 hex digits).
+
+    The pair is hashed as ``belief_id NUL opposed_id``, unambiguous for ids without NUL — every
+    id Mirror writes (``b-`` and hex). An id with a NUL (only a hand-made event could carry one)
+    would make two pairs hash alike (``("", "\\0")`` and ``("\\0", "")``), so such a pair is
+    hashed length-prefixed behind two NULs instead, which no NUL-free pair produces: every
+    existing id, in logs and in recorded recalls, stays what it was.
     """
-    digest = hashlib.blake2b(f"{belief_id}\x00{opposed_id}".encode(), digest_size=8).hexdigest()
+    if "\x00" in belief_id or "\x00" in opposed_id:
+        pair = f"\x00\x00{len(belief_id)}:{belief_id}{opposed_id}"
+    else:
+        pair = f"{belief_id}\x00{opposed_id}"
+    digest = hashlib.blake2b(pair.encode(), digest_size=8).hexdigest()
     return f"rv-{digest}"
 
 

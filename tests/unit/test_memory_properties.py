@@ -7,6 +7,7 @@ calling the function under test on both sides.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from dataclasses import replace
 from typing import Any
@@ -191,6 +192,19 @@ def test_review_ids_are_stable_ordered_and_url_safe(belief: str, opposed: str) -
     assert re.fullmatch(r"rv-[0-9a-f]{16}", first)
     if belief != opposed:
         assert first != review_id(opposed, belief)  # who contradicted whom is part of the item
+
+
+@given(st.tuples(st.text(max_size=6), st.text(max_size=6)), st.tuples(st.text(max_size=6), st.text(max_size=6)))
+@settings(max_examples=300, deadline=None)
+def test_review_ids_of_different_pairs_differ(one: tuple[str, str], other: tuple[str, str]) -> None:
+    """No two pairs share an id, NULs in the ids included (the pair ("", NUL) against (NUL, ""))."""
+    assert (review_id(*one) == review_id(*other)) == (one == other)
+
+
+def test_review_ids_of_pairs_with_a_nul_differ_and_mirrors_ids_keep_theirs() -> None:
+    assert review_id("", "\x00") != review_id("\x00", "")
+    # The ids Mirror writes hash as before (the golden memory log's recalls name these).
+    assert review_id("green", "blue") == "rv-" + hashlib.blake2b(b"green\x00blue", digest_size=8).hexdigest()
 
 
 def test_review_items_carry_the_id_a_recall_names() -> None:
