@@ -110,7 +110,9 @@ def conversation_actor(key: StreamKey, settings: RuntimeSettings) -> Any:
     ).remote(key.tenant, key.conversation, key.branch, settings)
 
 
-RETRYABLE = (ray.exceptions.ActorUnavailableError, ray.exceptions.ActorDiedError)
+RETRYABLE = (ray.exceptions.ActorUnavailableError, ray.exceptions.ActorDiedError, ray.exceptions.ActorUnschedulableError)
+"""Unschedulable: a conversation host pinned to a node that is gone (``actors/placement/host.py``);
+asked again, it is made anew on a live node."""
 
 
 def is_passivated(exc: BaseException) -> bool:

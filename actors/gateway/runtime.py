@@ -14,6 +14,7 @@ job is its driver actor, found by name.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.replay import History
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ASK_ATTEMPTS", "FinishedJobs", "GatewayRuntime", "Runtime", "Tenant", "branch_key", "key_of",
@@ -76,9 +79,13 @@ def _ask_backoff(retry_state: RetryCallState) -> float:
 
 
 def _died(exc: BaseException) -> bool:
-    from ray.exceptions import ActorDiedError  # ray costs ~0.5 s to import: see routes/recompute.py
+    from ray.exceptions import (  # ray costs ~0.5 s to import: see routes/recompute.py
+        ActorDiedError,
+        ActorUnschedulableError,
+    )
 
-    return isinstance(exc, ActorDiedError)
+    # Unschedulable: a host pinned to a node that is gone (see actors/placement/host.py).
+    return isinstance(exc, ActorDiedError | ActorUnschedulableError)
 
 
 def _passivated(exc: BaseException) -> bool:
@@ -170,6 +177,8 @@ class GatewayRuntime:
             self._handles.pop(key, None)
             if hasattr(handle, "forget") and _died(exc):
                 handle.forget()  # a host killed for good: the next call makes a new one
+                log.warning("the conversation host of %s is gone (%s); its next call makes it again",
+                            key, type(exc).__name__)
             cause = getattr(exc, "cause", None) or exc
             if isinstance(cause, Fenced):
                 raise HTTPException(409, f"conversation moved on elsewhere; retry: {cause}") from None

@@ -1,12 +1,12 @@
 """The conversation host: one Ray actor running many conversations (:class:`HostedConversations`).
 
 A host is a detached named actor (``conversation-host-<settings tag>-<i>`` in the ``mirror``
-namespace),
-restarted by Ray after a crash (``max_restarts=-1``) and, when its node is gone, on another
-node: its conversations are then re-activated from the log by their next message, exactly as a
-dedicated actor's would be. It asks Ray for no CPU (its work is I/O and short folds; a node's
-hosts share its cores); hosts are dealt round the cluster's nodes (:func:`_node_of`). Each method takes the conversation's key first; :class:`HostedRef` turns that
-into the dedicated actor's interface (``ref.turn.remote(message, sync)``).
+namespace), restarted by Ray after a crash (``max_restarts=-1``). When its node is gone, its next
+caller makes it again on a live node (:func:`_node_of`): its conversations are then re-activated
+from the log by their next message, exactly as a dedicated actor's would be. It asks Ray for no
+CPU (its work is I/O and short folds; a node's hosts share its cores). Each method takes the
+conversation's key first; :class:`HostedRef` turns that into the dedicated actor's interface
+(``ref.turn.remote(message, sync)``).
 """
 
 from __future__ import annotations
@@ -130,18 +130,20 @@ def conversation_host(index: int, settings: RuntimeSettings) -> Any:
 
 
 def _node_of(index: int) -> Any:
-    """Host ``index`` goes to the ``index mod n``-th alive node (by id), softly: should that node be
-    gone, now or when Ray restarts the host, Ray places it on another.
+    """Host ``index`` goes to the ``index mod n``-th alive node (by id), and only there.
 
     Why not Ray's ``SPREAD``: it is best effort, and with hosts that ask for no CPU it put all
-    four of a two-node test cluster's hosts on one node. Dealing them round by node id spreads
-    them evenly, and every gateway deals the same way."""
+    four of a two-node test cluster's hosts on one node. Why not soft affinity: Ray may then
+    place a host elsewhere when its node is busy, and did (a loaded head's hosts all went to the
+    worker). With hard affinity a host whose node is gone cannot be restarted: Ray declares it
+    dead, the caller forgets it (:meth:`Placement.forget`) and the next call makes it again,
+    dealt round the nodes alive then. Every gateway deals the same way."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = sorted(node["NodeID"] for node in ray.nodes() if node["Alive"])
     if not nodes:
         return "SPREAD"
-    return NodeAffinitySchedulingStrategy(node_id=nodes[index % len(nodes)], soft=True)
+    return NodeAffinitySchedulingStrategy(node_id=nodes[index % len(nodes)], soft=False)
 
 
 __all__ = ["ConversationHost", "HOST_PREFIX", "MAX_CALLS_IN_FLIGHT", "conversation_host", "host_name", "settings_tag"]

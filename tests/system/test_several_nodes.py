@@ -61,12 +61,8 @@ PER_HOST = 3
 """Hosted: live conversations per host (4 hosts, one per CPU of the two nodes: 12 places in all)."""
 PLACEMENTS = [
     Placement("dedicated", "ray::ConversationActor", {"MIRROR_PLACEMENT": "dedicated"}),
+    Placement("hosted", "ray::ConversationHost", {"MIRROR_PLACEMENT": "hosted", "MIRROR_MAX_LIVE_PER_HOST": str(PER_HOST)}),
 ]
-"""Hosted is not in the list yet: it passed once and failed once here. In the failing run Ray
-spilled the head's hosts to the worker despite their soft node affinity (the busy head was
-"unavailable" to a new worker), so nothing ran on the head and the spread check failed. Its
-branches below are what it runs once host placement holds (Placement("hosted",
-"ray::ConversationHost", {"MIRROR_PLACEMENT": "hosted", "MIRROR_MAX_LIVE_PER_HOST": str(PER_HOST)}))."""
 """Each placement is one run of the whole scenario. A placement that puts several conversations
 on one actor adds an entry: its actors' process title, the ``mirror up`` setting that selects it
 and, if its actors are not named after a conversation, its own ``actor_of``."""

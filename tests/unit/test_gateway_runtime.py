@@ -105,3 +105,30 @@ def test_a_handle_is_reused_until_a_call_through_it_fails(tmp_path: Path) -> Non
         return [await gateway.ask(KEY, "turn", "a"), await gateway.ask(KEY, "turn", "b")]
 
     assert asyncio.run(twice()) == [{"reply": "1"}, {"reply": "2"}] and actors.handles_made == 1
+
+
+@pytest.mark.parametrize("gone", ["unschedulable", "died", "other"])
+def test_a_host_that_is_gone_for_good_is_forgotten_and_asked_again(tmp_path: Path, gone: str) -> None:
+    """A host pinned to a dead node is unschedulable (Ray destroys it); one killed for good has
+    died: either way the placement drops its handle and the call is asked again, which makes the
+    host anew. Any other error reaches the caller, and the host is kept."""
+    from ray.exceptions import ActorDiedError, ActorUnschedulableError
+
+    error = {"unschedulable": ActorUnschedulableError("its node is gone"), "died": ActorDiedError(),
+             "other": RuntimeError("boom")}[gone]
+    forgotten: list[StreamKey] = []
+    actors = ScriptedActors(error, {"reply": "hi"})
+
+    def hosted(key: StreamKey) -> Any:
+        handle = actors(key)
+        handle.forget = lambda: forgotten.append(key)
+        return handle
+
+    ask = runtime(tmp_path, hosted).ask(KEY, "turn", "hello")  # type: ignore[arg-type]  # a function, not a ScriptedActors
+    if gone == "other":
+        with pytest.raises(RuntimeError, match="boom"):
+            asyncio.run(ask)
+        assert forgotten == []
+    else:
+        assert asyncio.run(ask) == {"reply": "hi"}
+        assert forgotten == [KEY] and actors.handles_made == 2
