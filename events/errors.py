@@ -8,6 +8,7 @@
         │   └── UnknownEventType     a type (or schema version) this build cannot read
         ├── AppendConflict           another writer appended first: the fence rejected us
         ├── BusError                 the broker failed or did not answer
+        │   └── BusUnavailable       the connection to the broker is down (reconnecting)
         ├── ShardMapError            a shard map that would store an event twice, or a shard it lacks
         └── LogError
             ├── LogUnavailable       the log's owner did not answer a read
@@ -98,6 +99,19 @@ class BusError(EventError):
     """The message broker failed or did not answer in time."""
 
 
+class BusUnavailable(BusError):
+    """The connection to the broker is down and did not come back within a short grace.
+
+    Raised at once rather than after the publish and retry deadlines, so a caller (the
+    gateway) can answer 503 while the client reconnects by itself in the background."""
+
+    def __init__(self, url: str, grace_s: float) -> None:
+        self.url = url
+        self.grace_s = grace_s
+        super().__init__(f"the event bus (NATS at {url}) is unreachable: not reconnected within {grace_s:g}s; "
+                         "the client keeps reconnecting - retry in a few seconds")
+
+
 class ShardMapError(EventError, ValueError):
     """The shard map is not one: a tenant on two shards, a shard listed twice, an unknown shard."""
 
@@ -133,7 +147,7 @@ class LogLocked(LogError):
 
 
 __all__ = [
-    "AppendConflict", "BusError", "CodecError", "CorruptEvent", "EventError", "InvalidIdentifier",
+    "AppendConflict", "BusError", "BusUnavailable", "CodecError", "CorruptEvent", "EventError", "InvalidIdentifier",
     "LogError", "LogLocked", "LogUnavailable", "MirrorError", "ShardMapError",
     "UnknownEventType",
 ]

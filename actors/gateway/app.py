@@ -26,9 +26,9 @@ from fastapi.responses import JSONResponse
 
 from mirror.actors._threaded_server import ThreadedServer
 from mirror.actors.gateway.routes import ROUTERS
-from mirror.actors.gateway.runtime import GatewayRuntime
+from mirror.actors.gateway.runtime import RETRY_AFTER_S, GatewayRuntime
 from mirror.actors.gateway.settings import DEFAULT_MAX_FINISHED_JOBS, DEFAULT_MAX_MESSAGE_BYTES, GatewaySettings
-from mirror.events.errors import LogUnavailable
+from mirror.events.errors import BusError, LogUnavailable
 from mirror.events.ids import StreamKey
 
 __all__ = [
@@ -44,16 +44,19 @@ def create_app(settings: GatewaySettings, actors: Callable[[StreamKey], Any] | N
     """
     app = FastAPI(title="Mirror", summary="LLM conversations that think between turns", version="0.1.0")
     app.state.runtime = GatewayRuntime.build(settings, actors)
-    app.add_exception_handler(LogUnavailable, _log_unavailable)
+    app.add_exception_handler(LogUnavailable, _unavailable)
+    app.add_exception_handler(BusError, _unavailable)
     for router in ROUTERS:
         app.include_router(router)
     return app
 
 
-async def _log_unavailable(request: Request, exc: Exception) -> JSONResponse:
-    """503 for :class:`LogUnavailable`, the one exception it is registered for (Starlette's
-    handler type takes any ``Exception``)."""
-    return JSONResponse({"detail": str(exc)}, status_code=503)
+async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """503 with ``Retry-After`` for a dependency that is down: :class:`LogUnavailable` (the log's
+    owner did not answer) and :class:`BusError` (the broker is unreachable or failed), the
+    exceptions it is registered for (Starlette's handler type takes any ``Exception``). The
+    detail names what is down."""
+    return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
 class GatewayServer(ThreadedServer):

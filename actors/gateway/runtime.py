@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -28,7 +28,7 @@ from mirror.actors.gateway.settings import GatewaySettings
 from mirror.actors.gateway.streaming import _stream_last_seq
 from mirror.actors.gateway.tenants import TenantRegistry
 from mirror.cognition.embeddings import Embedder, OpenAIEmbedder
-from mirror.events.errors import InvalidIdentifier
+from mirror.events.errors import BusError, BusUnavailable, InvalidIdentifier, LogUnavailable
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
@@ -37,10 +37,14 @@ from mirror.replay import History
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "ASK_ATTEMPTS", "FinishedJobs", "GatewayRuntime", "Runtime", "Tenant", "branch_key", "key_of",
+    "ASK_ATTEMPTS", "BUS_CONNECT_TIMEOUT_S", "FinishedJobs", "RETRY_AFTER_S", "GatewayRuntime", "Runtime", "Tenant", "branch_key", "key_of",
     "require_tenant", "runtime_of",
 ]
 
+BUS_CONNECT_TIMEOUT_S = 1.5
+"""The gateway's first connection to the broker: past this a request gets a 503 (the next one tries again)."""
+RETRY_AFTER_S = 2
+"""What a 503 for a dependency that is down (the broker, the log's owner) tells the client to wait."""
 ASK_ATTEMPTS = 5
 """Calls of a conversation actor, in all, while it passivates or vanishes under us."""
 
@@ -108,20 +112,38 @@ class GatewayRuntime:
     """The time-travel reader of each shard's log."""
     _embedder: Embedder | None = None
     _handles: dict[StreamKey, Any] = field(default_factory=dict)
+    bus_ready: Callable[[], Awaitable[object]] | None = None
+    """Awaited before every actor call; raises while the broker is down. Default :meth:`bus`
+    (tests without a broker pass their own)."""
 
     @classmethod
-    def build(cls, settings: GatewaySettings, actors: Callable[[StreamKey], Any] | None = None) -> GatewayRuntime:
+    def build(cls, settings: GatewaySettings, actors: Callable[[StreamKey], Any] | None = None, *,
+              bus_ready: Callable[[], Awaitable[object]] | None = None) -> GatewayRuntime:
         """The runtime of a new app; ``actors`` defaults to the Ray conversation actors."""
         if actors is None:
             from mirror.actors.placement import placement_of  # imports ray: see routes/recompute.py
 
             actors = placement_of(settings.runtime).ref
 
-        return cls(settings, TenantRegistry(settings.tenants_file), actors, FinishedJobs(settings.max_finished_jobs))
+        return cls(settings, TenantRegistry(settings.tenants_file), actors, FinishedJobs(settings.max_finished_jobs),
+                   bus_ready=bus_ready)
 
     async def bus(self) -> JetStreamBus:
+        """The gateway's connection to the broker; :class:`BusUnavailable` (a 503) at once while it is down.
+
+        Every route but ``/healthz`` comes through here first (turns in :meth:`ask`, reads in
+        :meth:`log_client`), so a broker that is gone costs a request at most the grace
+        (``StreamSettings.disconnect_grace_s``), not the publish and retry deadlines of the
+        hosts behind it; the connection keeps reconnecting in the background meanwhile."""
+        stream = self.settings.runtime.stream
         if self._bus is None:
-            self._bus = await JetStreamBus.connect(self.settings.runtime.nats_url, self.settings.runtime.stream)
+            try:
+                self._bus = await JetStreamBus.connect(self.settings.runtime.nats_url, stream,
+                                                       first_connect_timeout_s=BUS_CONNECT_TIMEOUT_S)
+            except BusError as exc:
+                raise BusUnavailable(self.settings.runtime.nats_url, BUS_CONNECT_TIMEOUT_S) from exc
+        if not await self._bus.nc.wait_connected(stream.disconnect_grace_s):
+            raise BusUnavailable(self._bus.nc.server_list, stream.disconnect_grace_s)
         return self._bus
 
     async def log_client(self, tenant: str) -> LogClient:
@@ -168,6 +190,7 @@ class GatewayRuntime:
         raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
     async def _ask_once(self, key: StreamKey, method: str, args: tuple[Any, ...]) -> Any:
+        await (self.bus_ready or self.bus)()  # a broker that is down: 503 now, not once the actor's append gives up
         handle = self._handles.get(key)
         if handle is None:  # get-or-create is a round trip to Ray's control store: once per actor
             handle = self._handles[key] = self.actors(key)
@@ -182,6 +205,8 @@ class GatewayRuntime:
             cause = getattr(exc, "cause", None) or exc
             if isinstance(cause, Fenced):
                 raise HTTPException(409, f"conversation moved on elsewhere; retry: {cause}") from None
+            if isinstance(cause, BusError | LogUnavailable):  # from inside the actor: answered as if here
+                raise cause from None
             raise
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 from nats.aio.client import _HEADER_KEY_RE, _HEADER_VALUE_NEWLINES
@@ -169,6 +170,24 @@ class MirrorNatsClient(NatsClient):
         super().__init__()
         self._ps = _MessageParser(self)
         self._raw_handlers: dict[int, RawHandler] = {}
+
+    @property
+    def server_list(self) -> str:
+        """The servers this client may connect to, for messages (``host:port,host:port``)."""
+        return ",".join(uri.netloc for uri in self.servers) or "(none)"
+
+    async def wait_connected(self, grace_s: float) -> bool:
+        """True once connected; while reconnecting, waits up to ``grace_s`` (a cluster fails over
+        in a fraction of a second). False if still not connected then, or closed."""
+        if self.is_connected:
+            return True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        while not self.is_connected:
+            if self.is_closed or loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
 
     async def subscribe_raw(self, subject: str, handler: RawHandler) -> Subscription:
         """Subscribe ``handler``; stop with :meth:`unsubscribe_raw`. Survives reconnects (same sid)."""

@@ -117,9 +117,13 @@ class PipelinedPublisher:
 
     SWEEP_INTERVAL_S = 0.1
 
-    def __init__(self, nc: MirrorNatsClient, max_in_flight: int) -> None:
+    def __init__(self, nc: MirrorNatsClient, max_in_flight: int, disconnect_grace_s: float = 1.0) -> None:
         self.nc = nc
         self.max_in_flight = max_in_flight
+        self.disconnect_grace_s = disconnect_grace_s
+        """A publish waiting for its ack fails this long after the connection dropped, not at its
+        deadline: the server that would have acked it may be gone (its retry is recognised by id)."""
+        self._disconnected_at: float | None = None
         self._window = Window(max_in_flight)
         self._pending: dict[int, asyncio.Future[Ack] | AckHandler] = {}
         self._deadlines: deque[tuple[float, int]] = deque()
@@ -149,12 +153,22 @@ class PipelinedPublisher:
             now = loop.time()
             while self._deadlines and self._deadlines[0][0] <= now:
                 _, token = self._deadlines.popleft()
-                waiter = self._pending.pop(token, None)
-                if isinstance(waiter, asyncio.Future):
-                    if not waiter.done():
-                        waiter.set_exception(nats.errors.TimeoutError())
-                elif waiter is not None:
-                    await waiter(nats.errors.TimeoutError())
+                await self._fail(token, nats.errors.TimeoutError())
+            if self.nc.is_connected:
+                self._disconnected_at = None
+            elif self._disconnected_at is None:
+                self._disconnected_at = now
+            elif now - self._disconnected_at >= self.disconnect_grace_s and self._pending:
+                for token in list(self._pending):
+                    await self._fail(token, nats.errors.ConnectionReconnectingError())
+
+    async def _fail(self, token: int, error: Exception) -> None:
+        waiter = self._pending.pop(token, None)
+        if isinstance(waiter, asyncio.Future):
+            if not waiter.done():
+                waiter.set_exception(error)
+        elif waiter is not None:
+            await waiter(error)
 
     def _register(self, waiter: asyncio.Future[Ack] | AckHandler, timeout: float) -> int:
         self._next_token += 1

@@ -31,7 +31,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, w
 from mirror.events.bus import DEFAULT_SUBSCRIPTION_BUFFER, Head, Subscription, check_batch
 from mirror.events.codec import decode, encode
 from mirror.events.envelope import Event
-from mirror.events.errors import AppendConflict, BusError
+from mirror.events.errors import AppendConflict, BusError, BusUnavailable
 from mirror.events.ids import StreamKey
 from mirror.events.nats._client import MirrorNatsClient
 from mirror.events.nats._publisher import (
@@ -118,6 +118,9 @@ class StreamSettings:
     publish_timeout_s: float = 5.0
     retry_deadline_s: float = 30.0
     max_in_flight: int = 512
+    disconnect_grace_s: float = 1.0
+    """How long an append or a head waits for a dropped connection to come back before it raises
+    :class:`BusUnavailable` (a cluster fails over in well under this; a dead broker does not)."""
 
 
 async def connect_nats(url: str, *, name: str = "mirror", first_connect_timeout_s: float = 10.0) -> MirrorNatsClient:
@@ -177,11 +180,12 @@ class JetStreamBus:
         self.nc = nc
         self.js = nc.jetstream(timeout=settings.publish_timeout_s)
         self.settings = settings
-        self._publisher = PipelinedPublisher(nc, settings.max_in_flight)
+        self._publisher = PipelinedPublisher(nc, settings.max_in_flight, settings.disconnect_grace_s)
 
     @classmethod
-    async def connect(cls, url: str, settings: StreamSettings = StreamSettings()) -> JetStreamBus:
-        nc = await connect_nats(url, name="mirror-bus")
+    async def connect(cls, url: str, settings: StreamSettings = StreamSettings(), *,
+                      first_connect_timeout_s: float = 10.0) -> JetStreamBus:
+        nc = await connect_nats(url, name="mirror-bus", first_connect_timeout_s=first_connect_timeout_s)
         bus = cls(nc, settings)
         await bus._retrying(ensure_stream, bus.js, settings)
         return bus
@@ -194,10 +198,28 @@ class JetStreamBus:
     async def _retrying(self, function: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         return await retry_transient(function, *args, deadline_s=self.settings.retry_deadline_s, **kwargs)
 
+    async def _connected(self) -> None:
+        """Raise :class:`BusUnavailable` unless connected, or reconnected within the grace.
+
+        The turn path (head, append) checks this before each attempt instead of riding out the
+        publish and retry deadlines (5 s and 30 s) against a broker that is gone: its caller
+        answers 503 at once, and nothing was published, or what was is recognised by id."""
+        if not await self.nc.wait_connected(self.settings.disconnect_grace_s):
+            raise BusUnavailable(self.nc.server_list, self.settings.disconnect_grace_s)
+
+    async def _retrying_connected(self, function: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """:meth:`_retrying`, but giving up with :class:`BusUnavailable` while the connection is down."""
+
+        async def attempt() -> T:
+            await self._connected()  # BusUnavailable is not transient: it ends the retrying at once
+            return await function(*args)
+
+        return await self._retrying(attempt)
+
     # ------------------------------------------------------------------------- reading
 
     async def head(self, key: StreamKey) -> Head:
-        return await self._retrying(self._head, key)
+        return await self._retrying_connected(self._head, key)
 
     async def _head(self, key: StreamKey) -> Head:
         try:
@@ -266,10 +288,11 @@ class JetStreamBus:
             event, data = events[index], encoded[index]
             try:
                 try:
+                    await self._connected()
                     fence = await self._publish_fenced(key, subject, event, data, fence)
                 except TRANSIENT_ERRORS:
                     # Same message id and fence: a copy that did land is recognised, not doubled.
-                    fence = await self._retrying(self._publish_fenced, key, subject, event, data, fence)
+                    fence = await self._retrying_connected(self._publish_fenced, key, subject, event, data, fence)
             except AppendConflict:
                 landed = await self._landed_part(subject, events, encoded)
                 if landed is None or landed[0] < index:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -16,6 +16,7 @@ from mirror.actors.conversation import RuntimeSettings
 from mirror.actors.errors import Fenced, Passivated
 from mirror.actors.gateway.runtime import ASK_ATTEMPTS, FinishedJobs, GatewayRuntime
 from mirror.actors.gateway.settings import GatewaySettings
+from mirror.events.errors import BusUnavailable
 from mirror.events.ids import StreamKey
 
 KEY = StreamKey("acme", "talk")
@@ -67,9 +68,32 @@ class ScriptedActors:
         return answer()
 
 
-def runtime(tmp_path: Path, actors: ScriptedActors) -> GatewayRuntime:
+async def broker_up() -> None:
+    """The bus check of a gateway whose broker is up (there is none here: nothing is appended)."""
+
+
+def runtime(tmp_path: Path, actors: ScriptedActors, bus_ready: Callable[[], Awaitable[object]] = broker_up) -> GatewayRuntime:
     settings = GatewaySettings(RuntimeSettings("nats://127.0.0.1:1", None), str(tmp_path / "t.json"))  # type: ignore[arg-type]  # no LLM: nothing here calls one
-    return GatewayRuntime.build(settings, actors)
+    return GatewayRuntime.build(settings, actors, bus_ready=bus_ready)
+
+
+def test_a_broker_that_is_down_fails_the_call_before_any_actor_is_asked(tmp_path: Path) -> None:
+    async def broker_down() -> None:
+        raise BusUnavailable("127.0.0.1:4222", 1.0)
+
+    actors = ScriptedActors({"reply": "never"})
+    with pytest.raises(BusUnavailable, match="NATS at 127.0.0.1:4222"):
+        asyncio.run(runtime(tmp_path, actors, broker_down).ask(KEY, "turn", "hello"))
+    assert actors.handles_made == 0
+
+
+def test_a_bus_error_from_inside_the_actor_reaches_the_gateway_as_itself(tmp_path: Path) -> None:
+    """So the app's handler answers it 503 with Retry-After, as if the gateway had seen it."""
+    down = BusUnavailable("127.0.0.1:4222", 1.0)
+    actors = ScriptedActors(ActorCallFailed(down))
+    with pytest.raises(BusUnavailable) as raised:
+        asyncio.run(runtime(tmp_path, actors).ask(KEY, "turn", "hello"))
+    assert raised.value is down
 
 
 def test_ask_re_asks_a_passivating_actor_through_a_fresh_handle(tmp_path: Path) -> None:
