@@ -100,6 +100,10 @@ class RuntimeSettings:
     max_live_actors: int = 256
     max_live_per_host: int = 5_000
     snapshot_commit_timeout_s: float = 10.0
+    log_timeout_s: float = 2.0
+    """How long a read from the log's owner (the ingester) may take before it is :class:`LogUnavailable`
+    (a 503 at the gateway): an activation and the gateway's reads. The owner answers in
+    milliseconds; past this it is restarting or gone, and a prompt 503 beats a hanging request."""
     stream: StreamSettings = field(default_factory=StreamSettings)
 
     def __post_init__(self) -> None:
@@ -208,7 +212,7 @@ class Conversation:
             clients = await ConversationClients.open(self.settings, name=f"mirror-conversation-{self.key.conversation}")
         self.clients = clients
         self.bus, self.llm, self.embedder = clients.bus, clients.llm, clients.embedder
-        self.log = LogClient(clients.bus.nc, shard=self.settings.shard_of(self.key.tenant))
+        self.log = LogClient(clients.bus.nc, shard=self.settings.shard_of(self.key.tenant), timeout=self.settings.log_timeout_s)
         try:
             writer = await self._rebuild()
         except BaseException:

@@ -1,4 +1,4 @@
-"""``mirror bench ingest|turns|timetravel|recompute|actors|pipeline|embed|recall|storage``.
+"""``mirror bench ingest|turns|timetravel|recompute|actors|recovery|pipeline|embed|recall|storage``.
 
 Each command builds its benchmark's frozen config from the options, runs it from
 :mod:`mirror.actors.bench` (one module per benchmark) and prints its one JSON object; a
@@ -119,6 +119,36 @@ def bench_recompute(
     result = run_recompute_bench(RecomputeBenchConfig(conversations, turns, latency, concurrency))
     _print_result(result, as_json)
     if result["failed"]:
+        raise typer.Exit(1)
+
+
+@bench_app.command("recovery")
+def bench_recovery(
+    placement: Placement = typer.Option("hosted", "--placement", case_sensitive=False,
+                                        help="hosted: many conversations per host; dedicated: a Ray actor each."),
+    conversations: int = typer.Option(8, "--conversations", "-c", min=2, help="Conversations in a closed loop."),
+    rounds: int = typer.Option(10, "--rounds", min=1, help="Conversation processes killed, one per round."),
+    ingester_kills: int = typer.Option(2, "--ingester-kills", min=0, help="Times the ingester is killed afterwards."),
+    pause_ms: float = typer.Option(200.0, "--pause-ms", min=0, help="Each conversation's pause between turns."),
+    latency: float = typer.Option(50.0, "--llm-latency-ms", min=0, help="The simulator's fixed latency."),
+    mode: Mode = MODE,
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """SIGKILL a conversation's process, then the ingester, under load: how long until each answers again.
+
+    actor_kill: the killed conversation's next turn (next_turn_s p50/p99), split into the wait
+    for a live process, the rebuild and the turn; the other conversations' turns meanwhile.
+    ingester_kill: how long until reads answer again, and turn latency before and after.
+    """
+    from mirror.actors.bench.recovery import RecoveryBenchConfig, run_recovery_bench
+
+    configure_logging(log_level.value)
+    result = run_recovery_bench(RecoveryBenchConfig(
+        placement=placement.value, conversations=conversations, rounds=rounds, ingester_kills=ingester_kills,
+        pause_ms=pause_ms, llm_latency_ms=latency, mode=mode.value, show_progress=not as_json))
+    _print_result(result, as_json)
+    if result["actor_kill"]["failed"] or result["ingester_kill"]["failed"]:
         raise typer.Exit(1)
 
 

@@ -8,7 +8,10 @@ straight from the gateway's event loop through cached actor handles — no proxy
 ~1.8 ms p50 for uvicorn → actor here against ~7.5 ms through Ray Serve's proxy and replica).
 
 Being Ray actors, the gateways get their settings as a constructor argument (no file holding an
-API key), restart after a crash, and go away with the cluster.
+API key), restart after a crash, and go away with the cluster. Ray restarts a crashed gateway's
+process and runs its constructor again, but not ``start()``: whoever started the gateways asks
+:func:`gateway_serving` and calls :func:`serve_again` (``mirror up``'s supervisor does, every
+0.25 s), so a restarted gateway listens again.
 """
 
 from __future__ import annotations
@@ -60,6 +63,10 @@ class GatewayActor:
     async def pid(self) -> int:
         return os.getpid()
 
+    async def serving(self) -> tuple[bool, int]:
+        """Whether this process serves HTTP (False in a process Ray restarted), and its pid."""
+        return self._task is not None and not self._task.done(), os.getpid()
+
     async def stop(self) -> None:
         if self._server is not None:
             self._server.should_exit = True
@@ -92,6 +99,21 @@ def start_gateways(settings: GatewaySettings, *, host: str, port: int, count: in
     return urls[0], handles
 
 
+def gateway_serving(handle: Any, timeout_s: float = 2.0) -> tuple[bool, int | None]:
+    """(serving, pid) of one gateway; (False, None) when it does not answer within ``timeout_s``
+    (its process is being restarted, or too busy to say: :func:`serve_again` is harmless then)."""
+    try:
+        serving, pid = ray.get(handle.serving.remote(), timeout=timeout_s)
+    except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError):
+        return False, None
+    return bool(serving), int(pid)
+
+
+def serve_again(handle: Any, timeout_s: float = 60.0) -> str:
+    """Make a gateway listen again (after Ray restarted its process); a serving one just says where."""
+    return str(ray.get(handle.start.remote(), timeout=timeout_s))
+
+
 def stop_gateways(handles: list[Any], timeout_s: float = 15.0) -> None:
     try:
         ray.get([handle.stop.remote() for handle in handles], timeout=timeout_s)
@@ -100,4 +122,4 @@ def stop_gateways(handles: list[Any], timeout_s: float = 15.0) -> None:
             ray.kill(handle)
 
 
-__all__ = ["GATEWAY_NAME", "GatewayActor", "start_gateways", "stop_gateways"]
+__all__ = ["GATEWAY_NAME", "GatewayActor", "gateway_serving", "serve_again", "start_gateways", "stop_gateways"]

@@ -148,7 +148,8 @@ class GatewayRuntime:
 
     async def log_client(self, tenant: str) -> LogClient:
         """The log client of the shard that holds ``tenant`` (a light object over the shared connection)."""
-        return LogClient((await self.bus()).nc, shard=self.settings.runtime.shard_of(tenant))
+        runtime = self.settings.runtime
+        return LogClient((await self.bus()).nc, shard=runtime.shard_of(tenant), timeout=runtime.log_timeout_s)
 
     async def history(self, tenant: str) -> History:
         """The time-travel reader of ``tenant``'s shard."""

@@ -112,6 +112,8 @@ class EmbeddedStack:
         self.runtime: Any = None
         """The conversations' :class:`RuntimeSettings`, once started (hosts resolved)."""
         self.sim_pid: int | None = None
+        self.ingesters: dict[str, Any] = {}
+        """Each shard's :class:`~mirror.actors.ingester_actor.RayIngester`, once started."""
 
     def start(self) -> EmbeddedStack:
         # Ray (~0.5 s to import, see gateway/routes/recompute.py) only here: the client commands
@@ -148,6 +150,7 @@ class EmbeddedStack:
                     settings=IngesterSettings(shard=shard, filter_subjects=shards.filter_subjects(shard),
                                               skip_tenants=shards.skipped_tenants(shard)),
                 ).start()
+                self.ingesters[shard] = ingester
                 self._closers.append(ingester.stop)
             runtime = RuntimeSettings(nats_url=nats.url, shard=shards.default, shard_map=shards.assignments, llm=llm_settings, mode=settings.mode,
                                       memory=settings.memory, embedding_model=settings.embedding_model,
@@ -188,6 +191,8 @@ class EmbeddedStack:
         supervisor = Supervisor()
         supervisor.watch(Watched("nats-server", lambda: nats.running, lambda: nats.pid, nats.start,
                                  exit_code=lambda: nats.exit_code))
+        for index, handle in enumerate(self.gateways):
+            supervisor.watch(_gateway_watch(index, handle))
         sim = self._sim
         if sim is not None:
             supervisor.watch(Watched("the simulator", lambda: sim.process is not None and sim.process.poll() is None,
@@ -239,6 +244,24 @@ class EmbeddedStack:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def _gateway_watch(index: int, handle: Any) -> Watched:
+    """A gateway actor as the supervisor sees it: Ray restarts its process; this makes it listen again."""
+    from mirror.actors.gateway.actor import gateway_serving, serve_again
+
+    last_pid: list[int | None] = [None]
+
+    def alive() -> bool:
+        serving, pid = gateway_serving(handle)
+        last_pid[0] = pid or last_pid[0]
+        return serving
+
+    def restart() -> None:
+        serve_again(handle)
+        last_pid[0] = gateway_serving(handle)[1] or last_pid[0]
+
+    return Watched(f"gateway {index}", alive, lambda: last_pid[0], restart)
 
 
 def end_named_actors() -> None:

@@ -7,7 +7,8 @@ URL stays right). The thread looks every ``check_every_s``; a part found dead is
 its pid and exit status, restarted, and logged again when it is back, with how long it was
 gone. A restart that fails is retried with a backoff (0.25 s doubling to 5 s), never given up
 while the stack runs. Ray's actors (ingester, hosts, gateways) are Ray's to restart; this is
-for the processes outside Ray.
+for the processes outside Ray, and for what Ray's restart does not bring back: a gateway's
+process comes back without listening, and is told to serve again here.
 """
 
 from __future__ import annotations

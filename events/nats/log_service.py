@@ -32,7 +32,7 @@ SERVICE_ROOT = "_MIRROR.log"
 MAX_IN_FLIGHT = 64
 """Requests answered at once; the DuckDB work itself queues for the log's read threads."""
 MAX_CATCH_UP_S = 5.0
-"""The longest a ``caught_up`` request may wait: below the client's request timeout."""
+"""The longest a ``caught_up`` request may wait; the client adds it to its request timeout."""
 CATCH_UP_POLL_S = 0.005
 PAGE_BYTES = 512 * 1024
 """Largest total size of encoded events in one reply (NATS's default max payload is 1 MiB)."""
@@ -211,12 +211,13 @@ class LogClient:
 
     async def _call(self, operation: str, **args: Any) -> Any:
         subject = service_subject(self.shard, operation)
+        timeout = self.timeout + float(args.get("timeout", 0.0))  # a request that waits on purpose gets its wait on top
         try:
-            reply = await self.nc.request(subject, msgpack.packb(args, use_bin_type=True), timeout=self.timeout)
+            reply = await self.nc.request(subject, msgpack.packb(args, use_bin_type=True), timeout=timeout)
         except nats.errors.NoRespondersError as exc:
             raise LogUnavailable(f"no ingester serves shard {self.shard!r}: is `mirror ingest` running?") from exc
         except (TimeoutError, nats.errors.TimeoutError) as exc:
-            raise LogUnavailable(f"the ingester of shard {self.shard!r} did not answer {operation} in {self.timeout}s") from exc
+            raise LogUnavailable(f"the ingester of shard {self.shard!r} did not answer {operation} in {timeout:g}s") from exc
         answer = msgpack.unpackb(reply.data, raw=False)
         if "error" in answer:
             error = answer["error"]
