@@ -51,7 +51,11 @@ def _figures(values: list[float]) -> dict[str, float | None]:
 def build_report(*, url: str, run_id: str, settings: dict[str, Any], killer: str, duration_s: float,
                  acknowledged: Sequence[Acknowledged], failures: Sequence[Failure], unacknowledged: dict[str, int],
                  kills: Sequence[Kill], checks: Sequence[ConversationCheck], processes: Sequence[int]) -> dict[str, Any]:
-    """One JSON-ready object: the totals first, then kills and conversations in detail."""
+    """One JSON-ready object: the totals first, then kills and conversations in detail.
+
+    ``lost``, ``duplicated``, ``gaps`` and the like count over the conversations whose log could
+    be read; the acknowledged turns of the others are ``turns_unverified`` (and ``ok`` is false).
+    """
     kill_rows = []
     for index, kill in enumerate(kills):
         row: dict[str, Any] = {"kind": kill.kind, "pid": kill.pid, "title": kill.title, "at_s": round(kill.at_s, 3)}
@@ -76,6 +80,7 @@ def build_report(*, url: str, run_id: str, settings: dict[str, Any], killer: str
         "duration_s": round(duration_s, 3),
         "turns_acknowledged": len(acknowledged),
         "turns_unacknowledged": sum(unacknowledged.values()),
+        "turns_unverified": sum(check.acknowledged for check in checks if check.unreadable),
         "lost": lost,
         "misplaced": sum(len(check.misplaced) for check in checks),
         "duplicated": duplicated,
