@@ -3,7 +3,7 @@
 This module is the table of contents: the root app, its ``--config`` callback, and every
 command and group registered in the order ``mirror --help`` lists them. The commands live one
 module per group (:mod:`.serve`, :mod:`.client`, :mod:`.replay`, :mod:`.tenants`,
-:mod:`.bench`, :mod:`.log`, :mod:`.evals`, :mod:`.memory`); the options they share are defined once in :mod:`.options`.
+:mod:`.bench`, :mod:`.log`, :mod:`.evals`, :mod:`.memory`, :mod:`.chaos`); the options they share are defined once in :mod:`.options`.
 
 Commands import what they run inside their bodies, not at the top of their modules: importing
 the stack, Ray and the pipelines up front would make every command, ``mirror --help`` included,
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import typer
 
-from mirror.actors.cli import bench, client, evals, log, memory, replay, serve, tenants
+from mirror.actors.cli import bench, chaos, client, evals, log, memory, replay, serve, tenants
 from mirror.actors.cli.config_file import find_config_file, load_default_map
 from mirror.events.errors import MirrorError
 
@@ -39,6 +39,7 @@ app.command()(client.demo)
 app.command()(client.chat)
 app.command()(client.status)
 app.command("recompute")(replay.recompute)
+app.command()(chaos.chaos)
 app.add_typer(tenants.tenants_app, name="tenants")
 app.add_typer(bench.bench_app, name="bench")
 app.add_typer(log.log_app, name="log")

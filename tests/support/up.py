@@ -1,0 +1,37 @@
+"""`mirror up` as a subprocess, as a user runs it: started in its own session, waited for, stopped with Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mirror.events.nats.server import free_port
+
+__all__ = ["ctrl_c", "start_up"]
+
+
+def start_up(data: Path, log: Path, *options: str) -> tuple[subprocess.Popen[bytes], dict]:
+    """Start `mirror up --llm sim` on free ports and return it with its stack.json once written."""
+    command = [sys.executable, "-m", "mirror", "up", "--llm", "sim", "--data", str(data),
+               "--port", str(free_port()), "--nats-port", str(free_port()), *options]
+    # Its own session, as in a terminal: Ctrl-C reaches the whole process group.
+    process = subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert process.poll() is None, log.read_text()[-3000:]
+        stack = data / "stack.json"
+        if stack.exists():
+            return process, json.loads(stack.read_text())
+        time.sleep(0.2)
+    process.kill()
+    raise AssertionError("mirror up did not come up:\n" + log.read_text()[-3000:])
+
+
+def ctrl_c(process: subprocess.Popen[bytes]) -> int:
+    os.killpg(process.pid, signal.SIGINT)
+    return process.wait(90)
