@@ -83,6 +83,19 @@ class LocalLLMServer:
     def model(self) -> str:
         return LOCAL_MODEL_NAME
 
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        """How the server process ended (negative: killed by that signal); None while it runs."""
+        return None if self._process is None else self._process.poll()
+
     def start(self) -> LocalLLMServer:
         path = model_path()
         command = [

@@ -107,6 +107,7 @@ class EmbeddedStack:
         self.nats_url = ""
         self.gateways: list[Any] = []
         self._sim: SimProcess | None = None
+        self._local_llm: LocalLLMServer | None = None
         self.supervisor: Supervisor | None = None
         """Restarts the nats-server and the simulator should they die (:mod:`.supervisor`)."""
         self.runtime: Any = None
@@ -193,6 +194,10 @@ class EmbeddedStack:
                                  exit_code=lambda: nats.exit_code))
         for index, handle in enumerate(self.gateways):
             supervisor.watch(_gateway_watch(index, handle))
+        local = self._local_llm
+        if local is not None:  # the same port: the conversations' model URL stays right
+            supervisor.watch(Watched("the local model server", lambda: local.running, lambda: local.pid, local.start,
+                                     exit_code=lambda: local.exit_code))
         sim = self._sim
         if sim is not None:
             supervisor.watch(Watched("the simulator", lambda: sim.process is not None and sim.process.poll() is None,
@@ -203,7 +208,7 @@ class EmbeddedStack:
     def _start_llm(self) -> LLMSettings:
         settings = self.settings
         if settings.llm == "local":
-            server = LocalLLMServer(log_path=self.data_dir / "llama.log").start()
+            server = self._local_llm = LocalLLMServer(log_path=self.data_dir / "llama.log").start()
             self._closers.append(server.stop)
             return LLMSettings(base_url=server.base_url, model=server.model, structured_output=STRUCTURED_OUTPUT,
                                timeout_s=600)
