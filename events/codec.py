@@ -60,6 +60,16 @@ def _turn_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+RECALL_V1_DEPTH = 100
+"""How deep each single ranking went into a version-1 recall's fusion (it was not recorded)."""
+
+
+@register_upcaster("recall", 1)
+def _recall_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    # Version 1 fused the top 100 of each ranking and did not say so; replay re-runs it that way.
+    return {**payload, "depth": RECALL_V1_DEPTH}
+
+
 @register_upcaster("belief", 1)
 def _belief_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     # Beliefs written before the memory stage know nothing of what they are about, which turn

@@ -109,9 +109,14 @@ class Recall(Payload):
     ``belief_ids`` are best first; ``review_ids`` name open review items
     (:func:`mirror.projections.beliefs.review_id`); ``edges`` are the ``(src, relation, dst)``
     of the 2-hop walk from what the message mentions. No LLM produced it: no provenance.
+
+    ``depth`` is how many items of each single ranking (keyword, vector) went into the fusion,
+    so replay re-runs a recall exactly as it was made. Version 1 did not record it: those
+    recalls fused 100 of each (the upcaster says so).
     """
 
     TYPE: ClassVar[str] = "recall"
+    VERSION: ClassVar[int] = 2
     query: str
     query_embedding: bytes = b""
     embedding_model: str = ""
@@ -119,6 +124,8 @@ class Recall(Payload):
     belief_ids: tuple[str, ...] = ()
     review_ids: tuple[str, ...] = ()
     edges: tuple[tuple[str, str, str], ...] = ()
+    depth: int = 0
+    """Items of each single ranking fused (0: not recorded; only a hand-made payload lacks it)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,8 +39,15 @@ from .keyword import KeywordIndex
 from .vectors import VectorIndex
 
 DEFAULT_LIMIT = 5
-DEFAULT_DEPTH = 100
-"""How deep each single ranking goes before fusion; deeper items add at most 1/161 anyway."""
+DEFAULT_DEPTH = 10
+"""How many items of each single ranking go into the fusion (twice the recall's limit).
+
+Not "all of them": RRF adds the two terms, so an item deep in both lists outscores one first in
+only one — at depth 100, rank 20 in both (2/80) beats rank 1 in one (1/61). Over a memory of
+251 sentences (the memory eval's pooled figures, MiniLM) fused recall@5 was 0.50 at depth 100,
+0.70 at 10 and 0.72 at 5, against 0.73 for the vector ranking alone; with the simulator's
+embeddings 0.23 / 0.31 / 0.30. 10 keeps the small memories' figures (0.886 either way) and most
+of the gain. Recorded in each ``recall`` event (``depth``), so older recalls replay as made."""
 DEFAULT_MAX_EDGES = 8
 DEFAULT_MAX_REVIEWS = 3
 
@@ -118,6 +125,8 @@ class RecallResult:
     topics: tuple[str, ...] = ()
     edges: tuple[EdgeState, ...] = ()
     reviews: tuple[RecalledReview, ...] = ()
+    depth: int = 0
+    """How many items of each single ranking went into the fusion."""
 
     @property
     def belief_ids(self) -> tuple[str, ...]:
@@ -256,6 +265,7 @@ class MemoryIndex:
         return RecallResult(
             query=query,
             now=now,
+            depth=depth,
             items=items,
             topics=topics,
             edges=self._edges.walk(topics, now, limit=max_edges),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -119,7 +119,7 @@ def recall_event(result: RecallResult, vector: np.ndarray | bytes | None, model:
         query=result.query, query_embedding=packed, embedding_model=model, query_fingerprint=fingerprint,
         belief_ids=result.belief_ids,
         review_ids=tuple(review_id(review.belief_id, review.opposed_id) for review in result.reviews),
-        edges=tuple(edge.key for edge in result.edges),
+        edges=tuple(edge.key for edge in result.edges), depth=result.depth,
     )
 
 
@@ -158,8 +158,11 @@ async def recall_for_turn(
 def replay_recall(
     state: ConversationState, recorded: Recall, now: float, *, settings: RecallSettings = TURN_RECALL,
 ) -> TurnRecall:
-    """A recorded recall re-run from ``state`` with its recorded vector (none: keyword-only)."""
+    """A recorded recall re-run from ``state`` with its recorded vector (none: keyword-only) and
+    its recorded ranking depth (a recall made before the depth changed is re-made as it was)."""
     vector = unpack_vector(recorded.query_embedding) if recorded.query_embedding else None
+    if recorded.depth:
+        settings = replace(settings, depth=recorded.depth)
     result = recall_at(state, recorded.query, vector, now, settings=settings)
     payload = recall_event(result, recorded.query_embedding or None, recorded.embedding_model,
                            recorded.query_fingerprint)

@@ -206,8 +206,9 @@ def golden_events() -> dict[str, Event]:
                                                "belief", 0, vector_to_bytes([0.5, -0.25, 1.0]), "minilm", "aa11"),
                                 timestamp=1_700_000_000.5,
                                 provenance=Provenance("gemma", "v1", "f00d", {"temperature": 0.7}, 3.5, 10, 5, "[{...}]")),
+        # Version 1 did not record its ranking depth; the upcaster gives the one it used (100).
         "recall_v1": make_event(KEY, 3, Recall("nuts?", vector_to_bytes([0.25, 0.5]), "minilm", "bb22", ("b1",),
-                                               ("rv-0011223344556677",), (("nuts", "cause", "rash"),)),
+                                               ("rv-0011223344556677",), (("nuts", "cause", "rash"),), depth=100),
                                 turn=1, timestamp=1_700_000_001.0),
     }
 
@@ -216,4 +217,17 @@ def golden_events() -> dict[str, Event]:
 def test_golden_format_2_records_still_decode(name: str) -> None:
     event = decode(GOLDEN_FORMAT_2[name])
     assert event == golden_events()[name]
-    assert encode(event) == GOLDEN_FORMAT_2[name]  # current records are written canonically
+    if name == "recall_v1":  # upcast on read: written again, it is a version-2 record that keeps its depth
+        assert decode(encode(event)) == event and encode(event) != GOLDEN_FORMAT_2[name]
+    else:
+        assert encode(event) == GOLDEN_FORMAT_2[name]  # current records are written canonically
+
+
+def test_a_version_1_recall_replays_with_the_depth_it_was_made_with() -> None:
+    """Recall depth changed from 100 to 10: a recall recorded before must re-run at 100, one recorded after at its own."""
+    from mirror.cognition.memory.recall import DEFAULT_DEPTH
+
+    old = decode(GOLDEN_FORMAT_2["recall_v1"]).payload
+    assert isinstance(old, Recall) and old.depth == 100
+    new = decode(encode(make_event(KEY, 1, Recall("nuts?", depth=DEFAULT_DEPTH), timestamp=1.0))).payload
+    assert isinstance(new, Recall) and new.depth == DEFAULT_DEPTH == 10

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from mirror.cognition.embeddings import pack_vector
 from mirror.cognition.errors import EmbeddingShapeError
 from mirror.cognition.memory import (
+    DEFAULT_DEPTH,
     RRF_K,
     KeywordIndex,
     MemoryIndex,
@@ -113,7 +114,7 @@ def _vector_ranking(memory: list[MemoryItem], query: np.ndarray, depth: int) -> 
     return sorted(scores, key=lambda key: (-scores[key], key))[:depth]
 
 
-def _brute_force(memory, query, vector, memory_edges, *, limit=5, depth=100, max_edges=8):
+def _brute_force(memory, query, vector, memory_edges, *, limit=5, depth=DEFAULT_DEPTH, max_edges=8):
     keyword = _bm25_ranking(memory, query, depth)
     cosine = _vector_ranking(memory, vector, depth)
     by_id = {item.belief_id: item for item in memory}
