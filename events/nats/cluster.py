@@ -113,6 +113,7 @@ class EmbeddedNatsCluster:
 
     def start(self) -> EmbeddedNatsCluster:
         """Launch every node, wait until each is ready and the cluster has a JetStream meta leader."""
+        self._check_layout()
         try:
             for node in self.nodes:
                 node.launch()
@@ -125,6 +126,18 @@ class EmbeddedNatsCluster:
             raise
         log.info("NATS cluster of %d ready at %s", self.size, self.url)
         return self
+
+    def _check_layout(self) -> None:
+        """Refuse a store root laid out for the other kind: a single server keeps ``jetstream/`` in
+        the root, a cluster ``n0/``, ``n1/``, …; started on the other's root it would make a new,
+        empty stream beside the old one, and conversations would begin again at seq 1."""
+        single, clustered = (self.store_root / "jetstream").is_dir(), (self.store_root / "n0").is_dir()
+        if self.size > 1 and single:
+            raise BusError(f"{self.store_root} holds a single nats-server's store; a cluster of {self.size} would "
+                           "start an empty stream beside it: use another data directory, or keep one server")
+        if self.size == 1 and clustered:
+            raise BusError(f"{self.store_root} holds a NATS cluster's stores (n0/, n1/, …); a single server would "
+                           "start an empty stream beside them: start the cluster again with its size")
 
     def _wait_meta_leader(self) -> None:
         deadline = time.monotonic() + self.start_timeout

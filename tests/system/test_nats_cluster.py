@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -192,3 +196,23 @@ async def test_an_existing_single_replica_stream_is_raised_to_three(tmp_path: Pa
             assert (await js.stream_info("MIRROR")).config.num_replicas == 3
         finally:
             await nc.close()
+
+
+async def test_mirror_nats_cluster_runs_three_servers_in_the_foreground(tmp_path: Path) -> None:
+    """`mirror nats --cluster 3` prints the URL list; a bus given it makes an R3 stream; Ctrl-C stops all three."""
+    process = subprocess.Popen([sys.executable, "-m", "mirror", "nats", "--cluster", "3", "--store", str(tmp_path / "nats"),
+                                "--port", "0"], stdout=subprocess.PIPE, stderr=(tmp_path / "stderr").open("w"), text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        urls = re.search(r"at (\S+) \(store", line)
+        assert urls and len(urls.group(1).split(",")) == 3, line
+        bus = await JetStreamBus.connect(urls.group(1))
+        try:
+            assert (await bus.js.stream_info("MIRROR")).config.num_replicas == 3
+        finally:
+            await bus.close()
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 0
+    assert all(b"Server Exiting" in (tmp_path / "nats" / f"n{i}" / "nats-server.log").read_bytes() for i in range(3))
