@@ -4,7 +4,7 @@ The bottom layer: imports nothing else of Mirror. At the top the model and the p
 (``envelope``, ``payloads``, ``codec``, ``ids``, ``bus`` and ``log`` (the ports and their
 in-memory adapters), ``shards`` (which shard's log holds a tenant), ``errors``); the adapters
 live in ``nats/`` (JetStream bus, the log's read
-API over NATS, the embedded server) and ``duckdb/`` (the log file and the ingester). Other
+API over NATS, the embedded server and cluster) and ``duckdb/`` (the log file and the ingester). Other
 layers reach NATS and DuckDB only through the ports.
 
 Names are imported lazily (PEP 562), so a process that needs only the codec does not pay for
@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "DuckDBEventLog": "duckdb.log",
     "Edge": "payloads",
     "EmbeddedNats": "nats.server",
+    "EmbeddedNatsCluster": "nats.cluster",
     "Event": "envelope",
     "EventBus": "bus",
     "EventError": "errors",

@@ -48,6 +48,7 @@ from mirror.actors.stack.embedded import EmbeddedStack, StackSettings
 from mirror.actors.stack.processes import SimProcess
 from mirror.cognition.http_transport import AiohttpTransport
 from mirror.events.ids import StreamKey
+from mirror.events.nats.jetstream import nats_servers
 from mirror.events.nats.server import free_port
 
 
@@ -153,7 +154,7 @@ async def _floor(client: httpx.AsyncClient, nats_url: str, actor: Any, samples: 
             await asyncio.sleep(pace_s)
         return round(statistics.median(times), 2)
 
-    nc = await nats.connect(nats_url, name="mirror-bench-floor")
+    nc = await nats.connect(nats_servers(nats_url), name="mirror-bench-floor")
     try:
         js = nc.jetstream()
         await js.add_stream(name="MIRROR_BENCH_FLOOR", subjects=["mirror_bench_floor"])

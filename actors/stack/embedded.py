@@ -13,6 +13,10 @@ the one shard ``0``) has its ingester, a Ray actor (``ingester-<shard>``,
 (:func:`log_file`) and subject filter: Ray restarts it after a crash, and stopping the stack
 drains it and closes its file before Ray shuts down.
 
+NATS is one embedded nats-server, or with ``nats_cluster`` N ≥ 2 a JetStream cluster of N on
+loopback (:mod:`mirror.events.nats.cluster`): every client is given all N URLs and fails over,
+the stream keeps min(3, N) replicas, and the supervisor starts a dead node again as itself.
+
 ``mirror up`` runs it in the foreground; ``mirror demo`` starts one when none is running. The
 stack writes ``<data dir>/stack.json`` (gateway URL, default tenant and its token, pid, shard
 map) so other commands find it; everything lives under the data directory, so running it again
@@ -35,6 +39,7 @@ from mirror.actors.llm.local import LOCAL_TALKER_MAX_TOKENS, LOCAL_THINKER_MAX_T
 from mirror.actors.stack.processes import SimProcess
 from mirror.actors.stack.supervisor import Supervisor, Watched
 from mirror.cognition.openai_client import LLMSettings
+from mirror.events.nats.cluster import EmbeddedNatsCluster, node_ports, server_name
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.shards import DEFAULT_SHARD, Assignments, ShardMap
 
@@ -51,6 +56,10 @@ class StackSettings:
     llm_api_key: str | None = None
     gateway_port: int = 8080
     nats_port: int = 4222
+    """The (first) nats-server's client port; a cluster's nodes take the ports after it. 0: free ports."""
+    nats_cluster: int = 1
+    """nats-servers to run: 1 is a single server; N ≥ 2 a JetStream cluster on loopback
+    (:class:`~mirror.events.nats.cluster.EmbeddedNatsCluster`), the stream with min(3, N) replicas."""
     mode: str = "full"
     memory: bool = True
     """The memory stage; its vectors come from the offline MiniLM with ``llm="local"``, else from
@@ -131,7 +140,8 @@ class EmbeddedStack:
         settings = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
-            nats = EmbeddedNats(self.data_dir / "nats", port=settings.nats_port).start()
+            nats = EmbeddedNatsCluster(self.data_dir / "nats", settings.nats_cluster,
+                                       ports=node_ports(settings.nats_port, settings.nats_cluster)).start()
             self._closers.append(nats.stop)
             self.nats_url = nats.url
             llm_settings = self._start_llm()
@@ -177,7 +187,7 @@ class EmbeddedStack:
                 self._closers.append(lambda: stop_gateways(self.gateways))
             stack_file(self.data_dir).write_text(json.dumps(
                 {"url": self.url, "tenant": DEFAULT_TENANT, "token": self.token, "pid": os.getpid(),
-                 "nats_url": nats.url, "nats_pid": nats.pid, "sim_pid": self.sim_pid, "shard": runtime.shard, "shard_map": shards.entries()}
+                 "nats_url": nats.url, "nats_pid": nats.pids[0], "nats_pids": nats.pids, "sim_pid": self.sim_pid, "shard": runtime.shard, "shard_map": shards.entries()}
             ))
             os.chmod(stack_file(self.data_dir), 0o600)
             self.supervisor = self._supervise(nats)
@@ -187,11 +197,12 @@ class EmbeddedStack:
             raise
         return self
 
-    def _supervise(self, nats: EmbeddedNats) -> Supervisor:
-        """Watch the child processes this stack started: a dead one is started again the same way."""
+    def _supervise(self, nats: EmbeddedNatsCluster) -> Supervisor:
+        """Watch the child processes this stack started: a dead one is started again the same way
+        (a cluster's node with its name, ports and store, so it rejoins and catches up)."""
         supervisor = Supervisor()
-        supervisor.watch(Watched("nats-server", lambda: nats.running, lambda: nats.pid, nats.start,
-                                 exit_code=lambda: nats.exit_code))
+        for index, node in enumerate(nats.nodes):
+            supervisor.watch(_watched_nats("nats-server" if nats.size == 1 else f"nats-server {server_name(index)}", node))
         for index, handle in enumerate(self.gateways):
             supervisor.watch(_gateway_watch(index, handle))
         local = self._local_llm
@@ -267,6 +278,10 @@ def _gateway_watch(index: int, handle: Any) -> Watched:
         last_pid[0] = gateway_serving(handle)[1] or last_pid[0]
 
     return Watched(f"gateway {index}", alive, lambda: last_pid[0], restart)
+
+
+def _watched_nats(name: str, node: EmbeddedNats) -> Watched:
+    return Watched(name, lambda: node.running, lambda: node.pid, node.start, exit_code=lambda: node.exit_code)
 
 
 def end_named_actors() -> None:

@@ -117,7 +117,8 @@ class Ingester:
         self._progress = asyncio.Condition()
 
     async def start(self) -> None:
-        await retry_transient(ensure_stream, self.js, self.stream, deadline_s=self.stream.retry_deadline_s)
+        await retry_transient(ensure_stream, self.js, self.stream, servers=len(self.nc.server_urls),
+                              deadline_s=self.stream.retry_deadline_s)
         self.committed_offset = await self.log.committed_offset(self.settings.consumer)
         await self._recreate_consumer()
         self._decoded_offset = self.committed_offset

@@ -1,5 +1,5 @@
 """NATS adapters of the event ports: the JetStream bus, the log's read API over NATS
-request-reply (service and client), the embedded nats-server, and Mirror's NATS client.
+request-reply (service and client), the embedded nats-server and cluster, and Mirror's NATS client.
 
 May import the top of ``mirror.events`` (envelope, payloads, codec, ids, ports, errors) and
 nats-py; never ``mirror.events.duckdb``. Nothing outside ``mirror.events`` should need

@@ -166,8 +166,10 @@ class MirrorNatsClient(NatsClient):
 
     _parse_header_lines = staticmethod(_parse_header_lines)
 
-    def __init__(self) -> None:
+    def __init__(self, server_urls: list[str] | None = None) -> None:
         super().__init__()
+        self.server_urls: tuple[str, ...] = tuple(server_urls or ())
+        """The servers it was told to connect to (``connect_nats``'s URL list): the stream's default replicas."""
         self._ps = _MessageParser(self)
         self._raw_handlers: dict[int, RawHandler] = {}
 

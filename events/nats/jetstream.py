@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,14 @@ SUBJECT_ROOT = "mirror"
 STREAM_SUBJECTS = f"{SUBJECT_ROOT}.*.*.*"
 ERR_WRONG_LAST_SEQUENCE = 10071
 """JetStream's error code when an expected-last-sequence header does not match."""
+ERR_DUPLICATE_IN_PROCESS = 10158
+"""JetStream's error code (409, clustered streams) for a publish whose message id is already being
+replicated: the first copy is proposed to the stream's Raft group but not yet stored. Asked again
+a moment later, the stream answers what it did with that copy (a ``duplicate`` ack, or 10071)."""
+
+
+class DuplicateInProcess(nats.errors.Error):
+    """A publish met another copy of its message id still being replicated: retried as transient."""
 
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     nats.errors.TimeoutError,
@@ -58,6 +67,7 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     nats.js.errors.NoStreamResponseError,
     nats.js.errors.ServiceUnavailableError,
     asyncio.TimeoutError,
+    DuplicateInProcess,
 )
 
 
@@ -108,12 +118,20 @@ def key_of_subject(subject: str) -> StreamKey:
     return StreamKey(tenant, conversation, branch)
 
 
+MAX_DEFAULT_REPLICAS = 3
+"""JetStream's own advice: R3 survives one lost server; R5 two, at a cost in every publish."""
+
+
 @dataclass(frozen=True, slots=True)
 class StreamSettings:
-    """How the event stream is created. ``replicas`` is 3 on a production JetStream cluster."""
+    """How the event stream is created.
+
+    ``replicas`` None: min(3, the number of servers in the NATS URL list) (:func:`default_replicas`):
+    one server gets R1, a cluster named by two URLs R2, by three or more R3. Set it to override
+    (a 5-node cluster reached through one URL, say)."""
 
     name: str = "MIRROR"
-    replicas: int = 1
+    replicas: int | None = None
     duplicate_window_s: float = 120.0
     publish_timeout_s: float = 5.0
     retry_deadline_s: float = 30.0
@@ -123,21 +141,37 @@ class StreamSettings:
     :class:`BusUnavailable` (a cluster fails over in well under this; a dead broker does not)."""
 
 
+def nats_servers(url: str) -> list[str]:
+    """The servers of a NATS URL list: ``nats://a:4222,nats://b:4222`` (spaces allowed) → each URL."""
+    servers = [part.strip() for part in url.split(",") if part.strip()]
+    if not servers:
+        raise BusError(f"no NATS server in {url!r}; give nats://HOST:PORT, or several comma-separated")
+    return servers
+
+
+def default_replicas(servers: int) -> int:
+    """min(3, servers): as many copies of the stream as servers were named, at most three."""
+    return max(1, min(MAX_DEFAULT_REPLICAS, servers))
+
+
 async def connect_nats(url: str, *, name: str = "mirror", first_connect_timeout_s: float = 10.0) -> MirrorNatsClient:
     """A connection that, once made, keeps reconnecting for as long as the process lives.
 
-    The first connection must succeed within ``first_connect_timeout_s``; otherwise
+    ``url`` is one server or several comma-separated (a cluster): nats-py gets them all and
+    fails over between them, and also to the other servers the cluster tells it about. The
+    first connection must succeed within ``first_connect_timeout_s``; otherwise
     :class:`BusError` says which URL could not be reached (nats-py alone would retry forever).
     """
+    servers = nats_servers(url)
 
     async def report_error(exc: Exception) -> None:
         log.debug("nats connection error: %r", exc)
 
-    nc = MirrorNatsClient()
+    nc = MirrorNatsClient(servers)
     try:
         await asyncio.wait_for(
             nc.connect(
-                url,
+                servers,
                 name=name,
                 max_reconnect_attempts=-1,
                 reconnect_time_wait=0.25,  # type: ignore[arg-type]  # nats-py annotates int, but only sleeps and compares with it: a float works
@@ -155,22 +189,39 @@ async def connect_nats(url: str, *, name: str = "mirror", first_connect_timeout_
     return nc
 
 
-async def ensure_stream(js: JetStreamContext, settings: StreamSettings) -> None:
+async def ensure_stream(js: JetStreamContext, settings: StreamSettings, *, servers: int = 1) -> None:
+    """Create the stream if it is missing, with ``settings.replicas`` or :func:`default_replicas`
+    of ``servers`` (how many the connection was given). An existing stream with fewer replicas is
+    raised to that many if the cluster can hold them; if it cannot, a warning says so and the
+    stream stays as it is. A stream with more replicas is left alone."""
+    replicas = settings.replicas or default_replicas(servers)
     config = StreamConfig(
         name=settings.name,
         subjects=[STREAM_SUBJECTS],
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
         discard=DiscardPolicy.OLD,
-        num_replicas=settings.replicas,
+        num_replicas=replicas,
         duplicate_window=settings.duplicate_window_s,
         allow_direct=True,
     )
     try:
-        await js.stream_info(settings.name)
+        info = await js.stream_info(settings.name)
     except nats.js.errors.NotFoundError:
         await js.add_stream(config)
-        log.info("created JetStream stream %s on %s", settings.name, STREAM_SUBJECTS)
+        log.info("created JetStream stream %s on %s with %d replica(s)", settings.name, STREAM_SUBJECTS, replicas)
+        return
+    existing = info.config.num_replicas or 1
+    if existing >= replicas:
+        return
+    try:
+        await js.update_stream(dataclasses.replace(info.config, num_replicas=replicas))
+    except nats.js.errors.APIError as exc:
+        log.warning("JetStream stream %s has %d replica(s) and %d were wanted, but the servers refused to add them "
+                    "(%s); it keeps %d: run a cluster of at least %d servers, or set the stream's replicas",
+                    settings.name, existing, replicas, exc.description, existing, replicas)
+        return
+    log.info("JetStream stream %s raised from %d to %d replicas", settings.name, existing, replicas)
 
 
 class JetStreamBus:
@@ -187,7 +238,7 @@ class JetStreamBus:
                       first_connect_timeout_s: float = 10.0) -> JetStreamBus:
         nc = await connect_nats(url, name="mirror-bus", first_connect_timeout_s=first_connect_timeout_s)
         bus = cls(nc, settings)
-        await bus._retrying(ensure_stream, bus.js, settings)
+        await bus._retrying(ensure_stream, bus.js, settings, servers=len(nc.server_urls))
         return bus
 
     async def close(self) -> None:
@@ -229,11 +280,15 @@ class JetStreamBus:
         stream_seq, data = _stored_message(message)
         return Head(last_seq=decode(data).seq, fence=stream_seq)
 
-    async def _stored_after(self, subject: str, stream_seq: int) -> tuple[int, bytes] | None:
-        """The first message on ``subject`` after ``stream_seq``, if any."""
+    async def _stored_after(self, subject: str, stream_seq: int, *, direct: bool = True) -> tuple[int, bytes] | None:
+        """The first message on ``subject`` after ``stream_seq``, if any.
+
+        ``direct``: any replica answers (fast, but a follower may lag the leader by a few
+        messages); ``direct=False`` asks the stream's leader, for the answers an append's
+        outcome depends on."""
         try:
             message = await self.js.get_msg(
-                self.settings.name, seq=stream_seq + 1, subject=subject, next=True, direct=True
+                self.settings.name, seq=stream_seq + 1, subject=subject, next=True, direct=direct
             )
         except nats.js.errors.NotFoundError:
             return None
@@ -294,7 +349,7 @@ class JetStreamBus:
                     # Same message id and fence: a copy that did land is recognised, not doubled.
                     fence = await self._retrying_connected(self._publish_fenced, key, subject, event, data, fence)
             except AppendConflict:
-                landed = await self._landed_part(subject, events, encoded)
+                landed = await self._retrying(self._landed_part, subject, events, encoded)
                 if landed is None or landed[0] < index:
                     raise
                 index, fence = landed
@@ -311,7 +366,7 @@ class JetStreamBus:
         the newest message, events before it landed too. Anything else is another writer.
         """
         try:
-            last = await self.js.get_last_msg(self.settings.name, subject, direct=True)
+            last = await self.js.get_last_msg(self.settings.name, subject)  # from the leader: see _stored_after
         except nats.js.errors.NotFoundError:
             return None
         last_seq, last_data = _stored_message(last)
@@ -330,11 +385,13 @@ class JetStreamBus:
         try:
             ack = await self._publisher.publish(subject, data, headers, self.settings.publish_timeout_s)
         except nats.js.errors.APIError as exc:
+            if exc.err_code == ERR_DUPLICATE_IN_PROCESS:
+                raise DuplicateInProcess(f"{key}#{event.seq}: {exc.description}") from exc
             if exc.err_code != ERR_WRONG_LAST_SEQUENCE:
                 raise BusError(f"JetStream refused {key}#{event.seq}: {exc}") from exc
             # Either another writer got there first, or this is our own retry whose first
-            # attempt was stored but whose ack was lost: the stream tells which.
-            stored = await self._stored_after(subject, fence)
+            # attempt was stored but whose ack was lost: the stream's leader tells which.
+            stored = await self._stored_after(subject, fence, direct=False)
             if stored is not None and stored[1] == data:
                 return stored[0]
             raise AppendConflict(
@@ -343,7 +400,7 @@ class JetStreamBus:
                 detail=f"{exc.description} (writer expected subject sequence {fence})",
             ) from exc
         if ack.duplicate:
-            _, stored_data = _stored_message(await self.js.get_msg(self.settings.name, seq=ack.seq, direct=True))
+            _, stored_data = _stored_message(await self.js.get_msg(self.settings.name, seq=ack.seq))
             if stored_data != data:
                 raise AppendConflict(
                     key.tenant, key.conversation, key.branch,
@@ -395,6 +452,7 @@ class JetStreamBus:
 
 
 __all__ = [
-    "ERR_WRONG_LAST_SEQUENCE", "STREAM_SUBJECTS", "SUBJECT_ROOT", "TRANSIENT_ERRORS", "JetStreamBus", "StreamSettings",
-    "connect_nats", "ensure_stream", "key_of_subject", "retry_transient", "subject_for",
+    "ERR_DUPLICATE_IN_PROCESS", "ERR_WRONG_LAST_SEQUENCE", "MAX_DEFAULT_REPLICAS", "STREAM_SUBJECTS", "SUBJECT_ROOT",
+    "TRANSIENT_ERRORS", "DuplicateInProcess", "JetStreamBus", "StreamSettings", "connect_nats", "default_replicas",
+    "ensure_stream", "key_of_subject", "nats_servers", "retry_transient", "subject_for",
 ]

@@ -88,12 +88,15 @@ class EmbeddedNats:
         port: int | None = None,
         start_timeout: float = 15.0,
         stop_timeout: float = 10.0,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.store_dir = Path(store_dir)
         self.host = host
         self.port = port or free_port(host)
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
+        self.extra_args = extra_args
+        """More nats-server flags (a cluster node's name, cluster URL and routes: :mod:`.cluster`)."""
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -113,11 +116,22 @@ class EmbeddedNats:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    @property
+    def log_file(self) -> Path:
+        return self.store_dir / "nats-server.log"
+
     def start(self) -> EmbeddedNats:
         if self.running:
             return self
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (a cluster launches every node, then waits)."""
+        if self.running:
+            return
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        log_file = self.store_dir / "nats-server.log"
+        log_file = self.log_file
         if log_file.exists():  # readiness is read from this run's log only
             log_file.replace(log_file.with_name("nats-server.previous.log"))
         command = [
@@ -127,27 +141,35 @@ class EmbeddedNats:
             "--addr", self.host,
             "--port", str(self.port),
             "--log", str(log_file),
+            *self.extra_args,
         ]
         self._process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
+
+    def wait_ready(self) -> EmbeddedNats:
+        """Block until the launched server says it is ready; BusError (and the process killed) if it does not."""
+        process, log_file = self._process, self.log_file
+        if process is None:
+            raise BusError(f"nats-server at {self.url} was not launched")
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
-            if self._process.poll() is not None:
+            if process.poll() is not None:
                 tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
-                raise BusError(f"nats-server exited with {self._process.returncode}: {tail}")
-            if _port_open(self.host, self.port) and self._jetstream_ready(log_file):
-                log.info("nats-server ready at %s (pid %s)", self.url, self._process.pid)
+                raise BusError(f"nats-server exited with {process.returncode}: {tail}")
+            if _port_open(self.host, self.port) and self.logged(b"Server is ready"):
+                log.info("nats-server ready at %s (pid %s)", self.url, process.pid)
                 return self
             time.sleep(0.02)
         self.kill()
         raise BusError(f"nats-server did not accept connections on {self.url} within {self.start_timeout}s")
 
-    def _jetstream_ready(self, log_file: Path) -> bool:
-        # The port opens a moment before JetStream has recovered its store; the server logs
-        # "Server is ready" only once both are up.
+    def logged(self, line: bytes) -> bool:
+        """Has this run's log a line containing ``line``? (Readiness is read from the log: the port
+        opens a moment before JetStream has recovered its store, and the server logs "Server is
+        ready" only once both are up.)"""
         try:
-            return b"Server is ready" in log_file.read_bytes()[-65536:]
+            return line in self.log_file.read_bytes()[-65536:]
         except FileNotFoundError:
             return False
 

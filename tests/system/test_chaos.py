@@ -1,6 +1,6 @@
 """`mirror chaos` against a real `mirror up --llm sim`: conversations over HTTP while its processes die.
 
-One stack per parametrisation (the embedded one; the NATS cluster's hook is below) and one run of
+One stack per parametrisation (the embedded NATS, and a 3-node NATS cluster) and one run of
 the issue's command, ``--kill nats,ingester,actor,gateway --every 3``: nothing acknowledged is
 lost, doubled or out of place, seqs are gapless, no narrative is a failure, every conversation
 answers afterwards, and every kill was recovered from. The report is printed (run with ``-s``):
@@ -24,10 +24,9 @@ pytestmark = pytest.mark.slow
 
 STACKS = [
     pytest.param((), id="embedded"),
-    # The hook for `mirror up --nats-cluster N` (being built in parallel): the killer finds every
-    # nats-server among the stack's descendants and kills one of them, so this needs no other change.
-    pytest.param(("--nats-cluster", "3"), id="nats-cluster",
-                 marks=pytest.mark.skip(reason="`mirror up --nats-cluster N` is not built yet; enable this when it lands")),
+    # A 3-node NATS cluster: the killer finds every nats-server among the stack's descendants and
+    # kills one of them (a follower or the stream's leader, as the seed falls).
+    pytest.param(("--nats-cluster", "3"), id="nats-cluster"),
 ]
 
 def chaos(data: Path, *options: str) -> tuple[int, dict[str, Any]]:

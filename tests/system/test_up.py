@@ -152,3 +152,82 @@ def test_up_brings_back_a_killed_nats_server_and_simulator(tmp_path: Path) -> No
         assert all(turns[reply["seq"]] == reply["reply"] for reply in replies)  # every acknowledged turn
     finally:
         assert ctrl_c(process) == 0, log.read_text()[-3000:]
+
+
+def stream_leader_node(stack: dict) -> int:
+    """Which node (index in ``nats_pids``) leads the MIRROR stream, from JetStream's STREAM.INFO."""
+    import asyncio
+
+    from mirror.events.nats.cluster import SERVER_NAME_PREFIX
+    from mirror.events.nats.jetstream import connect_nats
+
+    async def leader() -> str:
+        nc = await connect_nats(stack["nats_url"], name="test-leader")
+        try:
+            info = await nc.jetstream().stream_info("MIRROR")
+            assert info.config.num_replicas == 3  # min(3, the three URLs the stack gives its clients)
+            cluster = info.cluster
+            assert cluster is not None and cluster.leader, "the stream has no leader"
+            return cluster.leader
+        finally:
+            await nc.close()
+
+    return int(asyncio.run(leader()).removeprefix(SERVER_NAME_PREFIX))
+
+
+def test_up_with_a_nats_cluster_answers_through_the_death_of_the_stream_leader(tmp_path: Path) -> None:
+    """`mirror up --nats-cluster 3`: kill -9 of the node leading the stream under a steady flow of
+    turns; turns go on being answered (a few may fail right at the kill), every acknowledged turn
+    is in the log, and the supervisor starts the node again."""
+    data, log = tmp_path / "data", tmp_path / "up.log"
+    process, stack = start_up(data, log, "--nats-cluster", "3")
+    conversations = ["ha-0", "ha-1", "ha-2"]
+    acknowledged: list[tuple[str, dict]] = []
+    failures: list[str] = []
+
+    def one_turn(number: int) -> bool:
+        conversation = conversations[number % len(conversations)]
+        try:
+            reply = httpx.post(f"{stack['url']}/v1/conversations/{conversation}/turns", json={"message": f"turn {number}"},
+                               headers={"Authorization": f"Bearer {stack['token']}"}, timeout=30)
+        except httpx.HTTPError as exc:
+            failures.append(repr(exc))
+            return False
+        if reply.status_code != 200:
+            failures.append(f"{reply.status_code} {reply.text[:200]}")
+            return False
+        acknowledged.append((conversation, reply.json()))
+        return True
+
+    try:
+        assert len(stack["nats_pids"]) == 3 and stack["nats_pid"] == stack["nats_pids"][0]
+        assert len(stack["nats_url"].split(",")) == 3
+        number = 0
+        while number < 6:
+            assert one_turn(number), failures
+            number += 1
+        leader = stream_leader_node(stack)
+        killed_pid = stack["nats_pids"][leader]
+        os.kill(killed_pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        answered_after: list[float] = []
+        while time.monotonic() - killed_at < 15 or len(answered_after) < 6:
+            assert time.monotonic() - killed_at < 120, f"turns did not come back: {failures[-5:]}"
+            if one_turn(number):
+                answered_after.append(time.monotonic() - killed_at)
+            else:
+                time.sleep(0.2)
+            number += 1
+        print(f"first turn answered {answered_after[0]:.2f} s after the leader's kill; "
+              f"{len(failures)} failed, {len(acknowledged)} acknowledged")
+        assert len(failures) <= 5, failures
+        logged(log, rf"nats-server mirror-n{leader} \(pid {killed_pid}\) died \(exit status -9\)")
+        logged(log, rf"nats-server mirror-n{leader} is back \(pid \d+\) after [\d.]+ s")
+        for conversation in conversations:
+            replies = {reply["seq"]: reply["reply"] for name, reply in acknowledged if name == conversation}
+            events = committed_events(stack, conversation, max(replies))
+            assert [event["seq"] for event in events] == list(range(1, len(events) + 1))  # no gap, no double
+            turns = {event["seq"]: event["payload"]["reply"] for event in events if event["type"] == "turn"}
+            assert all(turns.get(seq) == text for seq, text in replies.items())  # every acknowledged turn
+    finally:
+        assert ctrl_c(process) == 0, log.read_text()[-3000:]

@@ -149,3 +149,13 @@ def test_the_shard_map_is_a_shared_key_and_a_bad_one_is_one_clear_line(tmp_path:
     result = mirror("up", "--show-config", cwd=tmp_path)
     assert result.returncode == 2 and "tenant 'acme' is on two shards, '1' and '2'" in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_the_nats_cluster_size_comes_from_flag_environment_or_file(tmp_path: Path) -> None:
+    assert shown(mirror("up", "--show-config", cwd=tmp_path))["nats_cluster"] == 1
+    assert shown(mirror("up", "--show-config", "--nats-cluster", "3", cwd=tmp_path))["nats_cluster"] == 3
+    assert shown(mirror("up", "--show-config", cwd=tmp_path, env={"MIRROR_NATS_CLUSTER": "3"}))["nats_cluster"] == 3
+    (tmp_path / "mirror.toml").write_text("[up]\nnats_cluster = 5\n")
+    assert shown(mirror("up", "--show-config", cwd=tmp_path))["nats_cluster"] == 5
+    (tmp_path / "mirror.toml").write_text("[up]\nnats_cluster = 0\n")
+    assert mirror("up", "--show-config", cwd=tmp_path).returncode == 2

@@ -1,0 +1,171 @@
+"""An embedded NATS cluster: N nats-servers with JetStream, routed to each other on loopback.
+
+Each node is an :class:`~mirror.events.nats.server.EmbeddedNats` with a name (``mirror-n<i>``),
+the cluster name ``mirror``, a route port of its own and routes to every other node; its store is
+``<store_root>/n<i>``. The nodes are launched together and waited for together: a clustered
+JetStream elects a *meta leader* (the node that places streams) only once a majority of nodes
+see each other, and until then it answers every JetStream request with "JetStream system
+temporarily unavailable". :meth:`start` returns once every node has logged "Server is ready" and
+a meta leader ("JetStream cluster new metadata leader: …" or "Self is new JetStream cluster
+metadata leader").
+
+A node killed with SIGKILL and started again by :meth:`start_node` keeps its name, ports and
+store, so it rejoins as the same Raft peer and catches up from the others. Clients get
+:attr:`url`, every node's client URL comma-separated; :func:`mirror.events.nats.jetstream.connect_nats`
+hands them to nats-py, which fails over between them (and learns the cluster's other URLs from
+the servers it reaches).
+
+Size 1 is the plain single server of today, in ``store_root`` itself with no cluster flags, so a
+data directory made by a single embedded server stays readable and one code path serves both.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from types import TracebackType
+
+from mirror.events.errors import BusError
+from mirror.events.nats.server import EmbeddedNats, free_port
+
+log = logging.getLogger(__name__)
+
+CLUSTER_NAME = "mirror"
+SERVER_NAME_PREFIX = "mirror-n"
+META_LEADER_LINES = (b"JetStream cluster new metadata leader", b"Self is new JetStream cluster metadata leader")
+"""What a clustered nats-server logs once it knows the meta leader (nats-server 2.10–2.15)."""
+
+
+def server_name(index: int) -> str:
+    return f"{SERVER_NAME_PREFIX}{index}"
+
+
+def node_store(store_root: Path, size: int, index: int) -> Path:
+    """Where node ``index`` keeps its JetStream store: the root itself for a single server."""
+    return Path(store_root) if size == 1 else Path(store_root) / f"n{index}"
+
+
+def node_ports(first: int | None, size: int, host: str = "127.0.0.1") -> list[int]:
+    """Client ports of a cluster: ``first``, ``first + 1``, … if given (0 or None: free ones)."""
+    if first:
+        return [first + index for index in range(size)]
+    return [free_port(host) for _ in range(size)]
+
+
+class EmbeddedNatsCluster:
+    """N nats-server processes forming one JetStream cluster (see the module docstring).
+
+    ``ports`` are the client ports (default: free ones); ``route_ports`` the cluster ports
+    (default: free ones). Both are chosen once, so a node started again listens where it did.
+    """
+
+    def __init__(
+        self,
+        store_root: str | os.PathLike[str],
+        size: int,
+        *,
+        host: str = "127.0.0.1",
+        ports: list[int] | None = None,
+        route_ports: list[int] | None = None,
+        start_timeout: float = 30.0,
+        stop_timeout: float = 10.0,
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"a NATS cluster needs at least one node, not {size}")
+        ports = list(ports) if ports else node_ports(None, size, host)
+        route_ports = list(route_ports) if route_ports else [free_port(host) for _ in range(size)]
+        if len(ports) != size or len(route_ports) != size:
+            raise ValueError(f"{size} nodes need {size} client ports and {size} route ports, "
+                             f"got {ports} and {route_ports}")
+        self.store_root = Path(store_root)
+        self.size = size
+        self.host = host
+        self.start_timeout = start_timeout
+        routes = [f"nats://{host}:{port}" for port in route_ports]
+        self.nodes = [
+            EmbeddedNats(node_store(self.store_root, size, index), host=host, port=ports[index],
+                         start_timeout=start_timeout, stop_timeout=stop_timeout,
+                         extra_args=() if size == 1 else (
+                             "--server_name", server_name(index),
+                             "--cluster_name", CLUSTER_NAME,
+                             "--cluster", routes[index],
+                             "--routes", ",".join(route for other, route in enumerate(routes) if other != index),
+                         ))
+            for index in range(size)
+        ]
+
+    @property
+    def url(self) -> str:
+        """Every node's client URL, comma-separated: what ``--nats-url`` and ``connect_nats`` take."""
+        return ",".join(node.url for node in self.nodes)
+
+    @property
+    def pids(self) -> list[int | None]:
+        return [node.pid for node in self.nodes]
+
+    def node_of(self, name: str) -> int:
+        """The index of the node a server name (``mirror-n1``, as STREAM.INFO's ``cluster.leader`` gives it) names."""
+        if not name.startswith(SERVER_NAME_PREFIX) or not name[len(SERVER_NAME_PREFIX):].isdigit():
+            raise ValueError(f"{name!r} is not a server of this cluster ({SERVER_NAME_PREFIX}0…)")
+        return int(name[len(SERVER_NAME_PREFIX):])
+
+    def start(self) -> EmbeddedNatsCluster:
+        """Launch every node, wait until each is ready and the cluster has a JetStream meta leader."""
+        self._check_layout()
+        try:
+            for node in self.nodes:
+                node.launch()
+            for node in self.nodes:
+                node.wait_ready()
+            if self.size > 1:
+                self._wait_meta_leader()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("NATS cluster of %d ready at %s", self.size, self.url)
+        return self
+
+    def _check_layout(self) -> None:
+        """Refuse a store root laid out for the other kind: a single server keeps ``jetstream/`` in
+        the root, a cluster ``n0/``, ``n1/``, …; started on the other's root it would make a new,
+        empty stream beside the old one, and conversations would begin again at seq 1."""
+        single, clustered = (self.store_root / "jetstream").is_dir(), (self.store_root / "n0").is_dir()
+        if self.size > 1 and single:
+            raise BusError(f"{self.store_root} holds a single nats-server's store; a cluster of {self.size} would "
+                           "start an empty stream beside it: use another data directory, or keep one server")
+        if self.size == 1 and clustered:
+            raise BusError(f"{self.store_root} holds a NATS cluster's stores (n0/, n1/, …); a single server would "
+                           "start an empty stream beside them: start the cluster again with its size")
+
+    def _wait_meta_leader(self) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while not all(any(node.logged(line) for line in META_LEADER_LINES) for node in self.nodes):
+            if time.monotonic() > deadline:
+                raise BusError(f"the NATS cluster at {self.url} elected no JetStream meta leader within "
+                               f"{self.start_timeout}s; see {self.store_root}/n*/nats-server.log")
+            time.sleep(0.05)
+
+    def start_node(self, index: int) -> EmbeddedNats:
+        """Start node ``index`` again (same name, ports and store): it rejoins and catches up."""
+        return self.nodes[index].start()
+
+    def kill(self, index: int) -> None:
+        """SIGKILL node ``index``: the crash a test wants."""
+        self.nodes[index].kill()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> EmbeddedNatsCluster:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+__all__ = ["CLUSTER_NAME", "EmbeddedNatsCluster", "node_ports", "node_store", "server_name"]
