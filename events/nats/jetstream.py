@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 SUBJECT_ROOT = "mirror"
 STREAM_SUBJECTS = f"{SUBJECT_ROOT}.*.*.*"
 ERR_WRONG_LAST_SEQUENCE = 10071
+ERR_WRONG_LAST_SEQUENCE_CONSTANT = 10164
+"""The same refusal without the sequence in its text: a clustered stream answers it when the
+expected-last-subject-sequence check fails at the leader (seen once under racing writers)."""
+FENCE_REFUSALS = frozenset({ERR_WRONG_LAST_SEQUENCE, ERR_WRONG_LAST_SEQUENCE_CONSTANT})
 """JetStream's error code when an expected-last-sequence header does not match."""
 ERR_DUPLICATE_IN_PROCESS = 10158
 """JetStream's error code (409, clustered streams) for a publish whose message id is already being
@@ -387,7 +391,7 @@ class JetStreamBus:
         except nats.js.errors.APIError as exc:
             if exc.err_code == ERR_DUPLICATE_IN_PROCESS:
                 raise DuplicateInProcess(f"{key}#{event.seq}: {exc.description}") from exc
-            if exc.err_code != ERR_WRONG_LAST_SEQUENCE:
+            if exc.err_code not in FENCE_REFUSALS:
                 raise BusError(f"JetStream refused {key}#{event.seq}: {exc}") from exc
             # Either another writer got there first, or this is our own retry whose first
             # attempt was stored but whose ack was lost: the stream's leader tells which.
@@ -452,7 +456,7 @@ class JetStreamBus:
 
 
 __all__ = [
-    "ERR_DUPLICATE_IN_PROCESS", "ERR_WRONG_LAST_SEQUENCE", "MAX_DEFAULT_REPLICAS", "STREAM_SUBJECTS", "SUBJECT_ROOT",
+    "ERR_DUPLICATE_IN_PROCESS", "ERR_WRONG_LAST_SEQUENCE", "ERR_WRONG_LAST_SEQUENCE_CONSTANT", "FENCE_REFUSALS", "MAX_DEFAULT_REPLICAS", "STREAM_SUBJECTS", "SUBJECT_ROOT",
     "TRANSIENT_ERRORS", "DuplicateInProcess", "JetStreamBus", "StreamSettings", "connect_nats", "default_replicas",
     "ensure_stream", "key_of_subject", "nats_servers", "retry_transient", "subject_for",
 ]
