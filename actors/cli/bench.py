@@ -8,8 +8,10 @@ benchmark that saw failures exits with status 1, so a script can tell.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -144,9 +146,12 @@ def bench_recovery(
     from mirror.actors.bench.recovery import RecoveryBenchConfig, run_recovery_bench
 
     configure_logging(log_level.value)
-    result = run_recovery_bench(RecoveryBenchConfig(
-        placement=placement.value, conversations=conversations, rounds=rounds, ingester_kills=ingester_kills,
-        pause_ms=pause_ms, llm_latency_ms=latency, mode=mode.value, show_progress=not as_json))
+    # Ray's driver prints "(raylet) A worker died…" on stdout for every kill this bench makes: to
+    # stderr with the progress, so stdout is the JSON alone.
+    with contextlib.redirect_stdout(sys.stderr):
+        result = run_recovery_bench(RecoveryBenchConfig(
+            placement=placement.value, conversations=conversations, rounds=rounds, ingester_kills=ingester_kills,
+            pause_ms=pause_ms, llm_latency_ms=latency, mode=mode.value, show_progress=not as_json))
     _print_result(result, as_json)
     if result["actor_kill"]["failed"] or result["ingester_kill"]["failed"]:
         raise typer.Exit(1)
