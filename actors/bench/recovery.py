@@ -32,6 +32,7 @@ import httpx
 
 from mirror.actors.bench._stacks import sim_stack
 from mirror.actors.bench._stats import percentile
+from mirror.actors.bench.turns import server_timing
 from mirror.actors.stack.embedded import EmbeddedStack
 from mirror.events.ids import StreamKey
 
@@ -91,11 +92,6 @@ class Load:
         return [seconds for sent, seconds in self.turns if start <= sent < end]
 
 
-def _timing(response: httpx.Response) -> dict[str, float]:
-    parts = (part.strip().split(";dur=") for part in response.headers.get("server-timing", "").split(",") if ";dur=" in part)
-    return {name: float(value) for name, value in parts}
-
-
 def _summary(values: list[float], digits: int = 3) -> dict[str, float | int | None]:
     if not values:
         return {"n": 0, "p50": None, "p99": None, "max": None}
@@ -143,7 +139,7 @@ async def _actor_rounds(stack: EmbeddedStack, load: Load, names: list[str], conf
             await asyncio.sleep(0.05)
         total = time.monotonic() - killed
         if response is not None and response.status_code == 200:
-            timing = _timing(response)
+            timing = server_timing(response.headers.get("server-timing", ""))
             rebuild = await _rebuild_ms(stack, victim)
             totals.append(total)
             turns.append(timing.get("actor", 0.0) / 1000)

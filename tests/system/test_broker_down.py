@@ -43,10 +43,7 @@ def stack(request: pytest.FixtureRequest, ray_cluster: None, tmp_path: Path) -> 
 
 def workers() -> int:
     """Ray worker processes of this test's Ray (descendants of this process), not the machine's."""
-    parents = {}
-    for pid in processes_named("ray::"):
-        parents[pid] = _parent(pid)
-    return sum(_descends(pid, os.getpid()) for pid in parents)
+    return sum(_descends(pid, os.getpid()) for pid in processes_named("ray::"))
 
 
 def _parent(pid: int) -> int:
