@@ -50,7 +50,7 @@ from mirror.projections.conversation import apply, fold
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes, state_from_snapshot
 from mirror.projections.state import ConversationState, initial_state
 
-from .errors import Fenced, Passivated
+from .errors import Fenced, ModeConflict, Passivated
 from .results import ConversationSummary, TurnResult
 
 log = logging.getLogger(__name__)
@@ -219,6 +219,8 @@ class Conversation:
             if clients.owned:
                 await clients.close()
             raise
+        if writer.state.turn_count:  # the mode its first turn fixed, whatever the stack's default is now
+            self.config = replace(self.config, mode=writer.state.mode)  # type: ignore[arg-type]  # a recorded Mode
         if writer.behind(self.config.mode) or (self.config.memory and writer.memory_behind()):
             self._start_thinking()  # a step left unthought by the previous incarnation
         return self
@@ -297,14 +299,23 @@ class Conversation:
 
     # ------------------------------------------------------------------------ turns
 
-    async def turn(self, message: str, *, sync: bool = False) -> TurnResult:
-        """Reply to ``message``; the ``turn`` event is acknowledged before this returns."""
+    async def turn(self, message: str, *, sync: bool = False, mode: str | None = None) -> TurnResult:
+        """Reply to ``message``; the ``turn`` event is acknowledged before this returns.
+
+        ``mode``: the thinking mode this conversation runs. The first turn fixes it (the stack's
+        default when not given; the ``turn`` event records it); asking a later turn for another
+        one is :class:`ModeConflict`, and changes nothing.
+        """
         self._check_not_fenced()
         if self.passivating:
             raise Passivated(self.key)
         if sync:
             await self._idle.wait()
         writer = self._writer()
+        if mode is not None and mode != self.config.mode:
+            if writer.state.turn_count:
+                raise ModeConflict(self.key, mode, self.config.mode)
+            self.config = replace(self.config, mode=mode)  # type: ignore[arg-type]  # MirrorConfig refuses one outside MODES
         started = time.perf_counter()
         state = writer.state
         # One clock reading: the recall's ``now`` and both events' timestamp, so replay

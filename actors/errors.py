@@ -6,6 +6,7 @@
         ├── IngesterUnavailable      the ingester actor of a shard is not consuming and serving reads
         ├── Fenced                   a conversation lost the single-writer fence and stopped
         ├── Passivated               a conversation is passivating: ask its new incarnation
+        ├── ModeConflict             a turn asked for a mode other than the one its conversation runs
         ├── …                        (mirror.actors.llm.errors) the simulator and the local model
         └── …                        (mirror.actors.cli.errors) the config file and the gateway client
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from mirror.events.errors import MirrorError
 
-__all__ = ["ActorError", "Fenced", "IngesterUnavailable", "Passivated", "ServerUnavailable"]
+__all__ = ["ActorError", "Fenced", "IngesterUnavailable", "ModeConflict", "Passivated", "ServerUnavailable"]
 
 
 class ActorError(MirrorError):
@@ -65,3 +66,22 @@ class Passivated(ActorError):
     def __init__(self, key: object) -> None:
         self.key = key
         super().__init__(f"conversation {key} is passivating; ask again to re-activate it")
+
+
+class ModeConflict(ActorError):
+    """A turn asked for a thinking mode other than the one its conversation was started in.
+
+    A conversation's first turn fixes its mode (recorded in the ``turn`` event); switching it
+    midway would leave a history no mode explains. Re-think it in another mode with
+    ``recompute --mode`` instead.
+    """
+
+    def __init__(self, key: object, asked: str, running: str) -> None:
+        self.key = key
+        self.asked = asked
+        self.running = running
+        super().__init__(f"conversation {key} runs mode {running!r}, not {asked!r}: its first turn fixed it; "
+                         f"start a new conversation, or re-think this one with recompute --mode {asked}")
+
+    def __reduce__(self) -> tuple[object, ...]:  # crosses Ray from the actor to the gateway
+        return type(self), (self.key, self.asked, self.running)

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from mirror.actors.conversation import Conversation, RuntimeSettings
-from mirror.actors.errors import Fenced
+from mirror.actors.errors import Fenced, ModeConflict
 from mirror.cognition.prompts import default_prompt_set
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
@@ -74,6 +74,28 @@ async def test_a_restarted_conversation_continues_where_the_last_stopped(runtime
         await second.wait_idle(30)
     finally:
         await second.stop()
+
+
+async def test_a_conversation_keeps_the_mode_its_first_turn_fixed_across_a_restart(runtime: RuntimeSettings) -> None:
+    key = StreamKey("acme", "moded")
+    first = await Conversation(key, runtime).start()  # the stack's default mode is full
+    await first.turn("Hello there.", mode="controller_only")
+    await first.wait_idle(30)
+    await first.stop()
+    second = await Conversation(key, runtime).start()
+    try:
+        assert second.config.mode == "controller_only"  # rebuilt from the recorded turn, not the default
+        with pytest.raises(ModeConflict, match="runs mode 'controller_only', not 'full'"):
+            await second.turn("Think fully now.", mode="full")
+        assert second.state.turn_count == 1  # the refused turn changed nothing
+        await second.turn("Carry on.")
+        await second.wait_idle(30)
+        assert second.state.mode == "controller_only"
+    finally:
+        await second.stop()
+    events = await log_events(runtime, key)
+    assert [e.payload.mode for e in events if isinstance(e.payload, Turn)] == ["controller_only"] * 2
+    assert not [e for e in events if isinstance(e.payload, Monologue)]  # controller_only runs no threads
 
 
 async def test_two_writers_on_one_conversation_never_fork_it(runtime: RuntimeSettings) -> None:

@@ -91,6 +91,7 @@ def test_tenant_isolation_matrix(stack) -> None:
         ("/v1/conversations/ok/turns", {"message": ""}, 400),
         ("/v1/conversations/ok/turns", {"message": "x" * (32 * 1024 + 1)}, 413),
         ("/v1/conversations/ok/turns", {"text": "hi"}, 422),
+        ("/v1/conversations/ok/turns", {"message": "hi", "mode": "fast"}, 422),
     ],
 )
 def test_bad_input_is_refused_and_appends_nothing(stack, route, body, status) -> None:
@@ -151,3 +152,41 @@ def test_stream_relays_each_new_event_once_in_order(stack) -> None:
     assert relayed[0] == (said["seq"], "turn")  # nothing from before the subscription
     assert [seq for seq, _ in relayed] == list(range(said["seq"], said["seq"] + len(relayed)))
     assert [kind for _, kind in relayed][-2:] == ["monologue", "narrative"]
+
+
+def test_the_first_turn_fixes_a_conversations_mode(stack) -> None:
+    """A per-conversation mode: one stack serves conversations of every mode side by side."""
+    url, tokens = stack
+    with httpx.Client(base_url=url, headers=auth(tokens["acme"]), timeout=60) as client:
+        first = client.post("/v1/conversations/moded/turns", json={"message": "hello", "mode": "baseline"},
+                            params={"sync": True})
+        assert first.status_code == 200, first.text
+        default = client.post("/v1/conversations/unmoded/turns", json={"message": "hello"})
+        assert default.status_code == 200, default.text
+        again = client.post("/v1/conversations/moded/turns", json={"message": "and again", "mode": "baseline"},
+                            params={"sync": True})
+        assert again.status_code == 200 and again.json()["turn"] == 1
+        omitted = client.post("/v1/conversations/moded/turns", json={"message": "no mode said"}, params={"sync": True})
+        assert omitted.status_code == 200 and omitted.json()["turn"] == 2
+        before = logged_events(client, "moded", turns=3)
+        refused = client.post("/v1/conversations/moded/turns", json={"message": "switch", "mode": "full"})
+        assert refused.status_code == 409 and "runs mode 'baseline'" in refused.json()["detail"], refused.text
+        time.sleep(0.5)  # what a wrongly accepted turn would have written has reached the log by now
+        after = client.get("/v1/conversations/moded/events", params={"limit": 1000}).json()["events"]
+        assert [e for e in after if e["type"] == "turn"] == [e for e in before if e["type"] == "turn"]
+        assert client.get("/v1/conversations/moded").json()["mode"] == "baseline"
+        assert client.get("/v1/conversations/unmoded").json()["mode"] == "full"
+        turns = [event["payload"]["mode"] for event in before if event["type"] == "turn"]
+        assert turns == ["baseline"] * 3
+        # Baseline does not think: no monologue or narrative was written for it.
+        assert not [event for event in before if event["type"] in ("monologue", "narrative")]
+
+
+def logged_events(client: httpx.Client, conversation: str, *, turns: int) -> list[dict]:
+    """The conversation's events once the log holds ``turns`` turns (the log trails the bus a little)."""
+    deadline = time.monotonic() + 30
+    while True:
+        events = client.get(f"/v1/conversations/{conversation}/events", params={"limit": 1000}).json()["events"]
+        if sum(event["type"] == "turn" for event in events) >= turns or time.monotonic() > deadline:
+            return events
+        time.sleep(0.1)

@@ -7,7 +7,7 @@ is involved. The reply carries ``Server-Timing`` so clients can tell Mirror's sh
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel
@@ -22,6 +22,9 @@ router = APIRouter()
 
 class TurnIn(BaseModel):
     message: str
+    mode: Literal["baseline", "threads_only", "controller_only", "full"] | None = None
+    """The thinking mode of this conversation (mirror.cognition.pipeline.MODES): its first turn fixes it,
+    the stack's default when not given; a later turn asking for another is a 409."""
 
 
 class TurnOut(BaseModel):
@@ -46,7 +49,7 @@ async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Run
     limit = runtime.settings.max_message_bytes
     if size > limit:
         raise HTTPException(413, f"message is {size} bytes; the limit is {limit}")
-    result: TurnResult = await runtime.ask(key, "turn", body.message, sync)
+    result: TurnResult = await runtime.ask(key, "turn", body.message, sync, body.mode)
     response.headers["Server-Timing"] = server_timing(result, (time.perf_counter() - started) * 1000)
     return result.as_dict()
 
