@@ -50,7 +50,7 @@ from mirror.projections.conversation import apply, fold
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes, state_from_snapshot
 from mirror.projections.state import ConversationState, initial_state
 
-from .errors import Fenced, ModeConflict, Passivated
+from .errors import Fenced, Passivated, SettingConflict
 from .results import ConversationSummary, TurnResult
 
 log = logging.getLogger(__name__)
@@ -219,11 +219,31 @@ class Conversation:
             if clients.owned:
                 await clients.close()
             raise
-        if writer.state.turn_count:  # the mode its first turn fixed, whatever the stack's default is now
-            self.config = replace(self.config, mode=writer.state.mode)  # type: ignore[arg-type]  # a recorded Mode
+        if writer.state.turn_count:  # how its first turn fixed it to think, whatever the stack's default is now
+            recorded = writer.state.memory
+            self.config = replace(self.config, mode=writer.state.mode,  # type: ignore[arg-type]  # a recorded Mode
+                                  memory=self.config.memory if recorded is None else recorded)
         if writer.behind(self.config.mode) or (self.config.memory and writer.memory_behind()):
             self._start_thinking()  # a step left unthought by the previous incarnation
         return self
+
+    def _choose(self, state: ConversationState, *, mode: str | None, memory: bool | None) -> None:
+        """A first turn's mode and memory become the conversation's; a later turn's must match them.
+
+        Memory can be turned off for a conversation, but not on where the stack runs without it
+        (``--no-memory``: no embedder was made).
+        """
+        if memory and not self.settings.memory:
+            raise SettingConflict(self.key, "memory", memory, False,
+                                  why="the stack runs without memory (--no-memory), so no conversation can turn it on")
+        if mode is not None and mode != self.config.mode:
+            if state.turn_count:
+                raise SettingConflict(self.key, "mode", mode, self.config.mode)
+            self.config = replace(self.config, mode=mode)  # type: ignore[arg-type]  # MirrorConfig refuses one outside MODES
+        if memory is not None and memory != self.config.memory:
+            if state.turn_count:
+                raise SettingConflict(self.key, "memory", memory, self.config.memory)
+            self.config = replace(self.config, memory=memory)
 
     async def passivate(self) -> None:
         """Finish the thinking in progress, write a snapshot, stop (the next message re-activates).
@@ -299,12 +319,13 @@ class Conversation:
 
     # ------------------------------------------------------------------------ turns
 
-    async def turn(self, message: str, *, sync: bool = False, mode: str | None = None) -> TurnResult:
+    async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
+                   memory: bool | None = None) -> TurnResult:
         """Reply to ``message``; the ``turn`` event is acknowledged before this returns.
 
-        ``mode``: the thinking mode this conversation runs. The first turn fixes it (the stack's
-        default when not given; the ``turn`` event records it); asking a later turn for another
-        one is :class:`ModeConflict`, and changes nothing.
+        ``mode`` and ``memory``: how this conversation thinks. The first turn fixes them (the
+        stack's defaults when not given; the ``turn`` event records them); asking a later turn
+        for other ones is :class:`SettingConflict`, and changes nothing.
         """
         self._check_not_fenced()
         if self.passivating:
@@ -312,10 +333,7 @@ class Conversation:
         if sync:
             await self._idle.wait()
         writer = self._writer()
-        if mode is not None and mode != self.config.mode:
-            if writer.state.turn_count:
-                raise ModeConflict(self.key, mode, self.config.mode)
-            self.config = replace(self.config, mode=mode)  # type: ignore[arg-type]  # MirrorConfig refuses one outside MODES
+        self._choose(writer.state, mode=mode, memory=memory)
         started = time.perf_counter()
         state = writer.state
         # One clock reading: the recall's ``now`` and both events' timestamp, so replay

@@ -66,8 +66,9 @@ class ConversationActor:
                 await self.passivate()
                 return
 
-    async def turn(self, message: str, sync: bool = False, mode: str | None = None) -> TurnResult:
-        return await (await self._ready()).turn(message, sync=sync, mode=mode)
+    async def turn(self, message: str, sync: bool = False, mode: str | None = None,
+                   memory: bool | None = None) -> TurnResult:
+        return await (await self._ready()).turn(message, sync=sync, mode=mode, memory=memory)
 
     async def summary(self) -> ConversationSummary:
         return (await self._ready()).summary()

@@ -6,7 +6,7 @@
         ├── IngesterUnavailable      the ingester actor of a shard is not consuming and serving reads
         ├── Fenced                   a conversation lost the single-writer fence and stopped
         ├── Passivated               a conversation is passivating: ask its new incarnation
-        ├── ModeConflict             a turn asked for a mode other than the one its conversation runs
+        ├── SettingConflict          a turn asked for a mode (or memory) other than its conversation's
         ├── …                        (mirror.actors.llm.errors) the simulator and the local model
         └── …                        (mirror.actors.cli.errors) the config file and the gateway client
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from mirror.events.errors import MirrorError
 
-__all__ = ["ActorError", "Fenced", "IngesterUnavailable", "ModeConflict", "Passivated", "ServerUnavailable"]
+__all__ = ["ActorError", "Fenced", "IngesterUnavailable", "Passivated", "ServerUnavailable", "SettingConflict"]
 
 
 class ActorError(MirrorError):
@@ -68,20 +68,22 @@ class Passivated(ActorError):
         super().__init__(f"conversation {key} is passivating; ask again to re-activate it")
 
 
-class ModeConflict(ActorError):
-    """A turn asked for a thinking mode other than the one its conversation was started in.
+class SettingConflict(ActorError):
+    """A turn asked for a thinking mode, or memory on or off, other than its conversation's.
 
-    A conversation's first turn fixes its mode (recorded in the ``turn`` event); switching it
-    midway would leave a history no mode explains. Re-think it in another mode with
-    ``recompute --mode`` instead.
+    A conversation's first turn fixes both (the ``turn`` event records them); switching midway
+    would leave a history no one setting explains. Re-think it another way with ``recompute``
+    (``--mode``) instead.
     """
 
-    def __init__(self, key: object, asked: str, running: str) -> None:
+    def __init__(self, key: object, setting: str, asked: object, running: object, why: str = "") -> None:
         self.key = key
+        self.setting = setting
         self.asked = asked
         self.running = running
-        super().__init__(f"conversation {key} runs mode {running!r}, not {asked!r}: its first turn fixed it; "
-                         f"start a new conversation, or re-think this one with recompute --mode {asked}")
+        self.why = why
+        super().__init__(f"conversation {key} runs {setting} {running!r}, not {asked!r}: "
+                         + (why or "its first turn fixed it; start a new conversation, or re-think this one with recompute"))
 
     def __reduce__(self) -> tuple[object, ...]:  # crosses Ray from the actor to the gateway
-        return type(self), (self.key, self.asked, self.running)
+        return type(self), (self.key, self.setting, self.asked, self.running, self.why)

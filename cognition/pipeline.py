@@ -260,7 +260,7 @@ async def talk(state: ConversationState, user_message: str, llm: LLM, prompts: P
         seen = state.threads_seq
     else:
         seen = state.narrative_seq
-    turn = Turn(user_message, reply, narrative_seq=seen, mode=config.mode)
+    turn = Turn(user_message, reply, narrative_seq=seen, mode=config.mode, memory=config.memory)
     provenance = one_copy(turn, response.provenance, lambda text: replace(turn, reply=_reply_of(text)))
     return Talk(reply, turn, provenance)
 

@@ -60,6 +60,12 @@ def _turn_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@register_upcaster("turn", 2)
+def _turn_v2_to_v3(payload: dict[str, Any]) -> dict[str, Any]:
+    # Version 2 did not record whether memory was on: unknown (None), so the stack's setting applies.
+    return {**payload, "memory": None}
+
+
 RECALL_V1_DEPTH = 100
 """How deep each single ranking went into a version-1 recall's fusion (it was not recorded)."""
 

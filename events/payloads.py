@@ -29,15 +29,19 @@ class Payload:
 class Turn(Payload):
     """The user said something and the Talker answered, seeing the narrative at ``narrative_seq``.
 
-    Version 1 (the prototype) stored ``user`` and ``assistant`` and no narrative reference.
+    ``mode`` and ``memory`` are how the conversation thinks (a MIRROR mode; whether the memory
+    stage runs and the Talker recalls): its first turn fixes them, so a restarted conversation
+    goes on as it began. Version 1 (the prototype) stored ``user`` and ``assistant`` and no
+    narrative reference; version 2 did not record ``memory`` (``None``: the stack's setting).
     """
 
     TYPE: ClassVar[str] = "turn"
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
     user_message: str
     reply: str
     narrative_seq: int | None = None
     mode: str = "full"
+    memory: bool | None = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,6 +122,7 @@ def _on_turn(payload: Turn, state: ConversationState, event: Event) -> Conversat
         turn_count=state.turn_count + 1,
         first_user_message=payload.user_message if state.first_user_message is None else state.first_user_message,
         mode=payload.mode,
+        memory=state.memory if payload.memory is None else payload.memory,
         recent_turns=keep_last((*state.recent_turns, record), state.limits.recent_turns),
         counters=replace(counters, turns_since_reflection=counters.turns_since_reflection + 1),
     )

@@ -38,8 +38,10 @@ from .state import (
     TurnRecord,
 )
 
-PROJECTION_VERSION = 5
+PROJECTION_VERSION = 6
 """Bump on any change to what the conversation projection computes or how it is stored.
+
+6: ``memory`` (whether the conversation's memory is on), from ``turn`` events.
 
 5: ``memory_turn`` (the latest turn whose memory stage completed), from ``memory_step`` events.
 
@@ -95,6 +97,7 @@ def _state_record(state: ConversationState) -> dict[str, Any]:
         "turn_count": state.turn_count,
         "first_user_message": state.first_user_message,
         "mode": state.mode,
+        "memory": state.memory,
         "thought_turn": state.thought_turn,
         "memory_turn": state.memory_turn,
         "recent_turns": [_flat(turn) for turn in state.recent_turns],
@@ -135,6 +138,7 @@ def _state_from(record: dict[str, Any]) -> ConversationState:
         turn_count=record["turn_count"],
         first_user_message=record["first_user_message"],
         mode=record["mode"],
+        memory=record["memory"],
         thought_turn=record["thought_turn"],
         memory_turn=record["memory_turn"],
         recent_turns=tuple(_unflat(TurnRecord, values) for values in record["recent_turns"]),

@@ -117,7 +117,8 @@ class ConversationState:
 
     ``last_seq`` is 0 before the first event; the next event must carry ``last_seq + 1``.
     ``first_user_message`` is kept for the Thinker's bounded history (the papers keep it);
-    ``mode`` is the cognitive mode of the latest turn; ``thought_turn`` is the latest turn
+    ``mode`` is the cognitive mode of the latest turn, ``memory`` whether its memory was on
+    (``None``: no turn recorded it); ``thought_turn`` is the latest turn
     (0-based, the envelope's ``turn``) whose thinking completed: a narrative, or the threads in
     ``threads_only`` mode. ``turn_count - 1 > thought_turn`` means thinking is behind.
     ``memory_turn`` is the latest turn whose memory stage completed (a ``memory_step`` event):
@@ -134,6 +135,7 @@ class ConversationState:
     turn_count: int = 0
     first_user_message: str | None = None
     mode: str | None = None
+    memory: bool | None = None
     thought_turn: int | None = None
     memory_turn: int | None = None
     recent_turns: tuple[TurnRecord, ...] = ()

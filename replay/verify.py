@@ -30,7 +30,7 @@ and zero embedding calls, and a recall that now comes out differently shows in b
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from mirror.cognition.llm import LLM, ChatRequest, ChatResponse
@@ -311,12 +311,16 @@ async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, p
         return
     report.steps += 1
     config = config_from(event.provenance, payload.mode, talker=True)
+    if payload.memory is not None:
+        config = replace(config, memory=payload.memory)
     try:
         said = await talk(state, payload.user_message, llm, prompts, config, recalled=recalled)
     except Exception as exc:  # the replay could not even produce a reply: that is the divergence
         report.divergences.append(Divergence(event.seq, f"the Talker failed on replay: {exc}"))
         return
-    replayed = make_event(key, event.seq, said.turn, turn=state.turn_count, provenance=said.provenance,
+    # A version-2 turn did not record whether memory was on; its replay does not claim to know either.
+    turn = said.turn if payload.memory is not None else replace(said.turn, memory=None)
+    replayed = make_event(key, event.seq, turn, turn=state.turn_count, provenance=said.provenance,
                           timestamp=event.timestamp, causation=event.causation)
     _compare([event], [replayed], report)
 

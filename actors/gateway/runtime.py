@@ -23,7 +23,7 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from mirror.actors.errors import Fenced, ModeConflict
+from mirror.actors.errors import Fenced, SettingConflict
 from mirror.actors.gateway.settings import GatewaySettings
 from mirror.actors.gateway.streaming import _stream_last_seq
 from mirror.actors.gateway.tenants import TenantRegistry
@@ -206,7 +206,7 @@ class GatewayRuntime:
             cause = getattr(exc, "cause", None) or exc
             if isinstance(cause, Fenced):
                 raise HTTPException(409, f"conversation moved on elsewhere; retry: {cause}") from None
-            if isinstance(cause, ModeConflict):
+            if isinstance(cause, SettingConflict):
                 raise HTTPException(409, str(cause)) from None
             if isinstance(cause, BusError | LogUnavailable):  # from inside the actor: answered as if here
                 raise cause from None

@@ -55,8 +55,10 @@ class ConversationHost:
         self.index = index
         self.table = HostedConversations(settings, name=host_name(index, settings))
 
-    async def turn(self, key: StreamKey, message: str, sync: bool = False, mode: str | None = None) -> TurnResult:
-        return await self.table.call(key, lambda conversation: conversation.turn(message, sync=sync, mode=mode))
+    async def turn(self, key: StreamKey, message: str, sync: bool = False, mode: str | None = None,
+                   memory: bool | None = None) -> TurnResult:
+        return await self.table.call(key, lambda conversation: conversation.turn(message, sync=sync, mode=mode,
+                                                                                 memory=memory))
 
     async def summary(self, key: StreamKey) -> ConversationSummary:
         return await self.table.call(key, _summary, mailbox=False)

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from mirror.actors.conversation import Conversation, RuntimeSettings
-from mirror.actors.errors import Fenced, ModeConflict
+from mirror.actors.errors import Fenced, SettingConflict
 from mirror.cognition.prompts import default_prompt_set
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
@@ -85,8 +85,10 @@ async def test_a_conversation_keeps_the_mode_its_first_turn_fixed_across_a_resta
     second = await Conversation(key, runtime).start()
     try:
         assert second.config.mode == "controller_only"  # rebuilt from the recorded turn, not the default
-        with pytest.raises(ModeConflict, match="runs mode 'controller_only', not 'full'"):
+        with pytest.raises(SettingConflict, match="runs mode 'controller_only', not 'full'"):
             await second.turn("Think fully now.", mode="full")
+        with pytest.raises(SettingConflict, match="runs memory True, not False"):
+            await second.turn("Forget it all.", memory=False)
         assert second.state.turn_count == 1  # the refused turn changed nothing
         await second.turn("Carry on.")
         await second.wait_idle(30)
@@ -95,7 +97,39 @@ async def test_a_conversation_keeps_the_mode_its_first_turn_fixed_across_a_resta
         await second.stop()
     events = await log_events(runtime, key)
     assert [e.payload.mode for e in events if isinstance(e.payload, Turn)] == ["controller_only"] * 2
+    assert [e.payload.memory for e in events if isinstance(e.payload, Turn)] == [True] * 2
     assert not [e for e in events if isinstance(e.payload, Monologue)]  # controller_only runs no threads
+
+
+async def test_a_conversation_can_turn_its_memory_off_and_keeps_it_off(runtime: RuntimeSettings) -> None:
+    key = StreamKey("acme", "forgetful")
+    first = await Conversation(key, runtime).start()
+    await first.turn("I am allergic to peanuts.", memory=False)
+    await first.wait_idle(30)
+    await first.stop()
+    second = await Conversation(key, runtime).start()
+    try:
+        assert second.config.memory is False  # rebuilt from the recorded turn, not the stack's setting
+        reply = await second.turn("What can I not eat?")
+        assert reply.recall_seq is None
+        await second.wait_idle(30)
+    finally:
+        await second.stop()
+    events = await log_events(runtime, key)
+    assert [e.payload.memory for e in events if isinstance(e.payload, Turn)] == [False, False]
+    assert not [e for e in events if isinstance(e.payload, Belief | MemoryStep | Recall)]  # nothing remembered
+    assert [type(e.payload) for e in events if isinstance(e.payload, Narrative)]  # it still thought (mode full)
+
+
+async def test_a_stack_without_memory_refuses_a_conversation_that_asks_for_it(
+        runtime_without_memory: RuntimeSettings) -> None:
+    conversation = await Conversation(StreamKey("acme", "asks-memory"), runtime_without_memory).start()
+    try:
+        with pytest.raises(SettingConflict, match="runs without memory"):
+            await conversation.turn("Remember this.", memory=True)
+        assert conversation.state.turn_count == 0
+    finally:
+        await conversation.stop()
 
 
 async def test_two_writers_on_one_conversation_never_fork_it(runtime: RuntimeSettings) -> None:

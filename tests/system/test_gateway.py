@@ -176,6 +176,11 @@ def test_the_first_turn_fixes_a_conversations_mode(stack) -> None:
         assert [e for e in after if e["type"] == "turn"] == [e for e in before if e["type"] == "turn"]
         assert client.get("/v1/conversations/moded").json()["mode"] == "baseline"
         assert client.get("/v1/conversations/unmoded").json()["mode"] == "full"
+        forgetful = client.post("/v1/conversations/forgetful/turns", json={"message": "I hate olives.", "memory": False})
+        assert forgetful.status_code == 200, forgetful.text
+        asks = client.post("/v1/conversations/forgetful/turns", json={"message": "Remember now.", "memory": True})
+        assert asks.status_code == 409 and "runs memory False" in asks.json()["detail"], asks.text
+        assert logged_events(client, "forgetful", turns=1)[0]["payload"]["memory"] is False
         turns = [event["payload"]["mode"] for event in before if event["type"] == "turn"]
         assert turns == ["baseline"] * 3
         # Baseline does not think: no monologue or narrative was written for it.

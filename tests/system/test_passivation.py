@@ -1,6 +1,8 @@
 """Virtual actors: 200 conversations under a cap of 16 live at once; all answered, state intact.
 
 Both placements: dedicated (16 actors per node, the directory's cap) and hosted (two hosts of 8).
+The dedicated run starts ~200 Ray worker processes (3-4 minutes on 2 cores): it is marked
+``long``, left out of the default run and run by ``.ci/run``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 CAP = 16
 
 
-@pytest.fixture(scope="module", params=PLACEMENTS)
+PLACEMENT_RUNS = [pytest.param(placement, marks=pytest.mark.long) if placement == "dedicated" else placement
+                  for placement in PLACEMENTS]
+
+
+@pytest.fixture(scope="module", params=PLACEMENT_RUNS)
 def runtime(request: pytest.FixtureRequest, ray_cluster: None, nats_server: EmbeddedNats,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeSettings]:
     tmp = tmp_path_factory.mktemp("passivation")

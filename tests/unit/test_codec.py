@@ -163,16 +163,17 @@ def v1_turn_record(payload: dict[str, Any], **changes: Any) -> dict[str, Any]:
     return record
 
 
-def test_golden_v1_turn_is_upcast_to_v2() -> None:
+def test_golden_v1_turn_is_upcast_to_the_current_version() -> None:
     data = pack(v1_turn_record({"user": "what is 2+2?", "assistant": "4"}))
     event = decode(data)
-    assert event.payload == Turn(user_message="what is 2+2?", reply="4", narrative_seq=None, mode="full")
+    assert event.payload == Turn(user_message="what is 2+2?", reply="4", narrative_seq=None, mode="full", memory=None)
     assert (event.conversation, event.seq, event.turn, event.timestamp) == ("legacy-1", 3, 2, 1_600_000_000.0)
-    assert event.schema_version == Turn.VERSION == 2
+    assert event.schema_version == Turn.VERSION == 3
     # Read once, the event is written back at the current version, never as v1.
     rewritten = unpack(encode(event))
-    assert rewritten["schema"] == 2
-    assert rewritten["payload"] == {"user_message": "what is 2+2?", "reply": "4", "narrative_seq": None, "mode": "full"}
+    assert rewritten["schema"] == 3
+    assert rewritten["payload"] == {"user_message": "what is 2+2?", "reply": "4", "narrative_seq": None, "mode": "full",
+                                    "memory": None}
     assert check(data).payload == rewritten["payload"]
 
 
@@ -186,7 +187,7 @@ def test_v1_turn_keeps_its_mode() -> None:
 @settings(max_examples=50, deadline=None)
 def test_any_v1_turn_upcasts(user: str, assistant: str) -> None:
     event = decode(pack(v1_turn_record({"user": user, "assistant": assistant})))
-    assert event.payload == Turn(user, assistant, None, "full")
+    assert event.payload == Turn(user, assistant, None, "full", None)
 
 
 @pytest.mark.parametrize(
@@ -206,9 +207,14 @@ def test_malformed_v1_turn_is_corrupt(payload: dict[str, Any]) -> None:
     assert caught.value.seq == 3
 
 
+def test_a_v2_turn_did_not_record_memory() -> None:
+    payload = {"user_message": "u", "reply": "r", "narrative_seq": 1, "mode": "baseline"}
+    assert upcast("turn", 2, payload) == {**payload, "memory": None}  # unknown: the stack's setting applies
+
+
 def test_upcast_is_a_no_op_at_the_current_version() -> None:
-    payload = {"user_message": "u", "reply": "r", "narrative_seq": 1, "mode": "full"}
-    assert upcast("turn", 2, payload) == payload
+    payload = {"user_message": "u", "reply": "r", "narrative_seq": 1, "mode": "full", "memory": False}
+    assert upcast("turn", 3, payload) == payload
 
 
 # -------------------------------------------------------------------- unknown types, versions

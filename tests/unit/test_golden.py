@@ -47,8 +47,9 @@ def test_prototype_turns_are_upcast_to_the_current_schema() -> None:
     assert [(record["type"], record["schema"]) for record in records] == [
         ("belief", 1), ("turn", 1), ("turn", 1), ("edge", 1)]
     turns = [event.payload for event in golden_events("prototype") if isinstance(event.payload, Turn)]
-    assert turns == [Turn("Hello.", "Hello! How are you?", narrative_seq=None, mode="full"),
-                     Turn("I like tea.", "Noted: tea.", narrative_seq=None, mode="full")]
+    # Neither version recorded whether memory was on: unknown, not guessed.
+    assert turns == [Turn("Hello.", "Hello! How are you?", narrative_seq=None, mode="full", memory=None),
+                     Turn("I like tea.", "Noted: tea.", narrative_seq=None, mode="full", memory=None)]
 
 
 @pytest.mark.parametrize("name", LOGS)

@@ -25,6 +25,8 @@ class TurnIn(BaseModel):
     mode: Literal["baseline", "threads_only", "controller_only", "full"] | None = None
     """The thinking mode of this conversation (mirror.cognition.pipeline.MODES): its first turn fixes it,
     the stack's default when not given; a later turn asking for another is a 409."""
+    memory: bool | None = None
+    """Whether this conversation's memory is on (the memory stage runs, the Talker recalls): fixed like ``mode``."""
 
 
 class TurnOut(BaseModel):
@@ -49,7 +51,7 @@ async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Run
     limit = runtime.settings.max_message_bytes
     if size > limit:
         raise HTTPException(413, f"message is {size} bytes; the limit is {limit}")
-    result: TurnResult = await runtime.ask(key, "turn", body.message, sync, body.mode)
+    result: TurnResult = await runtime.ask(key, "turn", body.message, sync, body.mode, body.memory)
     response.headers["Server-Timing"] = server_timing(result, (time.perf_counter() - started) * 1000)
     return result.as_dict()
 
