@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -171,8 +172,8 @@ def test_options_are_checked() -> None:
 
 def test_the_store_resumes_with_a_fresh_conversation_id(tmp_path: Path) -> None:
     store = ResultsStore(tmp_path).create()
-    key = {"run_name": "r", "dialogue": "d0002", "mode": "full", "scenario": 1, "prompt_set": "default"}
-    begin = {"run_id": "x", "conversation_base": "r-d0002-full-s1", "category": "c", "constraint": "k",
+    key: dict[str, Any] = {"run_name": "r", "dialogue": "d0002", "mode": "full", "scenario": 1, "prompt_set": "default"}
+    begin: dict[str, Any] = {"run_id": "x", "conversation_base": "r-d0002-full-s1", "category": "c", "constraint": "k",
              "turns": ["a", "b"], "choices": {}}
     assert store.begin(**key, **begin) == "r-d0002-full-s1"
     assert store.begin(**key, **begin) == "r-d0002-full-s1-a2"  # the first was left half-done
@@ -182,3 +183,34 @@ def test_the_store_resumes_with_a_fresh_conversation_id(tmp_path: Path) -> None:
     assert (row["conversation"], row["attempt"], row["rating"], row["judge_provenance"]) == ("r-d0002-full-s1-a2", 2, 2, {"model": "m"})
     with pytest.raises(ValueError, match="rated already"):
         store.begin(**key, **begin)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (("--scenarios", "1-7"), "--scenarios '1-7': scenarios are 1 to 5"),
+    (("--modes", "baseline,fast"), "unknown mode 'fast'"),
+    (("--timing", "slow"), "--timing 'slow'"),
+    (("--judge", "gpt"), "--judge 'gpt'"),
+])
+def test_bad_options_exit_2_before_anything_starts(data_dir: Path, tmp_path: Path, options: tuple[str, ...],
+                                                   message: str) -> None:
+    from typer.testing import CliRunner
+
+    from mirror.actors.cli.app import app
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["eval", "curate", "--data", str(data_dir), "--out", str(out), *options])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and not out.exists()
+
+
+def test_missing_spreadsheets_exit_2(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from mirror.actors.cli.app import app
+
+    (tmp_path / "data").mkdir()
+    result = CliRunner().invoke(app, ["eval", "curate", "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "inputs.xlsx: no such file" in result.output
+    result = CliRunner().invoke(app, ["eval", "curate", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "--data DIR is needed" in result.output
+    assert not (tmp_path / "out").exists()

@@ -85,7 +85,7 @@ async def _compare(settings: CurateSettings, store: ResultsStore, target: Target
             slots = asyncio.Semaphore(settings.concurrency)
 
             async def one(row: dict[str, Any]) -> None:
-                key = {"run_name": settings.run_name, "dialogue": row["dialogue"], "mode": row["mode"],
+                key: dict[str, Any] = {"run_name": settings.run_name, "dialogue": row["dialogue"], "mode": row["mode"],
                        "scenario": row["scenario"], "prompt_set": version}
                 if (row["dialogue"], row["mode"], int(row["scenario"])) in done:
                     return

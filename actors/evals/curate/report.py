@@ -229,8 +229,9 @@ def write_plots(table: Mapping[int, Mapping[str, Mapping[str, Any]]], out_dir: P
         for scenario in scenarios:
             if mode in table[scenario]:
                 by_turns[INTERPOSED_TURNS.get(scenario, 0)].append(100 * table[scenario][mode]["accuracy"])
-        xs = sorted(by_turns)
-        axes.plot(xs, [sum(by_turns[x]) / len(by_turns[x]) for x in xs], marker="o", label=mode)
+        turns = sorted(by_turns)
+        axes.plot(turns, [sum(by_turns[count]) / len(by_turns[count]) for count in turns], marker="o", label=mode)
+    axes.set_xticks(sorted({INTERPOSED_TURNS.get(scenario, 0) for scenario in scenarios}))
     axes.set_xlabel("turns between the constraint and the final question")
     axes.set_ylabel("accuracy (% rated 2)")
     axes.set_ylim(0, 100)

@@ -121,7 +121,7 @@ async def _unit(client: httpx.AsyncClient, judge: OpenAIChatClient, store: Resul
                 settings: CurateSettings, run_id: str, row: CurateRow, mode: str, scenario: int) -> str:
     assembled = assemble(row, data, scenario, settings.seed)
     base = f"{settings.run_name}-{row.dialogue_id}-{mode}-s{scenario}"
-    key = {"run_name": settings.run_name, "dialogue": row.dialogue_id, "mode": mode, "scenario": scenario,
+    key: dict[str, Any] = {"run_name": settings.run_name, "dialogue": row.dialogue_id, "mode": mode, "scenario": scenario,
            "prompt_set": LIVE_PROMPT_SET}
     for _ in range(MAX_ATTEMPTS):
         conversation = store.begin(**key, run_id=run_id, conversation_base=base, category=row.category,
