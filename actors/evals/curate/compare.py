@@ -23,7 +23,7 @@ import httpx
 from mirror.actors.evals.curate.errors import CurateError, CurateOptionError
 from mirror.actors.evals.curate.judge import rate
 from mirror.actors.evals.curate.report import accuracy_table, comparison_markdown, with_changes
-from mirror.actors.evals.curate.run import Target, http_client, judge_llm, stack_target, summarise
+from mirror.actors.evals.curate.run import Target, check_gateway, http_client, judge_llm, stack_target, summarise
 from mirror.actors.evals.curate.settings import CurateSettings
 from mirror.actors.evals.curate.store import LIVE_PROMPT_SET, ResultsStore
 from mirror.cognition.errors import LLMError
@@ -77,6 +77,7 @@ async def _compare(settings: CurateSettings, store: ResultsStore, target: Target
     judge = OpenAIChatClient(judge_settings)
     async with http_client(target, settings.concurrency) as client:
         try:
+            await check_gateway(client, target)
             status = await _recompute(client, prompts, [row["conversation"] for row in originals])
             report = status.get("report") or {}
             branch, version = status["branch"], status["prompt_set"]

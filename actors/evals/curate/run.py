@@ -44,7 +44,7 @@ from mirror.actors.evals.curate.timing import HumanPacing
 from mirror.cognition.errors import LLMError, StructuredOutputError
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 
-__all__ = ["Progress", "Target", "judge_llm", "run_curate", "stack_target", "units"]
+__all__ = ["Progress", "Target", "check_gateway", "judge_llm", "run_curate", "stack_target", "units"]
 
 MAX_ATTEMPTS = 20
 REQUEST_TIMEOUT_S = 60.0
@@ -108,6 +108,19 @@ def http_client(target: Target, concurrency: int) -> httpx.AsyncClient:
                              timeout=REQUEST_TIMEOUT_S, limits=limits)
 
 
+async def check_gateway(client: httpx.AsyncClient, target: Target) -> None:
+    """The gateway answers ``/healthz`` and takes the token, or a :class:`CurateError` saying which is wrong."""
+    try:
+        (await client.get("/healthz")).raise_for_status()
+        (await client.get("/v1/conversations")).raise_for_status()
+    except httpx.HTTPStatusError as exc:
+        raise CurateError(f"the gateway at {target.url} answered HTTP {exc.response.status_code} to "
+                          f"{exc.request.url.path}; check --token (or --stack-data)") from exc
+    except httpx.HTTPError as exc:
+        raise CurateError(f"the gateway at {target.url} did not answer ({type(exc).__name__}: {exc}); check --url "
+                          "(or that `mirror up` runs for --stack-data)") from exc
+
+
 async def is_known(client: httpx.AsyncClient, conversation: str) -> bool:
     """Whether the gateway already holds events of ``conversation`` (404: it does not)."""
     response = await client.get(f"/v1/conversations/{conversation}/events", params={"limit": 1})
@@ -126,7 +139,12 @@ async def _unit(client: httpx.AsyncClient, judge: OpenAIChatClient, store: Resul
     for _ in range(MAX_ATTEMPTS):
         conversation = store.begin(**key, run_id=run_id, conversation_base=base, category=row.category,
                                    constraint=row.constraint, turns=assembled.turns, choices=assembled.choices())
-        if not await is_known(client, conversation):
+        try:
+            known = await is_known(client, conversation)
+        except httpx.HTTPError as exc:
+            store.finish(**key, status="failed", error=f"{type(exc).__name__}: {exc}")
+            return "failed"
+        if not known:
             break
         store.finish(**key, status="failed", error="the gateway already holds this conversation (a run with another "
                                                    "--out against the same stack?)")
@@ -168,7 +186,7 @@ async def _drive_all(settings: CurateSettings, data: CurateData, store: ResultsS
 
     async with http_client(target, settings.concurrency) as client:
         try:
-            (await client.get("/healthz")).raise_for_status()
+            await check_gateway(client, target)
             await asyncio.gather(*(one(*unit) for unit in pending))
         finally:
             await judge.aclose()
