@@ -102,6 +102,7 @@ def test_every_unit_is_a_conversation_holding_the_assembled_turns(stack: dict[st
         messages = user_messages(stack, row["conversation"])
         assert messages == list(expected) and messages[-1].endswith(SUFFIX)
         assert row["final_answer"] and row["tokens_in"] > 0 and row["talker_llm_ms"] > 0
+        assert row["talker_model"] == "mirror-sim"
     assert (out / "report.md").read_text().count("| 5 | 6 |") == 1
     for name in PLOTS:
         assert (out / name).stat().st_size > 5000

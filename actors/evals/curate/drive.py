@@ -47,6 +47,8 @@ class Driven:
     model_ms: float = 0.0
     """The sum of ``latency_ms`` over every logged event's provenance (Talker and Thinker)."""
     paused_s: float = 0.0
+    talker_model: str = ""
+    """The model the Talker's provenance names (what a running stack serves, which the eval is not told)."""
 
     @property
     def final_answer(self) -> str:
@@ -96,6 +98,7 @@ def count_work(driven: Driven, events: Sequence[dict[str, Any]]) -> None:
         driven.tokens_out += completion
         driven.model_ms += float(provenance.get("latency_ms") or 0.0)
         if event.get("type") == "turn":
+            driven.talker_model = str(provenance.get("model") or driven.talker_model)
             driven.talker_tokens_in += prompt
             driven.talker_tokens_out += completion
 

@@ -21,7 +21,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -161,7 +160,7 @@ async def _unit(client: httpx.AsyncClient, judge: OpenAIChatClient, store: Resul
                  rationale=rating.rationale, judge_provenance=rating.provenance, tokens_in=driven.tokens_in,
                  tokens_out=driven.tokens_out, talker_tokens_in=driven.talker_tokens_in,
                  talker_tokens_out=driven.talker_tokens_out, talker_llm_ms=round(driven.talker_llm_ms, 3),
-                 model_ms=round(driven.model_ms, 3), error=None)
+                 model_ms=round(driven.model_ms, 3), talker_model=driven.talker_model, error=None)
     return "rated"
 
 
@@ -227,14 +226,12 @@ def run_curate(settings: CurateSettings, progress: Progress = lambda event, done
                                                                            "judge_model": judge_settings.model})
         counts = asyncio.run(_drive_all(settings, data, store, target, judge_settings, run_id, progress))
         store.finish_run(run_id)
-    notes = [f"Stack: {target.note}.", f"Judge: {settings.judge} (model {judge_settings.model})."]
+    notes = [f"Stack: {target.note}.", f"Judge: {settings.judge} (model {judge_settings.model}).",
+             "Talker model(s), from the turns' provenance: "
+             f"{', '.join(sorted({str(row['talker_model']) for row in store.rows(settings.run_name) if row['talker_model']})) or 'none yet'}."]
     if settings.llm == "sim" and target.embedded or settings.judge == "sim":
         notes.append("The simulator writes random prose and its judge is a word-overlap rule: these figures check the "
                      "pipeline and mean nothing as accuracy.")
     summary = summarise(store, settings, notes)
     return {**summary, "run_id": run_id, "this_run": counts, "seconds": round(time.monotonic() - started, 2),
             "stack_url": target.url}
-
-
-def default_out(path: Path | None) -> Path:
-    return Path(path) if path is not None else Path("curate-results")
