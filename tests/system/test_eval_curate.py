@@ -168,6 +168,9 @@ def test_compare_prompts_recomputes_and_reports_the_difference(stack: dict[str, 
     rows = results(out, comparison["prompt_set"])
     assert len(rows) == 12 and all(row["status"] == "rated" and row["rating"] in (0, 1, 2) for row in rows)
     assert all(row["branch"] == comparison["branch"] for row in rows)
+    before = {(row["dialogue"], row["mode"], row["scenario"]): row["final_answer"] for row in results(out)}
+    regenerated = [row for row in rows if row["final_answer"] != before[(row["dialogue"], row["mode"], row["scenario"])]]
+    assert regenerated and {row["mode"] for row in regenerated} == {"full"}  # baseline's Talker reads talker_baseline.md
     assert "## Prompt comparison" in (out / "report.md").read_text()
 
 

@@ -23,7 +23,15 @@ import httpx
 from mirror.actors.evals.curate.errors import CurateError, CurateOptionError
 from mirror.actors.evals.curate.judge import rate
 from mirror.actors.evals.curate.report import accuracy_table, comparison_markdown, with_changes
-from mirror.actors.evals.curate.run import Target, check_gateway, http_client, judge_llm, stack_target, summarise
+from mirror.actors.evals.curate.run import (
+    Target,
+    check_gateway,
+    http_client,
+    judge_llm,
+    run_notes,
+    stack_target,
+    summarise,
+)
 from mirror.actors.evals.curate.settings import CurateSettings
 from mirror.actors.evals.curate.store import LIVE_PROMPT_SET, ResultsStore
 from mirror.cognition.errors import LLMError
@@ -119,6 +127,7 @@ def run_compare(settings: CurateSettings, prompts_dir: Path) -> dict[str, Any]:
     store = ResultsStore(settings.out_dir).create()
     with judge_llm(settings) as judge_settings, stack_target(settings) as target:
         recompute = asyncio.run(_compare(settings, store, target, judge_settings, prompts))
+        notes = run_notes(settings, target, judge_settings, store)
     before_rows = {row.unit: row.values for row in store.rows(settings.run_name, LIVE_PROMPT_SET) if row["status"] == "rated"}
     after_rows = {row.unit: row.values for row in store.rows(settings.run_name, recompute["prompt_set"])
                   if row["status"] == "rated"}
@@ -129,7 +138,7 @@ def run_compare(settings: CurateSettings, prompts_dir: Path) -> dict[str, Any]:
     before = accuracy_table(before_rows[unit] for unit in compared)
     after = accuracy_table(after_rows[unit] for unit in compared)
     section = comparison_markdown(before, after, recompute["prompt_set"], len(changed), len(compared), sorted(prompts))
-    summary = summarise(store, settings, [f"Stack: {target.note}."])
+    summary = summarise(store, settings, notes)
     report_path = settings.out_dir / "report.md"
     report_path.write_text(report_path.read_text(encoding="utf-8") + "\n" + section, encoding="utf-8")
     (settings.out_dir / f"comparison-{recompute['prompt_set']}.md").write_text(section, encoding="utf-8")

@@ -43,7 +43,7 @@ from mirror.actors.evals.curate.timing import HumanPacing
 from mirror.cognition.errors import LLMError, StructuredOutputError
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 
-__all__ = ["Progress", "Target", "check_gateway", "judge_llm", "run_curate", "stack_target", "units"]
+__all__ = ["Progress", "Target", "check_gateway", "judge_llm", "run_curate", "run_notes", "stack_target", "units"]
 
 MAX_ATTEMPTS = 20
 REQUEST_TIMEOUT_S = 60.0
@@ -215,6 +215,17 @@ def summarise(store: ResultsStore, settings: CurateSettings, notes: list[str]) -
     }
 
 
+def run_notes(settings: CurateSettings, target: Target, judge_settings: LLMSettings, store: ResultsStore) -> list[str]:
+    """What the report says about where the figures come from."""
+    models = sorted({str(row["talker_model"]) for row in store.rows(settings.run_name) if row["talker_model"]})
+    notes = [f"Stack: {target.note}.", f"Judge: {settings.judge} (model {judge_settings.model}).",
+             f"Talker model(s), from the turns' provenance: {', '.join(models) or 'none yet'}."]
+    if "mirror-sim" in models or settings.judge == "sim":
+        notes.append("The simulator writes random prose and its judge is a word-overlap rule: these figures check the "
+                     "pipeline and mean nothing as accuracy.")
+    return notes
+
+
 def run_curate(settings: CurateSettings, progress: Progress = lambda event, done, total: None) -> dict[str, Any]:
     """Run it (see the module docstring) and return the JSON summary; the report and plots are written to ``out_dir``."""
     data = load_data(settings.data_dir)
@@ -226,12 +237,6 @@ def run_curate(settings: CurateSettings, progress: Progress = lambda event, done
                                                                            "judge_model": judge_settings.model})
         counts = asyncio.run(_drive_all(settings, data, store, target, judge_settings, run_id, progress))
         store.finish_run(run_id)
-    notes = [f"Stack: {target.note}.", f"Judge: {settings.judge} (model {judge_settings.model}).",
-             "Talker model(s), from the turns' provenance: "
-             f"{', '.join(sorted({str(row['talker_model']) for row in store.rows(settings.run_name) if row['talker_model']})) or 'none yet'}."]
-    if settings.llm == "sim" and target.embedded or settings.judge == "sim":
-        notes.append("The simulator writes random prose and its judge is a word-overlap rule: these figures check the "
-                     "pipeline and mean nothing as accuracy.")
-    summary = summarise(store, settings, notes)
+    summary = summarise(store, settings, run_notes(settings, target, judge_settings, store))
     return {**summary, "run_id": run_id, "this_run": counts, "seconds": round(time.monotonic() - started, 2),
             "stack_url": target.url}
