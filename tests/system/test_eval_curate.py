@@ -102,7 +102,7 @@ def test_every_unit_is_a_conversation_holding_the_assembled_turns(stack: dict[st
         messages = user_messages(stack, row["conversation"])
         assert messages == list(expected) and messages[-1].endswith(SUFFIX)
         assert row["final_answer"] and row["tokens_in"] > 0 and row["talker_llm_ms"] > 0
-        assert row["talker_model"] == "mirror-sim"
+        assert row["talker_model"] == "mirror-sim" and row["paused_s"] == 0
     assert (out / "report.md").read_text().count("| 5 | 6 |") == 1
     for name in PLOTS:
         assert (out / name).stat().st_size > 5000
@@ -179,4 +179,6 @@ def test_human_timing_paces_one_dialogue(stack: dict[str, Any], tmp_path: Path) 
                      "--time-scale", "0.01", "--run", "human")
     (row,) = results(tmp_path)
     assert summary["rated"] == 1 and row["rating"] in (0, 1, 2)
+    # 4 pauses: reading each reply (~50 words of the simulator's prose) and typing the next message, × 0.01
+    assert 0.05 < row["paused_s"] < 2
     assert user_messages(stack, row["conversation"]) == json.loads(row["turns"])

@@ -160,7 +160,8 @@ async def _unit(client: httpx.AsyncClient, judge: OpenAIChatClient, store: Resul
                  rationale=rating.rationale, judge_provenance=rating.provenance, tokens_in=driven.tokens_in,
                  tokens_out=driven.tokens_out, talker_tokens_in=driven.talker_tokens_in,
                  talker_tokens_out=driven.talker_tokens_out, talker_llm_ms=round(driven.talker_llm_ms, 3),
-                 model_ms=round(driven.model_ms, 3), talker_model=driven.talker_model, error=None)
+                 model_ms=round(driven.model_ms, 3), talker_model=driven.talker_model,
+                 paused_s=round(driven.paused_s, 3), error=None)
     return "rated"
 
 

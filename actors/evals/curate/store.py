@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS results (
     attempt INTEGER NOT NULL DEFAULT 1, run_id TEXT NOT NULL, category TEXT, constraint_text TEXT,
     turns JSON, choices JSON, final_question TEXT, final_answer TEXT, rating INTEGER, rationale TEXT,
     judge_provenance JSON, tokens_in BIGINT, tokens_out BIGINT, talker_tokens_in BIGINT, talker_tokens_out BIGINT,
-    talker_llm_ms DOUBLE, model_ms DOUBLE, talker_model TEXT, status TEXT NOT NULL, error TEXT, updated DOUBLE NOT NULL,
+    talker_llm_ms DOUBLE, model_ms DOUBLE, talker_model TEXT, paused_s DOUBLE, status TEXT NOT NULL, error TEXT, updated DOUBLE NOT NULL,
     PRIMARY KEY (run_name, dialogue, mode, scenario, prompt_set)
 );
 CREATE TABLE IF NOT EXISTS abandoned (
@@ -58,7 +58,7 @@ CREATE TABLE IF NOT EXISTS abandoned (
 _RESULT_COLUMNS = ("run_name", "dialogue", "mode", "scenario", "prompt_set", "conversation", "branch", "attempt",
                    "run_id", "category", "constraint_text", "turns", "choices", "final_question", "final_answer",
                    "rating", "rationale", "judge_provenance", "tokens_in", "tokens_out", "talker_tokens_in",
-                   "talker_tokens_out", "talker_llm_ms", "model_ms", "talker_model", "status", "error", "updated")
+                   "talker_tokens_out", "talker_llm_ms", "model_ms", "talker_model", "paused_s", "status", "error", "updated")
 
 
 @dataclass(frozen=True, slots=True)
