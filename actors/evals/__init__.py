@@ -1,6 +1,6 @@
-"""``mirror eval …``: quality evaluations that ship with Mirror, one room per eval, each a plain
-function returning a dict (the CLI prints it as JSON) over a labelled data set shipped as
-package data.
+"""``mirror eval …``: quality evaluations, one room per eval, each a plain function returning a
+dict (the CLI prints it as JSON): ``memory`` over a labelled data set shipped as package data,
+``curate`` over the user's own copy of the CuRaTe benchmark, driven through a stack over HTTP.
 
 May import everything in ``mirror.actors`` but the CLI (which imports these), and the layers
 below. Nothing in the runtime imports an eval.

@@ -84,6 +84,9 @@ class StackSettings:
     None starts a local head inside this process."""
     shard_map: Assignments = ()
     """Shards besides ``0`` and their tenants (:class:`~mirror.events.shards.ShardMap`): one ingester and file each."""
+    talker_max_tokens: int | None = None
+    """The Talker's max_tokens in every mode; None: the model's default (the local model's, else 1024).
+    ``mirror eval curate`` sets it so that every mode answers with the same budget."""
 
 
 def log_file(data_dir: Path, shard: str) -> Path:
@@ -231,6 +234,8 @@ class EmbeddedStack:
         return LLMSettings(base_url=settings.llm, model=settings.llm_model or "default", api_key=settings.llm_api_key)
 
     def _talker_tokens(self) -> int:
+        if self.settings.talker_max_tokens is not None:
+            return self.settings.talker_max_tokens
         return LOCAL_TALKER_MAX_TOKENS if self.settings.llm == "local" else 1024
 
     def _thinker_tokens(self) -> int:

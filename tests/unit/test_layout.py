@@ -14,8 +14,9 @@ LAYERS = ("events", "projections", "cognition", "replay", "actors")
 MAX_LINES = 600
 BACKENDS_BEHIND_PORTS = {"nats": "events", "duckdb": "events"}
 """Libraries only the named layer may import: everything else reaches them through its ports."""
-RAW_BACKEND_USERS = ("actors/bench/",)
-"""Benchmarks time the raw broker next to Mirror's path (the in-run limit), so they may use it."""
+RAW_BACKEND_USERS = ("actors/bench/", "actors/evals/curate/store.py")
+"""Benchmarks time the raw broker next to Mirror's path (the in-run limit), so they may use it; the
+CuRaTe eval keeps its own results file in DuckDB (its output, not the event log behind the port)."""
 
 
 def _modules() -> list[tuple[str, Path]]:

@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from mirror.actors.llm.errors import UnsatisfiableSchema
+from mirror.actors.llm.sim import curate as sim_curate
 from mirror.actors.llm.sim import memory as sim_memory
 from mirror.projections.monologue import estimate_tokens  # the simulator counts usage as Mirror estimates it
 
@@ -131,6 +132,8 @@ def chat_completion(body: Mapping[str, Any], digest: bytes, model: str) -> dict[
     finish_reason = "stop"
     memory_kind = sim_memory.schema_kind(response_format)
     remembered = None if memory_kind is None else sim_memory.answer(memory_kind, last_user_text(body["messages"]))
+    if remembered is None:  # the CuRaTe eval's judge: a rating read from the request (see sim.curate)
+        remembered = sim_curate.answer(response_format, last_user_text(body["messages"]))
     if remembered is not None:  # Mirror's memory stage: content read from the request (see sim.memory)
         content = json.dumps(remembered, ensure_ascii=False)
     elif response_format["type"] == "json_schema":
