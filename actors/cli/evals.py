@@ -194,12 +194,30 @@ def _print_curate(summary: dict[str, object], out: Path) -> None:
     table = {int(scenario): {mode: {**cell, "ratings": {int(k): v for k, v in cell["ratings"].items()}}
                              for mode, cell in modes.items()} for scenario, modes in accuracy.items()}
     console.print(rich_table(table, f"CuRaTe accuracy, run {summary['run_name']} (share rated 2; change vs baseline)"))
-    console.print_json(json.dumps({"per_mode": summary["per_mode"], "rows": summary["rows"], "rated": summary["rated"],
-                                   "failed": summary["failed"], "comparison": _brief(summary.get("comparison"))}))
+    console.print(_work_table(summary["per_mode"]))
+    console.print(f"rows {summary['rows']}, rated {summary['rated']}, failed {len(summary['failed'] or ())}"  # type: ignore[arg-type]  # a list in the summary
+                  + (f"; compared: {json.dumps(_brief(comparison))}" if (comparison := summary.get("comparison")) else ""),
+                  highlight=False)
     for note in summary.get("notes") or ():  # type: ignore[attr-defined]  # a list of str in the summary
         console.print(f"note: {note}", highlight=False)
     console.print(f"results: {summary['results']}; report: {out / 'report.md'}; plots: {', '.join(summary['plots'])}",  # type: ignore[arg-type]  # a list of str
                   highlight=False)
+
+
+def _work_table(per_mode: object) -> object:
+    """Tokens and model time per mode, as the report's "Model work per mode" table."""
+    from rich.table import Table
+
+    table = Table(title="Model work per mode (from the conversations' logs)")
+    headers = {"dialogues": "n", "tokens_in": "tokens in", "tokens_out": "out", "talker_tokens_in": "Talker in",
+               "talker_tokens_out": "out", "model_ms": "model ms", "talker_llm_ms": "Talker ms"}
+    columns = tuple(headers)
+    table.add_column("mode", no_wrap=True)
+    for column, header in headers.items():
+        table.add_column(header, justify="right")
+    for mode, work in (per_mode or {}).items():  # type: ignore[attr-defined]  # a dict of dicts in the summary
+        table.add_row(mode, *(f"{work.get(column, 0):g}" for column in columns))
+    return table
 
 
 def _brief(comparison: object) -> object:
