@@ -19,7 +19,7 @@ import httpx
 
 from mirror.actors.chaos.checker import Acknowledged
 
-__all__ = ["Driver", "Failure", "error_kind"]
+__all__ = ["Driver", "Failure", "error_detail", "error_kind"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,22 @@ class Failure:
     """``http 503``, or the exception's class (``ReadTimeout``, ``ConnectError``…)."""
     at_s: float
     sent_s: float
+    detail: str = ""
+    """What an HTTP error's body said was wrong (its ``detail``, shortened), so a run tells what was down."""
+
+
+DETAIL_CHARS = 100
+
+
+def error_detail(response: httpx.Response) -> str:
+    """The ``detail`` of a FastAPI error body (else the text), on one line, at most :data:`DETAIL_CHARS`."""
+    try:
+        body = response.json()
+        detail = body.get("detail", body) if isinstance(body, dict) else body
+    except ValueError:
+        detail = response.text
+    text = " ".join(str(detail).split())
+    return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS - 1] + "…"
 
 
 def error_kind(error: httpx.Response | BaseException) -> str:
@@ -91,6 +107,6 @@ class Driver:
                     self.acknowledged.append(ack)
                     self.on_ack(ack)
                     return ack
-                self.failures.append(Failure(conversation, error_kind(response), self.now(), sent))
+                self.failures.append(Failure(conversation, error_kind(response), self.now(), sent, error_detail(response)))
             await asyncio.sleep(self.retry_pause_s)
         return None

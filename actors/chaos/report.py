@@ -94,6 +94,9 @@ def build_report(*, url: str, run_id: str, settings: dict[str, Any], killer: str
         "conversations_unchecked": [check.conversation for check in checks if check.unreadable],
         "errors": len(failures),
         "errors_by_kind": dict(sorted(Counter(failure.kind for failure in failures).items())),
+        # Per HTTP error, what its body said was wrong (the broker, the log, a fence…), most frequent first.
+        "errors_by_detail": dict(Counter(f"{failure.kind}: {failure.detail}" for failure in failures
+                                         if failure.detail).most_common()),
         "kills_by_kind": dict(sorted(Counter(row["kind"] for row in made).items())),
         "kills_skipped": sum(row["pid"] is None for row in kill_rows),
         "recovery_s": {**_figures(recoveries), "not_recovered": len(made) - len(recoveries)},

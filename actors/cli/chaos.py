@@ -86,7 +86,7 @@ def _print_summary(report: dict[str, Any]) -> None:
     table.add_column("value", overflow="fold")
     for name in ("turns_acknowledged", "turns_unacknowledged", "turns_unverified", "lost", "misplaced", "duplicated", "gaps",
                  "doubled_seqs", "failure_narratives", "thinker_failed_events", "unacknowledged_logged",
-                 "conversations_answering", "conversations_not_answering", "conversations_unchecked", "errors", "errors_by_kind",
+                 "conversations_answering", "conversations_not_answering", "conversations_unchecked", "errors", "errors_by_kind", "errors_by_detail",
                  "kills_by_kind", "kills_skipped", "recovery_s", "all_recovered_s", "peak_processes", "duration_s"):
         value = report[name]
         table.add_row(name, json.dumps(value) if isinstance(value, dict | list) else str(value))

@@ -7,10 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from mirror.actors.chaos import ChaosOptionError, ChaosSettings, check_conversation, parse_kill_kinds
 from mirror.actors.chaos.checker import Acknowledged, is_failure_narrative
+from mirror.actors.chaos.driver import error_detail, error_kind
 from mirror.actors.chaos.report import percentile, recovery
 
 
@@ -118,3 +120,15 @@ def test_an_unknown_kill_kind_is_exit_2_before_anything_starts(tmp_path: Path) -
     assert done.returncode == 2 and done.stdout == ""
     assert "unknown kind 'raylet'" in done.stderr and "nats, ingester, actor, gateway" in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("response, detail", [
+    (httpx.Response(503, json={"detail": "NATS is unavailable (nats://127.0.0.1:4222); retry in 2 s"}),
+     "NATS is unavailable (nats://127.0.0.1:4222); retry in 2 s"),
+    (httpx.Response(502, text="bad\n  gateway"), "bad gateway"),
+    (httpx.Response(409, json={"detail": "x" * 300}), "x" * 99 + "…"),
+    (httpx.Response(500, json=["not", "a", "dict"]), "['not', 'a', 'dict']"),
+])
+def test_an_http_error_is_recorded_with_what_its_body_said(response: httpx.Response, detail: str) -> None:
+    assert error_kind(response) == f"http {response.status_code}"
+    assert error_detail(response) == detail
