@@ -215,7 +215,8 @@ class LogClient:
         try:
             reply = await self.nc.request(subject, msgpack.packb(args, use_bin_type=True), timeout=timeout)
         except nats.errors.NoRespondersError as exc:
-            raise LogUnavailable(f"no ingester serves shard {self.shard!r}: is `mirror ingest` running?") from exc
+            raise LogUnavailable(f"no ingester serves shard {self.shard!r} right now (restarting, or reconnecting to "
+                                 f"NATS, after a crash; or not started: is `mirror up` or `mirror ingest` running?)") from exc
         except (TimeoutError, nats.errors.TimeoutError) as exc:
             raise LogUnavailable(f"the ingester of shard {self.shard!r} did not answer {operation} in {timeout:g}s") from exc
         answer = msgpack.unpackb(reply.data, raw=False)
