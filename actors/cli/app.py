@@ -29,6 +29,7 @@ app = typer.Typer(
     help="Mirror: an event-sourced runtime for LLM conversations that think between turns.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
+    rich_markup_mode="markdown",  # docstrings are wrapped paragraphs: markdown joins their lines
 )
 
 app.command()(serve.ingest)

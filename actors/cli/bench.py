@@ -23,7 +23,7 @@ from mirror.actors.cli.options import LLM_MODEL, MODE, QUIET_LOG_LEVEL, LogLevel
 # The commands import their benchmark (the stack, Ray, cognition) in their bodies: see app.py.
 __all__ = ["bench_app"]
 
-bench_app = typer.Typer(help="Benchmarks that print one JSON object, measured against the raw limit of the same run.")
+bench_app = typer.Typer(help="Benchmarks that print one JSON object, measured against the raw limit of the same run.", rich_markup_mode="markdown")
 
 JSON_ONLY = typer.Option(False, "--json", help="Print only the JSON result.")
 

@@ -30,7 +30,7 @@ from mirror.events.ids import validate_identifier
 # The commands import the stack, the gateway client and the local model in their bodies: see app.py.
 __all__ = ["chat", "demo", "events_app", "status"]
 
-events_app = typer.Typer(help="A conversation's events, from the HTTP API of a running stack.")
+events_app = typer.Typer(help="A conversation's events, from the HTTP API of a running stack.", rich_markup_mode="markdown")
 
 
 def demo(
@@ -40,7 +40,7 @@ def demo(
     data: Path = DATA_DIR,
     url: str = GATEWAY_URL,
     token: str = GATEWAY_TOKEN,
-    conversation: str = typer.Option(None, "--conversation", help="Conversation id (default: a fresh demo-<random>)."),
+    conversation: str = typer.Option(None, "--conversation", help="Conversation id (default: a fresh demo-RANDOM)."),
     log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
     """Play a short conversation that tests memory of a safety constraint, showing the thinking after each turn.
@@ -67,7 +67,7 @@ def demo(
 
 
 def chat(
-    conversation: str = typer.Argument(None, help="Conversation id to continue (default: a fresh chat-<random>)."),
+    conversation: str = typer.Argument(None, help="Conversation id to continue (default: a fresh chat-RANDOM)."),
     data: Path = DATA_DIR,
     url: str = GATEWAY_URL,
     token: str = GATEWAY_TOKEN,

@@ -21,7 +21,7 @@ import typer
 # The command imports the eval (cognition, numpy) in its body: see app.py.
 __all__ = ["eval_app"]
 
-eval_app = typer.Typer(help="Evaluations that ship with Mirror; each prints one JSON object.")
+eval_app = typer.Typer(help="Evaluations that ship with Mirror; each prints one JSON object.", rich_markup_mode="markdown")
 
 
 class EvalEmbedder(StrEnum):
@@ -90,15 +90,15 @@ def eval_curate(
                                                                            "recorded by `mirror up` in --stack-data)."),
     stack_data: Path = typer.Option(None, "--stack-data", help="The stack's data directory (not the spreadsheets): where "
                                                                "a running `mirror up` is found, or the embedded stack "
-                                                               "lives (default: <out>/stack)."),
+                                                               "lives (default: OUT/stack)."),
     sim_latency: str = typer.Option("fixed:20", "--sim-latency", help="The simulator's latency with --llm sim (embedded)."),
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON summary."),
 ) -> None:
     """The MIRROR papers' CuRaTe benchmark through the real stack: every dialogue × mode × scenario as its own conversation.
 
     Each final answer is rated by the judge (0 ignores the constraint, 1 mentions it but still
-    recommends the conflicting thing, 2 respects it). Results go to <out>/curate.duckdb (one row
-    per unit, with its conversation id for `mirror replay` and the inspector), <out>/report.md
+    recommends the conflicting thing, 2 respects it). Results go to OUT/curate.duckdb (one row
+    per unit, with its conversation id for `mirror replay` and the inspector), OUT/report.md
     and two PNG plots. Resumable: a re-run skips what is rated. Bad options or missing
     spreadsheets: exit status 2, nothing started.
     """

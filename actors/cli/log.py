@@ -18,7 +18,7 @@ from mirror.events.ids import StreamKey
 # The commands import NATS and the codec in their bodies: see app.py.
 __all__ = ["log_app"]
 
-log_app = typer.Typer(help="Read the event log through the ingester that owns it.")
+log_app = typer.Typer(help="Read the event log through the ingester that owns it.", rich_markup_mode="markdown")
 
 SHARD = typer.Option("0", "--shard")
 

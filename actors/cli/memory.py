@@ -25,7 +25,7 @@ from mirror.actors.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_U
 
 __all__ = ["memory_app"]
 
-memory_app = typer.Typer(help="A conversation's long-term memory: beliefs, causal edges, review items, recall.")
+memory_app = typer.Typer(help="A conversation's long-term memory: beliefs, causal edges, review items, recall.", rich_markup_mode="markdown")
 
 AT = typer.Option(None, "--at", min=0, help="The seq to look at (default: the last).")
 AS_JSON = typer.Option(False, "--json", help="Print the API's JSON instead of tables.")

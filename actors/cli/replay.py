@@ -23,7 +23,7 @@ from mirror.events.ids import StreamKey
 # The commands import the stack, NATS, cognition, the replay layer and rich.progress in their bodies: see app.py.
 __all__ = ["recompute", "replay_app"]
 
-replay_app = typer.Typer(help="Look back at conversations: state at any event, diffs, deterministic replay.")
+replay_app = typer.Typer(help="Look back at conversations: state at any event, diffs, deterministic replay.", rich_markup_mode="markdown")
 
 PROMPTS = typer.Option(None, "--prompts", help="Prompt-set directory (default: the built-in prompt set).")
 

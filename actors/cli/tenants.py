@@ -15,7 +15,7 @@ from mirror.actors.cli.options import DATA_DIR
 # The commands import the registry in their bodies (~10 ms that `mirror --help` need not pay): see app.py.
 __all__ = ["tenants_app"]
 
-tenants_app = typer.Typer(help="Tenants and their bearer tokens (stored hashed).")
+tenants_app = typer.Typer(help="Tenants and their bearer tokens (stored hashed).", rich_markup_mode="markdown")
 
 
 @tenants_app.command("add")
