@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from mirror.actors._http_events import read_events
 from mirror.actors.chaos.checker import Acknowledged, ConversationCheck, check_conversation
 from mirror.actors.chaos.driver import Driver
 from mirror.actors.chaos.killer import Killer
@@ -31,7 +32,6 @@ from mirror.actors.stack.embedded import running_stack
 
 __all__ = ["find_local_stack", "run_chaos"]
 
-EVENTS_PAGE = 1000  # the events API's largest page
 READ_PAUSE_S = 0.25
 
 
@@ -68,18 +68,8 @@ async def _sample(root: int | None, every_s: float, counts: list[int], stop: asy
 async def _events(client: httpx.AsyncClient, conversation: str, through: int, deadline: float) -> list[dict[str, Any]]:
     """Every committed event, once the log holds seq ``through`` (or the deadline passed: what it holds)."""
     while True:
-        events: list[dict[str, Any]] = []
         try:
-            after = 0
-            while True:
-                response = await client.get(f"/v1/conversations/{conversation}/events",
-                                            params={"after": after, "limit": EVENTS_PAGE})
-                response.raise_for_status()
-                page = response.json()["events"]
-                events += page
-                if len(page) < EVENTS_PAGE:
-                    break
-                after = page[-1]["seq"]
+            events = await read_events(client, conversation)
         except httpx.HTTPError:  # the ingester or a gateway restarting: ask again
             if time.monotonic() >= deadline:
                 raise

@@ -21,12 +21,12 @@ from typing import Any
 
 import httpx
 
+from mirror.actors._http_events import read_events
 from mirror.actors.evals.curate.errors import CurateDriveError
 from mirror.actors.evals.curate.timing import HumanPacing
 
 __all__ = ["Driven", "conversation_events", "drive_dialogue"]
 
-EVENTS_PAGE = 1000
 TURN_TIMEOUT_S = 660.0
 EVENTS_WAIT_S = 30.0
 
@@ -73,16 +73,7 @@ async def conversation_events(client: httpx.AsyncClient, conversation: str, thro
     (the ingester lags the stream a little); after ``wait_s``, whatever it holds."""
     deadline = time.monotonic() + wait_s
     while True:
-        events: list[dict[str, Any]] = []
-        after = 0
-        while True:
-            response = await client.get(f"/v1/conversations/{conversation}/events", params={"after": after, "limit": EVENTS_PAGE})
-            response.raise_for_status()
-            page = response.json()["events"]
-            events += page
-            if len(page) < EVENTS_PAGE:
-                break
-            after = page[-1]["seq"]
+        events = await read_events(client, conversation)
         if (events and events[-1]["seq"] >= through) or time.monotonic() > deadline:
             return events
         await asyncio.sleep(0.1)
