@@ -78,6 +78,8 @@ def eval_curate(
     seed: int = typer.Option(0, "--seed", help="Seeds the dialogues' random facts, trivia and preferences, and the pacing."),
     max_tokens: int = typer.Option(512, "--max-tokens", min=1, help="The Talker's max_tokens in every mode (embedded "
                                                                     "stack); against --url recorded only."),
+    memory: bool = typer.Option(None, "--memory/--no-memory", show_default="the stack's",
+                                help="Each conversation's long-term memory; the papers' architecture has none (--no-memory)."),
     out: Path = typer.Option(Path("curate-results"), "--out", help="Where curate.duckdb, report.md and the plots go."),
     run_name: str = typer.Option("curate", "--run", help="The run's name: prefixes its conversation ids; a re-run of "
                                                          "the same name in the same --out skips what is rated."),
@@ -134,7 +136,7 @@ def eval_curate(
             token = find_stack(stack_data or Path("data"), url, token).token
         settings = CurateSettings(
             data_dir=data or Path("."), out_dir=out, modes=parse_modes(modes), scenarios=parse_scenarios(scenarios), limit=limit,
-            concurrency=concurrency, timing=timing, time_scale=time_scale, seed=seed, max_tokens=max_tokens,
+            concurrency=concurrency, timing=timing, time_scale=time_scale, seed=seed, max_tokens=max_tokens, memory=memory,
             run_name=run_name, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
             judge=judge, judge_model=judge_model, judge_api_key=os.environ.get("MIRROR_JUDGE_API_KEY"), url=url,
             token=token, stack_data=stack_data, sim_latency=sim_latency)

@@ -174,11 +174,17 @@ def test_compare_prompts_recomputes_and_reports_the_difference(stack: dict[str, 
     assert "## Prompt comparison" in (out / "report.md").read_text()
 
 
-def test_human_timing_paces_one_dialogue(stack: dict[str, Any], tmp_path: Path) -> None:
+def test_human_timing_paces_one_dialogue_without_memory(stack: dict[str, Any], tmp_path: Path) -> None:
     summary = curate(stack, tmp_path, "--modes", "full", "--scenarios", "1", "--limit", "1", "--timing", "human",
-                     "--time-scale", "0.01", "--run", "human")
+                     "--time-scale", "0.01", "--run", "human", "--no-memory")
     (row,) = results(tmp_path)
     assert summary["rated"] == 1 and row["rating"] in (0, 1, 2)
     # 4 pauses: reading each reply (~50 words of the simulator's prose) and typing the next message, × 0.01
     assert 0.05 < row["paused_s"] < 2
     assert user_messages(stack, row["conversation"]) == json.loads(row["turns"])
+    # --no-memory: every turn says so, and nothing was remembered or recalled (the papers' architecture)
+    response = httpx.get(f"{stack['url']}/v1/conversations/{row['conversation']}/events", params={"limit": 1000},
+                         headers={"Authorization": f"Bearer {stack['token']}"}, timeout=30)
+    events = response.json()["events"]
+    assert [event["payload"]["memory"] for event in events if event["type"] == "turn"] == [False] * 5
+    assert not [event for event in events if event["type"] in ("belief", "edge", "recall", "memory_step")]

@@ -1,7 +1,7 @@
 """Driving one dialogue through the gateway over HTTP, as a client of the real stack.
 
-Every turn is ``POST /v1/conversations/{id}/turns`` with ``{"message": …, "mode": …}`` (the first
-turn fixes the conversation's mode; later ones repeat it). ``sync`` timing adds ``?sync=true``,
+Every turn is ``POST /v1/conversations/{id}/turns`` with ``{"message": …, "mode": …}`` and, when
+the run sets it, ``"memory"`` (the first turn fixes both for the conversation; later ones repeat them). ``sync`` timing adds ``?sync=true``,
 so each turn waits for the previous turn's thinking (the papers' benchmark); ``human`` timing
 posts without it and pauses between turns as a person would (:class:`~.timing.HumanPacing`).
 
@@ -56,9 +56,12 @@ class Driven:
 
 
 async def post_turn(client: httpx.AsyncClient, conversation: str, number: int, message: str, mode: str,
-                    sync: bool) -> dict[str, Any]:
+                    sync: bool, memory: bool | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"message": message, "mode": mode}
+    if memory is not None:
+        body["memory"] = memory
     try:
-        response = await client.post(f"/v1/conversations/{conversation}/turns", json={"message": message, "mode": mode},
+        response = await client.post(f"/v1/conversations/{conversation}/turns", json=body,
                                      params={"sync": "true" if sync else "false"}, timeout=TURN_TIMEOUT_S)
     except httpx.HTTPError as exc:
         raise CurateDriveError(conversation, number, f"{type(exc).__name__}: {exc}") from exc
@@ -95,7 +98,7 @@ def count_work(driven: Driven, events: Sequence[dict[str, Any]]) -> None:
 
 
 async def drive_dialogue(client: httpx.AsyncClient, conversation: str, turns: Sequence[str], mode: str, *,
-                         timing: str, pacing: HumanPacing | None = None) -> Driven:
+                         timing: str, pacing: HumanPacing | None = None, memory: bool | None = None) -> Driven:
     """Send ``turns`` in order (see the module docstring); raises :class:`CurateDriveError` on a failed turn."""
     driven = Driven(conversation)
     sync = timing == "sync"
@@ -104,7 +107,7 @@ async def drive_dialogue(client: httpx.AsyncClient, conversation: str, turns: Se
             pause = pacing.pause_s(driven.replies[-1], message)
             driven.paused_s += pause
             await asyncio.sleep(pause)
-        answer = await post_turn(client, conversation, number, message, mode, sync)
+        answer = await post_turn(client, conversation, number, message, mode, sync, memory)
         driven.replies.append(str(answer["reply"]))
         driven.last_seq = int(answer["seq"])
         driven.talker_llm_ms += float(answer.get("llm_ms") or 0.0)

@@ -151,7 +151,8 @@ async def _unit(client: httpx.AsyncClient, judge: OpenAIChatClient, store: Resul
         raise CurateError(f"{base}: {MAX_ATTEMPTS} conversation ids in a row are taken at the gateway; use another --run")
     try:
         pacing = HumanPacing(settings.seed, conversation, settings.time_scale) if settings.timing == "human" else None
-        driven = await drive_dialogue(client, conversation, assembled.turns, mode, timing=settings.timing, pacing=pacing)
+        driven = await drive_dialogue(client, conversation, assembled.turns, mode, timing=settings.timing, pacing=pacing,
+                                      memory=settings.memory)
         rating = await rate(judge, row.constraint, assembled.final_question, driven.final_answer)
     except (CurateDriveError, LLMError, StructuredOutputError, httpx.HTTPError) as exc:
         store.finish(**key, status="failed", error=f"{type(exc).__name__}: {exc}")

@@ -60,6 +60,9 @@ class CurateSettings:
     time_scale: float = 1.0
     seed: int = 0
     max_tokens: int = 512
+    memory: bool | None = None
+    """Each conversation's long-term memory (sent with every turn): None, the stack's setting. The papers'
+    architecture has none, so ``False`` compares the four modes as they measured them."""
     run_name: str = "curate"
     llm: str = "sim"
     """With no ``url``: the embedded stack's model, ``sim``, ``local`` or an OpenAI-compatible base URL."""
