@@ -67,6 +67,10 @@ def eval_curate(
     judge: str = typer.Option("sim", "--judge", help="The judge: an OpenAI-compatible base URL (key from "
                                                      "MIRROR_JUDGE_API_KEY), or sim (a loopback simulator: a pipeline check)."),
     judge_model: str = typer.Option("", "--judge-model", help="The judge's model name for a --judge URL."),
+    judge_structured_output: str = typer.Option("json_schema", "--judge-structured-output",
+                                                help="How the rating's JSON schema is sent to a --judge URL: json_schema "
+                                                     "(OpenAI, vLLM, llama.cpp), json_object_schema (llama-cpp-python, as "
+                                                     "`mirror up --llm local` serves), json_object or none."),
     modes: str = typer.Option("baseline,threads_only,controller_only,full", "--modes",
                               help="Modes to run, comma-separated: baseline, threads_only, controller_only, full."),
     scenarios: str = typer.Option("1-5", "--scenarios", help="Scenarios to run: 1-5, or a list like 1,2,5."),
@@ -138,7 +142,7 @@ def eval_curate(
             data_dir=data or Path("."), out_dir=out, modes=parse_modes(modes), scenarios=parse_scenarios(scenarios), limit=limit,
             concurrency=concurrency, timing=timing, time_scale=time_scale, seed=seed, max_tokens=max_tokens, memory=memory,
             run_name=run_name, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
-            judge=judge, judge_model=judge_model, judge_api_key=os.environ.get("MIRROR_JUDGE_API_KEY"), url=url,
+            judge=judge, judge_model=judge_model, judge_structured_output=judge_structured_output, judge_api_key=os.environ.get("MIRROR_JUDGE_API_KEY"), url=url,
             token=token, stack_data=stack_data, sim_latency=sim_latency)
         if compare_prompts is not None:
             prompt_files(compare_prompts)

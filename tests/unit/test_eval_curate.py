@@ -167,6 +167,8 @@ def test_options_are_checked() -> None:
         CurateSettings(data_dir=Path("."), out_dir=Path("."), run_name="a-b")
     with pytest.raises(CurateOptionError, match="--timing"):
         CurateSettings(data_dir=Path("."), out_dir=Path("."), timing="fast")
+    with pytest.raises(CurateOptionError, match="--judge-structured-output"):
+        CurateSettings(data_dir=Path("."), out_dir=Path("."), judge_structured_output="grammar")
     assert "token" not in CurateSettings(data_dir=Path("."), out_dir=Path("."), url="http://x", token="t").recorded()
 
 

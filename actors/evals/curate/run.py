@@ -93,7 +93,7 @@ def judge_llm(settings: CurateSettings) -> Iterator[LLMSettings]:
     """The judge's model: a loopback simulator for ``sim``, else the given URL."""
     if settings.judge != "sim":
         yield LLMSettings(base_url=settings.judge, model=settings.judge_model or "default", api_key=settings.judge_api_key,
-                          timeout_s=300)
+                          timeout_s=300, structured_output=settings.judge_structured_output)  # type: ignore[arg-type]  # checked by CurateSettings
         return
     from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 

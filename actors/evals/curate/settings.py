@@ -47,6 +47,9 @@ def parse_scenarios(text: str) -> tuple[int, ...]:
     return tuple(chosen)
 
 
+STRUCTURED_OUTPUTS = ("json_schema", "json_object_schema", "json_object", "none")
+
+
 @dataclass(frozen=True)
 class CurateSettings:
     data_dir: Path
@@ -72,6 +75,10 @@ class CurateSettings:
     """``sim`` (a loopback simulator) or an OpenAI-compatible base URL."""
     judge_model: str = ""
     judge_api_key: str | None = None
+    judge_structured_output: str = "json_schema"
+    """How the rating schema is sent (``LLMSettings.structured_output``): ``json_schema`` (OpenAI, vLLM,
+    llama.cpp's server), ``json_object_schema`` (llama-cpp-python's server, e.g. ``mirror up --llm local``'s),
+    ``json_object`` or ``none``."""
     url: str | None = None
     """A running stack's gateway; None starts an embedded stack in ``stack_data``."""
     token: str | None = None
@@ -94,6 +101,9 @@ class CurateSettings:
             raise CurateOptionError(f"--max-tokens {self.max_tokens}: at least 1")
         if self.judge != "sim" and not self.judge.startswith(("http://", "https://")):
             raise CurateOptionError(f"--judge {self.judge!r}: 'sim' or an OpenAI-compatible base URL (http://…/v1)")
+        if self.judge_structured_output not in STRUCTURED_OUTPUTS:
+            raise CurateOptionError(f"--judge-structured-output {self.judge_structured_output!r}: choose one of "
+                                    + ", ".join(STRUCTURED_OUTPUTS))
         if self.url is None and self.llm not in ("sim", "local") and not self.llm.startswith(("http://", "https://")):
             raise CurateOptionError(f"--llm {self.llm!r}: 'sim', 'local' or an OpenAI-compatible base URL")
         if self.url is not None and not self.token:
