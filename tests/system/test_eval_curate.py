@@ -25,6 +25,7 @@ import pytest
 from mirror.actors.evals.curate import SUFFIX, assemble, load_data
 from mirror.actors.evals.curate.report import PLOTS
 from tests.support.curate import write_fixture
+from mirror.events.nats.server import free_port
 from tests.support.up import ctrl_c, start_up
 
 pytestmark = pytest.mark.slow
@@ -139,14 +140,33 @@ def test_a_killed_run_resumes_without_doubles(stack: dict[str, Any], tmp_path: P
     assert len(after) == 3 * 2 * 3 == len({(r["dialogue"], r["mode"], r["scenario"]) for r in after})
     assert all(row["status"] == "rated" for row in after)
     assert summary["this_run"]["skipped"] == len(rated)
-    assert summary["abandoned"] == len(before) - len(rated)  # the one being driven when killed, if any
+    started = {unit for unit, row in before.items() if row["status"] == "started"}
+    assert summary["abandoned"] == len(started)  # the one being driven when killed, if any
     for row in after:
         unit = (row["dialogue"], row["mode"], row["scenario"])
         if unit in rated:
             assert (row["conversation"], row["rating"]) == (rated[unit]["conversation"], rated[unit]["rating"])
+        elif unit in before and unit not in started:  # driven, killed while judged: judged now, not driven again
+            assert row["conversation"] == before[unit]["conversation"]
         elif unit in before:  # driven when the run was killed: started again under a fresh id
             assert row["conversation"] == f"{before[unit]['conversation']}-a2"
             assert user_messages(stack, row["conversation"]) == json.loads(row["turns"])
+
+
+def test_a_judge_that_was_down_costs_no_driving_again(stack: dict[str, Any], tmp_path: Path) -> None:
+    options = ("--modes", "baseline", "--scenarios", "1", "--limit", "1", "--timing", "sync", "--run", "nojudge")
+    down = [*command(stack, tmp_path, *options)]
+    down[down.index("--judge") + 1] = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    done = subprocess.run(down, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = results(tmp_path)
+    assert row["status"] == "driven" and row["final_answer"] and "the judge failed" in row["error"]
+    summary = curate(stack, tmp_path, *options)  # the simulator's judge this time
+    (again,) = results(tmp_path)
+    assert again["status"] == "rated" and again["rating"] in (0, 1, 2) and again["error"] is None
+    assert (again["conversation"], again["final_answer"]) == (row["conversation"], row["final_answer"])
+    assert summary["abandoned"] == 0
+    assert len(user_messages(stack, row["conversation"])) == 5  # driven once, not twice
 
 
 def test_compare_prompts_recomputes_and_reports_the_difference(stack: dict[str, Any],

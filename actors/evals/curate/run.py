@@ -135,6 +135,9 @@ async def _unit(client: httpx.AsyncClient, judge: OpenAIChatClient, store: Resul
     base = f"{settings.run_name}-{row.dialogue_id}-{mode}-s{scenario}"
     key: dict[str, Any] = {"run_name": settings.run_name, "dialogue": row.dialogue_id, "mode": mode, "scenario": scenario,
            "prompt_set": LIVE_PROMPT_SET}
+    previous = store.get(**key)
+    if previous is not None and previous["status"] == "driven":  # driven before, the judge failed: judge it only
+        return await _judge(judge, store, key, row.constraint, assembled.final_question, previous["final_answer"])
     for _ in range(MAX_ATTEMPTS):
         conversation = store.begin(**key, run_id=run_id, conversation_base=base, category=row.category,
                                    constraint=row.constraint, turns=assembled.turns, choices=assembled.choices())
@@ -153,16 +156,27 @@ async def _unit(client: httpx.AsyncClient, judge: OpenAIChatClient, store: Resul
         pacing = HumanPacing(settings.seed, conversation, settings.time_scale) if settings.timing == "human" else None
         driven = await drive_dialogue(client, conversation, assembled.turns, mode, timing=settings.timing, pacing=pacing,
                                       memory=settings.memory)
-        rating = await rate(judge, row.constraint, assembled.final_question, driven.final_answer)
-    except (CurateDriveError, LLMError, StructuredOutputError, httpx.HTTPError) as exc:
+    except (CurateDriveError, httpx.HTTPError) as exc:
         store.finish(**key, status="failed", error=f"{type(exc).__name__}: {exc}")
         return "failed"
-    store.finish(**key, status="rated", final_answer=driven.final_answer, rating=rating.rating,
-                 rationale=rating.rationale, judge_provenance=rating.provenance, tokens_in=driven.tokens_in,
+    store.finish(**key, status="driven", final_answer=driven.final_answer, tokens_in=driven.tokens_in,
                  tokens_out=driven.tokens_out, talker_tokens_in=driven.talker_tokens_in,
                  talker_tokens_out=driven.talker_tokens_out, talker_llm_ms=round(driven.talker_llm_ms, 3),
                  model_ms=round(driven.model_ms, 3), talker_model=driven.talker_model,
                  paused_s=round(driven.paused_s, 3), error=None)
+    return await _judge(judge, store, key, row.constraint, assembled.final_question, driven.final_answer)
+
+
+async def _judge(judge: OpenAIChatClient, store: ResultsStore, key: dict[str, Any], constraint: str, question: str,
+                 answer: str) -> str:
+    """Rate a driven unit's final answer; a failed judge leaves it ``driven`` (a re-run judges it again)."""
+    try:
+        rating = await rate(judge, constraint, question, answer)
+    except (LLMError, StructuredOutputError) as exc:
+        store.finish(**key, error=f"the judge failed: {type(exc).__name__}: {exc}")
+        return "failed"
+    store.finish(**key, status="rated", rating=rating.rating, rationale=rating.rationale,
+                 judge_provenance=rating.provenance, error=None)
     return "rated"
 
 

@@ -5,8 +5,10 @@ Tables:
 - ``runs``: one row per invocation (``run_id``), with its settings as JSON (seed, max_tokens,
   modes, scenarios, timing, the LLM and judge), started and finished times;
 - ``results``: keyed by (``run_name``, ``dialogue``, ``mode``, ``scenario``, ``prompt_set``).
-  ``status`` is ``started`` while the dialogue is driven, ``rated`` once judged (or ``failed``
-  with its ``error``). A re-run skips ``rated`` rows — that is what makes a run resumable — and
+  ``status`` is ``started`` while the dialogue is driven, ``driven`` once its final answer is in
+  (with ``error`` if the judge then failed), ``rated`` once judged (or ``failed`` with its
+  ``error``). A re-run skips ``rated`` rows — that is what makes a run resumable — only judges
+  ``driven`` ones (a judge that was down costs no re-driving), and
   starts any other row again under a fresh conversation id (``attempt`` + 1), recording the
   abandoned one in ``abandoned``: a half-driven conversation is never continued, since the
   turns it already holds would not be the ones a fresh dialogue would send at the same pace.
@@ -133,6 +135,11 @@ class ResultsStore:
                 row[name] = None if row[name] is None else json.loads(row[name])
             rows.append(ResultRow(row))
         return rows
+
+    def get(self, *, run_name: str, dialogue: str, mode: str, scenario: int, prompt_set: str) -> ResultRow | None:
+        """One unit's row, if it has one."""
+        found = [row for row in self.rows(run_name, prompt_set) if row.unit == (dialogue, mode, scenario)]
+        return found[0] if found else None
 
     def begin(self, *, run_name: str, run_id: str, dialogue: str, mode: str, scenario: int, prompt_set: str,
               conversation_base: str, category: str, constraint: str, turns: Sequence[str],
