@@ -215,13 +215,7 @@ def write_plots(table: Mapping[int, Mapping[str, Mapping[str, Any]]], out_dir: P
         ys = [100 * table[s][mode]["accuracy"] if mode in table[s] else 0.0 for s in scenarios]
         axes.bar(xs, ys, width=width, label=mode)
     axes.set_xticks(range(len(scenarios)), [f"scenario {s}" for s in scenarios])
-    axes.set_ylabel("accuracy (% rated 2)")
-    axes.set_ylim(0, 100)
-    axes.set_title("CuRaTe accuracy by scenario and mode")
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(paths[0], dpi=100)
-    plt.close(figure)
+    _finish(plt, figure, axes, "CuRaTe accuracy by scenario and mode", paths[0])
 
     figure, axes = plt.subplots(figsize=(8, 4.5))
     for mode in modes:
@@ -233,11 +227,16 @@ def write_plots(table: Mapping[int, Mapping[str, Mapping[str, Any]]], out_dir: P
         axes.plot(turns, [sum(by_turns[count]) / len(by_turns[count]) for count in turns], marker="o", label=mode)
     axes.set_xticks(sorted({INTERPOSED_TURNS.get(scenario, 0) for scenario in scenarios}))
     axes.set_xlabel("turns between the constraint and the final question")
+    _finish(plt, figure, axes, "CuRaTe accuracy against interposed turns (scenarios 4 and 5 averaged at 6)", paths[1])
+    return paths
+
+
+def _finish(plt: Any, figure: Any, axes: Any, title: str, path: Path) -> None:
+    """What both plots share: the accuracy axis, the title, the legend; written as PNG and closed."""
     axes.set_ylabel("accuracy (% rated 2)")
     axes.set_ylim(0, 100)
-    axes.set_title("CuRaTe accuracy against interposed turns (scenarios 4 and 5 averaged at 6)")
+    axes.set_title(title)
     axes.legend()
     figure.tight_layout()
-    figure.savefig(paths[1], dpi=100)
+    figure.savefig(path, dpi=100)
     plt.close(figure)
-    return paths
