@@ -82,7 +82,7 @@ def eval_curate(
     seed: int = typer.Option(0, "--seed", help="Seeds the dialogues' random facts, trivia and preferences, and the pacing."),
     max_tokens: int = typer.Option(512, "--max-tokens", min=1, help="The Talker's max_tokens in every mode (embedded "
                                                                     "stack); against --url recorded only."),
-    memory: bool = typer.Option(None, "--memory/--no-memory", show_default="the stack's",
+    memory: bool | None = typer.Option(None, "--memory/--no-memory", show_default="the stack's",
                                 help="Each conversation's long-term memory; the papers' architecture has none (--no-memory)."),
     out: Path = typer.Option(Path("curate-results"), "--out", help="Where curate.duckdb, report.md and the plots go."),
     run_name: str = typer.Option("curate", "--run", help="The run's name: prefixes its conversation ids; a re-run of "

@@ -7,8 +7,8 @@ mode, and stopped at the end. Against a running stack the stack's own setting ap
 report says so). The judge is ``settings.judge``'s model, or a loopback simulator for ``sim``.
 
 Each unit is its own conversation, ``<run>-<dialogue>-<mode>-s<scenario>`` (``-a2``, ``-a3``…
-for later attempts): a unit already rated in ``<out>/curate.duckdb`` is skipped, any other is
-driven from its first turn under a fresh id (see :mod:`.store`). A conversation id the gateway
+for later attempts): a unit already rated in ``<out>/curate.duckdb`` is skipped, one driven whose judge failed is
+only judged again, any other is driven from its first turn under a fresh id (see :mod:`.store`). A conversation id the gateway
 already knows (a run with another ``--out`` against the same stack) is not reused either.
 ``concurrency`` units run at once.
 """
@@ -40,7 +40,7 @@ from mirror.actors.evals.curate.report import (
 from mirror.actors.evals.curate.settings import CurateSettings
 from mirror.actors.evals.curate.store import LIVE_PROMPT_SET, ResultsStore
 from mirror.actors.evals.curate.timing import HumanPacing
-from mirror.cognition.errors import LLMError, StructuredOutputError
+from mirror.cognition.errors import LLMError
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 
 __all__ = ["Progress", "Target", "check_gateway", "judge_llm", "run_curate", "run_notes", "stack_target", "units"]
@@ -172,7 +172,7 @@ async def _judge(judge: OpenAIChatClient, store: ResultsStore, key: dict[str, An
     """Rate a driven unit's final answer; a failed judge leaves it ``driven`` (a re-run judges it again)."""
     try:
         rating = await rate(judge, constraint, question, answer)
-    except (LLMError, StructuredOutputError) as exc:
+    except LLMError as exc:  # StructuredOutputError included: an answer that is not the rating
         store.finish(**key, error=f"the judge failed: {type(exc).__name__}: {exc}")
         return "failed"
     store.finish(**key, status="rated", rating=rating.rating, rationale=rating.rationale,
