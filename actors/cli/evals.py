@@ -219,7 +219,7 @@ def _work_table(per_mode: object) -> object:
                "talker_tokens_out": "out", "model_ms": "model ms", "talker_llm_ms": "Talker ms"}
     columns = tuple(headers)
     table.add_column("mode", no_wrap=True)
-    for column, header in headers.items():
+    for header in headers.values():
         table.add_column(header, justify="right")
     for mode, work in (per_mode or {}).items():  # type: ignore[attr-defined]  # a dict of dicts in the summary
         table.add_row(mode, *(f"{work.get(column, 0):g}" for column in columns))

@@ -24,8 +24,8 @@ import pytest
 
 from mirror.actors.evals.curate import SUFFIX, assemble, load_data
 from mirror.actors.evals.curate.report import PLOTS
-from tests.support.curate import write_fixture
 from mirror.events.nats.server import free_port
+from tests.support.curate import write_fixture
 from tests.support.up import ctrl_c, start_up
 
 pytestmark = pytest.mark.slow
