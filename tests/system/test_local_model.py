@@ -18,6 +18,7 @@ from mirror.cognition.prompts import default_prompt_set
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.long,  # ~110 s of llama.cpp on two cores: .ci/run runs it with -m long
     pytest.mark.skipif(not local_model_installed(), reason="the [local] extra is not installed"),
 ]
 

@@ -117,6 +117,7 @@ async def stored_messages(url: str, expected: int) -> list[tuple[int, str, bytes
     return messages
 
 
+@pytest.mark.long  # ~22 s: .ci/run runs it with -m long
 async def test_a_cluster_loses_nothing_acknowledged_when_a_node_and_then_the_leader_die(tmp_path: Path) -> None:
     with EmbeddedNatsCluster(tmp_path / "nats", 3) as cluster:
         buses = [await JetStreamBus.connect(cluster.url) for _ in range(3)]

@@ -175,6 +175,7 @@ def stream_leader_node(stack: dict) -> int:
     return int(asyncio.run(leader()).removeprefix(SERVER_NAME_PREFIX))
 
 
+@pytest.mark.long  # ~36 s (a Raft election of 4-9 s inside): .ci/run runs it with -m long
 def test_up_with_a_nats_cluster_answers_through_the_death_of_the_stream_leader(tmp_path: Path) -> None:
     """`mirror up --nats-cluster 3`: kill -9 of the node leading the stream under a steady flow of
     turns; turns go on being answered (a few may fail right at the kill), every acknowledged turn
