@@ -10,6 +10,7 @@
             ├── LLMBadResponse           a 2xx whose envelope is unreadable, or whose content is empty
             └── StructuredOutputError    content that is not the requested JSON object
         PromptSetError                   a prompt-set directory is missing, incomplete or malformed
+        UnknownAnalyzer                  a recall names a keyword analyzer this version does not have
         EmbeddingError                   an embedder could not give usable vectors
         ├── EmbedderNotInstalled         the offline embedder's packages (the [local] extra) are missing
         ├── EmbeddingModelInvalid        the offline model's files are missing a tensor or have a wrong shape
@@ -153,11 +154,24 @@ __all__ = [
     "EmbeddingModelInvalid",
     "EmbeddingShapeError",
     "PackedVectorInvalid",
+    "UnknownAnalyzer",
 ]
 
 
 class PromptSetError(CognitionError):
     """A prompt-set directory is missing, incomplete, or has a template that cannot be filled."""
+
+
+class UnknownAnalyzer(CognitionError, ValueError):
+    """A recall names a keyword analyzer (tokenizer) this version of Mirror does not have.
+
+    Raised for a recorded recall from a newer Mirror, or a hand-made setting: replaying it with
+    another analyzer would not reproduce it, so nothing is recalled instead of something else.
+    """
+
+    def __init__(self, analyzer: str, known: tuple[str, ...]) -> None:
+        self.analyzer = analyzer
+        super().__init__(f"unknown keyword analyzer {analyzer!r}; this Mirror knows {', '.join(known)}")
 
 
 class EmbeddingError(CognitionError):

@@ -76,6 +76,16 @@ def _recall_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "depth": RECALL_V1_DEPTH}
 
 
+RECALL_V2_ANALYZER = "words"
+"""How versions 1 and 2 of a recall tokenized for the keyword ranking (it was not recorded)."""
+
+
+@register_upcaster("recall", 2)
+def _recall_v2_to_v3(payload: dict[str, Any]) -> dict[str, Any]:
+    # Before version 3 the keyword ranking used plain words (no stemming); replay re-runs it so.
+    return {**payload, "analyzer": RECALL_V2_ANALYZER}
+
+
 @register_upcaster("belief", 1)
 def _belief_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     # Beliefs written before the memory stage know nothing of what they are about, which turn

@@ -115,12 +115,13 @@ class Recall(Payload):
     of the 2-hop walk from what the message mentions. No LLM produced it: no provenance.
 
     ``depth`` is how many items of each single ranking (keyword, vector) went into the fusion,
-    so replay re-runs a recall exactly as it was made. Version 1 did not record it: those
-    recalls fused 100 of each (the upcaster says so).
+    and ``analyzer`` how the keyword ranking tokenized (``words`` or ``stemmed``), so replay
+    re-runs a recall exactly as it was made. Version 1 recorded neither: those recalls fused 100
+    of each; versions 1 and 2 tokenized ``words`` (the upcasters say so).
     """
 
     TYPE: ClassVar[str] = "recall"
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
     query: str
     query_embedding: bytes = b""
     embedding_model: str = ""
@@ -130,6 +131,8 @@ class Recall(Payload):
     edges: tuple[tuple[str, str, str], ...] = ()
     depth: int = 0
     """Items of each single ranking fused (0: not recorded; only a hand-made payload lacks it)."""
+    analyzer: str = ""
+    """The keyword ranking's tokenizer ("": not recorded; replay then uses ``words``, as version 2 did)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,8 @@ query vector and ``now``), ``keyword`` (an incremental BM25 inverted index), ``v
 growing float32 matrix, one product per query), ``graph`` (topics a message mentions and the
 2-hop walk over causal edges), ``fusion`` (reciprocal rank fusion), ``render`` (the bounded block
 the Talker reads), ``view`` (recalls and memory items as JSON data for the API and the CLI),
-``_text`` (the tokenizer the keyword index and the topic finder share), ``_ranking`` (best-first
+``_text`` (the keyword analyzers — plain words, and the default Snowball stems — and the plain
+word tokenizer the topic finder uses), ``_ranking`` (best-first
 selection, ties broken by id) and ``_decay`` (decay estimated in numpy, so the exact
 ``strength`` runs only for likely winners). The index is a cache derived from the items, never
 truth: rebuilt from the projected beliefs it gives the same recall, so replay reproduces every
@@ -25,7 +26,7 @@ fails) and :func:`replay_recall` (the same from a recorded vector).
 Part of the cognition layer: may import the rest of ``mirror.cognition`` (the LLM and
 :class:`~mirror.cognition.embeddings.Embedder` ports, prompts, the pipeline's result types),
 ``mirror.projections`` (state, decay, the confidence constants) and ``mirror.events``, plus
-numpy and ``bm25s`` (its English stopword list); never the runtime (``actors``) or ``replay``.
+numpy, ``bm25s`` (its English stopword list) and PyStemmer (``Stemmer``); never the runtime (``actors``) or ``replay``.
 """
 
 from .extract import CONTRADICTION_SCHEMA, MEMORY_SCHEMA
@@ -46,6 +47,7 @@ from .recall import (
     RecallResult,
     recall,
 )
+from ._text import ANALYZERS, DEFAULT_ANALYZER, analyze
 from .render import DEFAULT_MAX_CHARS, render_recall
 from .stage import EMBEDDING_FAILED, RecordedStepFailure, memory_behind, remember
 from .turn import TURN_RECALL, RecallSettings, TurnMemory, TurnRecall, recall_for_turn, replay_recall
@@ -53,7 +55,9 @@ from .vectors import VectorIndex
 from .view import edge_view, recall_view, sorted_beliefs, sorted_edges, sorted_reviews
 
 __all__ = [
+    "ANALYZERS",
     "CONTRADICTION_SCHEMA",
+    "DEFAULT_ANALYZER",
     "DEFAULT_DEPTH",
     "DEFAULT_LIMIT",
     "DEFAULT_MAX_CHARS",
@@ -77,6 +81,7 @@ __all__ = [
     "TurnMemory",
     "TurnRecall",
     "VectorIndex",
+    "analyze",
     "belief_id",
     "edge_view",
     "memory_behind",

@@ -2,7 +2,8 @@
 
 For a message (its text and its embedding) at time ``now`` (the recall's own timestamp):
 
-1. **Keyword**: BM25 over the statements; items sharing no word with the message are absent.
+1. **Keyword**: BM25 over the statements' tokens under the index's analyzer (``_text``: Snowball
+   stems by default); items sharing no token with the message are absent.
 2. **Vector**: cosine with the message's embedding; items without a vector are absent.
 3. **Fusion**: each ranking keeps its best ``depth`` items (ranks from 1); ``fused = Σ 1/(60 +
    rank)`` over the rankings an item is in (``fusion``).
@@ -32,7 +33,7 @@ from mirror.projections.edges import EdgeState
 
 from ._decay import ESTIMATE_TOLERANCE, DecayTable
 from ._ranking import IdOrder
-from ._text import tokenize
+from ._text import DEFAULT_ANALYZER, Analyzer, analyze, check_analyzer
 from .fusion import RRF_K
 from .graph import EdgeIndex
 from .keyword import KeywordIndex
@@ -127,6 +128,8 @@ class RecallResult:
     reviews: tuple[RecalledReview, ...] = ()
     depth: int = 0
     """How many items of each single ranking went into the fusion."""
+    analyzer: str = DEFAULT_ANALYZER
+    """The keyword ranking's tokenizer (``_text.ANALYZERS``)."""
 
     @property
     def belief_ids(self) -> tuple[str, ...]:
@@ -158,7 +161,10 @@ class MemoryIndex:
     against an index built in another order and against brute force).
     """
 
-    def __init__(self, items: Iterable[Recallable] = (), edges: Iterable[EdgeState] = ()) -> None:
+    def __init__(
+        self, items: Iterable[Recallable] = (), edges: Iterable[EdgeState] = (), *, analyzer: str = DEFAULT_ANALYZER,
+    ) -> None:
+        self.analyzer: Analyzer = check_analyzer(analyzer)
         self._reset()
         self._edges = EdgeIndex()
         for item in items:
@@ -199,7 +205,7 @@ class MemoryIndex:
             self._decay.append(item)
             self._fingerprints.append(fingerprint)
             if not self._stale:
-                self._keyword.add(tokenize(item.statement))
+                self._keyword.add(analyze(item.statement, self.analyzer))
                 self._vectors.add(_vector_of(item))
             return
         self._records[slot] = item
@@ -240,7 +246,7 @@ class MemoryIndex:
         if isinstance(query_vector, bytes | bytearray | memoryview):
             query_vector = unpack_vector(bytes(query_vector))
         id_order = self._id_order.view
-        keyword, _ = self._keyword.rank(tokenize(query), depth, id_order)
+        keyword, _ = self._keyword.rank(analyze(query, self.analyzer), depth, id_order)
         vector, _ = self._vectors.rank(query_vector, depth, id_order)
         return keyword, vector
 
@@ -266,6 +272,7 @@ class MemoryIndex:
             query=query,
             now=now,
             depth=depth,
+            analyzer=self.analyzer,
             items=items,
             topics=topics,
             edges=self._edges.walk(topics, now, limit=max_edges),
@@ -367,9 +374,10 @@ def recall(
     depth: int = DEFAULT_DEPTH,
     max_edges: int = DEFAULT_MAX_EDGES,
     max_reviews: int = DEFAULT_MAX_REVIEWS,
+    analyzer: str = DEFAULT_ANALYZER,
 ) -> RecallResult:
     """One recall from scratch: the same answer :meth:`MemoryIndex.recall` gives over these items."""
-    return MemoryIndex(items, edges).recall(
+    return MemoryIndex(items, edges, analyzer=analyzer).recall(
         query, query_vector, now, limit=limit, depth=depth, max_edges=max_edges, reviews=reviews, max_reviews=max_reviews
     )
 

@@ -33,6 +33,7 @@ from mirror.projections.beliefs import review_id
 from mirror.projections.edges import EdgeKey, EdgeState
 from mirror.projections.state import ConversationState
 
+from ._text import DEFAULT_ANALYZER, WORDS_ANALYZER
 from .recall import DEFAULT_DEPTH, DEFAULT_LIMIT, DEFAULT_MAX_EDGES, DEFAULT_MAX_REVIEWS, MemoryIndex, RecallResult
 from .render import DEFAULT_MAX_CHARS, render_recall
 
@@ -41,7 +42,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class RecallSettings:
-    """How much the Talker recalls: items, ranking depth, edges, reviews, the block's characters.
+    """How much the Talker recalls: items, ranking depth, edges, reviews, the block's characters,
+    and the keyword ranking's analyzer (``_text.ANALYZERS``).
 
     ``embed_timeout_s`` bounds the message's embedding on the turn path: past it the turn
     answers with keyword-only recall rather than waiting out the client's retries.
@@ -53,6 +55,7 @@ class RecallSettings:
     max_reviews: int = DEFAULT_MAX_REVIEWS
     max_chars: int = DEFAULT_MAX_CHARS
     embed_timeout_s: float = 2.0
+    analyzer: str = DEFAULT_ANALYZER
 
 
 TURN_RECALL = RecallSettings()
@@ -77,8 +80,8 @@ class TurnMemory:
     unchanged item costs a dict lookup), it answers what an index built from scratch would.
     """
 
-    def __init__(self) -> None:
-        self.index = MemoryIndex()
+    def __init__(self, analyzer: str = DEFAULT_ANALYZER) -> None:
+        self.index = MemoryIndex(analyzer=analyzer)
         self._edges: dict[EdgeKey, EdgeState] = {}
 
     def synced(self, state: ConversationState) -> MemoryIndex:
@@ -104,8 +107,14 @@ def recall_at(
     state: ConversationState, query: str, vector: np.ndarray | bytes | None, now: float, *,
     memory: TurnMemory | None = None, settings: RecallSettings = TURN_RECALL,
 ) -> RecallResult:
-    """The recall for ``query`` from ``state`` at ``now``: pure, the same live, in replay and in the API."""
-    index = (memory or TurnMemory()).synced(state)
+    """The recall for ``query`` from ``state`` at ``now``: pure, the same live, in replay and in the API.
+
+    ``memory`` is used when it tokenizes as ``settings`` asks; otherwise (a replayed recall made
+    with another analyzer) an index is built for this one recall.
+    """
+    if memory is None or memory.index.analyzer != settings.analyzer:
+        memory = TurnMemory(settings.analyzer)
+    index = memory.synced(state)
     return index.recall(
         query, vector, now, limit=settings.limit, depth=settings.depth, max_edges=settings.max_edges,
         reviews=state.review_items.values(), max_reviews=settings.max_reviews,
@@ -119,7 +128,7 @@ def recall_event(result: RecallResult, vector: np.ndarray | bytes | None, model:
         query=result.query, query_embedding=packed, embedding_model=model, query_fingerprint=fingerprint,
         belief_ids=result.belief_ids,
         review_ids=tuple(review_id(review.belief_id, review.opposed_id) for review in result.reviews),
-        edges=tuple(edge.key for edge in result.edges), depth=result.depth,
+        edges=tuple(edge.key for edge in result.edges), depth=result.depth, analyzer=result.analyzer,
     )
 
 
@@ -158,11 +167,13 @@ async def recall_for_turn(
 def replay_recall(
     state: ConversationState, recorded: Recall, now: float, *, settings: RecallSettings = TURN_RECALL,
 ) -> TurnRecall:
-    """A recorded recall re-run from ``state`` with its recorded vector (none: keyword-only) and
-    its recorded ranking depth (a recall made before the depth changed is re-made as it was)."""
+    """A recorded recall re-run from ``state`` with its recorded vector (none: keyword-only), its
+    recorded ranking depth and keyword analyzer (a recall made before either changed is re-made as
+    it was; :class:`~mirror.cognition.errors.UnknownAnalyzer` for an analyzer this Mirror lacks)."""
     vector = unpack_vector(recorded.query_embedding) if recorded.query_embedding else None
     if recorded.depth:
         settings = replace(settings, depth=recorded.depth)
+    settings = replace(settings, analyzer=recorded.analyzer or WORDS_ANALYZER)
     result = recall_at(state, recorded.query, vector, now, settings=settings)
     payload = recall_event(result, recorded.query_embedding or None, recorded.embedding_model,
                            recorded.query_fingerprint)

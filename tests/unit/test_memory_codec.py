@@ -193,6 +193,14 @@ GOLDEN_FORMAT_2 = {
         "69647391b372762d30303131323233333434353536363737a565646765739193a46e757473a56361757365a4",
         "72617368aa70726f76656e616e6365c0",
     ),
+    "recall_v2": _hex(
+        "8ca16602a674656e616e74a461636d65ac636f6e766572736174696f6ea86d656d6f72792d31a66272616e63",
+        "68a46d61696ea373657104a474797065a6726563616c6ca6736368656d6102a27473cb41d954fc40800000a4",
+        "7475726e02a9636175736174696f6ec0a77061796c6f616488a57175657279a97761746572696e673faf7175",
+        "6572795f656d62656464696e67c4080000003f0000803eaf656d62656464696e675f6d6f64656ca66d696e69",
+        "6c6db171756572795f66696e6765727072696e74a463633333aa62656c6965665f69647391a26232aa726576",
+        "6965775f69647390a5656467657390a564657074680aaa70726f76656e616e6365c0",
+    ),
 }
 """Records of format 2 as this build wrote them: they must keep decoding to the same events."""
 
@@ -208,8 +216,13 @@ def golden_events() -> dict[str, Event]:
                                 provenance=Provenance("gemma", "v1", "f00d", {"temperature": 0.7}, 3.5, 10, 5, "[{...}]")),
         # Version 1 did not record its ranking depth; the upcaster gives the one it used (100).
         "recall_v1": make_event(KEY, 3, Recall("nuts?", vector_to_bytes([0.25, 0.5]), "minilm", "bb22", ("b1",),
-                                               ("rv-0011223344556677",), (("nuts", "cause", "rash"),), depth=100),
+                                               ("rv-0011223344556677",), (("nuts", "cause", "rash"),), depth=100,
+                                               analyzer="words"),
                                 turn=1, timestamp=1_700_000_001.0),
+        # Version 2 did not record its keyword analyzer; the upcaster gives the one it used (words).
+        "recall_v2": make_event(KEY, 4, Recall("watering?", vector_to_bytes([0.5, 0.25]), "minilm", "cc33", ("b2",),
+                                               depth=10, analyzer="words"),
+                                turn=2, timestamp=1_700_000_002.0),
     }
 
 
@@ -217,7 +230,7 @@ def golden_events() -> dict[str, Event]:
 def test_golden_format_2_records_still_decode(name: str) -> None:
     event = decode(GOLDEN_FORMAT_2[name])
     assert event == golden_events()[name]
-    if name in ("recall_v1", "turn_with_digest"):  # upcast on read: written again at the current version, keeping what it held
+    if name in ("recall_v1", "recall_v2", "turn_with_digest"):  # upcast on read: written again at the current version, keeping what it held
         assert decode(encode(event)) == event and encode(event) != GOLDEN_FORMAT_2[name]
     else:
         assert encode(event) == GOLDEN_FORMAT_2[name]  # current records are written canonically
@@ -231,3 +244,14 @@ def test_a_version_1_recall_replays_with_the_depth_it_was_made_with() -> None:
     assert isinstance(old, Recall) and old.depth == 100
     new = decode(encode(make_event(KEY, 1, Recall("nuts?", depth=DEFAULT_DEPTH), timestamp=1.0))).payload
     assert isinstance(new, Recall) and new.depth == DEFAULT_DEPTH == 10
+
+
+def test_recalls_before_version_3_replay_with_plain_words_and_newer_ones_with_their_analyzer() -> None:
+    """The keyword analyzer changed from words to Snowball stems: an older recall re-runs with words."""
+    from mirror.cognition.memory import DEFAULT_ANALYZER
+
+    for name in ("recall_v1", "recall_v2"):
+        old = decode(GOLDEN_FORMAT_2[name]).payload
+        assert isinstance(old, Recall) and old.analyzer == "words"
+    new = decode(encode(make_event(KEY, 1, Recall("nuts?", depth=10, analyzer=DEFAULT_ANALYZER), timestamp=1.0))).payload
+    assert isinstance(new, Recall) and new.analyzer == DEFAULT_ANALYZER == "stemmed"

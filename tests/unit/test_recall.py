@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from mirror.cognition.embeddings import pack_vector
 from mirror.cognition.errors import EmbeddingShapeError
 from mirror.cognition.memory import (
+    ANALYZERS,
     DEFAULT_DEPTH,
     RRF_K,
     KeywordIndex,
@@ -28,14 +29,15 @@ from mirror.cognition.memory import (
     render_recall,
 )
 from mirror.cognition.memory._ranking import _ROUNDING_MARGIN, SCORE_DECIMALS, IdOrder, _near_top
-from mirror.cognition.memory._text import tokenize
+from mirror.cognition.memory._text import DEFAULT_ANALYZER, analyze, tokenize
 from mirror.projections.beliefs import BeliefState, ReviewItem, strength
 from mirror.projections.constants import SECONDS_PER_DAY
 from mirror.projections.edges import EdgeState, edge_confidence
 
 NOW = 1_800_000_000.0
 DIMENSIONS = 6
-WORDS = ("peanut", "allergy", "sister", "lisbon", "coffee", "morning", "train", "dog")
+WORDS = ("peanut", "allergy", "sister", "lisbon", "coffee", "morning", "train", "dog", "allergies", "trains")
+"""Two pairs share a Snowball stem (allergy/allergies, train/trains): the default analyzer must match them."""
 _DIRECTIONS = [tuple(1.0 if i == a or i == b else 0.0 for i in range(DIMENSIONS)) for a in range(DIMENSIONS)
                for b in range(a, DIMENSIONS)]
 
@@ -84,8 +86,8 @@ queries = st.tuples(statements, vectors.map(lambda vector: np.asarray(vector, dt
 # ------------------------------------------------------------------------------ brute force
 
 
-def _bm25_ranking(memory: list[MemoryItem], query: str, depth: int) -> list[str]:
-    documents = [tokenize(item.statement) for item in memory]
+def _bm25_ranking(memory: list[MemoryItem], query: str, depth: int, analyzer: str = DEFAULT_ANALYZER) -> list[str]:
+    documents = [analyze(item.statement, analyzer) for item in memory]
     total = sum(len(tokens) for tokens in documents)
     if not memory or total == 0:
         return []
@@ -93,7 +95,7 @@ def _bm25_ranking(memory: list[MemoryItem], query: str, depth: int) -> list[str]
     scores = {}
     for item, tokens in zip(memory, documents, strict=True):
         score = 0.0
-        for word in sorted(set(tokenize(query))):
+        for word in sorted(set(analyze(query, analyzer))):
             frequency = sum(word in other for other in documents)
             count = tokens.count(word)
             if count:
@@ -114,8 +116,9 @@ def _vector_ranking(memory: list[MemoryItem], query: np.ndarray, depth: int) -> 
     return sorted(scores, key=lambda key: (-scores[key], key))[:depth]
 
 
-def _brute_force(memory, query, vector, memory_edges, *, limit=5, depth=DEFAULT_DEPTH, max_edges=8):
-    keyword = _bm25_ranking(memory, query, depth)
+def _brute_force(memory, query, vector, memory_edges, *, limit=5, depth=DEFAULT_DEPTH, max_edges=8,
+                 analyzer=DEFAULT_ANALYZER):
+    keyword = _bm25_ranking(memory, query, depth, analyzer)
     cosine = _vector_ranking(memory, vector, depth)
     by_id = {item.belief_id: item for item in memory}
     scored = []
@@ -163,12 +166,14 @@ def test_fusion_gives_the_design_numbers() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(items(), edges(), queries, st.integers(1, 6), st.integers(1, 12))
-def test_index_agrees_with_brute_force(memory, memory_edges, query, limit, depth) -> None:
+@given(items(), edges(), queries, st.integers(1, 6), st.integers(1, 12), st.sampled_from(ANALYZERS))
+def test_index_agrees_with_brute_force(memory, memory_edges, query, limit, depth, analyzer) -> None:
     text, vector = query
-    result = recall(memory, text, vector, NOW, edges=memory_edges, limit=limit, depth=depth, max_edges=limit)
+    result = recall(memory, text, vector, NOW, edges=memory_edges, limit=limit, depth=depth, max_edges=limit,
+                    analyzer=analyzer)
+    assert result.analyzer == analyzer
     assert _answer(result) == list(
-        _brute_force(memory, text, vector, memory_edges, limit=limit, depth=depth, max_edges=limit)
+        _brute_force(memory, text, vector, memory_edges, limit=limit, depth=depth, max_edges=limit, analyzer=analyzer)
     )
     for recalled in result.items:
         assert 0.0 < recalled.fused <= 2.0 / (RRF_K + 1)

@@ -31,7 +31,7 @@ import numpy as np
 
 from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 from mirror.cognition.embeddings import Embedder, MiniLMEmbedder, OpenAIEmbedder
-from mirror.cognition.memory import MemoryIndex, MemoryItem
+from mirror.cognition.memory import DEFAULT_ANALYZER, MemoryIndex, MemoryItem
 from mirror.cognition.openai_client import LLMSettings
 
 EmbedderName = Literal["sim", "minilm"]
@@ -131,6 +131,7 @@ def run_memory_eval(embedder_name: EmbedderName = "sim") -> dict[str, Any]:
         "embedder": embedder_name,
         "model": model,
         "dimensions": int(next(iter(vectors.values())).shape[0]),
+        "analyzer": DEFAULT_ANALYZER,
         "dialogues": count,
         "items_per_dialogue": round(sum(len(d.items()) for d in dialogues) / count, 1),
         "needed_per_dialogue": round(sum(len(d.needed) for d in dialogues) / count, 2),
