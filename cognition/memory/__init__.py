@@ -29,6 +29,7 @@ Part of the cognition layer: may import the rest of ``mirror.cognition`` (the LL
 numpy, ``bm25s`` (its English stopword list) and PyStemmer (``Stemmer``); never the runtime (``actors``) or ``replay``.
 """
 
+from ._text import ANALYZERS, DEFAULT_ANALYZER, analyze
 from .extract import CONTRADICTION_SCHEMA, MEMORY_SCHEMA
 from .fusion import RRF_K, reciprocal_rank_fusion
 from .gate import OPPOSITE_RELATIONS, belief_id
@@ -47,7 +48,6 @@ from .recall import (
     RecallResult,
     recall,
 )
-from ._text import ANALYZERS, DEFAULT_ANALYZER, analyze
 from .render import DEFAULT_MAX_CHARS, render_recall
 from .stage import EMBEDDING_FAILED, RecordedStepFailure, memory_behind, remember
 from .turn import TURN_RECALL, RecallSettings, TurnMemory, TurnRecall, recall_for_turn, replay_recall

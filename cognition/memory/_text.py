@@ -58,7 +58,7 @@ def check_analyzer(analyzer: str) -> Analyzer:
     """``analyzer`` if it is one of :data:`ANALYZERS`, else :class:`UnknownAnalyzer`."""
     if analyzer not in ANALYZERS:
         raise UnknownAnalyzer(analyzer, ANALYZERS)
-    return analyzer  # type: ignore[return-value]  # checked against the Literal's values just above
+    return analyzer
 
 
 __all__ = ["ANALYZERS", "DEFAULT_ANALYZER", "STOPWORDS", "WORDS_ANALYZER", "Analyzer", "analyze", "check_analyzer",
