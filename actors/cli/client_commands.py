@@ -85,6 +85,12 @@ def render_event(console: Console, event: dict[str, Any]) -> None:
                                     (f"  ({payload.get('operation')})", "dim")))
     elif kind == "memory_step":
         pass  # the beliefs and edges above are what it wrote
+    elif kind == "recall":
+        beliefs, edges = payload.get("belief_ids") or [], payload.get("edges") or []
+        vector = "" if payload.get("query_embedding") else "; keyword only"
+        console.print(Text.assemble(("  recalled  ", "bold blue"),
+                                    f"{len(beliefs)} belief(s) {', '.join(map(str, beliefs))}; {len(edges)} edge(s)",
+                                    (f"  (before turn {event.get('turn')}{vector})", "dim")))
     elif kind == "thinker_failed":
         console.print(Text(f"  thinker failed at {payload.get('stage')}: {payload.get('error_type')}: "
                            f"{payload.get('message')}", style="bold red"))
@@ -169,11 +175,13 @@ def run_demo(client: GatewayClient, console: Console, *, conversation: str | Non
     conversation = conversation or f"demo-{secrets.token_hex(3)}"
     console.rule(f"[bold]Mirror demo · conversation {conversation}")
     last_seq, final_reply = 0, ""
-    remembered: list[str] = []
+    remembered: dict[str, str] = {}  # belief id -> statement, from the belief events shown
+    recalled: list[str] = []
 
     def shown(event: dict[str, Any]) -> None:
         if event.get("type") == "belief":
-            remembered.append(str(event.get("payload", {}).get("statement", "")))
+            payload = event.get("payload", {})
+            remembered.setdefault(str(payload.get("belief_id")), str(payload.get("statement", "")))
         render_event(console, event)
 
     for index, message in enumerate(script, start=1):
@@ -184,6 +192,9 @@ def run_demo(client: GatewayClient, console: Console, *, conversation: str | Non
         final_reply = answer["reply"]
         render_event(console, {"type": "turn", "seq": answer["seq"], "turn": answer["turn"],
                                "payload": {"user_message": message, "reply": answer["reply"]}})
+        recalled = [remembered.get(belief, belief) for belief in turn_recall(client, conversation, answer)]
+        for statement in recalled:  # what the Talker was given from memory before it replied
+            console.print(Text.assemble(("  recalled  ", "bold blue"), (statement, "italic")))
         console.print(f"[dim]  replied in {time.monotonic() - started:.1f} s; the Thinker follows…[/]")
         last_seq = wait_for_thoughts(client, console, conversation, after=answer["seq"],
                                      on_event=shown)
@@ -192,16 +203,34 @@ def run_demo(client: GatewayClient, console: Console, *, conversation: str | Non
     result = {"conversation": conversation, "turns": summary["turns"], "events": max(last_seq, summary["last_seq"]),
               "narrative_mentions_constraint": _mentions(narrative, DEMO_CONSTRAINT_WORDS),
               "reply_mentions_constraint": _mentions(final_reply, DEMO_CONSTRAINT_WORDS),
-              "memory_holds_constraint": any(_mentions(statement, DEMO_CONSTRAINT_WORDS) for statement in remembered),
+              "memory_holds_constraint": any(_mentions(statement, DEMO_CONSTRAINT_WORDS)
+                                             for statement in remembered.values()),
+              "recalled_constraint": any(_mentions(statement, DEMO_CONSTRAINT_WORDS) for statement in recalled),
               "last_failure": summary.get("last_failure")}
     console.rule()
     console.print(
         f"[bold]{result['turns']} turns, {result['events']} events in {conversation}; "
         f"final narrative mentions the peanut allergy: {_yes(result['narrative_mentions_constraint'])}; "
         f"final reply mentions it: {_yes(result['reply_mentions_constraint'])}; "
-        f"a belief holds it: {_yes(result['memory_holds_constraint'])}[/]"
+        f"a belief holds it: {_yes(result['memory_holds_constraint'])}; "
+        f"recalled for the final reply: {_yes(result['recalled_constraint'])}[/]"
     )
     return result
+
+
+def turn_recall(client: GatewayClient, conversation: str, answer: dict[str, Any]) -> list[str]:
+    """The belief ids recalled for the turn ``answer`` acknowledged (none when it recalled nothing).
+
+    A turn that recalled was appended right after its ``recall`` event, in one fenced append:
+    the event at ``seq - 1``, carrying the same turn number.
+    """
+    seq = int(answer["seq"])
+    if seq < 2:
+        return []
+    before = client.events_through(conversation, after=seq - 2, through=seq - 1)
+    if not before or before[-1].get("type") != "recall" or before[-1].get("turn") != answer.get("turn"):
+        return []
+    return [str(belief) for belief in before[-1].get("payload", {}).get("belief_ids") or []]
 
 
 def _mentions(text: str, words: tuple[str, ...]) -> bool:

@@ -95,7 +95,15 @@ def test_demo_uses_the_running_stack_and_shows_replies_and_thinking(stack: Embed
     with api(stack) as client:
         summary = client.get(f"/v1/conversations/{conversation}").json()
     assert summary["turns"] == 5 and summary["thought_turn"] == 4 and summary["narrative"]
-    assert summary_line.endswith("a belief holds it: yes")
+    assert summary_line.endswith("a belief holds it: yes; recalled for the final reply: yes")
+    # The last turn's recall, shown under its reply, is the one the log holds right before that turn.
+    last_turn = out.rsplit("turn 5 of 5", 1)[1]
+    assert re.search(r"recalled  [^\n]*peanut allergy", last_turn), last_turn
+    with api(stack) as client:
+        events = client.get(f"/v1/conversations/{conversation}/events", params={"limit": 1000}).json()["events"]
+    turn_five = next(event for event in events if event["type"] == "turn" and event["turn"] == 4)
+    recall = next(event for event in events if event["seq"] == turn_five["seq"] - 1)
+    assert recall["type"] == "recall" and recall["payload"]["belief_ids"]
 
 
 def test_demo_starts_its_own_stack_when_none_runs_and_stops_it(tmp_path: Path) -> None:
