@@ -19,6 +19,7 @@ import nats.errors
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from mirror.events.codec import decode
 from mirror.events.envelope import Event
@@ -201,19 +202,39 @@ class LogService:
                 "skipped": self._skipped() if self._skipped is not None else 0}
 
 
+NO_RESPONDER_GRACE_S = 0.5
+"""How long a read asks again while no ingester answers its subject, before it is a 503.
+
+"No responders" is the broker saying that no subscription matches *right now*: the ingester
+may be down, or its connection between a reconnect and the re-subscription nats-py sends after
+it. The latter lasts milliseconds; a failed read for it was seen once under load in the suite.
+Half a second keeps a dependency that is really down a fast 503 (well inside 2 s)."""
+NO_RESPONDER_RETRY_S = 0.05
+
+
 class LogClient:
     """The log port for processes that do not own the DuckDB file: asks the owner over NATS."""
 
-    def __init__(self, nc: NatsClient, *, shard: str = "0", timeout: float = 10.0) -> None:
+    def __init__(self, nc: NatsClient, *, shard: str = "0", timeout: float = 10.0,
+                 no_responder_grace_s: float = NO_RESPONDER_GRACE_S) -> None:
         self.nc = nc
         self.shard = shard
         self.timeout = timeout
+        self.no_responder_grace_s = no_responder_grace_s
+
+    async def _request(self, subject: str, payload: bytes, timeout: float) -> Msg:
+        async for attempt in AsyncRetrying(retry=retry_if_exception_type(nats.errors.NoRespondersError),
+                                           wait=wait_fixed(NO_RESPONDER_RETRY_S),
+                                           stop=stop_after_delay(self.no_responder_grace_s), reraise=True):
+            with attempt:
+                return await self.nc.request(subject, payload, timeout=timeout)
+        raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
     async def _call(self, operation: str, **args: Any) -> Any:
         subject = service_subject(self.shard, operation)
         timeout = self.timeout + float(args.get("timeout", 0.0))  # a request that waits on purpose gets its wait on top
         try:
-            reply = await self.nc.request(subject, msgpack.packb(args, use_bin_type=True), timeout=timeout)
+            reply = await self._request(subject, msgpack.packb(args, use_bin_type=True), timeout)
         except nats.errors.NoRespondersError as exc:
             raise LogUnavailable(f"no ingester serves shard {self.shard!r} right now (restarting, or reconnecting to "
                                  f"NATS, after a crash; or not started: is `mirror up` or `mirror ingest` running?)") from exc

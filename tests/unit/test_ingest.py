@@ -20,7 +20,7 @@ from mirror.events.codec import encode
 from mirror.events.duckdb.ingester import Ingester, IngesterSettings
 from mirror.events.duckdb.log import DuckDBEventLog
 from mirror.events.envelope import Event, make_event
-from mirror.events.errors import AppendConflict
+from mirror.events.errors import AppendConflict, LogUnavailable
 from mirror.events.ids import StreamKey
 from mirror.events.nats._pull import PullFeed
 from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats, subject_for
@@ -105,6 +105,31 @@ async def test_reads_are_served_by_the_owner_of_the_file(nats_url: str, db_path:
         assert await client.conversations("globex") == []
         with pytest.raises(ValueError, match="tenant"):
             await client.conversations("bad.tenant")
+    await bus.close()
+
+
+async def test_a_read_waits_out_a_brief_absence_of_its_ingester_and_no_longer(nats_url: str, db_path: Path) -> None:
+    """No responders for under the grace (an ingester re-subscribing) is waited out; a missing
+    ingester is a LogUnavailable after the grace, well inside the 2 s a 503 must take."""
+    bus = await JetStreamBus.connect(nats_url)
+    key = StreamKey("acme", "absent")
+    client = LogClient(bus.nc, no_responder_grace_s=2.0)
+
+    async def start_late() -> None:
+        await asyncio.sleep(0.3)
+        async with ingesting(nats_url, db_path):
+            await asyncio.sleep(1.0)
+
+    starter = asyncio.create_task(start_late())
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await client.last_seq(key) == 0  # answered by the ingester that came 0.3 s later
+    assert 0.25 <= loop.time() - started < 2.0
+    await starter
+    started = loop.time()
+    with pytest.raises(LogUnavailable, match="no ingester serves shard '0'"):
+        await LogClient(bus.nc).last_seq(key)
+    assert 0.45 <= loop.time() - started < 1.5
     await bus.close()
 
 
