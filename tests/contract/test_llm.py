@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from mirror.actors.llm.sim.server import SimLLMServer
 from mirror.cognition.errors import (
     LLMBadResponse,
     LLMError,
@@ -26,6 +25,7 @@ from mirror.events.ids import StreamKey
 from mirror.events.payloads import Provenance, ThinkerFailed, Turn
 from mirror.replay.errors import RecordingMiss
 from mirror.replay.recorded import RecordedLLM, ReplayedFailure
+from mirror.sim.server import SimLLMServer
 from tests.support.sim import SIM_MODEL, sim_client
 
 KEY = StreamKey("acme", "llm-contract")

@@ -2,7 +2,7 @@
 
 The real benchmark has no licence, so none of it is used: these dialogues, facts, trivia
 questions and preferences are invented, in exactly its layout (see
-:mod:`mirror.actors.evals.curate.data`). ``python -m tests.support.curate DIR`` writes them to DIR
+:mod:`mirror.harness.evals.curate.data`). ``python -m tests.support.curate DIR`` writes them to DIR
 for trying the command by hand.
 """
 

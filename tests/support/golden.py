@@ -30,7 +30,6 @@ from typing import Any
 
 import msgpack
 
-from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 from mirror.cognition.embeddings import Embedder, OpenAIEmbedder
 from mirror.cognition.llm import LLM
 from mirror.cognition.memory import remember
@@ -46,6 +45,7 @@ from mirror.projections._frozen import FrozenMap
 from mirror.projections.conversation import apply
 from mirror.projections.state import ConversationState, initial_state
 from mirror.replay import History, VerifyReport, verify_events
+from mirror.sim.server import SimLLMServer, SimSettings
 from tests.support.sim import SIM_MODEL, sim_client
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mirror.actors.llm.sim.server import SimLLMServer
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
+from mirror.sim.server import SimLLMServer
 
 SIM_MODEL = "mirror-sim"
 

@@ -48,10 +48,10 @@ def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency:
     everything is stopped afterwards.
     """
     from mirror.actors.conversation import RuntimeSettings
-    from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
-    from mirror.actors.stack.processes import IngesterProcess
     from mirror.cognition.openai_client import LLMSettings
     from mirror.events.shards import ShardMap
+    from mirror.sim.server import SimLLMServer, SimSettings
+    from mirror.stack.processes import IngesterProcess
 
     if shard_map and shard != "0":
         raise ValueError(f"with a shard map the default shard is '0' (as for `mirror ingest`), not {shard!r}")
@@ -76,8 +76,8 @@ def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str, p
     """A conversation runtime and the gateway on a free port, with tenants acme and globex, on
     the Ray cluster the caller started (fixture ``ray_cluster``); yields the gateway's URL and
     each tenant's token. ``gateway``: GatewaySettings fields."""
-    from mirror.actors.gateway.app import GatewayServer, GatewaySettings, create_app
-    from mirror.actors.gateway.tenants import TenantRegistry
+    from mirror.gateway.app import GatewayServer, GatewaySettings, create_app
+    from mirror.gateway.tenants import TenantRegistry
 
     registry = TenantRegistry(directory / "tenants.json")
     tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}

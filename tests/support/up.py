@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from mirror.events.nats.server import free_port
+from mirror.processes import free_port
 
 __all__ = ["ctrl_c", "start_up"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from mirror.actors.bench.storage import StorageBenchConfig, run_storage_bench
+from mirror.harness.bench.storage import StorageBenchConfig, run_storage_bench
 
 RUN_FIELDS = {
     "memory", "thinking_unfinished", "log_caught_up", "seconds", "last_seq", "events", "events_by_type",

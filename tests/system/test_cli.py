@@ -13,8 +13,7 @@ from typing import cast
 import typer.core
 import typer.main
 
-from mirror.actors.cli.app import app
-from mirror.actors.stack.processes import IngesterProcess
+from mirror.cli.app import app
 from mirror.events.bus import Head
 from mirror.events.envelope import make_event
 from mirror.events.ids import StreamKey
@@ -22,6 +21,7 @@ from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Turn
+from mirror.stack.processes import IngesterProcess
 from tests.support.stack import reset_stream
 
 

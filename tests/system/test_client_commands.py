@@ -23,9 +23,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mirror.actors.stack.embedded import EmbeddedStack, StackSettings
 from mirror.cognition.prompts import DEFAULT_PROMPT_SETS
-from mirror.events.nats.server import free_port
+from mirror.processes import free_port
+from mirror.stack.embedded import EmbeddedStack, StackSettings
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from mirror.actors.stack.processes import IngesterProcess
 from mirror.events.bus import Head
 from mirror.events.codec import encode
 from mirror.events.envelope import Event, make_event
@@ -19,6 +18,7 @@ from mirror.events.nats.jetstream import JetStreamBus, StreamSettings
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Monologue, Narrative, Turn
+from mirror.stack.processes import IngesterProcess
 
 pytestmark = pytest.mark.slow
 

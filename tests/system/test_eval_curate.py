@@ -22,9 +22,9 @@ import duckdb
 import httpx
 import pytest
 
-from mirror.actors.evals.curate import SUFFIX, assemble, load_data
-from mirror.actors.evals.curate.report import PLOTS
-from mirror.events.nats.server import free_port
+from mirror.harness.evals.curate import SUFFIX, assemble, load_data
+from mirror.harness.evals.curate.report import PLOTS
+from mirror.processes import free_port
 from tests.support.curate import write_fixture
 from tests.support.up import ctrl_c, start_up
 

@@ -19,12 +19,12 @@ import pytest
 
 from mirror.actors.conversation import Conversation, RuntimeSettings
 from mirror.actors.errors import Fenced
-from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 from mirror.actors.placement.table import HostedConversations
 from mirror.actors.results import TurnResult
 from mirror.cognition.errors import LLMError
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
+from mirror.sim.server import SimLLMServer, SimSettings
 from tests.support.stack import conversation_runtime
 
 pytestmark = pytest.mark.timeout(300)

@@ -18,13 +18,13 @@ from mirror.actors.conversation import Conversation, RuntimeSettings
 from mirror.actors.conversation_actor import call
 from mirror.actors.errors import IngesterUnavailable
 from mirror.actors.ingester_actor import RayIngester
-from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 from mirror.cognition.openai_client import LLMSettings
 from mirror.events.codec import decode
 from mirror.events.ids import StreamKey
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Turn
+from mirror.sim.server import SimLLMServer, SimSettings
 from tests.support.stack import local_ray, reset_stream
 
 pytestmark = pytest.mark.slow

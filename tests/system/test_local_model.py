@@ -6,15 +6,15 @@ import asyncio
 
 import pytest
 
-from mirror.actors.bench.pipeline import PipelineBenchConfig, run_pipeline_bench
-from mirror.actors.llm.local import (
+from mirror.cognition.prompts import default_prompt_set
+from mirror.harness.bench.pipeline import PipelineBenchConfig, run_pipeline_bench
+from mirror.stack.local_model import (
     LOCAL_TALKER_MAX_TOKENS,
     LOCAL_THINKER_MAX_TOKENS,
     STRUCTURED_OUTPUT,
     LocalLLMServer,
     local_model_installed,
 )
-from mirror.cognition.prompts import default_prompt_set
 
 pytestmark = [
     pytest.mark.slow,

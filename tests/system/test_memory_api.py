@@ -33,8 +33,9 @@ from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
-from mirror.events.nats.server import EmbeddedNats, free_port
+from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Belief, BeliefKind, BeliefOperation, Edge, Fork, MemoryType, Turn
+from mirror.processes import free_port
 from mirror.projections.conversation import apply
 from mirror.projections.state import ConversationState, initial_state
 from tests.support.stack import conversation_runtime
@@ -117,8 +118,8 @@ def as_json(value: Any) -> Any:
 @pytest.fixture(scope="module")
 def stack(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A gateway (no Ray needed: memory is read from the log) with tenants acme and globex, and acme's seeded memory."""
-    from mirror.actors.gateway.app import GatewayServer, GatewaySettings, create_app
-    from mirror.actors.gateway.tenants import TenantRegistry
+    from mirror.gateway.app import GatewayServer, GatewaySettings, create_app
+    from mirror.gateway.tenants import TenantRegistry
 
     directory = tmp_path_factory.mktemp("memory-api")
     registry = TenantRegistry(directory / "tenants.json")
@@ -278,7 +279,7 @@ def test_bad_input_is_a_4xx_that_names_it(stack) -> None:
 
 
 def test_an_embedder_that_is_down_is_a_prompt_503_with_retry_after(stack) -> None:
-    from mirror.actors.gateway.app import GatewayServer, create_app
+    from mirror.gateway.app import GatewayServer, create_app
 
     nowhere = LLMSettings(base_url=f"http://127.0.0.1:{free_port()}/v1", model="gone", timeout_s=2, max_retries=1,
                           backoff_initial_s=0.01)
@@ -297,8 +298,8 @@ def test_an_embedder_that_is_down_is_a_prompt_503_with_retry_after(stack) -> Non
 
 
 def test_an_embedder_that_hangs_is_a_503_after_its_timeout_not_a_hang(stack) -> None:
-    from mirror.actors.gateway.app import GatewayServer, create_app
-    from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
+    from mirror.gateway.app import GatewayServer, create_app
+    from mirror.sim.server import SimLLMServer, SimSettings
 
     with SimLLMServer(SimSettings(latency="fixed:30000")) as slow:  # answers after 30 s
         stuck = LLMSettings(base_url=slow.base_url, model="mirror-sim", timeout_s=1, max_retries=0)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from mirror.actors.evals.memory import run_memory_eval
 from mirror.cognition.embeddings import minilm_installed
+from mirror.harness.evals.memory import run_memory_eval
 
 pytestmark = pytest.mark.skipif(not minilm_installed(), reason="the [local] extra is not installed")
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from mirror.actors.bench.live_actors import seed
 from mirror.actors.conversation import Conversation, RuntimeSettings
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
+from mirror.harness.bench.live_actors import seed
 from mirror.projections.snapshot import snapshot_bytes
 from tests.support.stack import conversation_runtime
 
@@ -66,9 +66,9 @@ async def test_an_uncommitted_tail_is_read_from_the_stream_after_the_committed_o
     The second ingester serves the same file but ingests another tenant only, so the events the
     first incarnation appended after it stopped stay in the stream, uncommitted.
     """
-    from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
-    from mirror.actors.stack.processes import IngesterProcess
     from mirror.cognition.openai_client import LLMSettings
+    from mirror.sim.server import SimLLMServer, SimSettings
+    from mirror.stack.processes import IngesterProcess
     from tests.support.stack import reset_stream
 
     await reset_stream(nats_server.url)

@@ -29,8 +29,9 @@ from mirror.events.envelope import Event
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
-from mirror.events.nats.server import EmbeddedNats, free_port
+from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Recall, ThinkerFailed, Turn
+from mirror.processes import free_port
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
 from mirror.replay import History, RecomputePlan, recompute_conversation
@@ -154,8 +155,8 @@ async def test_a_dead_embedder_still_answers_and_records_a_keyword_only_recall(r
 
 
 async def test_the_memory_api_answers_what_the_talker_recalled(runtime: RuntimeSettings, tmp_path: Path) -> None:
-    from mirror.actors.gateway.app import GatewayServer, GatewaySettings, create_app
-    from mirror.actors.gateway.tenants import TenantRegistry
+    from mirror.gateway.app import GatewayServer, GatewaySettings, create_app
+    from mirror.gateway.tenants import TenantRegistry
 
     key = StreamKey("acme", "api-recall")
     _, events = await converse(runtime, key, [FACT, "I also like long hikes in the hills.", LATER])

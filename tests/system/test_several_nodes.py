@@ -30,8 +30,8 @@ import pytest
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import connect_nats
 from mirror.events.nats.log_service import LogClient
-from mirror.events.nats.server import free_port
 from mirror.events.payloads import Turn
+from mirror.processes import free_port
 from tests.support.cluster import Session, probe, processes_named, read_recipe, substitute, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirror.actors.bench.recall import run_recall_bench
+from mirror.harness.bench.recall import run_recall_bench
 
 
 def test_the_recall_bench_reports_latency_scaling_and_build_costs() -> None:

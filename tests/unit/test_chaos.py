@@ -10,10 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
-from mirror.actors.chaos import ChaosOptionError, ChaosSettings, check_conversation, parse_kill_kinds
-from mirror.actors.chaos.checker import Acknowledged, is_failure_narrative
-from mirror.actors.chaos.driver import error_detail, error_kind
-from mirror.actors.chaos.report import percentile, recovery
+from mirror.harness.chaos import ChaosOptionError, ChaosSettings, check_conversation, parse_kill_kinds
+from mirror.harness.chaos.checker import Acknowledged, is_failure_narrative
+from mirror.harness.chaos.driver import error_detail, error_kind
+from mirror.harness.chaos.report import percentile, recovery
 
 
 def turn(seq: int, message: str) -> dict[str, Any]:

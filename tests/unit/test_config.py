@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mirror.actors.cli.options import Mode
+from mirror.cli.options import Mode
 
 
 def mirror(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -72,8 +72,8 @@ def test_the_file_comes_from_config_then_mirror_config_then_the_working_director
 
 def test_without_a_file_the_cli_defaults_are_the_runtime_defaults(tmp_path: Path) -> None:
     from mirror.actors.conversation import RuntimeSettings
-    from mirror.actors.stack.embedded import StackSettings
     from mirror.cognition.pipeline import MODES
+    from mirror.stack.embedded import StackSettings
 
     settings = shown(mirror("up", "--show-config", cwd=tmp_path))
     runtime = RuntimeSettings(nats_url="", llm=None)  # type: ignore[arg-type]  # no LLM: only the defaults are compared

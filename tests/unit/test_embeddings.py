@@ -24,8 +24,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror.actors.bench.embed import default_texts, run_embed_bench
-from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 from mirror.cognition import LLMRequestRejected, LLMSettings, LLMUnavailable
 from mirror.cognition.embeddings import (
     MINILM_DIMENSIONS,
@@ -42,6 +40,8 @@ from mirror.cognition.embeddings import (
 )
 from mirror.cognition.embeddings._bert import gelu
 from mirror.cognition.errors import EmbeddingModelInvalid, EmbeddingShapeError, PackedVectorInvalid
+from mirror.harness.bench.embed import default_texts, run_embed_bench
+from mirror.sim.server import SimLLMServer, SimSettings
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "minilm_vectors.json"
 needs_minilm = pytest.mark.skipif(not minilm_installed(), reason="the [local] extra is not installed")

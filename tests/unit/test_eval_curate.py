@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mirror.actors.evals.curate import (
+from mirror.harness.evals.curate import (
     SUFFIX,
     CurateDataError,
     CurateOptionError,
@@ -18,8 +18,8 @@ from mirror.actors.evals.curate import (
     parse_modes,
     parse_scenarios,
 )
-from mirror.actors.evals.curate.assembly import GREETING, INTERPOSED_TURNS
-from mirror.actors.evals.curate.report import (
+from mirror.harness.evals.curate.assembly import GREETING, INTERPOSED_TURNS
+from mirror.harness.evals.curate.report import (
     PLOTS,
     accuracy_table,
     mode_totals,
@@ -28,8 +28,8 @@ from mirror.actors.evals.curate.report import (
     table_rows,
     write_plots,
 )
-from mirror.actors.evals.curate.store import ResultsStore
-from mirror.actors.evals.curate.timing import HumanPacing, words
+from mirror.harness.evals.curate.store import ResultsStore
+from mirror.harness.evals.curate.timing import HumanPacing, words
 from tests.support.curate import FACTS, INPUTS, PREFS, TRIVIA, write_fixture
 
 TURNS_PER_SCENARIO = {1: 5, 2: 6, 3: 7, 4: 8, 5: 8}
@@ -68,7 +68,7 @@ def test_a_missing_file_and_an_empty_required_cell_are_named(tmp_path: Path, dat
     assert "inputs.xlsx, row 2, column 'prefs_b'" in str(raised.value)
     (broken / "trivia.xlsx").write_bytes(b"not a workbook")
     with pytest.raises(CurateDataError, match="trivia.xlsx: not a readable xlsx"):
-        from mirror.actors.evals.curate.data import read_items
+        from mirror.harness.evals.curate.data import read_items
 
         read_items(broken / "trivia.xlsx")
 
@@ -197,7 +197,7 @@ def test_bad_options_exit_2_before_anything_starts(data_dir: Path, tmp_path: Pat
                                                    message: str) -> None:
     from typer.testing import CliRunner
 
-    from mirror.actors.cli.app import app
+    from mirror.cli.app import app
 
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["eval", "curate", "--data", str(data_dir), "--out", str(out), *options])
@@ -208,7 +208,7 @@ def test_bad_options_exit_2_before_anything_starts(data_dir: Path, tmp_path: Pat
 def test_missing_spreadsheets_exit_2(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from mirror.actors.cli.app import app
+    from mirror.cli.app import app
 
     (tmp_path / "data").mkdir()
     result = CliRunner().invoke(app, ["eval", "curate", "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out")])

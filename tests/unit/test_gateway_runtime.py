@@ -14,10 +14,10 @@ from fastapi import HTTPException
 
 from mirror.actors.conversation import RuntimeSettings
 from mirror.actors.errors import Fenced, Passivated
-from mirror.actors.gateway.runtime import ASK_ATTEMPTS, FinishedJobs, GatewayRuntime
-from mirror.actors.gateway.settings import GatewaySettings
 from mirror.events.errors import BusUnavailable
 from mirror.events.ids import StreamKey
+from mirror.gateway.runtime import ASK_ATTEMPTS, FinishedJobs, GatewayRuntime
+from mirror.gateway.settings import GatewaySettings
 
 KEY = StreamKey("acme", "talk")
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from mirror.cognition.http_transport import AiohttpTransport
-from mirror.events.nats.server import free_port
+from mirror.processes import free_port
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

@@ -1,5 +1,5 @@
 """The layout's rules, checked on the source: imports point one way, adapters stay behind their
-ports, rooms say what they hold, modules stay small."""
+ports, rooms say what they hold, modules stay small, and the wheel's map covers the tree."""
 
 from __future__ import annotations
 
@@ -11,24 +11,38 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ("events", "projections", "cognition", "replay", "actors")
 """Bottom to top: a layer may import the layers before it, never one after it."""
+ROOMS: dict[str, frozenset[str]] = {
+    **{layer: frozenset(LAYERS[: index + 1]) for index, layer in enumerate(LAYERS)},
+    "sim": frozenset({"events", "projections", "sim"}),
+    "gateway": frozenset({*LAYERS, "gateway"}),
+    "stack": frozenset({*LAYERS, "sim", "gateway", "stack"}),
+    "harness": frozenset({*LAYERS, "sim", "gateway", "stack", "harness"}),
+    "cli": frozenset({*LAYERS, "sim", "gateway", "stack", "harness", "cli"}),
+}
+"""Every room at the top of the tree and the rooms it may import (itself included). ``sim`` sits
+beside the layers so any layer's tests can start it; nothing in the runtime imports it."""
+ROOT_HELPERS: dict[str, frozenset[str]] = {"processes": frozenset(), "serving": frozenset({"events"})}
+"""Modules of the root package (``mirror/``) that every room may import, and what they may import."""
 MAX_LINES = 600
 BACKENDS_BEHIND_PORTS = {"nats": "events", "duckdb": "events"}
 """Libraries only the named layer may import: everything else reaches them through its ports."""
-RAW_BACKEND_USERS = ("actors/bench/", "actors/evals/curate/store.py")
+RAW_BACKEND_USERS = ("harness/bench/", "harness/evals/curate/store.py")
 """Benchmarks time the raw broker next to Mirror's path (the in-run limit), so they may use it; the
 CuRaTe eval keeps its own results file in DuckDB (its output, not the event log behind the port)."""
 
 
 def _modules() -> list[tuple[str, Path]]:
     found = []
-    for layer in LAYERS:
-        for path in sorted((ROOT / layer).rglob("*.py")):
-            found.append((layer, path))
+    for room in ROOMS:
+        for path in sorted((ROOT / room).rglob("*.py")):
+            found.append((room, path))
+    for helper in ROOT_HELPERS:
+        found.append((helper, ROOT / "mirror" / f"{helper}.py"))
     return found
 
 
 def _imports(path: Path) -> list[tuple[str, int]]:
-    """Absolute names imported by ``path`` (relative imports resolve inside their own layer)."""
+    """Absolute names imported by ``path`` (relative imports resolve inside their own room)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     names = []
     for node in ast.walk(tree):
@@ -42,27 +56,56 @@ def _imports(path: Path) -> list[tuple[str, int]]:
 MODULES = _modules()
 
 
-@pytest.mark.parametrize(("layer", "path"), MODULES, ids=[str(p.relative_to(ROOT)) for _, p in MODULES])
-def test_imports_point_down_and_backends_stay_behind_ports(layer: str, path: Path) -> None:
-    allowed = set(LAYERS[: LAYERS.index(layer) + 1])
+@pytest.mark.parametrize(("room", "path"), MODULES, ids=[str(p.relative_to(ROOT)) for _, p in MODULES])
+def test_imports_point_down_and_backends_stay_behind_ports(room: str, path: Path) -> None:
+    allowed = ROOT_HELPERS.get(room, ROOMS.get(room, frozenset()))
+    where = str(path.relative_to(ROOT))
     for name, line in _imports(path):
         parts = name.split(".")
-        if parts[0] == "mirror" and len(parts) > 1 and parts[1] in LAYERS:
-            assert parts[1] in allowed, f"{path.relative_to(ROOT)}:{line} imports {name}: {layer} may import {sorted(allowed)}"
+        if parts[0] == "mirror" and len(parts) > 1:
+            target = parts[1]
+            if target in ROOT_HELPERS and room not in ROOT_HELPERS:
+                continue  # every room may use the root helpers
+            assert target in allowed, f"{where}:{line} imports {name}: {room} may import {sorted(allowed)}"
         owner = BACKENDS_BEHIND_PORTS.get(parts[0])
-        if owner is not None and not str(path.relative_to(ROOT)).startswith(RAW_BACKEND_USERS):
-            assert layer == owner, f"{path.relative_to(ROOT)}:{line} imports {name}: only {owner}/ talks to {parts[0]}"
+        if owner is not None and not where.startswith(RAW_BACKEND_USERS):
+            assert room == owner, f"{where}:{line} imports {name}: only {owner}/ talks to {parts[0]}"
+
+
+def test_the_rooms_are_the_tree_and_the_wheel_maps_them_all() -> None:
+    """Every folder at the top that is a package is a room here and in setup.py's map."""
+    packages = {path.parent.name for path in ROOT.glob("*/__init__.py")} - {"mirror", "tests"}
+    setup = ast.parse((ROOT / "setup.py").read_text())
+    mapped = next(
+        ast.literal_eval(node.value) for node in setup.body
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ROOMS" for t in node.targets)
+    )
+    assert packages == set(ROOMS) == set(mapped)
 
 
 def test_every_package_says_what_it_holds() -> None:
-    for layer in LAYERS:
-        for init in sorted((ROOT / layer).rglob("__init__.py")):
+    for room in ROOMS:
+        for init in sorted((ROOT / room).rglob("__init__.py")):
             doc = ast.get_docstring(ast.parse(init.read_text()))
             assert doc and len(doc) > 40, f"{init.relative_to(ROOT)} needs a docstring saying what lives there"
 
 
+def test_every_room_names_its_modules_in_its_docstring() -> None:
+    """A room's docstring lists what lives in it: each module and sub-package is named there."""
+    unnamed = []
+    for room in ROOMS:
+        for init in sorted((ROOT / room).rglob("__init__.py")):
+            doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+            for child in sorted(init.parent.iterdir()):
+                name = child.stem if child.suffix == ".py" else child.name
+                is_module = child.suffix == ".py" and child.name != "__init__.py"
+                if (is_module or (child / "__init__.py").exists()) and name not in doc:
+                    unnamed.append(f"{child.relative_to(ROOT)} is not named in {init.relative_to(ROOT)}")
+    assert unnamed == []
+
+
 def test_modules_stay_small() -> None:
-    roots = [ROOT / layer for layer in LAYERS] + [ROOT / "tests"]
+    roots = [ROOT / room for room in ROOMS] + [ROOT / "tests", ROOT / "mirror"]
     too_long = {
         str(path.relative_to(ROOT)): count
         for root in roots for path in sorted(root.rglob("*.py"))

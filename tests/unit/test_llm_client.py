@@ -22,7 +22,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 from mirror.cognition import (
     LLM,
     ChatMessage,
@@ -41,6 +40,7 @@ from mirror.cognition import (
 )
 from mirror.cognition.errors import EXCERPT_IN_MESSAGE, redact
 from mirror.cognition.openai_client import parse_retry_after
+from mirror.sim.server import SimLLMServer, SimSettings
 
 API_KEY = "sk-test-0123456789abcdef-SECRET"
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from mirror.actors.evals.memory import load_dialogues, run_memory_eval, run_memory_evals
+from mirror.harness.evals.memory import load_dialogues, run_memory_eval, run_memory_evals
 
 RETRIEVERS = ("keyword", "vector", "fused")
 

@@ -12,8 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror.actors.llm.sim.content import embedding
-from mirror.actors.llm.sim.server import SimLLMServer
 from mirror.cognition.embeddings import OpenAIEmbedder, pack_vector
 from mirror.cognition.memory.extract import Candidate, EdgeCandidate
 from mirror.cognition.memory.gate import (
@@ -37,6 +35,8 @@ from mirror.events.payloads import Belief, Edge, MemoryStep, Monologue, Narrativ
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
 from mirror.replay.verify import verify_events
+from mirror.sim.content import embedding
+from mirror.sim.server import SimLLMServer
 from tests.support.sim import SIM_MODEL, sim_client
 
 KEY = StreamKey("acme", "memory")

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 
 from mirror.actors.conversation import RuntimeSettings
-from mirror.actors.gateway.settings import DEFAULT_EMBED_RETRIES, DEFAULT_EMBED_TIMEOUT_S, GatewaySettings
 from mirror.cognition.embeddings import pack_vector
 from mirror.cognition.memory import recall, recall_view, render_recall, sorted_beliefs, sorted_edges, sorted_reviews
 from mirror.cognition.memory.view import edge_view
 from mirror.cognition.openai_client import LLMSettings
+from mirror.gateway.settings import DEFAULT_EMBED_RETRIES, DEFAULT_EMBED_TIMEOUT_S, GatewaySettings
 from mirror.projections.beliefs import BeliefState, ReviewItem, review_id
 from mirror.projections.edges import EdgeState
 

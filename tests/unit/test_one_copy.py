@@ -14,7 +14,6 @@ from typing import Any
 import msgpack
 import pytest
 
-from mirror.actors.llm.sim.server import SimLLMServer, SimSettings
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.cognition.pipeline import MirrorConfig, talk, think
 from mirror.cognition.prompts import default_prompt_set
@@ -33,6 +32,7 @@ from mirror.projections.conversation import apply, fold
 from mirror.projections.state import initial_state
 from mirror.replay import RecordedLLM, verify_events
 from mirror.replay.verify import thinking_steps
+from mirror.sim.server import SimLLMServer, SimSettings
 
 KEY = StreamKey("acme", "one-copy")
 PROMPTS = default_prompt_set()

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror.actors.llm.sim.server import SimLLMServer
 from mirror.cognition.errors import PromptSetError
 from mirror.cognition.history import bound_history
 from mirror.cognition.llm import ChatMessage
@@ -32,6 +31,7 @@ from mirror.events.payloads import Monologue, Narrative, Payload, ThinkerFailed,
 from mirror.projections.conversation import apply, fold
 from mirror.projections.monologue import estimate_tokens
 from mirror.projections.state import ConversationState, initial_state
+from mirror.sim.server import SimLLMServer
 from tests.support.sim import sim_client
 
 KEY = StreamKey("acme", "pipeline")

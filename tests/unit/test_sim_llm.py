@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mirror.actors.llm.errors import InvalidSimSetting
-from mirror.actors.llm.sim.server import FAULT_KINDS, SimLLMServer, SimSettings, parse_fault_rate, parse_latency
+from mirror.sim.errors import InvalidSimSetting
+from mirror.sim.server import FAULT_KINDS, SimLLMServer, SimSettings, parse_fault_rate, parse_latency
 
 MONOLOGUE_SCHEMA = {
     "type": "object",

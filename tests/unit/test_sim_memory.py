@@ -8,8 +8,6 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror.actors.llm.sim import memory
-from mirror.actors.llm.sim.server import SimLLMServer
 from mirror.cognition.memory.extract import (
     MEMORY_SCHEMA,
     Pair,
@@ -25,6 +23,8 @@ from mirror.events.envelope import make_event
 from mirror.events.ids import StreamKey
 from mirror.events.payloads import Turn
 from mirror.projections.conversation import fold
+from mirror.sim import memory
+from mirror.sim.server import SimLLMServer
 from tests.support.sim import SIM_MODEL, sim_client
 
 PROMPTS = default_prompt_set()

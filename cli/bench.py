@@ -1,0 +1,309 @@
+"""``mirror bench ingest|turns|timetravel|recompute|actors|recovery|pipeline|embed|recall|storage``.
+
+Each command builds its benchmark's frozen config from the options, runs it from
+:mod:`mirror.harness.bench` (one module per benchmark) and prints its one JSON object; a
+benchmark that saw failures exits with status 1, so a script can tell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from mirror.cli.logging_setup import configure_logging
+from mirror.cli.options import LLM_MODEL, MODE, QUIET_LOG_LEVEL, LogLevel, Mode, Placement
+
+# The commands import their benchmark (the stack, Ray, cognition) in their bodies: see app.py.
+__all__ = ["bench_app"]
+
+bench_app = typer.Typer(help="Benchmarks that print one JSON object, measured against the raw limit of the same run.", rich_markup_mode="markdown")
+
+JSON_ONLY = typer.Option(False, "--json", help="Print only the JSON result.")
+
+
+def _print_result(result: dict[str, Any], as_json: bool) -> None:
+    typer.echo(json.dumps(result, indent=None if as_json else 2))
+
+
+@bench_app.command("ingest")
+def bench_ingest(
+    events: int = typer.Option(30_000, "--events", min=1, help="Events to publish in all."),
+    conversations: int = typer.Option(1_000, "--conversations", min=1, help="Conversations they are spread over."),
+    in_flight: int = typer.Option(512, "--in-flight", min=1, help="Publishes awaiting their ack at once."),
+    shards: int = typer.Option(1, "--shards", min=1, max=16,
+                               help="Shards, each an ingester process with its own file and a tenant of its own."),
+    nats_url: str = typer.Option(None, "--nats-url", envvar="MIRROR_NATS_URL", help="Use this NATS instead of an embedded one."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """Publish events from many conversations and wait until DuckDB has committed them all.
+
+    Prints events, committed, events_per_s (end to end), raw_publish_per_s (pipelined JetStream
+    publish of the same payloads in the same run) and their ratio; per_shard, each shard's
+    events, committed, events_per_s and the messages of other shards it skipped.
+    """
+    from mirror.harness.bench.ingest import IngestBenchConfig, run_ingest_bench
+
+    configure_logging(log_level.value)
+    config = IngestBenchConfig(events=events, conversations=min(conversations, events), in_flight=in_flight,
+                               show_progress=not as_json, shards=shards)
+    result = run_ingest_bench(config, nats_url)
+    _print_result(result, as_json)
+    if result["committed"] != result["events"]:
+        raise typer.Exit(1)
+
+
+@bench_app.command("turns")
+def bench_turns(
+    conversations: int = typer.Option(20, "--conversations", "-c", min=1, help="Concurrent conversations (C)."),
+    turns: int = typer.Option(10, "--turns", "-t", min=1, help="Turns per conversation (T)."),
+    latency: float = typer.Option(100.0, "--llm-latency-ms", min=0, help="The simulator's fixed latency (L)."),
+    mode: Mode = MODE,
+    gateways: int = typer.Option(1, "--gateways", min=0, help="Gateway processes sharing the port (0: a thread of the driver)."),
+    pause: float = typer.Option(0.0, "--pause-ms", min=0,
+                                help="The user's mean pause before each turn (0.5–1.5 × this, seeded); "
+                                     "0 sends the next turn as soon as the reply arrives."),
+    memory: bool = typer.Option(True, "--memory/--no-memory", help="Memory on (recall on every turn) or off."),
+    compare_memory: bool = typer.Option(False, "--compare-memory",
+                                        help="Run twice, memory off then on, and print memory_added_p50_ms."),
+    embedding_latency: float = typer.Option(0.0, "--embedding-latency-ms", min=0,
+                                            help="The simulator's fixed latency for embedding calls."),
+    placement: Placement = typer.Option("hosted", "--placement", case_sensitive=False,
+                                        help="hosted: many conversations per host; dedicated: a Ray actor each."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """C conversations × T turns through the HTTP gateway: Mirror's overhead over the LLM's latency."""
+    from mirror.harness.bench.turns import TurnsBenchConfig, run_turns_bench
+
+    configure_logging(log_level.value)
+    result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode.value, gateways, pause,
+                                              memory=memory, compare_memory=compare_memory,
+                                              embedding_latency_ms=embedding_latency, placement=placement.value))
+    _print_result(result, as_json)
+
+
+@bench_app.command("timetravel")
+def bench_timetravel(
+    events: int = typer.Option(10_000, "--events", min=200, help="Length of the conversation."),
+    lookups: int = typer.Option(200, "--lookups", min=1, help="state_at calls at random positions."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """state_at at random positions of a long conversation: p50/p99 and deep (N-100) vs shallow (100)."""
+    from mirror.harness.bench.timetravel import TimeTravelBenchConfig, run_timetravel_bench
+
+    configure_logging(log_level.value)
+    result = run_timetravel_bench(TimeTravelBenchConfig(events=events, lookups=lookups))
+    _print_result(result, as_json)
+
+
+@bench_app.command("recompute")
+def bench_recompute(
+    conversations: int = typer.Option(64, "--conversations", "-n", min=1, help="Conversations to re-think (N)."),
+    turns: int = typer.Option(4, "--turns", "-t", min=1, help="Recorded turns per conversation."),
+    latency: float = typer.Option(100.0, "--llm-latency-ms", min=1, help="The simulator's fixed latency (L)."),
+    concurrency: int = typer.Option(16, "--concurrency", "-c", min=1, help="Most model calls in flight (C)."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """Recompute N conversations as Ray tasks: conversations_per_s and efficiency against C / (calls × L)."""
+    from mirror.harness.bench.recompute import RecomputeBenchConfig, run_recompute_bench
+
+    configure_logging(log_level.value)
+    result = run_recompute_bench(RecomputeBenchConfig(conversations, turns, latency, concurrency))
+    _print_result(result, as_json)
+    if result["failed"]:
+        raise typer.Exit(1)
+
+
+@bench_app.command("recovery")
+def bench_recovery(
+    placement: Placement = typer.Option("hosted", "--placement", case_sensitive=False,
+                                        help="hosted: many conversations per host; dedicated: a Ray actor each."),
+    conversations: int = typer.Option(8, "--conversations", "-c", min=2, help="Conversations in a closed loop."),
+    rounds: int = typer.Option(10, "--rounds", min=1, help="Conversation processes killed, one per round."),
+    ingester_kills: int = typer.Option(2, "--ingester-kills", min=0, help="Times the ingester is killed afterwards."),
+    pause_ms: float = typer.Option(200.0, "--pause-ms", min=0, help="Each conversation's pause between turns."),
+    latency: float = typer.Option(50.0, "--llm-latency-ms", min=0, help="The simulator's fixed latency."),
+    mode: Mode = MODE,
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """SIGKILL a conversation's process, then the ingester, under load: how long until each answers again.
+
+    actor_kill: the killed conversation's next turn (next_turn_s p50/p99), split into the wait
+    for a live process, the rebuild and the turn; the other conversations' turns meanwhile.
+    ingester_kill: how long until reads answer again, and turn latency before and after.
+    """
+    from mirror.harness.bench.recovery import RecoveryBenchConfig, run_recovery_bench
+
+    configure_logging(log_level.value)
+    # Ray's driver prints "(raylet) A worker died…" on stdout for every kill this bench makes: to
+    # stderr with the progress, so stdout is the JSON alone.
+    with contextlib.redirect_stdout(sys.stderr):
+        result = run_recovery_bench(RecoveryBenchConfig(
+            placement=placement.value, conversations=conversations, rounds=rounds, ingester_kills=ingester_kills,
+            pause_ms=pause_ms, llm_latency_ms=latency, mode=mode.value, show_progress=not as_json))
+    _print_result(result, as_json)
+    if result["actor_kill"]["failed"] or result["ingester_kill"]["failed"]:
+        raise typer.Exit(1)
+
+
+@bench_app.command("actors")
+def bench_actors(
+    conversations: int = typer.Option(1_000, "--conversations", "-c", min=2, help="Conversations in all."),
+    placement: Placement = typer.Option("hosted", "--placement", case_sensitive=False,
+                                        help="hosted: many conversations per host; dedicated: a Ray actor each."),
+    hosts: int = typer.Option(0, "--hosts", min=0, help="Conversation hosts (hosted); 0: one per CPU."),
+    max_live_per_host: int = typer.Option(32, "--max-live-per-host", min=1,
+                                          help="The live cap per host (hosted): small, so the measured ones are crowded out."),
+    max_live: int = typer.Option(64, "--max-live-actors", min=1, help="The live-actor cap per node (dedicated)."),
+    long_conversations: int = typer.Option(16, "--long", min=1, help="Conversations seeded with the long history."),
+    short_events: int = typer.Option(10, "--short-events", min=1, help="Events of a short history."),
+    long_events: int = typer.Option(10_000, "--long-events", min=1, help="Events of a long history."),
+    samples: int = typer.Option(16, "--samples", min=1, help="Re-activations measured per history length, and new activations."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="Turns in flight while activating them all."),
+    latency: float = typer.Option(20.0, "--llm-latency-ms", min=0, help="The simulator's fixed latency."),
+    hold: int = typer.Option(0, "--hold", min=0,
+                             help="Instead: activate this many new conversations (hosted, none passivated) and "
+                                  "report the hosts' memory; -c, --long… are then unused."),
+    mode: Mode = MODE,
+    memory: bool = typer.Option(True, "--memory/--no-memory", help="Memory on (recall on every turn) or off."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """Conversations under a live cap: every turn answered, new and re-activation cost by history length.
+
+    With --hold N: N conversations live at once on this node; the hosts' RSS in all and per
+    conversation, activations/s, within_4gb. A progress line goes to stderr unless --json.
+    """
+    configure_logging(log_level.value)
+    if hold:
+        from mirror.harness.bench.live_hold import HoldBenchConfig, run_hold_bench
+
+        held = run_hold_bench(HoldBenchConfig(
+            conversations=hold, hosts=hosts, concurrency=concurrency, llm_latency_ms=latency, mode=mode.value,
+            memory=memory, show_progress=not as_json))
+        _print_result(held, as_json)
+        if held["errors"] or not held["all_live"]:
+            raise typer.Exit(1)
+        return
+    from mirror.harness.bench.live_actors import ActorsBenchConfig, run_actors_bench
+
+    config = ActorsBenchConfig(
+        conversations=conversations, placement=placement.value, hosts=hosts, max_live_per_host=max_live_per_host,
+        max_live_actors=max_live, long_conversations=long_conversations,
+        short_events=short_events, long_events=long_events, samples=samples, concurrency=concurrency,
+        llm_latency_ms=latency, mode=mode.value, memory=memory, show_progress=not as_json,
+    )
+    result = run_actors_bench(config)
+    _print_result(result, as_json)
+    if result["errors"]:
+        raise typer.Exit(1)
+
+
+@bench_app.command("pipeline")
+def bench_pipeline(
+    llm: str = typer.Option("local", "--llm", envvar="MIRROR_LLM_URL",
+                            help="'local' (offline Gemma 3 270M, needs the \\[local] extra), 'sim', or an OpenAI-compatible base URL."),
+    model: str = LLM_MODEL,
+    mode: Mode = MODE,
+    turns: int = typer.Option(3, "--turns", min=1, help="Turns of the scripted conversation."),
+    prompts: Path = typer.Option(None, "--prompts", help="Prompt-set directory (default: the built-in set)."),
+    sim_latency: str = typer.Option("fixed:0", "--sim-latency", help="Simulator latency with --llm sim."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """Wall time of the Talker, the Inner Monologue and the Cognitive Controller, per turn.
+
+    The API key of a URL endpoint is read from MIRROR_LLM_API_KEY and never printed or stored.
+    """
+    from mirror.cognition.prompts import default_prompt_set, load_prompt_set
+    from mirror.harness.bench.pipeline import PipelineBenchConfig, llm_endpoint, run_pipeline_bench
+    from mirror.stack.local_model import LOCAL_TALKER_MAX_TOKENS, LOCAL_THINKER_MAX_TOKENS
+
+    configure_logging(log_level.value)
+    prompt_set = load_prompt_set(prompts) if prompts else default_prompt_set()
+    with llm_endpoint(llm, sim_latency) as (base_url, endpoint_model, structured_output):
+        config = PipelineBenchConfig(
+            base_url=base_url, model=model or endpoint_model or "default", mode=mode.value, turns=turns,
+            api_key=os.environ.get("MIRROR_LLM_API_KEY"), structured_output=structured_output,
+            talker_max_tokens=LOCAL_TALKER_MAX_TOKENS if llm == "local" else 1024,
+            thinker_max_tokens=LOCAL_THINKER_MAX_TOKENS if llm == "local" else 3000,
+        )
+        result = asyncio.run(run_pipeline_bench(config, prompt_set))
+    _print_result(result, as_json)
+
+
+@bench_app.command("embed")
+def bench_embed(
+    texts: int = typer.Option(64, "--texts", min=1, help="Memory-like sentences to embed (12-20 words each)."),
+    batch: int = typer.Option(32, "--batch", min=1, help="Batch size of the batched pass."),
+    repeats: int = typer.Option(3, "--repeats", min=1, help="Passes over the sentences."),
+    blas_threads: int = typer.Option(1, "--blas-threads", min=1, help="BLAS threads while the encoder runs."),
+    as_json: bool = JSON_ONLY,
+) -> None:
+    """Time the offline embedder (all-MiniLM-L6-v2 in numpy, the [local] extra) on this machine.
+
+    Prints single-sentence p50/p99 ms and sentences/s at batch 1 and at --batch, with CPU ms per
+    sentence and the load average (two shared cores: wall time is what a caller waits).
+    """
+    from mirror.cognition.errors import EmbedderNotInstalled
+    from mirror.harness.bench.embed import default_texts, run_embed_bench
+
+    try:
+        result = run_embed_bench(default_texts(texts), batch=batch, repeats=repeats, blas_threads=blas_threads)
+    except EmbedderNotInstalled as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    _print_result(result, as_json)
+
+
+@bench_app.command("recall")
+def bench_recall(
+    beliefs: int = typer.Option(10_000, "--beliefs", min=100, help="Beliefs in the conversation's memory."),
+    edges: int = typer.Option(5_000, "--edges", min=0, help="Causal edges in it."),
+    queries: int = typer.Option(200, "--queries", min=1, help="Recall queries per round."),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds over the query mix."),
+    seed: int = typer.Option(7, "--seed", help="Seed of the generated memory and queries."),
+    as_json: bool = JSON_ONLY,
+) -> None:
+    """Recall (BM25 + vector, fused, decay-scored, plus the 2-hop edge walk) over one large memory.
+
+    Prints p50_ms and p99_ms at --beliefs, the same query mix at 100 beliefs, their ratio
+    (ratio_10k_vs_100) and the index build time.
+    """
+    from mirror.harness.bench.recall import run_recall_bench
+
+    _print_result(run_recall_bench(beliefs=beliefs, edges=edges, queries=queries, seed=seed, rounds=rounds), as_json)
+
+
+@bench_app.command("storage")
+def bench_storage(
+    turns: int = typer.Option(20, "--turns", "-t", min=1, help="Turns of the scripted conversation."),
+    embedding_dim: int = typer.Option(384, "--embedding-dim", min=1, help="The simulator's vector size (384: MiniLM's)."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """Bytes a turn costs in the DuckDB log, one conversation with memory off and one with it on.
+
+    Both run in full mode through the real conversation, the ingester process and the simulator;
+    prints per run the events by type, bytes per turn (in all and by type), model output per
+    turn, the vectors' share and the file size per turn. Exits 1 if thinking or the log lagged.
+    """
+    from mirror.harness.bench.storage import StorageBenchConfig, run_storage_bench
+
+    configure_logging(log_level.value)
+    result = run_storage_bench(StorageBenchConfig(turns=turns, embedding_dim=embedding_dim))
+    _print_result(result, as_json)
+    runs = (result["memory_off"], result["memory_on"])
+    if any(run["thinking_unfinished"] or not run["log_caught_up"] for run in runs):
+        raise typer.Exit(1)

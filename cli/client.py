@@ -1,0 +1,113 @@
+"""The client commands: ``mirror demo``, ``chat``, ``status`` and ``events tail``.
+
+They reach a stack only over HTTP — the one recorded in --data by ``mirror up``, or the one
+--url and --token name — so they work the same against this machine or a gateway elsewhere.
+What they show and how is in :mod:`.client_commands`; this module turns options into calls.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from mirror.cli.errors import NoStackRunning
+from mirror.cli.logging_setup import configure_logging
+from mirror.cli.options import (
+    AFTER_SEQ,
+    DATA_DIR,
+    GATEWAY_TOKEN,
+    GATEWAY_URL,
+    LLM_MODEL,
+    QUIET_LOG_LEVEL,
+    LogLevel,
+    gateway_client,
+)
+from mirror.events.ids import validate_identifier
+
+# The commands import the stack, the gateway client and the local model in their bodies: see app.py.
+__all__ = ["chat", "demo", "events_app", "status"]
+
+events_app = typer.Typer(help="A conversation's events, from the HTTP API of a running stack.", rich_markup_mode="markdown")
+
+
+def demo(
+    llm: str = typer.Option(None, "--llm", envvar="MIRROR_LLM_URL", show_default="local if installed, else sim",
+                            help="LLM of the stack the demo starts when none runs: 'local', 'sim' or a base URL."),
+    model: str = LLM_MODEL,
+    data: Path = DATA_DIR,
+    url: str = GATEWAY_URL,
+    token: str = GATEWAY_TOKEN,
+    conversation: str = typer.Option(None, "--conversation", help="Conversation id (default: a fresh demo-RANDOM)."),
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """Play a short conversation that tests memory of a safety constraint, showing the thinking after each turn.
+
+    Uses the stack running for --data (or --url); otherwise starts an embedded one on free ports
+    and stops it at the end. Turns are synchronous: each turn's thinking is done before the next.
+    """
+    from mirror.cli.client_commands import DemoSettings, demo_target, run_demo
+    from mirror.cli.gateway_client import GatewayClient, find_stack
+    from mirror.stack.local_model import local_model_installed
+
+    configure_logging(log_level.value)
+    if conversation:
+        validate_identifier("conversation", conversation)
+    try:
+        target = find_stack(data, url, token)
+    except NoStackRunning:
+        target = None
+    settings = DemoSettings(data_dir=data, llm=llm or ("local" if local_model_installed() else "sim"),
+                            llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"), llm_given=bool(llm))
+    console = Console()
+    with demo_target(settings, target, console) as found, GatewayClient(found) as client:
+        run_demo(client, console, conversation=conversation)
+
+
+def chat(
+    conversation: str = typer.Argument(None, help="Conversation id to continue (default: a fresh chat-RANDOM)."),
+    data: Path = DATA_DIR,
+    url: str = GATEWAY_URL,
+    token: str = GATEWAY_TOKEN,
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="After each reply, wait (with a spinner) for the Thinker."),
+) -> None:
+    """Chat with a running stack: replies at once, then a live indicator while the Thinker works.
+
+    Lines come from stdin (so it can be piped); /narrative, /events [N], /help, /quit.
+    """
+    from mirror.cli.client_commands import run_chat
+
+    if conversation:
+        validate_identifier("conversation", conversation)
+    with gateway_client(data, url, token) as client:
+        run_chat(client, Console(), conversation, wait=wait)
+
+
+@events_app.command("tail")
+def events_tail(
+    conversation: str,
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events as they are published."),
+    after: int = AFTER_SEQ,
+    data: Path = DATA_DIR,
+    url: str = GATEWAY_URL,
+    token: str = GATEWAY_TOKEN,
+) -> None:
+    """Print a conversation's events as JSON lines (committed ones; --follow then streams new ones until Ctrl-C)."""
+    from mirror.cli.client_commands import tail_events
+
+    validate_identifier("conversation", conversation)
+    with gateway_client(data, url, token) as client:
+        try:
+            tail_events(client, conversation, typer.echo, after=after, follow=follow)
+        except KeyboardInterrupt:
+            pass
+
+
+def status(data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN) -> None:
+    """Whether a stack runs for --data, its URL, and each conversation of the tenant with its events."""
+    from mirror.cli.client_commands import show_status
+
+    with gateway_client(data, url, token) as client:
+        show_status(client, Console())

@@ -1,0 +1,233 @@
+"""How the client commands find a running stack and talk to its HTTP gateway.
+
+``mirror up`` (and ``mirror demo`` when it starts its own stack) records the gateway in
+``<data dir>/stack.json``; :func:`find_stack` reads it, or takes an explicit ``--url`` and
+``--token``. :class:`GatewayClient` is a small synchronous httpx client of the public API —
+turns, summaries, paged events, the server-sent event stream — that turns every transport or
+HTTP failure into one typed error saying what to do, so the CLI prints one line, not a trace.
+
+Errors (``MirrorError`` → ``CLIError`` → …, in :mod:`mirror.cli.errors`):
+
+    NoStackRunning          no live stack for the data directory and no --url given
+    MissingToken            --url without a token (also a ValueError)
+    GatewayUnavailable      the gateway could not be reached (connection refused, timeout)
+    GatewayRequestFailed    the gateway answered with an HTTP error (bad token, unknown id, …)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mirror.cli.errors import GatewayRequestFailed, GatewayUnavailable, MissingToken, NoStackRunning
+from mirror.stack.embedded import running_stack
+
+TURN_TIMEOUT_S = 660.0  # a sync turn waits for the previous thinking (minutes on the offline model)
+REQUEST_TIMEOUT_S = 30.0
+STREAM_READ_TIMEOUT_S = 60.0  # the gateway sends a keep-alive comment every 15 s
+PAGE_LIMIT = 1000  # the events API's largest page
+CONNECTED_COMMENT = ": connected"
+
+
+@dataclass(frozen=True)
+class StackTarget:
+    """Where the gateway is, with which token; ``pid`` and ``tenant`` are known from stack.json."""
+
+    url: str
+    token: str
+    tenant: str | None = None
+    pid: int | None = None
+    data_dir: Path | None = None
+
+
+def find_stack(data_dir: Path, url: str | None = None, token: str | None = None) -> StackTarget:
+    """An explicit ``url`` wins; otherwise the live stack recorded in ``data_dir``."""
+    running = running_stack(data_dir)
+    if url:
+        if not token and running and running["url"].rstrip("/") == url.rstrip("/"):
+            token = running["token"]
+        if not token:
+            raise MissingToken(url)
+        return StackTarget(url=url.rstrip("/"), token=token)
+    if running is None:
+        raise NoStackRunning(data_dir)
+    return StackTarget(url=running["url"], token=token or running["token"], tenant=running.get("tenant"),
+                       pid=running.get("pid"), data_dir=Path(data_dir))
+
+
+class GatewayClient:
+    """The gateway's API for one token (one tenant). Use as a context manager, or call close()."""
+
+    def __init__(self, target: StackTarget) -> None:
+        self.target = target
+        self._http = httpx.Client(base_url=target.url, headers={"Authorization": f"Bearer {target.token}"},
+                                  timeout=REQUEST_TIMEOUT_S)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> GatewayClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise GatewayUnavailable(self.target.url, _reason(exc)) from exc
+        _raise_for_status(method, path, response)
+        return response.json()
+
+    def turn(self, conversation: str, message: str, *, sync: bool = False) -> dict[str, Any]:
+        """Send a user message; with ``sync`` the previous turn's thinking finishes first."""
+        return self._request("POST", f"/v1/conversations/{conversation}/turns", json={"message": message},
+                             params={"sync": "true" if sync else "false"}, timeout=TURN_TIMEOUT_S)
+
+    def conversations(self) -> list[dict[str, Any]]:
+        return self._request("GET", "/v1/conversations")["conversations"]
+
+    def summary(self, conversation: str) -> dict[str, Any]:
+        return self._request("GET", f"/v1/conversations/{conversation}")
+
+    def events_page(self, conversation: str, *, after: int = 0, limit: int = PAGE_LIMIT) -> list[dict[str, Any]]:
+        """Committed events with seq > ``after``, at most ``limit``, in seq order."""
+        return self._request("GET", f"/v1/conversations/{conversation}/events",
+                             params={"after": after, "limit": limit})["events"]
+
+    def events(self, conversation: str, *, after: int = 0) -> Iterator[dict[str, Any]]:
+        """Every committed event with seq > ``after``, page after page."""
+        while True:
+            page = self.events_page(conversation, after=after)
+            yield from page
+            if len(page) < PAGE_LIMIT:
+                return
+            after = page[-1]["seq"]
+
+    def events_through(self, conversation: str, *, after: int, through: int,
+                       timeout_s: float = 10.0) -> list[dict[str, Any]]:
+        """Events ``after+1 .. through``, waiting while the ingester commits them (it lags the stream)."""
+        found: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout_s
+        while True:  # a polling wait, not a retry: no request failed, the events are just not logged yet
+            found += [e for e in self.events(conversation, after=after) if e["seq"] <= through]
+            after = found[-1]["seq"] if found else after
+            if after >= through or time.monotonic() > deadline:
+                return found
+            time.sleep(0.1)
+
+    def state(self, conversation: str, *, at: int | None = None, at_time: str | None = None,
+              branch: str = "main") -> dict[str, Any]:
+        return self._request("GET", f"/v1/conversations/{conversation}/state",
+                             params=_given(branch=branch, at=at, at_time=at_time))
+
+    def diff(self, conversation: str, *, source: int | None = None, target: int | None = None,
+             from_branch: str = "main", to_branch: str = "main") -> dict[str, Any]:
+        return self._request("GET", f"/v1/conversations/{conversation}/diff",
+                             params=_given(from_branch=from_branch, to_branch=to_branch, **{"from": source, "to": target}))
+
+    def memory(self, conversation: str, query: str, *, at: int | None = None, branch: str = "main",
+               limit: int | None = None) -> dict[str, Any]:
+        """What ``query`` recalls at seq ``at`` (default: the last), with every item's ranks and scores."""
+        return self._request("GET", f"/v1/conversations/{conversation}/memory",
+                             params=_given(query=query, branch=branch, at=at, limit=limit))
+
+    def memory_items(self, conversation: str, what: str, *, at: int | None = None,
+                     branch: str = "main") -> dict[str, Any]:
+        """The projected ``beliefs``, ``edges`` or ``reviews`` at seq ``at`` (default: the last)."""
+        return self._request("GET", f"/v1/conversations/{conversation}/{what}", params=_given(branch=branch, at=at))
+
+    def start_recompute(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._request("POST", "/v1/recompute", json=body)
+
+    def recompute_status(self, job: str) -> dict[str, Any]:
+        return self._request("GET", f"/v1/recompute/{job}")
+
+    def stream(self, conversation: str) -> EventStream:
+        return EventStream(self, conversation)
+
+
+class EventStream:
+    """The conversation's server-sent events; entered once the gateway has subscribed.
+
+    Entering waits for the gateway's ``: connected`` comment, so every event published after
+    ``__enter__`` returns is delivered: a caller can open the stream, then read history from
+    the events API, and miss nothing in between (it may see an event twice: compare seqs).
+    """
+
+    def __init__(self, client: GatewayClient, conversation: str) -> None:
+        self._client = client
+        self._path = f"/v1/conversations/{conversation}/stream"
+        self._context: Any = None
+        self._lines: Iterator[str] | None = None
+
+    def __enter__(self) -> EventStream:
+        timeout = httpx.Timeout(REQUEST_TIMEOUT_S, read=STREAM_READ_TIMEOUT_S)
+        try:
+            self._context = self._client._http.stream("GET", self._path, timeout=timeout)
+            response = self._context.__enter__()
+            if response.status_code >= 400:
+                response.read()
+                _raise_for_status("GET", self._path, response)
+            self._lines = response.iter_lines()
+            for line in self._lines:
+                if line.startswith(CONNECTED_COMMENT):
+                    break
+        except httpx.TransportError as exc:
+            self.__exit__(None, None, None)
+            raise GatewayUnavailable(self._client.target.url, _reason(exc)) from exc
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._context is not None:
+            context, self._context = self._context, None
+            context.__exit__(None, None, None)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """Events as they are published (``data:`` lines joined per message; comments skipped)."""
+        assert self._lines is not None, "enter the stream first"
+        data: list[str] = []
+        try:
+            for line in self._lines:
+                if line.startswith("data:"):
+                    data.append(line[5:].lstrip())
+                elif not line and data:
+                    yield json.loads("\n".join(data))
+                    data = []
+        except httpx.TransportError as exc:
+            raise GatewayUnavailable(self._client.target.url, f"the event stream broke: {_reason(exc)}") from exc
+
+
+def _given(**params: Any) -> dict[str, Any]:
+    """Query parameters without the ones left at None (the API's defaults apply to those)."""
+    return {name: value for name, value in params.items() if value is not None}
+
+
+def _raise_for_status(method: str, path: str, response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    try:
+        detail = response.json().get("detail", response.text)
+    except ValueError:
+        detail = response.text
+    raise GatewayRequestFailed(method, path, response.status_code, str(detail)[:300])
+
+
+def _reason(exc: httpx.TransportError) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+__all__ = [
+    "CONNECTED_COMMENT", "EventStream", "GatewayClient", "PAGE_LIMIT", "REQUEST_TIMEOUT_S",
+    "STREAM_READ_TIMEOUT_S", "StackTarget", "TURN_TIMEOUT_S", "find_stack",
+]

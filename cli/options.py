@@ -1,0 +1,78 @@
+"""Options that more than one command group takes, each defined once.
+
+An option defined here reads the same everywhere: flag, environment variable, default and help.
+The config file finds them by flag name like any other option (``data``, ``nats_url``,
+``log_level``, ``url``, ``token``, ``shard_map`` may also stand at the top of ``mirror.toml``: see
+:mod:`.config_file`). Options that belong to one group only stay in that group's module.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from mirror.cli.gateway_client import GatewayClient
+
+__all__ = [
+    "AFTER_SEQ", "BRANCH", "DATA_DIR", "GATEWAY_TOKEN", "GATEWAY_URL", "LLM_MODEL", "LOG_LEVEL", "LogLevel",
+    "MODE", "Mode", "NATS_URL", "Placement", "QUIET_LOG_LEVEL", "SHARD_MAP", "gateway_client",
+]
+
+
+class LogLevel(enum.StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
+
+class Mode(enum.StrEnum):
+    """The thinking modes (mirror.cognition.pipeline.MODES, spelt out: importing cognition costs every command 0.2 s)."""
+
+    baseline = "baseline"
+    threads_only = "threads_only"
+    controller_only = "controller_only"
+    full = "full"
+
+
+class Placement(enum.StrEnum):
+    """Where live conversations run (mirror.actors.conversation.PLACEMENTS, spelt out as Mode is)."""
+
+    hosted = "hosted"
+    dedicated = "dedicated"
+
+
+DATA_DIR = typer.Option(Path("data"), "--data", envvar="MIRROR_DATA", help="Data directory of the embedded stack.")
+NATS_URL = typer.Option(..., "--nats-url", envvar="MIRROR_NATS_URL", help="NATS server URL, e.g. nats://127.0.0.1:4222.")
+"""Required: the commands that talk to NATS directly (``ingest``, ``log``). Those that can find
+NATS another way (``bench ingest``, ``replay verify``) define an optional --nats-url of their own."""
+LOG_LEVEL = typer.Option(LogLevel.INFO, "--log-level", envvar="MIRROR_LOG_LEVEL", case_sensitive=False,
+                         help="Log level, to stderr.")
+QUIET_LOG_LEVEL = typer.Option(LogLevel.WARNING, "--log-level", envvar="MIRROR_LOG_LEVEL", case_sensitive=False,
+                               help="Log level, to stderr.")
+"""For commands whose output is the point (benchmarks, the demo): only warnings interleave with it."""
+MODE = typer.Option(Mode.full, "--mode", envvar="MIRROR_MODE",
+                    help="Thinking mode: the Talker alone, threads only, controller only, or both.")
+LLM_MODEL = typer.Option("", "--model", envvar="MIRROR_LLM_MODEL", help="Model name for a URL endpoint.")
+BRANCH = typer.Option("main", "--branch")
+SHARD_MAP = typer.Option(
+    [], "--shard-map", help="SHARD=TENANT,TENANT: tenants whose log is that shard's (repeatable); "
+                            "tenants listed nowhere are on shard 0. In mirror.toml: shard_map = [\"1=acme,globex\"].")
+AFTER_SEQ = typer.Option(0, "--after", min=0, help="Only events with a greater seq.")
+
+# The client commands reach a stack only over HTTP: the one recorded in --data (by `mirror up`), or --url/--token.
+GATEWAY_URL = typer.Option(None, "--url", envvar="MIRROR_URL",
+                           help="Gateway URL; overrides the stack found in --data.")
+GATEWAY_TOKEN = typer.Option(None, "--token", envvar="MIRROR_TOKEN",
+                             help="Bearer token for --url (default: the token of the stack found in --data).")
+
+
+def gateway_client(data: Path, url: str | None, token: str | None) -> GatewayClient:
+    """The HTTP client of the stack that --data, --url and --token name (imported here: httpx and the stack cost)."""
+    from mirror.cli.gateway_client import GatewayClient, find_stack
+
+    return GatewayClient(find_stack(data, url, token))

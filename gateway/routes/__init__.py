@@ -1,0 +1,17 @@
+"""The gateway's routes, one module per group; :func:`mirror.gateway.app.create_app` includes them all.
+
+``health`` (liveness), ``turns`` (a user message → the conversation's actor), ``conversations``
+(list, summary, paged events), ``replay`` (time travel: state at a seq or time, diff),
+``recompute`` (re-think on a branch in a driver actor), ``stream`` (server-sent events),
+``memory`` (beliefs, edges, review items, and what a message recalls).
+Each route takes the tenant and the shared :class:`~mirror.gateway.runtime.GatewayRuntime`
+as dependencies (``Tenant``, ``Runtime``) and keeps no state of its own.
+"""
+
+from mirror.gateway.routes import conversations, health, memory, recompute, replay, stream, turns
+
+ROUTERS = (health.router, turns.router, conversations.router, replay.router, recompute.router, stream.router,
+           memory.router)
+"""In the order the routes were declared (so is ``/openapi.json``); newer groups last."""
+
+__all__ = ["ROUTERS"]

@@ -1,0 +1,65 @@
+"""A tenant's conversations: the list, one's summary (from its actor), and its events, paged.
+
+The list and the events are read from the log's owner over NATS; only the summary wakes the
+conversation's actor. Unknown conversations are a 404 before any actor is involved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from fastapi import APIRouter, Query
+
+from mirror.actors.results import ConversationSummary
+from mirror.events.codec import to_json_ready
+from mirror.events.errors import LogError
+from mirror.gateway.runtime import Runtime, Tenant, key_of
+
+__all__ = ["router"]
+
+LIST_CATCH_UP_S = 2.0
+"""How long a list waits for the log to commit what the bus acknowledged before it answers."""
+
+router = APIRouter()
+
+
+@router.get("/v1/conversations")
+async def list_conversations(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
+    """The tenant's conversations, including ones whose first turn was acknowledged a moment ago.
+
+    The list is read from the log, which commits a little after the bus acknowledges; so it
+    first waits (at most :data:`LIST_CATCH_UP_S`) for the log to hold what the stream held when
+    asked — read-your-writes — and lists what is committed if that takes longer.
+    """
+    log = await runtime.log_client(owner)
+    with contextlib.suppress(LogError):  # an ingester that does not track progress: list what is committed
+        await log.wait_caught_up(LIST_CATCH_UP_S)
+    summaries = await log.conversations(owner)
+    return {"conversations": [
+        {"id": s.conversation, "branches": list(s.branches), "events": s.events, "last_seq": s.last_seq,
+         "updated_at": s.updated_at} for s in summaries
+    ]}
+
+
+@router.get("/v1/conversations/{conversation}")
+async def get_conversation(conversation: str, owner: Tenant, runtime: Runtime) -> dict[str, Any]:
+    key = key_of(owner, conversation)
+    await runtime.existing(key)
+    summary: ConversationSummary = await runtime.ask(key, "summary")
+    return {"id": conversation, **{k: v for k, v in summary.as_dict().items() if k not in ("tenant", "conversation")}}
+
+
+@router.get("/v1/conversations/{conversation}/events")
+async def get_events(conversation: str, owner: Tenant, runtime: Runtime, after: int = Query(0, ge=0),
+                     limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
+    key = key_of(owner, conversation)
+    await runtime.existing(key)
+    events = await (await runtime.log_client(key.tenant)).read(key, after_seq=after, limit=limit)
+    return {"events": [_json(to_json_ready(event)) for event in events],
+            "next_after": events[-1].seq if events else after}
+
+
+def _json(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))

@@ -1,0 +1,254 @@
+"""What a gateway process shares between its requests: one :class:`GatewayRuntime` on ``app.state``.
+
+It holds the settings, the tenant registry, the bus (opened on first use), the
+cached conversation-actor handles, the time-travel reader of each shard, the embedder of memory queries
+(made on first use) and the record of finished recompute jobs. Routes reach it through the :data:`Runtime` dependency and the tenant through
+:data:`Tenant`; nothing else is shared, so two apps in one process never see each other's state.
+
+Invariants: a handle is cached only until a call through it fails (the actor may have
+passivated or died; the next call gets a fresh one), and the record of finished jobs never
+holds more than ``settings.max_finished_jobs`` — running jobs are not in it at all: a running
+job is its driver actor, found by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends, HTTPException, Request
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from mirror.actors.errors import Fenced, SettingConflict
+from mirror.cognition.embeddings import Embedder, OpenAIEmbedder
+from mirror.events.errors import BusError, BusUnavailable, InvalidIdentifier, LogUnavailable
+from mirror.events.ids import StreamKey, validate_identifier
+from mirror.events.nats.jetstream import JetStreamBus
+from mirror.events.nats.log_service import LogClient
+from mirror.gateway.settings import GatewaySettings
+from mirror.gateway.streaming import _stream_last_seq
+from mirror.gateway.tenants import TenantRegistry
+from mirror.replay import History
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "ASK_ATTEMPTS", "BUS_CONNECT_TIMEOUT_S", "FinishedJobs", "RETRY_AFTER_S", "GatewayRuntime", "Runtime", "Tenant", "branch_key", "key_of",
+    "require_tenant", "runtime_of",
+]
+
+BUS_CONNECT_TIMEOUT_S = 1.5
+"""The gateway's first connection to the broker: past this a request gets a 503 (the next one tries again)."""
+RETRY_AFTER_S = 2
+"""What a 503 for a dependency that is down (the broker, the log's owner) tells the client to wait."""
+ASK_ATTEMPTS = 5
+"""Calls of a conversation actor, in all, while it passivates or vanishes under us."""
+
+
+class FinishedJobs:
+    """Final statuses of finished recompute jobs, by (tenant, job), at most ``limit`` of them.
+
+    Each holds a whole report, and a gateway lives for weeks: the oldest finished job is
+    forgotten first. Its driver is gone by then, so a forgotten job cannot be asked again.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._statuses: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._statuses)
+
+    def get(self, tenant: str, job: str) -> dict[str, Any] | None:
+        return self._statuses.get((tenant, job))
+
+    def record(self, tenant: str, job: str, status: dict[str, Any]) -> None:
+        self._statuses[(tenant, job)] = status
+        self._statuses.move_to_end((tenant, job))
+        while len(self._statuses) > self.limit:
+            self._statuses.popitem(last=False)
+
+
+def _ask_backoff(retry_state: RetryCallState) -> float:
+    """A little longer after each passivating actor; none after a dead one (its name is free at once)."""
+    outcome = retry_state.outcome
+    exception = None if outcome is None else outcome.exception()
+    if exception is not None and _died(exception):
+        return 0.0
+    return 0.05 * retry_state.attempt_number
+
+
+def _died(exc: BaseException) -> bool:
+    from ray.exceptions import (  # ray costs ~0.5 s to import: see routes/recompute.py
+        ActorDiedError,
+        ActorUnschedulableError,
+    )
+
+    # Unschedulable: a host pinned to a node that is gone (see actors/placement/host.py).
+    return isinstance(exc, ActorDiedError | ActorUnschedulableError)
+
+
+def _passivated(exc: BaseException) -> bool:
+    from mirror.actors.conversation_actor import is_passivated  # imports ray: see routes/recompute.py
+
+    return is_passivated(exc)
+
+
+@dataclass
+class GatewayRuntime:
+    """The state every route of one gateway app shares (see the module docstring)."""
+
+    settings: GatewaySettings
+    registry: TenantRegistry
+    actors: Callable[[StreamKey], Any]
+    """``actors(key) -> handle``: the conversation's actor or hosted ref (:mod:`mirror.actors.placement`)."""
+    finished_jobs: FinishedJobs
+    _bus: JetStreamBus | None = None
+    _histories: dict[str, History] = field(default_factory=dict)
+    """The time-travel reader of each shard's log."""
+    _embedder: Embedder | None = None
+    _handles: dict[StreamKey, Any] = field(default_factory=dict)
+    bus_ready: Callable[[], Awaitable[object]] | None = None
+    """Awaited before every actor call; raises while the broker is down. Default :meth:`bus`
+    (tests without a broker pass their own)."""
+
+    @classmethod
+    def build(cls, settings: GatewaySettings, actors: Callable[[StreamKey], Any] | None = None, *,
+              bus_ready: Callable[[], Awaitable[object]] | None = None) -> GatewayRuntime:
+        """The runtime of a new app; ``actors`` defaults to the Ray conversation actors."""
+        if actors is None:
+            from mirror.actors.placement import placement_of  # imports ray: see routes/recompute.py
+
+            actors = placement_of(settings.runtime).ref
+
+        return cls(settings, TenantRegistry(settings.tenants_file), actors, FinishedJobs(settings.max_finished_jobs),
+                   bus_ready=bus_ready)
+
+    async def bus(self) -> JetStreamBus:
+        """The gateway's connection to the broker; :class:`BusUnavailable` (a 503) at once while it is down.
+
+        Every route but ``/healthz`` comes through here first (turns in :meth:`ask`, reads in
+        :meth:`log_client`), so a broker that is gone costs a request at most the grace
+        (``StreamSettings.disconnect_grace_s``), not the publish and retry deadlines of the
+        hosts behind it; the connection keeps reconnecting in the background meanwhile."""
+        stream = self.settings.runtime.stream
+        if self._bus is None:
+            try:
+                self._bus = await JetStreamBus.connect(self.settings.runtime.nats_url, stream,
+                                                       first_connect_timeout_s=BUS_CONNECT_TIMEOUT_S)
+            except BusError as exc:
+                raise BusUnavailable(self.settings.runtime.nats_url, BUS_CONNECT_TIMEOUT_S) from exc
+        if not await self._bus.nc.wait_connected(stream.disconnect_grace_s):
+            raise BusUnavailable(self._bus.nc.server_list, stream.disconnect_grace_s)
+        return self._bus
+
+    async def log_client(self, tenant: str) -> LogClient:
+        """The log client of the shard that holds ``tenant`` (a light object over the shared connection)."""
+        runtime = self.settings.runtime
+        return LogClient((await self.bus()).nc, shard=runtime.shard_of(tenant), timeout=runtime.log_timeout_s)
+
+    async def history(self, tenant: str) -> History:
+        """The time-travel reader of ``tenant``'s shard."""
+        shard = self.settings.runtime.shard_of(tenant)
+        if shard not in self._histories:
+            event_bus = await self.bus()
+            self._histories[shard] = History(
+                await self.log_client(tenant), snapshot_every=self.settings.runtime.snapshot_every,
+                stream_head=lambda key: _stream_last_seq(event_bus, key),
+            )
+        return self._histories[shard]
+
+    def embedder(self) -> Embedder:
+        """The embedder of memory queries (``settings.embedder_settings()``), one per app."""
+        if self._embedder is None:
+            self._embedder = OpenAIEmbedder(self.settings.embedder_settings())
+        return self._embedder
+
+    async def existing(self, key: StreamKey) -> int:
+        """The conversation's last seq; 404 when it has no events (in the log or, not yet logged, the stream)."""
+        last_seq = await (await self.log_client(key.tenant)).last_seq(key)
+        if last_seq == 0:
+            bus_head = await _stream_last_seq(await self.bus(), key)
+            if bus_head is None:
+                raise HTTPException(404, f"no conversation {key.conversation!r} for this tenant")
+            return bus_head
+        return last_seq
+
+    async def ask(self, key: StreamKey, method: str, *args: Any) -> Any:
+        """Call the conversation's actor; a passivating or vanished one is re-activated and asked again.
+
+        At most :data:`ASK_ATTEMPTS` calls; then the last error is raised as it was. A fenced
+        actor (the conversation moved on elsewhere) is a 409 at once.
+        """
+        async for attempt in AsyncRetrying(retry=retry_if_exception(_passivated), wait=_ask_backoff,
+                                           stop=stop_after_attempt(ASK_ATTEMPTS), reraise=True):
+            with attempt:
+                return await self._ask_once(key, method, args)
+        raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
+
+    async def _ask_once(self, key: StreamKey, method: str, args: tuple[Any, ...]) -> Any:
+        await (self.bus_ready or self.bus)()  # a broker that is down: 503 now, not once the actor's append gives up
+        handle = self._handles.get(key)
+        if handle is None:  # get-or-create is a round trip to Ray's control store: once per actor
+            handle = self._handles[key] = self.actors(key)
+        try:
+            return await asyncio.wait_for(getattr(handle, method).remote(*args), self.settings.actor_timeout_s)
+        except Exception as exc:
+            self._handles.pop(key, None)
+            if hasattr(handle, "forget") and _died(exc):
+                handle.forget()  # a host killed for good: the next call makes a new one
+                log.warning("the conversation host of %s is gone (%s); its next call makes it again",
+                            key, type(exc).__name__)
+            cause = getattr(exc, "cause", None) or exc
+            if isinstance(cause, Fenced):
+                raise HTTPException(409, f"conversation moved on elsewhere; retry: {cause}") from None
+            if isinstance(cause, SettingConflict):
+                raise HTTPException(409, str(cause)) from None
+            if isinstance(cause, BusError | LogUnavailable):  # from inside the actor: answered as if here
+                raise cause from None
+            raise
+
+
+async def runtime_of(request: Request) -> GatewayRuntime:
+    """The app's :class:`GatewayRuntime` (async: see :func:`require_tenant`)."""
+    return request.app.state.runtime
+
+
+Runtime = Annotated[GatewayRuntime, Depends(runtime_of)]
+
+
+async def require_tenant(request: Request, runtime: Runtime) -> str:
+    """The tenant of the request's bearer token; 401 without a valid one.
+
+    Async on purpose: FastAPI runs a plain ``def`` dependency on a worker thread, a hop that
+    cost more per request than the check itself.
+    """
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    registry = runtime.registry
+    owner = registry.tenant_of(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+    if owner is None:
+        raise HTTPException(401, "missing or invalid bearer token", headers={"WWW-Authenticate": "Bearer"})
+    return owner
+
+
+Tenant = Annotated[str, Depends(require_tenant)]
+
+
+def key_of(tenant_id: str, conversation: str) -> StreamKey:
+    """The tenant's conversation (main branch); 400 for an identifier that is not one."""
+    try:
+        return StreamKey(tenant_id, validate_identifier("conversation", conversation))
+    except InvalidIdentifier as exc:
+        raise HTTPException(400, str(exc)) from None
+
+
+def branch_key(key: StreamKey, branch: str) -> StreamKey:
+    try:
+        return StreamKey(key.tenant, key.conversation, validate_identifier("branch", branch))
+    except InvalidIdentifier as exc:
+        raise HTTPException(400, str(exc)) from None

@@ -1,0 +1,14 @@
+"""``mirror bench …``: one module per benchmark, each printing JSON with the raw limit it is
+measured against taken in the same run where one exists.
+
+``ingest`` (bench ingest), ``turns`` (bench turns), ``timetravel`` (bench timetravel),
+``recompute`` (bench recompute), ``live_actors`` (bench actors), ``live_hold`` (bench actors
+--hold), ``recovery`` (bench recovery), ``storage`` (bench storage), ``recall`` (bench recall),
+``embed`` (bench embed), ``pipeline`` (bench pipeline); ``_stacks`` (the stacks they start),
+``_hosts`` (conversation hosts' figures) and ``_stats`` (percentiles) are theirs to share.
+
+Part of the harness (see :mod:`mirror.harness`): may import the stack, the simulator, the
+runtime and the layers below. Nothing in the runtime imports a benchmark.
+"""
+
+__all__: list[str] = []

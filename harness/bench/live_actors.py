@@ -1,0 +1,296 @@
+"""`mirror bench actors`: many conversations under a live cap, and what (re-)activation costs.
+
+N conversations (1,000 by default) on the embedded stack under a cap small enough that the
+least recently used passivate as others activate: ``placement="hosted"`` (the default) with
+``max_live_per_host`` = 32 in each host (``hosts``, 0: one per CPU, so 64 live on two cores),
+or ``placement="dedicated"`` with ``max_live_actors`` = 64 (one Ray actor each, the directory
+passivates). Their history is
+seeded straight through the fenced bus (turns, monologues and narratives, as Mirror writes
+them) and committed by the ingester: most conversations get a short history, a few a long one
+(10 and 10,000 events by default).
+
+1. Every conversation gets one turn through the HTTP gateway; ``errors`` counts turns that got
+   no reply. The measured conversations go first, so the other activations crowd them out and
+   they passivate (finish thinking, snapshot, let go). Hosted, the bench then calls each
+   measured conversation's ``passivate(key)`` on its host, which waits for an eviction still
+   in progress (and passivates one the cap did not reach); dedicated, it waits until their
+   actors are gone.
+2. Each measured conversation is then sent a turn, one at a time, alternating short and long:
+   re-activation = client-observed latency − the model calls as Mirror timed them (the Talker's
+   and, with memory on, the message's embedding: both the simulator's fixed latency; process
+   start when dedicated, rebuild, the fenced append, the gateway and the HTTP hop). ``ratio`` =
+   long p50 / short p50; a rebuild from the snapshot alone makes it ~1 whatever the length.
+3. ``samples`` brand-new conversations (no history) get their first turn, one at a time:
+   ``activate_new_p50_ms`` / ``_p90_ms``, measured the same way.
+
+The actors' own rebuild reports (snapshot seq, log tail, stream messages read, rebuild time)
+are included, so a ratio above 1 can be traced to its cause; hosted, so are the hosts' stats
+(resident memory, live conversations, evictions, passivations, mean activation time).
+``hold`` > 0 runs :mod:`mirror.harness.bench.live_hold` instead: that many conversations live at
+once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import ray
+
+from mirror.actors.conversation import RebuildReport
+from mirror.actors.directory import DIRECTORY_NAME, NAMESPACE
+from mirror.actors.placement import conversation_ref, placement_of
+from mirror.events.bus import Head
+from mirror.events.envelope import Event, make_event
+from mirror.events.errors import AppendConflict
+from mirror.events.ids import StreamKey
+from mirror.events.nats.jetstream import JetStreamBus
+from mirror.events.nats.log_service import LogClient
+from mirror.events.payloads import Monologue, Narrative, Provenance, Turn
+from mirror.harness.bench._hosts import host_stats, hosts_figures, progress_line
+from mirror.harness.bench._stacks import sim_stack
+from mirror.harness.bench._stats import percentile
+from mirror.harness.bench.turns import server_timing, turn_phases
+from mirror.stack.embedded import DEFAULT_TENANT, EmbeddedStack
+
+
+@dataclass(frozen=True, slots=True)
+class ActorsBenchConfig:
+    conversations: int = 1_000
+    placement: str = "hosted"
+    hosts: int = 0
+    """Conversation hosts (hosted); 0: one per CPU of the Ray cluster."""
+    max_live_per_host: int = 32
+    """The cap per host (hosted): small, so the measured conversations are crowded out."""
+    max_live_actors: int = 64
+    """The cap per node (dedicated)."""
+    long_conversations: int = 16
+    short_events: int = 10
+    long_events: int = 10_000
+    samples: int = 16
+    """Re-activations measured per history length (at most the conversations of that length)."""
+    concurrency: int = 8
+    """Turns in flight at once while activating every conversation."""
+    llm_latency_ms: float = 20.0
+    mode: str = "full"
+    memory: bool = True
+    timeout_s: float = 7_200.0
+    show_progress: bool = False
+
+
+_PROVENANCE = Provenance(
+    model="mirror-sim", prompt_set="bench", request_fingerprint="0" * 64,
+    parameters={"temperature": 0.7, "max_tokens": 3000}, latency_ms=100.0, prompt_tokens=900, completion_tokens=120,
+)
+
+
+def seeded_history(key: StreamKey, events: int) -> list[Event]:
+    """``events`` valid events for a new conversation: turn, monologue, narrative, turn, …"""
+    history = []
+    for seq in range(1, events + 1):
+        turn, kind = divmod(seq - 1, 3)
+        if kind == 0:
+            payload: Any = Turn(f"user message {turn}: " + "tell me more " * 6, f"reply {turn}: " + "certainly " * 15,
+                                narrative_seq=seq - 1 or None)
+        elif kind == 1:
+            payload = Monologue(f"I reason about turn {turn}.", f"I remember turn {turn - 1}.", "I aim to help.")
+        else:
+            payload = Narrative(f"After turn {turn} I know the user wants more detail. " * 4, monologue_seq=seq - 1)
+        history.append(make_event(key, seq, payload, turn=turn, provenance=_PROVENANCE if kind else None))
+    return history
+
+
+async def seed(nats_url: str, histories: dict[StreamKey, int], *, shard: str = "0", timeout_s: float = 300.0) -> int:
+    """Append each conversation's seeded history through the fenced bus; wait until the log has it.
+
+    Returns the number of events appended. The conversations must be new (empty on the bus).
+    """
+    bus = await JetStreamBus.connect(nats_url)
+    try:
+        batches = [(key, seeded_history(key, length), Head(0, 0)) for key, length in histories.items()]
+        results = await bus.append_many(batches)
+        conflicts = [result for result in results if isinstance(result, AppendConflict)]
+        if conflicts:
+            raise conflicts[0]
+        newest = max(result.fence for result in results if isinstance(result, Head))
+        if not await LogClient(bus.nc, shard=shard).wait_committed(newest, timeout_s):
+            raise TimeoutError(f"the log did not commit stream seq {newest} within {timeout_s}s")
+    finally:
+        await bus.close()
+    return sum(len(events) for _, events, _ in batches)
+
+
+async def _turn(client: httpx.AsyncClient, name: str, message: str) -> tuple[float, dict[str, Any]]:
+    started = time.perf_counter()
+    response = await client.post(f"/v1/conversations/{name}/turns", json={"message": message})
+    elapsed = (time.perf_counter() - started) * 1000
+    response.raise_for_status()
+    reply: dict[str, Any] = response.json()
+    reply["timings"] = server_timing(response.headers.get("server-timing", ""))
+    return elapsed, reply
+
+
+def _alive(name: str) -> bool:
+    try:
+        ray.get_actor(name, namespace=NAMESPACE)
+    except ValueError:
+        return False
+    return True
+
+
+async def _wait_passivated(names: list[str], timeout_s: float) -> list[str]:
+    """Wait until none of ``names`` has a live actor; returns those still alive at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    alive = list(names)
+    while alive and time.monotonic() < deadline:
+        alive = [name for name in alive if _alive(name)]
+        if alive:
+            await asyncio.sleep(0.2)
+    return alive
+
+
+def _report(stack: EmbeddedStack, name: str) -> RebuildReport | None:
+    try:
+        if stack.runtime.placement == "hosted":  # still live in its host: nothing else came in since its turn
+            ref = conversation_ref(StreamKey(DEFAULT_TENANT, name), stack.runtime)
+        else:  # by name, so a dedicated actor crowded out already is not started again
+            ref = ray.get_actor(f"{DEFAULT_TENANT}/{name}/main", namespace=NAMESPACE)
+        report: RebuildReport | None = ray.get(ref.rebuild_report.remote(), timeout=60)
+        return report
+    except Exception:  # crowded out again already: the report went with it
+        return None
+
+
+async def _passivated(stack: EmbeddedStack, names: list[str], timeout_s: float) -> list[str]:
+    """Make sure ``names`` are passivated; returns those still live at the deadline."""
+    if stack.runtime.placement == "dedicated":
+        return await _wait_passivated([f"{DEFAULT_TENANT}/{name}/main" for name in names], timeout_s)
+    refs = [conversation_ref(StreamKey(DEFAULT_TENANT, name), stack.runtime) for name in names]
+    await asyncio.wait_for(asyncio.gather(*(ref.passivate.remote() for ref in refs)), timeout_s)
+    live = {key.conversation for host in placement_of(stack.runtime).all_hosts() for key in ray.get(host.live.remote())}
+    return [name for name in names if name in live]
+
+
+def _p(values: list[float], fraction: float) -> float | None:
+    if not values:
+        return None
+    return round(statistics.median(values) if fraction == 0.5 else percentile(values, fraction), 1)
+
+
+async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str, Any]:
+    long_count = min(config.long_conversations, config.conversations)
+    names = [f"actors-{index}" for index in range(config.conversations)]
+    lengths = {name: config.long_events if index < long_count else config.short_events
+               for index, name in enumerate(names)}
+    long_names = names[:long_count][:config.samples]
+    short_names = names[long_count:][:config.samples]
+    measured = set(long_names + short_names)
+    # The measured conversations activate first, so every later activation crowds them out.
+    order = [name for name in names if name in measured] + [name for name in names if name not in measured]
+
+    started = time.perf_counter()
+    seeded = await seed(stack.nats_url, {StreamKey(DEFAULT_TENANT, name): length for name, length in lengths.items()})
+    seed_s = time.perf_counter() - started
+
+    errors: list[str] = []
+    turns = 0
+    limits = httpx.Limits(max_connections=config.concurrency + 4)
+    async with httpx.AsyncClient(base_url=stack.url, headers={"Authorization": f"Bearer {stack.token}"},
+                                 timeout=300, limits=limits) as client:
+        slots = asyncio.Semaphore(config.concurrency)
+
+        async def first_turn(name: str, advance: Any) -> None:
+            nonlocal turns
+            async with slots:
+                try:
+                    await _turn(client, name, "first message after the history")
+                    turns += 1
+                except Exception as exc:
+                    errors.append(f"{name}: {exc!r}")
+                advance()
+
+        activate_started = time.perf_counter()
+        with progress_line("activating", len(order), config.show_progress) as advance:
+            await asyncio.gather(*(first_turn(name, advance) for name in order))
+        activate_s = time.perf_counter() - activate_started
+
+        still_alive = await _passivated(stack, sorted(measured), timeout_s=300)
+        if still_alive:
+            errors.append(f"{len(still_alive)} measured conversations never passivated: {still_alive[:3]}")
+
+        latencies: dict[str, list[float]] = {"short": [], "long": [], "new": []}
+        reports: dict[str, list[RebuildReport]] = {"short": [], "long": [], "new": []}
+        replies: dict[str, list[tuple[float, dict[str, Any]]]] = {"short": [], "long": [], "new": []}
+        new_names = [f"actors-new-{index}" for index in range(config.samples)]
+        pairs = [(kind, name) for pair in zip(short_names, long_names, strict=False) for kind, name in zip(("short", "long"), pair, strict=True)]
+        for kind, name in pairs + [("new", name) for name in new_names]:
+            try:
+                elapsed, reply = await _turn(client, name, "a message after passivation")
+                turns += 1
+            except Exception as exc:
+                errors.append(f"{name}: {exc!r}")
+                continue
+            # Both model calls are the simulator's fixed latency (the message's embedding too, with memory on).
+            latencies[kind].append(elapsed - reply["llm_ms"] - reply["timings"].get("embed", 0.0))
+            replies[kind].append((elapsed, reply))
+            report = _report(stack, name)
+            if report is not None:
+                reports[kind].append(report)
+    seconds = time.perf_counter() - started
+
+    result: dict[str, Any] = {
+        "benchmark": "actors",
+        "placement": config.placement,
+        "mode": config.mode,
+        "memory": config.memory,
+        "conversations": config.conversations,
+        "turns": turns,
+        "errors": len(errors),
+        "seeded_events": seeded,
+        "activate_new_p50_ms": _p(latencies["new"], 0.5),
+        "activate_new_p90_ms": _p(latencies["new"], 0.9),
+        "activate_new_rebuild_p50_ms": (
+            round(statistics.median(r.rebuild_ms for r in reports["new"]), 2) if reports["new"] else None),
+        # Where a (re-)activation's time goes: gateway_to_actor holds the Ray hop and the activation.
+        "activate_new_phases_p50_ms": turn_phases([replies["new"]]),
+        "reactivate_phases_p50_ms": turn_phases([replies["short"] + replies["long"]]),
+    }
+    if config.placement == "dedicated":
+        directory_actor: Any = ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE)  # Any: as in _report
+        directory: dict[str, Any] = ray.get(directory_actor.stats.remote())
+        result.update({"max_live_actors": config.max_live_actors, "passivations": directory["passivations"],
+                       "live_at_end": directory["live"]})
+    else:
+        result["max_live_per_host"] = config.max_live_per_host
+        result.update(hosts_figures(host_stats(stack.runtime)))
+    for kind, events in (("short", config.short_events), ("long", config.long_events)):
+        values, rebuilt = latencies[kind], reports[kind]
+        result[f"reactivate_p50_ms_{events}"] = _p(values, 0.5)
+        result[f"reactivate_p90_ms_{events}"] = _p(values, 0.9)
+        result[f"rebuild_p50_ms_{events}"] = (
+            round(statistics.median(r.rebuild_ms for r in rebuilt), 2) if rebuilt else None)
+        result[f"snapshot_bytes_max_{events}"] = max((r.snapshot_bytes for r in rebuilt), default=None)
+        result[f"from_snapshot_{events}"] = sum(
+            r.snapshot_seq is not None and r.log_tail_events == 0 and r.stream_messages_read == 0
+            for r in rebuilt)
+        result[f"measured_{events}"] = len(values)
+    short_p50, long_p50 = result[f"reactivate_p50_ms_{config.short_events}"], result[f"reactivate_p50_ms_{config.long_events}"]
+    result["ratio"] = round(long_p50 / short_p50, 3) if short_p50 and long_p50 is not None else None
+    result.update({"seed_s": round(seed_s, 1), "activate_s": round(activate_s, 1), "seconds": round(seconds, 1)})
+    if errors:
+        result["first_errors"] = errors[:3]
+    return result
+
+
+def run_actors_bench(config: ActorsBenchConfig) -> dict[str, Any]:
+    with sim_stack("actors", config.llm_latency_ms, config.mode, memory=config.memory, placement=config.placement,
+                   hosts=config.hosts, max_live_per_host=config.max_live_per_host,
+                   max_live_actors=config.max_live_actors) as stack:
+        return asyncio.run(asyncio.wait_for(_measure(stack, config), config.timeout_s))
+
+
+__all__ = ["ActorsBenchConfig", "run_actors_bench", "seed", "seeded_history"]

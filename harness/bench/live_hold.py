@@ -1,0 +1,136 @@
+"""`mirror bench actors --hold N`: N conversations live at once in the conversation hosts of one node.
+
+The embedded stack (hosted placement) with the per-host cap above N and idle passivation
+beyond the run, so every conversation activated stays live. First each host serves one
+warm-up conversation (its connections, prompt set and imports paid), and the hosts' resident
+memory is read (``rss_mb_idle``). Then N brand-new conversations get one turn each through the
+HTTP gateway, ``concurrency`` in flight; ``errors`` counts turns without a reply (the target:
+none). The bench then waits until every conversation's background thinking is done
+(``wait_idle`` on each; ``thinking_unfinished`` counts those that were not within
+``idle_timeout_s``), so the memory read afterwards holds each conversation's whole state, and
+reports the hosts' resident memory: in all, per host, per live conversation
+(``(rss_mb_total − rss_mb_idle) / N``, in KB), whether it is ``within_4gb``, and
+``activations_per_s`` (N over the activation phase's wall time, gateway and model included).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from mirror.actors.placement import conversation_ref, placement_of
+from mirror.events.ids import StreamKey
+from mirror.harness.bench._hosts import host_stats, hosts_figures, progress_line
+from mirror.harness.bench._stacks import sim_stack
+from mirror.stack.embedded import DEFAULT_TENANT, EmbeddedStack
+
+BUDGET_MB = 4_096.0
+"""The target: N = 10,000 live conversations in 4 GB of hosts."""
+
+
+@dataclass(frozen=True, slots=True)
+class HoldBenchConfig:
+    conversations: int = 10_000
+    hosts: int = 0
+    """Conversation hosts; 0: one per CPU of the Ray cluster."""
+    concurrency: int = 32
+    llm_latency_ms: float = 10.0
+    mode: str = "full"
+    memory: bool = True
+    idle_timeout_s: float = 600.0
+    timeout_s: float = 7_200.0
+    show_progress: bool = False
+
+
+async def _bounded(count: int, concurrency: int, step: Any, description: str, show: bool) -> None:
+    slots = asyncio.Semaphore(concurrency)
+    with progress_line(description, count, show) as advance:
+        async def one(index: int) -> None:
+            async with slots:
+                await step(index)
+            advance()
+
+        await asyncio.gather(*(one(index) for index in range(count)))
+
+
+async def _measure(stack: EmbeddedStack, config: HoldBenchConfig) -> dict[str, Any]:
+    runtime = stack.runtime
+    hosts = placement_of(runtime).hosts
+    errors: list[str] = []
+    limits = httpx.Limits(max_connections=config.concurrency + 4)
+    async with httpx.AsyncClient(base_url=stack.url, headers={"Authorization": f"Bearer {stack.token}"},
+                                 timeout=600, limits=limits) as client:
+
+        async def turn(name: str) -> None:
+            try:
+                response = await client.post(f"/v1/conversations/{name}/turns", json={"message": "hello, I am new here"})
+                response.raise_for_status()
+            except Exception as exc:
+                errors.append(f"{name}: {exc!r}")
+
+        warmed: dict[int, str] = {}
+        index = 0
+        while len(warmed) < hosts:  # one conversation per host, found by its slot
+            name = f"hold-warmup-{index}"
+            warmed.setdefault(conversation_ref(StreamKey(DEFAULT_TENANT, name), runtime).slot, name)
+            index += 1
+        await asyncio.gather(*(turn(name) for name in warmed.values()))
+        await asyncio.gather(*(conversation_ref(StreamKey(DEFAULT_TENANT, name), runtime).wait_idle.remote(60)
+                               for name in warmed.values()))
+        idle = host_stats(runtime)
+
+        names = [f"hold-{index}" for index in range(config.conversations)]
+        started = time.perf_counter()
+        await _bounded(len(names), config.concurrency, lambda index: turn(names[index]), "activating", config.show_progress)
+        activate_s = time.perf_counter() - started
+
+    unfinished = 0
+
+    async def wait_idle(index: int) -> None:
+        nonlocal unfinished
+        ref = conversation_ref(StreamKey(DEFAULT_TENANT, names[index]), runtime)
+        if not await ref.wait_idle.remote(config.idle_timeout_s):
+            unfinished += 1
+
+    thinking_started = time.perf_counter()
+    await _bounded(len(names), 64, wait_idle, "thinking", config.show_progress)
+    thinking_s = time.perf_counter() - thinking_started
+    held = hosts_figures(host_stats(runtime))
+    idle_mb = sum(host["rss_mb"] for host in idle)
+    live = sum(held["live_per_host"])
+    result: dict[str, Any] = {
+        "benchmark": "actors_hold",
+        "mode": config.mode,
+        "memory": config.memory,
+        "llm_latency_ms": config.llm_latency_ms,
+        "conversations": config.conversations,
+        "errors": len(errors),
+        "live": live,
+        "all_live": live == config.conversations + len(warmed),
+        "rss_mb_idle": round(idle_mb, 1),
+        "rss_mb_idle_per_host": [host["rss_mb"] for host in idle],
+        **held,
+        "kb_per_live_conversation": round((held["rss_mb_total"] - idle_mb) * 1024 / config.conversations, 1),
+        "within_4gb": held["rss_mb_total"] <= BUDGET_MB,
+        "activations_per_s": round(config.conversations / activate_s, 1),
+        "activate_s": round(activate_s, 1),
+        "thinking_unfinished": unfinished,
+        "thinking_wait_s": round(thinking_s, 1),
+    }
+    if errors:
+        result["first_errors"] = errors[:3]
+    return result
+
+
+def run_hold_bench(config: HoldBenchConfig) -> dict[str, Any]:
+    with sim_stack("hold", config.llm_latency_ms, config.mode, memory=config.memory, placement="hosted",
+                   hosts=config.hosts, max_live_per_host=config.conversations + 1,
+                   passivate_after_s=config.timeout_s) as stack:
+        return asyncio.run(asyncio.wait_for(_measure(stack, config), config.timeout_s))
+
+
+__all__ = ["BUDGET_MB", "HoldBenchConfig", "run_hold_bench"]

@@ -1,0 +1,101 @@
+"""`mirror bench recompute`: how close re-thinking a tenant comes to the model's own limit.
+
+N conversations of T recorded turns, re-thought on a branch by Ray tasks against the simulator
+at fixed latency L with at most C model calls in flight. The ideal rate is
+C / (calls per conversation × L); ``efficiency`` = achieved / ideal. Ray's worker processes
+are started before the clock starts (``warmup_s``), as they are on a running cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+
+from mirror.actors.conversation import RuntimeSettings
+from mirror.actors.recompute_driver import MAX_PER_TASK, RecomputeJob, run_recompute, start_slice
+from mirror.cognition.openai_client import LLMSettings
+from mirror.cognition.prompts import default_prompt_set
+from mirror.events.envelope import make_event
+from mirror.events.ids import StreamKey
+from mirror.events.nats.jetstream import JetStreamBus
+from mirror.events.nats.log_service import LogClient
+from mirror.events.payloads import Turn
+from mirror.harness.bench._stacks import nats_and_ingester
+from mirror.replay import RecomputePlan
+from mirror.stack.processes import SimProcess
+
+__all__ = ["RecomputeBenchConfig", "run_recompute_bench"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecomputeBenchConfig:
+    conversations: int = 64
+    turns: int = 4
+    llm_latency_ms: float = 100.0
+    concurrency: int = 16
+
+
+async def _seed(nats_url: str, tenant: str, config: RecomputeBenchConfig) -> None:
+    bus = await JetStreamBus.connect(nats_url)
+    try:
+        batches = []
+        for index in range(config.conversations):
+            key = StreamKey(tenant, f"c{index}")
+            turns = [make_event(key, seq, Turn(f"question {seq} of {index}", f"answer {seq} of {index}"), turn=seq - 1)
+                     for seq in range(1, config.turns + 1)]
+            batches.append((key, turns, (await bus.head(key)).with_last_seq(0)))
+        results = await bus.append_many(batches)
+        last = max(result.fence for result in results)  # type: ignore[union-attr]  # fresh streams, one writer each: no conflict
+        assert await LogClient(bus.nc).wait_committed(last, timeout=120), "the ingester did not commit the seed"
+    finally:
+        await bus.close()
+
+
+def run_recompute_bench(config: RecomputeBenchConfig) -> dict[str, Any]:
+    tenant = "benchrc"
+    with nats_and_ingester() as log_stack:
+        nats_url = log_stack.url
+        sim = SimProcess(latency=f"fixed:{config.llm_latency_ms:g}").start()  # its own process: not our GIL
+        ray.init(namespace="mirror", include_dashboard=False, log_to_driver=False)
+        try:
+            asyncio.run(_seed(nats_url, tenant, config))
+            runtime = RuntimeSettings(nats_url=nats_url, llm=LLMSettings(base_url=sim.base_url, model="mirror-sim",
+                                                                         max_concurrency=config.concurrency))
+            warm = time.perf_counter()
+            warmups = [start_slice(runtime, RecomputePlan(default_prompt_set(), branch="warmup"), [], 1)
+                       for _ in range(max(1, -(-config.concurrency // MAX_PER_TASK)))]
+            for stream in warmups:  # start the task workers (nothing to re-think)
+                ray.get(list(stream))
+            warmup_s = time.perf_counter() - warm
+            calls_before = sim.stats()["chat_calls"]
+            job = RecomputeJob(tenant, RecomputePlan(default_prompt_set()), concurrency=config.concurrency)
+            report = run_recompute(runtime, job)
+            calls = sim.stats()["chat_calls"] - calls_before
+        finally:
+            ray.shutdown()
+            sim.stop()
+    seconds = report["seconds"]
+    calls_per_conversation = calls / config.conversations
+    achieved = report["completed"] / seconds
+    ideal = config.concurrency / (calls_per_conversation * config.llm_latency_ms / 1000)
+    return {
+        "benchmark": "recompute",
+        "conversations": config.conversations,
+        "turns": config.turns,
+        "llm_latency_ms": config.llm_latency_ms,
+        "concurrency": config.concurrency,
+        "completed": report["completed"],
+        "failed": report["failed"],
+        "model_calls": calls,
+        "calls_per_conversation": round(calls_per_conversation, 2),
+        "events_written": report["events_written"],
+        "warmup_s": round(warmup_s, 3),
+        "seconds": seconds,
+        "conversations_per_s": round(achieved, 3),
+        "ideal_conversations_per_s": round(ideal, 3),
+        "efficiency": round(achieved / ideal, 3),
+    }

@@ -1,0 +1,300 @@
+"""`mirror bench turns`: what Mirror adds to a turn, measured through the HTTP gateway.
+
+C conversations × T turns against the embedded stack with the simulator at a fixed latency L.
+Each conversation sends its next turn as soon as the previous reply arrives (a closed loop that
+saturates a small machine), or, with ``pause_ms``, after a user's pause of 0.5–1.5 × that
+(seeded), which also staggers the conversations' starts. This
+process is the load generator only: the simulator runs as its own process and the gateway as
+Ray actor processes (``gateways``; 0 puts it on a thread here, for comparison). The Talker
+makes exactly one LLM call per turn, so overhead = client-observed latency − that call as
+Mirror timed it (L plus the simulator's own work): the gateway,
+the Ray actor hop, the fenced append acknowledged by JetStream, and the client's own work.
+``floor_p50_ms`` is the raw cost of the hops a turn cannot avoid, measured in the same run (an
+HTTP round trip through the gateway, a Ray actor call, a JetStream publish acknowledged), and
+``overhead_over_floor_p50_ms`` what Mirror adds beyond them.
+``memory`` turns Mirror's memory on (the default, as in production) or off; ``compare_memory``
+runs the benchmark twice in one invocation, memory off then on, each on a fresh stack, and
+reports ``memory_added_p50_ms`` — on's overhead p50 minus off's: what recall adds to the turn
+path (the message's embedding call over loopback HTTP, the simulator's embedding work, the
+recall itself, a longer Talker prompt, a two-event append) and whatever the memory stage's
+background work costs the turns around it. The simulator's embedding calls take their own
+latency (``embedding_latency_ms``, 0 by default), not the chat latency L: at L a 100 ms wait
+per message would be charged to memory, which no embedding endpoint of one short message
+takes; at 0 the figure is Mirror's own cost. ``recall_p50_ms`` is the recall phase as the
+actor timed it (Server-Timing ``recall``), over the turns that recalled (``turns_with_recall``).
+``thinking_backlog_share`` is the fraction of turns (after each conversation's first) that
+arrived while the previous turn's thinking was still running — the Talker then answered from
+an older narrative, as production mode intends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mirror.actors.conversation import RuntimeSettings
+from mirror.cognition.http_transport import AiohttpTransport
+from mirror.events.ids import StreamKey
+from mirror.events.nats.jetstream import nats_servers
+from mirror.harness.bench._stats import percentile
+from mirror.processes import free_port
+from mirror.stack.embedded import EmbeddedStack, StackSettings
+from mirror.stack.processes import SimProcess
+
+
+@dataclass(frozen=True, slots=True)
+class TurnsBenchConfig:
+    conversations: int = 20
+    turns: int = 10
+    llm_latency_ms: float = 100.0
+    mode: str = "full"
+    gateways: int = 1
+    pause_ms: float = 0.0
+    seed: int = 0
+    memory: bool = True
+    compare_memory: bool = False
+    embedding_latency_ms: float = 0.0
+    placement: str = "hosted"
+
+
+def server_timing(header: str) -> dict[str, float]:
+    """``llm;dur=101.2, append;dur=0.4`` -> {"llm": 101.2, "append": 0.4}."""
+    timings = {}
+    for part in header.split(","):
+        name, _, duration = part.strip().partition(";dur=")
+        if duration:
+            timings[name] = float(duration)
+    return timings
+
+
+async def _conversation(client: httpx.AsyncClient, name: str, turns: int, pause_ms: float = 0.0,
+                        rng: random.Random | None = None) -> list[tuple[float, dict[str, Any]]]:
+    results = []
+    for index in range(turns):
+        if pause_ms and rng is not None:
+            # The user reads and types: a pause of 0.5–1.5 × the mean before every turn (the
+            # first one too, which staggers the conversations' starts).
+            await asyncio.sleep(rng.uniform(0.5, 1.5) * pause_ms / 1000)
+        started = time.perf_counter()
+        response = await client.post(f"/v1/conversations/{name}/turns", json={"message": f"message {index} of {name}"})
+        elapsed = (time.perf_counter() - started) * 1000
+        response.raise_for_status()
+        reply = response.json()
+        reply["timings"] = server_timing(response.headers.get("server-timing", ""))
+        results.append((elapsed, reply))
+    return results
+
+
+def turn_phases(runs: list[list[tuple[float, dict[str, Any]]]]) -> dict[str, float]:
+    """Median of each phase of a turn, from the client's clock and the Server-Timing header.
+
+    client_and_http: the client, HTTP and uvicorn; gateway_to_actor: the handler's own work and
+    the Ray hop both ways; embed: the message's embedding call, recall_without_embed: the rest of
+    recall (both 0 without memory); talker_without_llm: prompt building and reply parsing around the LLM
+    call; append: the fenced append until JetStream acknowledged it.
+    """
+    phases: dict[str, list[float]] = {"client_and_http": [], "gateway_to_actor": [], "embed": [], "recall_without_embed": [],
+                                      "talker_without_llm": [], "append": []}
+    for run in runs:
+        for elapsed, reply in run:
+            timing = reply["timings"]
+            if not {"gateway", "actor", "talk", "llm", "append"} <= timing.keys():
+                continue
+            phases["client_and_http"].append(elapsed - timing["gateway"])
+            phases["gateway_to_actor"].append(timing["gateway"] - timing["actor"])
+            phases["embed"].append(timing.get("embed", 0.0))
+            phases["recall_without_embed"].append(timing.get("recall", 0.0) - timing.get("embed", 0.0))
+            phases["talker_without_llm"].append(timing["talk"] - timing["llm"])
+            phases["append"].append(timing["append"])
+    return {name: round(statistics.median(values), 2) for name, values in phases.items() if values}
+
+
+async def _backlog(client: httpx.AsyncClient, name: str) -> tuple[int, int]:
+    """(measured turns, of which the Talker saw a narrative older than the previous turn's).
+
+    Turn 0 is the warm-up that activated the actor; it is neither timed nor counted here.
+    """
+    events = (await client.get(f"/v1/conversations/{name}/events", params={"limit": 1000})).json()["events"]
+    turn_of_narrative = {e["seq"]: e["turn"] for e in events if e["type"] == "narrative"}
+    late = total = 0
+    for event in events:
+        if event["type"] != "turn" or event["turn"] == 0:
+            continue
+        total += 1
+        seen = event["payload"]["narrative_seq"]
+        if seen is None or turn_of_narrative.get(seen, -1) < event["turn"] - 1:
+            late += 1
+    return late, total
+
+
+async def _floor(client: httpx.AsyncClient, nats_url: str, actor: Any, samples: int = 40,
+                 pace_s: float = 0.05) -> dict[str, float]:
+    """The raw latency of the hops no turn can avoid, measured in this run (p50, ms), one at a
+    time every ``pace_s``: an HTTP round trip through the gateway (``GET /healthz``), a Ray call
+    to a conversation actor and back (a method that does nothing), and a JetStream publish
+    until acknowledged (to a scratch stream on the same server, with a turn's payload size)."""
+    import nats
+
+    async def p50(step: Any) -> float:
+        times = []
+        for _ in range(samples):
+            started = time.perf_counter()
+            await step()
+            times.append((time.perf_counter() - started) * 1000)
+            await asyncio.sleep(pace_s)
+        return round(statistics.median(times), 2)
+
+    nc = await nats.connect(nats_servers(nats_url), name="mirror-bench-floor")
+    try:
+        js = nc.jetstream()
+        await js.add_stream(name="MIRROR_BENCH_FLOOR", subjects=["mirror_bench_floor"])
+        try:
+            floor = {
+                "http": await p50(lambda: client.get("/healthz")),
+                "ray_call": await p50(lambda: actor.pid.remote()),
+                "jetstream_append": await p50(lambda: js.publish("mirror_bench_floor", b"x" * 800)),
+            }
+        finally:
+            await js.delete_stream("MIRROR_BENCH_FLOOR")
+    finally:
+        await nc.close()
+    floor["total"] = round(sum(floor.values()), 2)
+    return floor
+
+
+async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str, runtime: RuntimeSettings) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=config.conversations + 4)
+    # The load generator's own CPU per request counts in the overhead it measures: aiohttp under
+    # httpx, as Mirror's model calls use, costs a fifth of httpx's default transport.
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120,
+                                 limits=limits, transport=AiohttpTransport(limits=limits)) as client:
+        names = [f"bench-{index}" for index in range(config.conversations)]
+        await asyncio.gather(*(_conversation(client, name, 1) for name in names))  # activate the actors first
+        from mirror.actors.placement import conversation_ref
+        from mirror.stack.embedded import DEFAULT_TENANT
+
+        actor = conversation_ref(StreamKey(DEFAULT_TENANT, names[0]), runtime)  # its host, when hosted
+        floor = await _floor(client, nats_url, actor)
+        started = time.perf_counter()
+        rngs = [random.Random(f"{config.seed}:{name}") for name in names]
+        runs = await asyncio.gather(*(_conversation(client, name, config.turns, config.pause_ms, rng)
+                                      for name, rng in zip(names, rngs, strict=True)))
+        wall = time.perf_counter() - started
+        backlog = await asyncio.gather(*(_backlog(client, name) for name in names))
+    latencies = [elapsed for run in runs for elapsed, _ in run]
+    # The simulator's own time is the Talker's LLM call as Mirror timed it (the configured
+    # latency plus the simulator's work and its HTTP hop); the rest is Mirror's overhead.
+    overheads = [elapsed - reply["llm_ms"] for run in runs for elapsed, reply in run]
+    llm_times = [reply["llm_ms"] for run in runs for _, reply in run]
+    late, total = sum(b[0] for b in backlog), sum(b[1] for b in backlog)
+    recalls = [reply["timings"]["recall"] for run in runs for _, reply in run
+               if reply.get("recall_seq") is not None and "recall" in reply["timings"]]
+    return {
+        "benchmark": "turns",
+        "conversations": config.conversations,
+        "turns": len(latencies),
+        "llm_latency_ms": config.llm_latency_ms,
+        "latency_p50_ms": round(statistics.median(latencies), 2),
+        "llm_call_p50_ms": round(statistics.median(llm_times), 2),
+        "overhead_p50_ms": round(statistics.median(overheads), 2),
+        "overhead_p99_ms": round(percentile(overheads, 0.99), 2),
+        "floor_p50_ms": floor,
+        "overhead_over_floor_p50_ms": round(statistics.median(overheads) - floor["total"], 2),
+        "turns_per_s": round(len(latencies) / wall, 1),
+        "thinking_backlog_share": round(late / total, 3) if total else 0.0,
+        "gateways": config.gateways,
+        "placement": config.placement,
+        "pause_ms": config.pause_ms,
+        "phases_p50_ms": turn_phases(runs),
+        "memory": config.memory,
+        "embedding_latency_ms": config.embedding_latency_ms,
+        "turns_with_recall": len(recalls),
+        "recall_p50_ms": round(statistics.median(recalls), 2) if recalls else None,
+    }
+
+
+@contextmanager
+def _stack(config: TurnsBenchConfig) -> Iterator[EmbeddedStack]:
+    """The embedded stack against a simulator of our own (its embedding latency set apart)."""
+    with tempfile.TemporaryDirectory(prefix="mirror-bench-turns-") as data:
+        sim = SimProcess(latency=f"fixed:{config.llm_latency_ms:g}",
+                         embedding_latency=f"fixed:{config.embedding_latency_ms:g}",
+                         log_path=Path(data) / "sim-llm.log").start()
+        try:
+            settings = StackSettings(
+                data_dir=Path(data), llm=sim.base_url, llm_model="mirror-sim", mode=config.mode,
+                memory=config.memory, gateway_port=free_port(), nats_port=free_port(),
+                gateway_processes=config.gateways, placement=config.placement,
+            )
+            with EmbeddedStack(settings) as stack:
+                yield stack
+        finally:
+            sim.stop()
+
+
+def _run_once(config: TurnsBenchConfig) -> dict[str, Any]:
+    with _stack(config) as stack:
+        return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url, stack.runtime))
+
+
+def _cpu_busy_share(window_s: float = 1.0) -> float | None:
+    """The machine's busy CPU share over ``window_s`` (/proc/stat), ``None`` where there is none."""
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as stat:
+            fields = [int(value) for value in stat.readline().split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # total, idle + iowait
+
+    try:
+        total_before, idle_before = sample()
+        time.sleep(window_s)
+        total_after, idle_after = sample()
+    except OSError:
+        return None
+    total = total_after - total_before
+    return 1.0 - (idle_after - idle_before) / total if total else 0.0
+
+
+def _settle(busy_below: float = 0.15, at_most_s: float = 90.0) -> float:
+    """Wait until the first run's stack has really gone (its Ray workers, NATS, the ingester
+    finishing): measured straight after it, the second run paid for the first's teardown (its
+    floor 50% higher, its overhead p50 tripled). Returns the seconds waited."""
+    started = time.monotonic()
+    while time.monotonic() - started < at_most_s:
+        busy = _cpu_busy_share()
+        if busy is None:
+            time.sleep(15)
+            break
+        if busy < busy_below:
+            break
+    return round(time.monotonic() - started, 1)
+
+
+def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
+    """One run (memory as ``config.memory``), or with ``compare_memory`` both, off then on."""
+    if not config.compare_memory:
+        return _run_once(config)
+    off = _run_once(replace(config, memory=False, compare_memory=False))
+    settled_s = _settle()
+    on = _run_once(replace(config, memory=True, compare_memory=False))
+    return {
+        "benchmark": "turns",
+        "memory_added_p50_ms": round(on["overhead_p50_ms"] - off["overhead_p50_ms"], 2),
+        "memory_added_over_floor_p50_ms": round(on["overhead_over_floor_p50_ms"] - off["overhead_over_floor_p50_ms"], 2),
+        "recall_p50_ms": on["recall_p50_ms"],
+        "settled_between_runs_s": settled_s,
+        "memory_off": off,
+        "memory_on": on,
+    }
+
+
+__all__ = ["TurnsBenchConfig", "run_turns_bench", "server_timing", "turn_phases"]

@@ -1,0 +1,9 @@
+"""``mirror eval …``: quality evaluations, one room per eval, each a plain function returning a
+dict (the CLI prints it as JSON): ``memory`` over a labelled data set shipped as package data,
+``curate`` over the user's own copy of the CuRaTe benchmark, driven through a stack over HTTP.
+
+Part of the harness (see :mod:`mirror.harness`): may import the stack, the simulator, the
+runtime and the layers below; the CLI imports these. Nothing in the runtime imports an eval.
+"""
+
+__all__: list[str] = []

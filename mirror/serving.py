@@ -1,0 +1,127 @@
+"""An ASGI app served by uvicorn in a background thread on a loopback port.
+
+Shared by the LLM simulator and the gateway (tests, ``mirror up``): bind first so port 0 gives a
+known free port, start uvicorn on that socket in a daemon thread, return once ``/healthz``
+answers, and stop within a bounded time. Imports only ``mirror.events.errors`` of Mirror (its
+error is a :class:`~mirror.events.errors.MirrorError`), so every room may serve with it.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any
+
+import httpx
+import uvicorn
+
+from mirror.events.errors import MirrorError
+
+
+class ServerUnavailable(MirrorError):
+    """An HTTP server of ours (simulator, gateway) could not listen or did not answer /healthz."""
+
+    def __init__(self, name: str, url: str, reason: str, fix: str) -> None:
+        self.name = name
+        self.url = url
+        self.reason = reason
+        super().__init__(f"{name} at {url} is unavailable: {reason}; {fix}")
+
+
+def bind_socket(host: str, port: int, name: str = "server", *, reuse_port: bool = False) -> socket.socket:
+    """A listening socket bound before uvicorn starts, so port 0 yields a known free port.
+
+    ``reuse_port``: several processes listen on the same port and the kernel spreads the
+    connections over them (Linux SO_REUSEPORT) — how gateway processes share one address.
+    """
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and
+    # without it every response waits ~40 ms for a delayed ACK (Nagle).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ServerUnavailable(name, f"http://{host}:{port}", str(exc), "choose another host or port") from exc
+    sock.listen(2048)
+    return sock
+
+
+class ThreadedServer:
+    """``start()`` returns once ``/healthz`` answers; ``stop()`` joins the thread (bounded)."""
+
+    def __init__(self, app: Any, *, name: str, host: str = "127.0.0.1", port: int = 0,
+                 start_timeout: float = 10.0, log_level: str = "warning", access_log: bool = False) -> None:
+        self.app = app
+        self.name = name
+        self.host = host
+        self.port = port
+        self.start_timeout = start_timeout
+        self.log_level = log_level
+        self.access_log = access_log
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> ThreadedServer:
+        if self._thread is not None:
+            return self
+        self._socket = bind_socket(self.host, self.port, self.name)
+        self.port = self._socket.getsockname()[1]
+        # log_config=None keeps Mirror's logging setup instead of uvicorn's own handlers.
+        config = uvicorn.Config(self.app, log_config=None, log_level=self.log_level.lower(),
+                                access_log=self.access_log, timeout_graceful_shutdown=1)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
+                                        name=f"{self.name}-{self.port}", daemon=True)
+        self._thread.start()
+        self._wait_healthy()
+        return self
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        last_error = "no answer yet"
+        with httpx.Client(base_url=self.url, timeout=0.5) as client:
+            while time.monotonic() < deadline:
+                if self._thread is None or not self._thread.is_alive():
+                    self.stop()
+                    raise ServerUnavailable(self.name, self.url, "the server thread exited", "see the log above")
+                try:
+                    if client.get("/healthz").status_code == 200:
+                        return
+                except httpx.TransportError as exc:
+                    last_error = repr(exc)
+                time.sleep(0.01)
+        self.stop()
+        raise ServerUnavailable(self.name, self.url, f"no /healthz answer within {self.start_timeout}s ({last_error})",
+                                "raise the start timeout on a slow machine")
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving; in-flight requests get about a second."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._socket is not None:
+            self._socket.close()
+        self._server = self._thread = self._socket = None
+
+    def __enter__(self) -> ThreadedServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+__all__ = ["ServerUnavailable", "ThreadedServer", "bind_socket"]

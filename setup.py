@@ -1,0 +1,24 @@
+"""Package discovery for Mirror's layout: each room is a folder at the repository root, installed
+as ``mirror.<room>`` (``events/`` is ``mirror.events``).
+
+Everything else about the project is in ``pyproject.toml``; this file only maps the folders, so a
+package added to the tree is in the wheel without a list to keep (``tests/system/test_wheel.py``
+builds one and imports every module from it).
+"""
+
+from setuptools import find_packages, setup
+
+ROOMS = ("events", "projections", "cognition", "replay", "actors", "sim", "gateway", "stack", "harness", "cli")
+"""The layers (bottom to top: events … actors) and the rooms beside and above them."""
+
+package_dir = {"mirror": "mirror"}
+packages = ["mirror"]
+for room in ROOMS:
+    package_dir[f"mirror.{room}"] = room
+    packages += [f"mirror.{room}", *(f"mirror.{room}.{package}" for package in find_packages(room))]
+
+setup(
+    packages=packages,
+    package_dir=package_dir,
+    package_data={"mirror.cognition": ["prompt_sets/*/*.md"], "mirror.harness.evals.memory": ["dialogues.json"]},
+)

@@ -1,0 +1,16 @@
+"""The embedded stack: everything ``mirror up`` runs on one machine, and the one place where
+adapters are chosen.
+
+- ``embedded`` — :class:`EmbeddedStack`: NATS (one server or a cluster), Ray, an ingester per
+  shard, the model (simulator, offline model or a URL), the gateways; it builds the
+  runtime's infrastructure (``NatsInfrastructure``) and settings and hands them down;
+- ``processes`` — the child processes the CLI starts (an ingester per shard, the simulator);
+- ``supervisor`` — restarts a child process that died, the same way it was started;
+- ``local_model`` — the offline model's llama.cpp server (the ``[local]`` extra);
+- ``errors``.
+
+May import the gateway, the runtime (``mirror.actors``), the simulator (``mirror.sim``, to start
+it), the layers below and the root helpers; the harness and the CLI import it.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,314 @@
+"""The embedded stack on one machine: NATS, a local Ray head, the ingesters, the LLM, the gateway.
+
+With ``ray_address`` the stack joins a Ray cluster started with ``ray start --head`` (and other
+raylets joined to it with ``ray start --address``) instead of starting a head of its own: NATS,
+the LLM, the ingester, the gateways and the directory of live actors stay on this machine's node
+(they listen on its loopback and own its files), the conversation actors spread over the
+cluster's nodes. Stopping such a stack ends Mirror's actors but leaves the cluster running.
+
+
+Each shard of ``StackSettings.shard_map`` (:class:`~mirror.events.shards.ShardMap`; with none,
+the one shard ``0``) has its ingester, a Ray actor (``ingester-<shard>``,
+:mod:`mirror.actors.ingester_actor`) owned by this process, with its own DuckDB file
+(:func:`log_file`) and subject filter: Ray restarts it after a crash, and stopping the stack
+drains it and closes its file before Ray shuts down.
+
+NATS is one embedded nats-server, or with ``nats_cluster`` N ≥ 2 a JetStream cluster of N on
+loopback (:mod:`mirror.events.nats.cluster`): every client is given all N URLs and fails over,
+the stream keeps min(3, N) replicas, and the supervisor starts a dead node again as itself.
+
+``mirror up`` runs it in the foreground; ``mirror demo`` starts one when none is running. The
+stack writes ``<data dir>/stack.json`` (gateway URL, default tenant and its token, pid, shard
+map) so other commands find it; everything lives under the data directory, so running it again
+resumes the same conversations.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mirror.actors.conversation import RuntimeSettings
+from mirror.cognition.openai_client import LLMSettings
+from mirror.events.nats.cluster import EmbeddedNatsCluster, node_ports, server_name
+from mirror.events.nats.server import EmbeddedNats
+from mirror.events.shards import DEFAULT_SHARD, Assignments, ShardMap
+from mirror.gateway.app import DEFAULT_MAX_MESSAGE_BYTES, GatewayServer, GatewaySettings, create_app
+from mirror.gateway.tenants import TenantRegistry
+from mirror.stack.local_model import (
+    LOCAL_TALKER_MAX_TOKENS,
+    LOCAL_THINKER_MAX_TOKENS,
+    STRUCTURED_OUTPUT,
+    LocalLLMServer,
+)
+from mirror.stack.processes import SimProcess
+from mirror.stack.supervisor import Supervisor, Watched
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TENANT = "default"
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    data_dir: Path = Path("data")
+    llm: str = "local"  # "local", "sim", or an OpenAI-compatible base URL
+    llm_model: str = ""
+    llm_api_key: str | None = None
+    gateway_port: int = 8080
+    nats_port: int = 4222
+    """The (first) nats-server's client port; a cluster's nodes take the ports after it. 0: free ports."""
+    nats_cluster: int = 1
+    """nats-servers to run: 1 is a single server; N ≥ 2 a JetStream cluster on loopback
+    (:class:`~mirror.events.nats.cluster.EmbeddedNatsCluster`), the stream with min(3, N) replicas."""
+    mode: str = "full"
+    memory: bool = True
+    """The memory stage; its vectors come from the offline MiniLM with ``llm="local"``, else from
+    the endpoint's ``/v1/embeddings`` (the simulator's with ``llm="sim"``) for ``embedding_model``."""
+    embedding_model: str = "text-embedding-3-small"
+    sim_latency: str = "fixed:50"
+    passivate_after_s: float = 300.0
+    placement: str = "hosted"
+    """Where live conversations run: ``hosted`` (many per conversation host) or ``dedicated`` (an actor each)."""
+    hosts: int = 0
+    """Conversation hosts (hosted placement); 0: one per CPU of the Ray cluster."""
+    max_live_per_host: int = 5_000
+    max_live_actors: int = 256
+    """Per Ray node (dedicated placement)."""
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    snapshot_every: int = 200
+    gateway_processes: int = 1
+    """Gateway actors (processes) sharing the gateway port; the kernel spreads connections over them.
+    0 serves the gateway on a thread of this process instead."""
+    ray_address: str | None = None
+    """A running Ray cluster to join (``HOST:PORT`` of its head, as ``ray start --address`` takes);
+    None starts a local head inside this process."""
+    shard_map: Assignments = ()
+    """Shards besides ``0`` and their tenants (:class:`~mirror.events.shards.ShardMap`): one ingester and file each."""
+    talker_max_tokens: int | None = None
+    """The Talker's max_tokens in every mode; None: the model's default (the local model's, else 1024).
+    ``mirror eval curate`` sets it so that every mode answers with the same budget."""
+
+
+def log_file(data_dir: Path, shard: str) -> Path:
+    """The DuckDB file of a shard: ``mirror.duckdb`` for shard 0 (the single-log layout), else ``mirror-<shard>.duckdb``."""
+    return Path(data_dir) / ("mirror.duckdb" if shard == DEFAULT_SHARD else f"mirror-{shard}.duckdb")
+
+
+def stack_file(data_dir: Path) -> Path:
+    return Path(data_dir) / "stack.json"
+
+
+def running_stack(data_dir: Path) -> dict[str, Any] | None:
+    """The stack recorded in ``data_dir`` if its process is alive, else None."""
+    path = stack_file(data_dir)
+    try:
+        info = json.loads(path.read_text())
+        os.kill(int(info["pid"]), 0)
+    except (FileNotFoundError, ProcessLookupError, ValueError, KeyError, PermissionError):
+        return None
+    return info
+
+
+class EmbeddedStack:
+    def __init__(self, settings: StackSettings) -> None:
+        self.settings = settings
+        self.data_dir = Path(settings.data_dir).resolve()
+        self._closers: list[Any] = []
+        self.url = ""
+        self.token = ""
+        self.nats_url = ""
+        self.gateways: list[Any] = []
+        self._sim: SimProcess | None = None
+        self._local_llm: LocalLLMServer | None = None
+        self.supervisor: Supervisor | None = None
+        """Restarts the nats-server and the simulator should they die (:mod:`.supervisor`)."""
+        self.runtime: Any = None
+        """The conversations' :class:`RuntimeSettings`, once started (hosts resolved)."""
+        self.sim_pid: int | None = None
+        self.ingesters: dict[str, Any] = {}
+        """Each shard's :class:`~mirror.actors.ingester_actor.RayIngester`, once started."""
+
+    def start(self) -> EmbeddedStack:
+        # Ray (~0.5 s to import, see gateway/routes/recompute.py) only here: the client commands
+        # import this module for running_stack() and never start a stack.
+        import ray
+
+        from mirror.actors.directory import directory
+        from mirror.actors.ingester_actor import RayIngester
+        from mirror.actors.placement import default_host_count
+        from mirror.events.duckdb.ingester import IngesterSettings
+        from mirror.gateway.actor import start_gateways, stop_gateways
+
+
+        settings = self.settings
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            nats = EmbeddedNatsCluster(self.data_dir / "nats", settings.nats_cluster,
+                                       ports=node_ports(settings.nats_port, settings.nats_cluster)).start()
+            self._closers.append(nats.stop)
+            self.nats_url = nats.url
+            llm_settings = self._start_llm()
+            ray.init(address=settings.ray_address, namespace="mirror", include_dashboard=False, log_to_driver=False,
+                     ignore_reinit_error=True)
+            self._closers.append(ray.shutdown)
+            if settings.ray_address is not None:  # the cluster outlives the stack: its detached actors must not
+                self._closers.append(end_named_actors)
+            # On this node, as the ingester: restarted elsewhere it would forget who is live where.
+            directory(settings.max_live_actors, node_id=ray.get_runtime_context().get_node_id())
+            shards = ShardMap(settings.shard_map)
+            for shard in shards.shards:
+                # Stopped before Ray: each drains, commits and closes its DuckDB file first.
+                ingester = RayIngester(
+                    nats.url, log_file(self.data_dir, shard),
+                    log_path=self.data_dir / ("ingester.log" if shard == DEFAULT_SHARD else f"ingester-{shard}.log"),
+                    settings=IngesterSettings(shard=shard, filter_subjects=shards.filter_subjects(shard),
+                                              skip_tenants=shards.skipped_tenants(shard)),
+                ).start()
+                self.ingesters[shard] = ingester
+                self._closers.append(ingester.stop)
+            runtime = RuntimeSettings(nats_url=nats.url, shard=shards.default, shard_map=shards.assignments, llm=llm_settings, mode=settings.mode,
+                                      memory=settings.memory, embedding_model=settings.embedding_model,
+                                      embedder="minilm" if settings.llm == "local" else "endpoint",
+                                      talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens(),
+                                      snapshot_every=settings.snapshot_every, passivate_after_s=settings.passivate_after_s,
+                                      max_live_actors=settings.max_live_actors, placement=settings.placement,  # type: ignore[arg-type]  # a str setting; RuntimeSettings refuses one outside PLACEMENTS
+                                      hosts=settings.hosts or default_host_count(),
+                                      max_live_per_host=settings.max_live_per_host)
+            self.runtime = runtime
+            tenants_file = self.data_dir / "tenants.json"
+            self.token = self._default_token(tenants_file)
+            gateway_settings = GatewaySettings(runtime=runtime, tenants_file=str(tenants_file),
+                                               max_message_bytes=settings.max_message_bytes)
+            if settings.gateway_processes == 0:  # in this process, on a thread (comparisons, debugging)
+                server = GatewayServer(create_app(gateway_settings), port=settings.gateway_port).start()
+                self._closers.append(server.stop)
+                self.url = server.url
+            else:
+                self.url, self.gateways = start_gateways(
+                    gateway_settings, host="127.0.0.1", port=settings.gateway_port, count=settings.gateway_processes,
+                )
+                self._closers.append(lambda: stop_gateways(self.gateways))
+            stack_file(self.data_dir).write_text(json.dumps(
+                {"url": self.url, "tenant": DEFAULT_TENANT, "token": self.token, "pid": os.getpid(),
+                 "nats_url": nats.url, "nats_pid": nats.pids[0], "nats_pids": nats.pids, "sim_pid": self.sim_pid, "shard": runtime.shard, "shard_map": shards.entries()}
+            ))
+            os.chmod(stack_file(self.data_dir), 0o600)
+            self.supervisor = self._supervise(nats)
+            self._closers.append(self.supervisor.stop)  # stops first: the parts are then stopped on purpose
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _supervise(self, nats: EmbeddedNatsCluster) -> Supervisor:
+        """Watch the child processes this stack started: a dead one is started again the same way
+        (a cluster's node with its name, ports and store, so it rejoins and catches up)."""
+        supervisor = Supervisor()
+        for index, node in enumerate(nats.nodes):
+            supervisor.watch(_watched_nats("nats-server" if nats.size == 1 else f"nats-server {server_name(index)}", node))
+        for index, handle in enumerate(self.gateways):
+            supervisor.watch(_gateway_watch(index, handle))
+        local = self._local_llm
+        if local is not None:  # the same port: the conversations' model URL stays right
+            supervisor.watch(Watched("the local model server", lambda: local.running, lambda: local.pid, local.start,
+                                     exit_code=lambda: local.exit_code))
+        sim = self._sim
+        if sim is not None:
+            supervisor.watch(Watched("the simulator", lambda: sim.process is not None and sim.process.poll() is None,
+                                     lambda: sim.pid, sim.start,
+                                     exit_code=lambda: None if sim.process is None else sim.process.returncode))
+        return supervisor.start()
+
+    def _start_llm(self) -> LLMSettings:
+        settings = self.settings
+        if settings.llm == "local":
+            server = self._local_llm = LocalLLMServer(log_path=self.data_dir / "llama.log").start()
+            self._closers.append(server.stop)
+            return LLMSettings(base_url=server.base_url, model=server.model, structured_output=STRUCTURED_OUTPUT,
+                               timeout_s=600)
+        if settings.llm == "sim":
+            sim = self._sim = SimProcess(latency=settings.sim_latency, log_path=self.data_dir / "sim-llm.log").start()
+            self._closers.append(sim.stop)
+            self.sim_pid = sim.pid
+            return LLMSettings(base_url=sim.base_url, model="mirror-sim")
+        return LLMSettings(base_url=settings.llm, model=settings.llm_model or "default", api_key=settings.llm_api_key)
+
+    def _talker_tokens(self) -> int:
+        if self.settings.talker_max_tokens is not None:
+            return self.settings.talker_max_tokens
+        return LOCAL_TALKER_MAX_TOKENS if self.settings.llm == "local" else 1024
+
+    def _thinker_tokens(self) -> int:
+        return LOCAL_THINKER_MAX_TOKENS if self.settings.llm == "local" else 3000
+
+    def _default_token(self, tenants_file: Path) -> str:
+        """The default tenant's token: kept (0600) beside the data so a restart resumes it."""
+        token_file = self.data_dir / "default.token"
+        if token_file.exists():
+            return token_file.read_text().strip()
+        token = TenantRegistry(tenants_file).add(DEFAULT_TENANT)
+        token_file.write_text(token)
+        os.chmod(token_file, 0o600)
+        return token
+
+    def stop(self) -> None:
+        stack_file(self.data_dir).unlink(missing_ok=True)
+        while self._closers:
+            closer = self._closers.pop()
+            try:
+                closer()
+            except Exception:  # stopping must reach every part
+                log.exception("stopping %r failed", closer)
+
+    def __enter__(self) -> EmbeddedStack:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _gateway_watch(index: int, handle: Any) -> Watched:
+    """A gateway actor as the supervisor sees it: Ray restarts its process; this makes it listen again."""
+    from mirror.gateway.actor import gateway_serving, serve_again
+
+    last_pid: list[int | None] = [None]
+
+    def alive() -> bool:
+        serving, pid = gateway_serving(handle)
+        last_pid[0] = pid or last_pid[0]
+        return serving
+
+    def restart() -> None:
+        serve_again(handle)
+        last_pid[0] = gateway_serving(handle)[1] or last_pid[0]
+
+    return Watched(f"gateway {index}", alive, lambda: last_pid[0], restart)
+
+
+def _watched_nats(name: str, node: EmbeddedNats) -> Watched:
+    return Watched(name, lambda: node.running, lambda: node.pid, node.start, exit_code=lambda: node.exit_code)
+
+
+def end_named_actors() -> None:
+    """Kill Mirror's named actors (conversations, the directory) left in a cluster this stack joined.
+
+    They are detached, so a cluster that outlives the stack would keep them, still pointed at
+    this stack's NATS and LLM. Runs after the gateways and the ingester have stopped cleanly.
+    """
+    import ray
+
+    from mirror.actors.directory import NAMESPACE
+
+    for name in ray.util.list_named_actors():
+        try:
+            ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
+        except ValueError:
+            pass  # gone already
+
+
+__all__ = ["DEFAULT_TENANT", "EmbeddedStack", "StackSettings", "end_named_actors", "log_file", "running_stack", "stack_file"]
