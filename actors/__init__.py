@@ -4,6 +4,7 @@ A layer (the fifth): may import ``replay``, ``cognition``, ``projections`` and `
 above it (``gateway``, ``stack``, ``harness``, ``cli``) import it, nothing below does. What lives here:
 
 - ``settings`` — :class:`RuntimeSettings`, everything a conversation needs, frozen, built at the edge;
+- ``clients`` — the connections a conversation talks through, opened through the infrastructure;
 - ``conversation`` — one live conversation in plain asyncio (rebuild, turn, think, snapshot);
 - ``handle`` — :class:`ConversationHandle`, the one typed way callers reach a live conversation;
 - ``conversation_actor`` — a conversation as a Ray actor of its own (the dedicated placement);

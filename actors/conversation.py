@@ -2,8 +2,8 @@
 
 :class:`Conversation` is plain asyncio, so it runs inside a Ray actor (``ConversationActor``
 in :mod:`mirror.actors.conversation_actor`) or directly in a test. On start it rebuilds its state from
-the log (snapshot + tail, through the ingester's read API) and then from the part of the
-stream the ingester has not committed yet, so a restarted or re-activated conversation
+the log (snapshot + tail, through the log port: :meth:`~mirror.replay.history.History.rebuild`,
+the one rebuild path) and then from the part of the bus the log has not committed yet, so a restarted or re-activated conversation
 continues exactly where the last one stopped.
 
 A turn: with memory on and beliefs to recall, the message is embedded and recalled first
@@ -25,33 +25,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from dataclasses import dataclass, replace
 
-from mirror.cognition.embeddings import Embedder, MiniLMEmbedder, OpenAIEmbedder
+from mirror.cognition.embeddings import Embedder
 from mirror.cognition.memory.turn import TurnMemory, recall_for_turn, wants_recall
-from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.cognition.pipeline import MirrorConfig, talk
-from mirror.cognition.prompts import PromptSet, default_prompt_set, load_prompt_set
+from mirror.cognition.prompts import PromptSet
 from mirror.cognition.writer import ConversationWriter
-from mirror.events.bus import Head
+from mirror.events.bus import EventBus, Head
 from mirror.events.envelope import Event
 from mirror.events.errors import AppendConflict, LogError
 from mirror.events.ids import StreamKey, event_id
-from mirror.events.log import Snapshot
-from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats
-from mirror.events.nats.log_service import LogClient
-from mirror.events.shards import Assignments, ShardMap
-from mirror.projections.conversation import apply, fold
-from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes, state_from_snapshot
+from mirror.events.log import LogAccess, Snapshot
+from mirror.projections.conversation import apply
+from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes
 from mirror.projections.state import ConversationState, initial_state
+from mirror.replay.history import History
 
+from .clients import ConversationClients
 from .errors import Fenced, Passivated, SettingConflict
 from .results import ConversationSummary, TurnResult
+from .settings import RuntimeSettings, settings_prompts
 
 log = logging.getLogger(__name__)
 
@@ -60,90 +57,6 @@ REPLY_HEAD_START_S = 0.005
 threads, which need the GIL to serialize and send it; started at once, the thinker's prompt
 building and model call held the GIL first and added ~4 ms to every turn (measured with
 ``mirror bench turns``). Thinking takes hundreds of milliseconds: 5 ms later costs it nothing."""
-
-
-PLACEMENTS = ("hosted", "dedicated")
-
-
-@dataclass(frozen=True)
-class RuntimeSettings:
-    """Everything a conversation needs to run; built once at the edge (CLI, tests).
-
-    ``memory`` turns the memory stage on (any ``mode``). Its vectors come from ``embedder``:
-    ``endpoint`` asks the chat server's ``/v1/embeddings`` (``llm.base_url``, the simulator
-    included) for ``embedding_model``; ``minilm`` runs the offline model of the ``[local]`` extra.
-
-    ``placement`` says where a live conversation runs (:mod:`mirror.actors.placement`):
-    ``hosted`` (the default) in one of ``hosts`` conversation hosts (0: one per CPU of the Ray
-    cluster when the first is placed), at most ``max_live_per_host`` live in each;
-    ``dedicated`` in a Ray actor of its own, at most ``max_live_actors`` live per node.
-    """
-
-    nats_url: str
-    llm: LLMSettings
-    shard: str = "0"
-    """The default shard: its log holds every tenant ``shard_map`` does not place elsewhere."""
-    shard_map: Assignments = ()
-    """Listed shards and their tenants (:class:`~mirror.events.shards.ShardMap`); readers route by it."""
-    mode: str = "full"
-    prompts_dir: str | None = None
-    talker_max_tokens: int = 1024
-    thinker_max_tokens: int = 3000
-    snapshot_every: int = 200
-    thinking_attempts: int = 3
-    memory: bool = True
-    embedder: Literal["endpoint", "minilm"] = "endpoint"
-    embedding_model: str = "text-embedding-3-small"
-    passivate_after_s: float = 300.0
-    placement: Literal["hosted", "dedicated"] = "hosted"
-    hosts: int = 0
-    max_live_actors: int = 256
-    max_live_per_host: int = 5_000
-    snapshot_commit_timeout_s: float = 10.0
-    log_timeout_s: float = 2.0
-    """How long a read from the log's owner (the ingester) may take before it is :class:`LogUnavailable`
-    (a 503 at the gateway): an activation and the gateway's reads. The owner answers in
-    milliseconds; past this it is restarting or gone, and a prompt 503 beats a hanging request."""
-    stream: StreamSettings = field(default_factory=StreamSettings)
-
-    def __post_init__(self) -> None:
-        if self.placement not in PLACEMENTS:
-            raise ValueError(f"placement {self.placement!r} is not one of {PLACEMENTS}")
-        if self.hosts < 0 or self.max_live_per_host < 1 or self.max_live_actors < 1:
-            raise ValueError(f"hosts ({self.hosts}) must be ≥ 0 and max_live_per_host ({self.max_live_per_host}), "
-                             f"max_live_actors ({self.max_live_actors}) ≥ 1")
-        self.shards  # noqa: B018  # a bad map fails here, at the edge, not at the first read
-
-    @property
-    def shards(self) -> ShardMap:
-        return ShardMap(self.shard_map, default=self.shard)
-
-    def shard_of(self, tenant: str) -> str:
-        """The shard whose log holds ``tenant``'s events: every reader routes by it."""
-        return self.shards.shard_of(tenant)
-
-
-@dataclass(frozen=True)
-class ConversationClients:
-    """The connections a conversation talks through: NATS (its bus; log reads go over the same
-    connection), the chat model and the embedder. A dedicated conversation opens its own; a host shares one set between all the
-    conversations it runs (``owned=False``: a conversation that stops leaves them open)."""
-
-    bus: JetStreamBus
-    llm: OpenAIChatClient
-    embedder: Embedder | None
-    owned: bool = True
-
-    @classmethod
-    async def open(cls, settings: RuntimeSettings, *, name: str, owned: bool = True) -> ConversationClients:
-        nc = await connect_nats(settings.nats_url, name=name)
-        return cls(JetStreamBus(nc, settings.stream), OpenAIChatClient(settings.llm), memory_embedder(settings), owned)
-
-    async def close(self) -> None:
-        await self.llm.aclose()
-        if self.embedder is not None:
-            await self.embedder.aclose()
-        await self.bus.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +75,8 @@ class RebuildReport:
     stream_events_folded: int
     scanned_after_stream_seq: int
     rebuild_ms: float
+    snapshots_discarded: int = 0
+    """Unusable (stale or corrupt) snapshots the rebuild skipped and discarded."""
 
 
 class Conversation:
@@ -211,8 +126,9 @@ class Conversation:
         if clients is None:
             clients = await ConversationClients.open(self.settings, name=f"mirror-conversation-{self.key.conversation}")
         self.clients = clients
-        self.bus, self.llm, self.embedder = clients.bus, clients.llm, clients.embedder
-        self.log = LogClient(clients.bus.nc, shard=self.settings.shard_of(self.key.tenant), timeout=self.settings.log_timeout_s)
+        self.bus: EventBus = clients.connections.bus
+        self.log: LogAccess = clients.connections.log(self.key.tenant)
+        self.llm, self.embedder = clients.llm, clients.embedder
         try:
             writer = await self._rebuild()
         except BaseException:
@@ -270,32 +186,31 @@ class Conversation:
             await self.clients.close()
 
     async def _rebuild(self) -> ConversationWriter:
+        """The log's state (the one rebuild path: :meth:`History.rebuild`), then what only the bus holds."""
         started = time.perf_counter()
         # The committed offset is read *before* the log: everything at or below it is in what
-        # load() returns, so the stream only needs scanning after it.
+        # the rebuild reads, so the bus only needs scanning after it.
         try:
             committed = await self.log.committed_offset()
         except LogError:
             committed = 0  # a log service that does not track progress: scan the whole subject
-        loaded = await self.log.load(self.key, projection_version=PROJECTION_VERSION)
-        state = initial_state(self.key)
-        if loaded.snapshot is not None:
-            state = state_from_snapshot(loaded.snapshot.state)
-        state = fold(loaded.events, state)
-        state, read, folded = await self._fold_uncommitted(state, after_stream_seq=committed)
+        history = History(self.log, snapshots=self.log, materialize=False, snapshot_every=self.settings.snapshot_every)
+        rebuilt = await history.rebuild(self.key)
+        state, read, folded = await self._fold_uncommitted(rebuilt.state, after_stream_seq=committed)
         head = await self.bus.head(self.key)
         if head.last_seq is not None and head.last_seq != state.last_seq:
             raise Fenced(self.key, f"stream ends at seq {head.last_seq} but the rebuilt state at {state.last_seq}")
         self.writer = ConversationWriter(
             self.bus, self.key, state, Head(state.last_seq, head.fence), on_appended=self._appended,
         )
-        snapshot = loaded.snapshot
+        snapshot = rebuilt.snapshot if rebuilt.snapshot is not None and rebuilt.snapshot.key == self.key else None
         self._snapshot_seq = snapshot.seq if snapshot else None
         self.rebuilt = RebuildReport(
             last_seq=state.last_seq, snapshot_seq=snapshot.seq if snapshot else None,
-            snapshot_bytes=len(snapshot.state) if snapshot else 0, log_tail_events=len(loaded.events),
+            snapshot_bytes=len(snapshot.state) if snapshot else 0, log_tail_events=rebuilt.events_folded,
             stream_messages_read=read, stream_events_folded=folded, scanned_after_stream_seq=committed,
             rebuild_ms=round((time.perf_counter() - started) * 1000, 3),
+            snapshots_discarded=rebuilt.snapshots_discarded,
         )
         log.info("%s rebuilt: %s", self.key, self.rebuilt)
         return self.writer
@@ -459,25 +374,4 @@ class Conversation:
         )
 
 
-def settings_prompts(settings: RuntimeSettings) -> PromptSet:
-    """The prompt set the settings name (``prompts_dir``, else the default set), read from disk."""
-    return load_prompt_set(settings.prompts_dir) if settings.prompts_dir else default_prompt_set()
-
-
-@functools.cache
-def _offline_embedder() -> MiniLMEmbedder:
-    """One MiniLM per process: its weights (~90 MB) are shared by every conversation actor in it,
-    and closing it releases nothing, so a conversation that stops may "close" it freely."""
-    return MiniLMEmbedder()
-
-
-def memory_embedder(settings: RuntimeSettings) -> Embedder | None:
-    """The memory stage's embedder, as the settings ask (none when memory is off)."""
-    if not settings.memory:
-        return None
-    if settings.embedder == "minilm":
-        return _offline_embedder()
-    return OpenAIEmbedder(replace(settings.llm, model=settings.embedding_model))
-
-
-__all__ = ["memory_embedder", "Conversation", "ConversationClients", "PLACEMENTS", "REPLY_HEAD_START_S", "RebuildReport", "RuntimeSettings", "settings_prompts"]
+__all__ = ["Conversation", "REPLY_HEAD_START_S", "RebuildReport"]

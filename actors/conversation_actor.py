@@ -17,10 +17,11 @@ from typing import Any
 import ray
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from mirror.actors.conversation import Conversation, RebuildReport, RuntimeSettings
+from mirror.actors.conversation import Conversation, RebuildReport
 from mirror.actors.directory import NAMESPACE, TOUCH_EVERY_S, directory
 from mirror.actors.errors import Passivated
 from mirror.actors.results import ConversationSummary, TurnResult
+from mirror.actors.settings import RuntimeSettings
 from mirror.events.ids import StreamKey
 from mirror.projections.snapshot import snapshot_bytes
 

@@ -27,13 +27,12 @@ from typing import Any, cast
 import ray
 from ray import ObjectRefGenerator
 
-from mirror.actors.conversation import RuntimeSettings, memory_embedder
+from mirror.actors.clients import memory_embedder
 from mirror.actors.results import RecomputeFailure, RecomputeStatus
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.openai_client import OpenAIChatClient
 from mirror.cognition.prompts import TEMPLATES, PromptSet
 from mirror.events.ids import StreamKey, validate_identifier
-from mirror.events.nats.jetstream import JetStreamBus
-from mirror.events.nats.log_service import LogClient
 from mirror.replay import History, Recomputation, RecomputeError, RecomputePlan, recompute_conversation
 
 try:
@@ -74,11 +73,11 @@ class RecomputeProgress:
 
 
 async def _conversations(runtime: RuntimeSettings, job: RecomputeJob) -> list[StreamKey]:
-    bus = await JetStreamBus.connect(runtime.nats_url)
+    connections = await runtime.infrastructure.connect(name="mirror-recompute")
     try:
-        known = {summary.conversation for summary in await LogClient(bus.nc, shard=runtime.shard_of(job.tenant)).conversations(job.tenant)}
+        known = {summary.conversation for summary in await connections.log(job.tenant).conversations(job.tenant)}
     finally:
-        await bus.close()
+        await connections.close()
     wanted = job.conversations or tuple(sorted(known))
     unknown = [conversation for conversation in wanted if conversation not in known]
     if unknown:
@@ -90,7 +89,8 @@ async def _recompute_slice(
     runtime: RuntimeSettings, plan: RecomputePlan, keys: Sequence[StreamKey], in_flight: int,
     deliver: Callable[[ConversationResult], None],
 ) -> None:
-    bus = await JetStreamBus.connect(runtime.nats_url, runtime.stream)
+    connections = await runtime.infrastructure.connect(name="mirror-recompute")
+    bus = connections.bus
     llm = OpenAIChatClient(runtime.llm)
     embedder = memory_embedder(runtime)
 
@@ -104,7 +104,8 @@ async def _recompute_slice(
         """The reader of the shard that holds the key's tenant."""
         shard = runtime.shard_of(key.tenant)
         if shard not in histories:
-            histories[shard] = History(LogClient(bus.nc, shard=shard), stream_head=acknowledged)
+            shard_log = connections.log(key.tenant)
+            histories[shard] = History(shard_log, snapshots=shard_log, stream_head=acknowledged)
         return histories[shard]
 
     slots = asyncio.Semaphore(in_flight)
@@ -126,7 +127,7 @@ async def _recompute_slice(
         await llm.aclose()
         if embedder is not None:
             await embedder.aclose()
-        await bus.close()
+        await connections.close()
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:

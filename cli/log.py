@@ -26,17 +26,16 @@ SHARD = typer.Option("0", "--shard")
 @log_app.command("stats")
 def log_stats(nats_url: str = NATS_URL, shard: str = SHARD) -> None:
     """Events, conversations, rejected records and consumer offsets of one shard's log."""
-    from mirror.events.nats.jetstream import connect_nats
-    from mirror.events.nats.log_service import LogClient
+    from mirror.events.nats.infrastructure import NatsInfrastructure
 
     async def main() -> dict[str, object]:
-        nc = await connect_nats(nats_url)
+        connections = await NatsInfrastructure(nats_url, shard=shard).connect(name="mirror-log")
         try:
-            stats = await LogClient(nc, shard=shard).stats()
+            stats = await connections.log("").stats()  # every tenant is on the one shard named
         finally:
-            await nc.close()
+            await connections.close()
         return {"events": stats.events, "conversations": stats.conversations, "rejected": stats.rejected,
-                "offsets": stats.offsets, "skipped": stats.skipped}
+                "offsets": stats.offsets, "skipped": stats.skipped, "snapshots_discarded": stats.snapshots_discarded}
 
     typer.echo(json.dumps(asyncio.run(main()), indent=2))
 
@@ -54,19 +53,18 @@ def log_read(
 ) -> None:
     """Print a conversation's events as JSON lines."""
     from mirror.events.codec import to_json_ready
-    from mirror.events.nats.jetstream import connect_nats
-    from mirror.events.nats.log_service import LogClient
+    from mirror.events.nats.infrastructure import NatsInfrastructure
     from mirror.events.shards import ShardMap
 
     key = StreamKey(tenant, conversation, branch)
     shard = shard or ShardMap.parse(shard_map).shard_of(tenant)
 
     async def main() -> None:
-        nc = await connect_nats(nats_url)
+        connections = await NatsInfrastructure(nats_url, shard=shard).connect(name="mirror-log")
         try:
-            for event in await LogClient(nc, shard=shard).read(key, after_seq=after, limit=limit):
+            for event in await connections.log(tenant).read(key, after_seq=after, limit=limit):
                 typer.echo(json.dumps(to_json_ready(event), default=str))
         finally:
-            await nc.close()
+            await connections.close()
 
     asyncio.run(main())

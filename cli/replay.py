@@ -127,14 +127,13 @@ def verify(
 
 async def _verify(nats_url: str, shard: str, tenant: str, conversation: str | None, branch: str,
                   prompt_set: Any) -> list[Any]:
-    from mirror.events.nats.jetstream import connect_nats
-    from mirror.events.nats.log_service import LogClient
+    from mirror.events.nats.infrastructure import NatsInfrastructure
     from mirror.replay import History, verify_events
 
-    nc = await connect_nats(nats_url, name="mirror-verify")
+    connections = await NatsInfrastructure(nats_url, shard=shard).connect(name="mirror-verify")
     try:
-        log = LogClient(nc, shard=shard)
-        history = History(log, materialize=False)
+        log = connections.log(tenant)
+        history = History(log)
         names = [conversation] if conversation else [s.conversation for s in await log.conversations(tenant)]
         reports = []
         for name in names:
@@ -145,7 +144,7 @@ async def _verify(nats_url: str, shard: str, tenant: str, conversation: str | No
             reports.append(await verify_events(key, await history.state_at(key, base_seq), own, prompt_set))
         return reports
     finally:
-        await nc.close()
+        await connections.close()
 
 
 def recompute(

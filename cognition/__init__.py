@@ -5,7 +5,10 @@ runtime. ``pipeline`` (the MIRROR Talker, Inner Monologue and Cognitive Controll
 (the port), ``openai_client`` and ``http_transport`` (the adapter for any OpenAI-compatible
 API), ``structured`` (schema-constrained output), ``prompts`` and ``prompt_sets/`` (versioned
 prompt sets), ``history`` (bounded conversation views), ``embeddings/`` (the embedder port and
-its adapters: OpenAI-compatible endpoints and offline MiniLM).
+its adapters: OpenAI-compatible endpoints and offline MiniLM), ``memory/`` (the memory stage:
+extraction, the dedup and contradiction gates, recall), ``writer`` (the one writer: fenced
+appends and the think loop, for the live conversation and recompute), ``responses`` (parsing
+what the models answer), ``errors``.
 """
 
 from .errors import (

@@ -1,11 +1,20 @@
 """Events: what happened — typed payloads, the envelope, the codec, the bus and the log.
 
-The bottom layer: imports nothing else of Mirror. At the top the model and the ports
-(``envelope``, ``payloads``, ``codec``, ``ids``, ``bus`` and ``log`` (the ports and their
-in-memory adapters), ``shards`` (which shard's log holds a tenant), ``errors``); the adapters
-live in ``nats/`` (JetStream bus, the log's read
-API over NATS, the embedded server and cluster) and ``duckdb/`` (the log file and the ingester). Other
-layers reach NATS and DuckDB only through the ports.
+The bottom layer: imports nothing else of Mirror but the root helpers (``mirror.processes``).
+This package exports the model and the ports; adapters are imported from their modules.
+
+- the model: ``envelope`` (the event and its envelope), ``payloads`` (one frozen class per
+  event type), ``codec`` (msgpack, upcasters), ``ids`` (validated identifiers, stream keys,
+  event ids), ``vectors`` (embeddings as bytes), ``shards`` (which shard's log holds a tenant),
+  ``errors``;
+- the ports: ``bus`` (:class:`EventBus`, fenced appends; and ``InMemoryBus``), ``log``
+  (:class:`EventLogReader`, :class:`SnapshotStore`, :class:`IngestProgress`), ``infrastructure``
+  (:class:`Infrastructure`: how a process opens its bus and logs, chosen in one place);
+- in-memory adapters: ``memory_log`` (``InMemoryEventLog``), ``memory_infrastructure``;
+- ``nats/`` (the JetStream bus, the log's read API over NATS, the NATS infrastructure, the
+  embedded server and cluster) and ``duckdb/`` (the log file and the ingester).
+
+Other layers reach NATS and DuckDB only through the ports.
 
 Names are imported lazily (PEP 562), so a process that needs only the codec does not pay for
 DuckDB and Arrow: every Ray actor process imports this package.
@@ -20,56 +29,50 @@ _EXPORTS: dict[str, str] = {
     "AppendConflict": "errors",
     "Belief": "payloads",
     "BusError": "errors",
+    "BusUnavailable": "errors",
     "CodecError": "errors",
+    "Connections": "infrastructure",
     "CorruptEvent": "errors",
-    "DuckDBEventLog": "duckdb.log",
+    "decode": "codec",
     "Edge": "payloads",
-    "EmbeddedNats": "nats.server",
-    "EmbeddedNatsCluster": "nats.cluster",
+    "encode": "codec",
     "Event": "envelope",
+    "event_id": "ids",
     "EventBus": "bus",
     "EventError": "errors",
     "EventLogReader": "log",
     "Fork": "payloads",
     "Head": "bus",
-    "InMemoryBus": "bus",
-    "InMemoryEventLog": "memory_log",
-    "Ingester": "duckdb.ingester",
-    "IngesterSettings": "duckdb.ingester",
+    "Infrastructure": "infrastructure",
+    "IngestProgress": "log",
     "Insight": "payloads",
     "InvalidIdentifier": "errors",
-    "JetStreamBus": "nats.jetstream",
     "Loaded": "log",
-    "LogClient": "nats.log_service",
+    "LogAccess": "log",
     "LogError": "errors",
     "LogLocked": "errors",
-    "LogService": "nats.log_service",
+    "LogStats": "log",
     "LogUnavailable": "errors",
     "MAIN_BRANCH": "ids",
-    "MirrorError": "errors",
+    "make_event": "envelope",
     "MemoryStep": "payloads",
+    "MirrorError": "errors",
     "Monologue": "payloads",
     "Narrative": "payloads",
     "PAYLOAD_TYPES": "payloads",
     "Provenance": "payloads",
     "Recall": "payloads",
     "Reflection": "payloads",
+    "register_upcaster": "codec",
     "ShardMap": "shards",
     "ShardMapError": "errors",
     "Snapshot": "log",
+    "SnapshotStore": "log",
     "StreamKey": "ids",
-    "StreamSettings": "nats.jetstream",
     "Subscription": "bus",
     "ThinkerFailed": "payloads",
     "Turn": "payloads",
     "UnknownEventType": "errors",
-    "connect_nats": "nats.jetstream",
-    "decode": "codec",
-    "encode": "codec",
-    "event_id": "ids",
-    "make_event": "envelope",
-    "register_upcaster": "codec",
-    "run_ingester": "duckdb.ingester",
     "validate_identifier": "ids",
     "vector_from_bytes": "vectors",
     "vector_to_bytes": "vectors",

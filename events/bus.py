@@ -13,8 +13,8 @@ appended from now on (what the gateway relays as server-sent events).
 Positions: every message the bus stores has one, increasing with each append to a stream (a
 head's ``fence`` is the position of the stream's newest event). The log records the position of
 the newest event it has committed (its committed offset), so ``tail(key, committed)`` is exactly
-what the log does not hold yet. In JetStream a position is the stream sequence; in memory, the
-index of the event in its stream, from 1.
+what the log does not hold yet. In JetStream a position is the stream sequence; in memory, a
+counter over every stream, kept the same way.
 """
 
 from __future__ import annotations
@@ -176,42 +176,54 @@ class EventBus(Protocol):
 
 
 class InMemoryBus:
-    """The bus contract in one process's memory: for unit tests and as the reference model."""
+    """The bus contract in one process's memory: for unit tests and as the reference model.
+
+    Positions are global, as JetStream's stream sequences are: one counter over every stream, so
+    a position also orders appends across conversations (what an in-memory log's committed offset
+    compares with). ``on_stored`` listeners get ``(position, event)`` for each stored event, in
+    order, inside the append (the in-memory infrastructure ingests into its log this way).
+    """
 
     def __init__(self) -> None:
         self.records: dict[StreamKey, list[tuple[int, bytes]]] = {}
+        """Per stream, ``(position, encoded event)`` in append order."""
+        self.position = 0
+        """The position of the newest event stored in any stream (0: none)."""
+        self.on_stored: list[Callable[[int, Event], None]] = []
         self._subscriptions: dict[StreamKey, set[Subscription]] = {}
         self._lock = asyncio.Lock()
 
     async def head(self, key: StreamKey) -> Head:
         records = self.records.get(key, [])
-        return Head(last_seq=records[-1][0] if records else None, fence=len(records))
+        if not records:
+            return Head(last_seq=None, fence=0)
+        return Head(last_seq=decode(records[-1][1]).seq, fence=records[-1][0])
 
     async def append(self, key: StreamKey, events: Sequence[Event], head: Head) -> Head:
         check_batch(key, events, head.next_seq(key))
-        encoded = [(event.seq, encode(event)) for event in events]
+        encoded = [encode(event) for event in events]
         async with self._lock:
             records = self.records.setdefault(key, [])
+            after = [(position, data) for position, data in records if position > head.fence]
             # A retry of an append that (partly) landed finds its own records after the fence.
-            landed = records[head.fence : head.fence + len(encoded)]
-            if landed != encoded[: len(landed)]:
+            landed = after[: len(encoded)]
+            matches = [data for _, data in landed] == encoded[: len(landed)]
+            if not matches or (len(landed) < len(encoded) and len(after) > len(landed)):
                 raise AppendConflict(
                     key.tenant, key.conversation, key.branch,
-                    expected_seq=head.next_seq(key),
-                    detail=f"stream holds {len(records)} events, writer expected {head.fence}",
+                    expected_seq=head.next_seq(key) + (len(landed) if matches else 0),
+                    detail=f"stream ends at position {records[-1][0] if records else 0}, writer expected {head.fence}",
                 )
-            if len(landed) < len(encoded) and head.fence + len(landed) != len(records):
-                raise AppendConflict(
-                    key.tenant, key.conversation, key.branch,
-                    expected_seq=head.next_seq(key) + len(landed),
-                    detail=f"stream holds {len(records)} events, writer expected {head.fence + len(landed)}",
-                )
-            records.extend(encoded[len(landed) :])
-            for subscription in self._subscriptions.get(key, ()):
-                for _, data in encoded[len(landed) :]:
+            if events and len(landed) == len(encoded):  # all of it landed before: answered, not repeated
+                return Head(last_seq=events[-1].seq, fence=landed[-1][0])
+            for event, data in zip(events[len(landed):], encoded[len(landed):], strict=True):
+                self.position += 1
+                records.append((self.position, data))
+                for listener in self.on_stored:
+                    listener(self.position, event)
+                for subscription in self._subscriptions.get(key, ()):
                     subscription.deliver(data)
-            fence = head.fence + len(encoded)
-            return Head(last_seq=events[-1].seq if events else head.last_seq, fence=fence)
+            return Head(last_seq=events[-1].seq if events else head.last_seq, fence=records[-1][0] if records else 0)
 
     async def append_many(
         self, batches: Sequence[tuple[StreamKey, Sequence[Event], Head]]
@@ -225,9 +237,9 @@ class InMemoryBus:
         return results
 
     async def tail(self, key: StreamKey, after_position: int) -> AsyncIterator[tuple[int, Event]]:
-        records = self.records.get(key, [])
-        for index in range(max(after_position, 0), len(records)):
-            yield index + 1, decode(records[index][1])
+        for position, data in list(self.records.get(key, [])):
+            if position > after_position:
+                yield position, decode(data)
 
     async def subscribe(self, key: StreamKey, *, buffer: int = DEFAULT_SUBSCRIPTION_BUFFER) -> Subscription:
         subscription = Subscription(key, buffer)

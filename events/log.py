@@ -1,7 +1,19 @@
-"""The log port: the durable, queryable record of every committed event.
+"""The log ports: the durable, queryable record of every committed event, and its snapshots.
 
 The log is the truth. Reads return events in seq order per (tenant, conversation, branch);
 snapshots are cached folds that a reader may use to skip a prefix, never a second truth.
+
+Three small ports, because their callers differ:
+
+- :class:`EventLogReader` — reads (every reader: time travel, the gateway, a rebuild);
+- :class:`SnapshotStore` — the one write a process that does not own the log may make: save a
+  snapshot, or discard one it found unusable (stale or corrupt), which the log counts
+  (``LogStats.snapshots_discarded``, shown by ``mirror log stats``);
+- :class:`IngestProgress` — how far the log has caught up with the bus (bus positions), for
+  read-your-writes and for a rebuild that folds what the log does not hold yet.
+
+:class:`LogAccess` is all three: what a process gets for the shard that holds a tenant
+(:meth:`mirror.events.infrastructure.Connections.log`).
 """
 
 from __future__ import annotations
@@ -56,6 +68,8 @@ class LogStats:
     offsets: dict[str, int] = field(default_factory=dict)
     skipped: int = 0
     """Messages of tenants stored on another shard, passed over since the ingester started."""
+    snapshots_discarded: int = 0
+    """Snapshots found stale or corrupt by a rebuild and discarded (:meth:`SnapshotStore.discard_snapshot`)."""
 
 
 @runtime_checkable
@@ -87,11 +101,39 @@ class EventLogReader(Protocol):
     async def conversations(self, tenant: str) -> list[ConversationSummary]:
         ...
 
-    async def save_snapshot(self, snapshot: Snapshot) -> None:
-        ...
-
     async def stats(self) -> LogStats:
         ...
+
+
+@runtime_checkable
+class SnapshotStore(Protocol):
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` (a cache): refused when it is ahead of what the log has committed."""
+        ...
+
+    async def discard_snapshot(self, snapshot: Snapshot, reason: str) -> None:
+        """Drop ``snapshot``, found unusable (stale or corrupt), and count it; a no-op if it is gone."""
+        ...
+
+
+@runtime_checkable
+class IngestProgress(Protocol):
+    async def committed_offset(self) -> int:
+        """The bus position up to which the log has committed everything."""
+        ...
+
+    async def wait_committed(self, position: int, timeout: float) -> bool:
+        """Wait until everything up to bus ``position`` is in the log (False: not within ``timeout``)."""
+        ...
+
+    async def wait_caught_up(self, timeout: float) -> bool:
+        """Wait until the log holds everything the bus held when asked (False: not within ``timeout``)."""
+        ...
+
+
+@runtime_checkable
+class LogAccess(EventLogReader, SnapshotStore, IngestProgress, Protocol):
+    """Reads, snapshots and progress: what a process that does not own the log uses of it."""
 
 
 def check_range(after_seq: int, until_seq: int | None, limit: int | None) -> None:
@@ -113,9 +155,12 @@ def check_timestamp(timestamp: object) -> float:
 __all__: Sequence[str] = [
     "ConversationSummary",
     "EventLogReader",
+    "IngestProgress",
+    "LogAccess",
     "LogStats",
     "Loaded",
     "Snapshot",
+    "SnapshotStore",
     "check_range",
     "check_timestamp",
 ]

@@ -4,11 +4,15 @@ It keeps each event as the codec's bytes, so a read decodes exactly what DuckDB 
 hand back. Writes come through :meth:`InMemoryEventLog.add` (the DuckDB log's counterpart is the
 ingester's batch commit): an event already present with the same bytes is a copy and ignored,
 one with other bytes is a divergent duplicate and counted as rejected, never stored.
+:meth:`InMemoryEventLog.ingest` adds an event the bus stored at a position and moves the
+committed offset with it (the in-memory infrastructure feeds it from an ``InMemoryBus``), so
+it serves every log port: reads, snapshots and ingest progress.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Callable, Iterable
 
 from .codec import decode, encode
 from .envelope import Event
@@ -20,10 +24,21 @@ from .log import ConversationSummary, Loaded, LogStats, Snapshot, check_range, c
 class InMemoryEventLog:
     """The log port in one process's memory (for unit tests and as the contract's model)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, stream_end: Callable[[], int] | None = None) -> None:
+        """``stream_end()``: the bus's newest position (for :meth:`wait_caught_up`); without it
+        the log counts as caught up with whatever it was given."""
         self._events: dict[StreamKey, dict[int, tuple[float, bytes]]] = {}
         self._snapshots: dict[tuple[StreamKey, int, int], Snapshot] = {}
         self.rejected = 0
+        self.snapshots_discarded = 0
+        self.offset = 0
+        """The bus position of the newest event :meth:`ingest` added."""
+        self._stream_end = stream_end
+
+    def ingest(self, position: int, event: Event) -> None:
+        """Add ``event``, which the bus stored at ``position``, and commit the offset with it."""
+        self.add([event])
+        self.offset = max(self.offset, position)
 
     def add(self, events: Iterable[Event]) -> None:
         for event in events:
@@ -104,10 +119,40 @@ class InMemoryEventLog:
             )
         self._snapshots.setdefault((snapshot.key, snapshot.seq, snapshot.projection_version), snapshot)
 
+    async def discard_snapshot(self, snapshot: Snapshot, reason: str) -> None:
+        if self._snapshots.pop((snapshot.key, snapshot.seq, snapshot.projection_version), None) is not None:
+            self.snapshots_discarded += 1
+
+    def put_snapshot(self, snapshot: Snapshot) -> None:
+        """Store ``snapshot`` as given, replacing one at its place (tests: a corrupt cache row)."""
+        self._snapshots[(snapshot.key, snapshot.seq, snapshot.projection_version)] = snapshot
+
+    async def committed_offset(self) -> int:
+        return self.offset
+
+    async def wait_committed(self, position: int, timeout: float) -> bool:
+        return await self._wait(lambda: self.offset >= position, timeout)
+
+    async def wait_caught_up(self, timeout: float) -> bool:
+        if self._stream_end is None:
+            return True
+        end = self._stream_end()
+        return await self._wait(lambda: self.offset >= end, timeout)
+
+    @staticmethod
+    async def _wait(done: Callable[[], bool], timeout: float) -> bool:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not done():
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.001)  # something else feeds the log: let it run
+        return True
+
     async def stats(self) -> LogStats:
         conversations = {(key.tenant, key.conversation) for key, stored in self._events.items() if stored}
         events = sum(len(stored) for stored in self._events.values())
-        return LogStats(events=events, conversations=len(conversations), rejected=self.rejected)
+        return LogStats(events=events, conversations=len(conversations), rejected=self.rejected,
+                        snapshots_discarded=self.snapshots_discarded)
 
     async def close(self) -> None:
         """Nothing to release; here so tests close every adapter the same way."""

@@ -2,7 +2,7 @@
 
 Every route but ``/healthz`` needs ``Authorization: Bearer <token>``; the token maps to exactly
 one tenant, and every identifier a route touches is scoped by that tenant — no route can name
-another tenant's conversation. Turns go to the conversation's Ray actor through its handle
+another tenant's conversation. Turns go to the conversation through its typed handle (:class:`~mirror.actors.handle.ConversationHandle`)
 (uvicorn → actor handle measured ~1.8 ms p50 here, against ~7.5 ms for Ray Serve's proxy, so
 the gateway is plain uvicorn processes behind any load balancer). Reads go to the log's owner
 over NATS; ``/stream`` relays the conversation's subject as server-sent events.
@@ -18,16 +18,12 @@ server-sent-events relay in :mod:`.streaming`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from mirror.events.errors import BusError, LogUnavailable
-from mirror.events.ids import StreamKey
 from mirror.gateway.routes import ROUTERS
-from mirror.gateway.runtime import RETRY_AFTER_S, GatewayRuntime
+from mirror.gateway.runtime import RETRY_AFTER_S, Conversations, GatewayRuntime
 from mirror.gateway.settings import DEFAULT_MAX_FINISHED_JOBS, DEFAULT_MAX_MESSAGE_BYTES, GatewaySettings
 from mirror.serving import ThreadedServer
 
@@ -36,14 +32,14 @@ __all__ = [
 ]
 
 
-def create_app(settings: GatewaySettings, actors: Callable[[StreamKey], Any] | None = None) -> FastAPI:
-    """The ASGI app; ``actors(key) -> handle`` defaults to the Ray conversation actors.
+def create_app(settings: GatewaySettings, conversations: Conversations | None = None) -> FastAPI:
+    """The ASGI app; ``conversations(key) -> handle`` defaults to the settings' Ray placement.
 
     Each call builds its own :class:`GatewayRuntime` (``app.state.runtime``), so two apps in
     one process share nothing.
     """
     app = FastAPI(title="Mirror", summary="LLM conversations that think between turns", version="0.1.0")
-    app.state.runtime = GatewayRuntime.build(settings, actors)
+    app.state.runtime = GatewayRuntime.build(settings, conversations)
     app.add_exception_handler(LogUnavailable, _unavailable)
     app.add_exception_handler(BusError, _unavailable)
     for router in ROUTERS:

@@ -1,8 +1,10 @@
 """What a gateway process shares between its requests: one :class:`GatewayRuntime` on ``app.state``.
 
-It holds the settings, the tenant registry, the bus (opened on first use), the
-cached conversation-actor handles, the time-travel reader of each shard, the embedder of memory queries
-(made on first use) and the record of finished recompute jobs. Routes reach it through the :data:`Runtime` dependency and the tenant through
+It holds the settings, the tenant registry, the process's connections (opened on first use
+through the settings' :class:`~mirror.events.infrastructure.Infrastructure`: the bus and each
+shard's log, through their ports), the cached conversation handles
+(:class:`~mirror.actors.handle.ConversationHandle`), the time-travel reader of each shard, the
+embedder of memory queries (made on first use) and the record of finished recompute jobs. Routes reach it through the :data:`Runtime` dependency and the tenant through
 :data:`Tenant`; nothing else is shared, so two apps in one process never see each other's state.
 
 Invariants: a handle is cached only until a call through it fails (the actor may have
@@ -18,27 +20,30 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, HTTPException, Request
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from mirror.actors.errors import Fenced, SettingConflict
+from mirror.actors.handle import ConversationHandle
 from mirror.cognition.embeddings import Embedder, OpenAIEmbedder
+from mirror.events.bus import EventBus
 from mirror.events.errors import BusError, BusUnavailable, InvalidIdentifier, LogUnavailable
 from mirror.events.ids import StreamKey, validate_identifier
-from mirror.events.nats.jetstream import JetStreamBus
-from mirror.events.nats.log_service import LogClient
+from mirror.events.infrastructure import Connections
+from mirror.events.log import LogAccess
 from mirror.gateway.settings import GatewaySettings
 from mirror.gateway.streaming import _stream_last_seq
 from mirror.gateway.tenants import TenantRegistry
 from mirror.replay import History
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 __all__ = [
-    "ASK_ATTEMPTS", "BUS_CONNECT_TIMEOUT_S", "FinishedJobs", "RETRY_AFTER_S", "GatewayRuntime", "Runtime", "Tenant", "branch_key", "key_of",
-    "require_tenant", "runtime_of",
+    "ASK_ATTEMPTS", "BUS_CONNECT_TIMEOUT_S", "Conversations", "FinishedJobs", "RETRY_AFTER_S", "GatewayRuntime", "Runtime",
+    "Tenant", "branch_key", "key_of", "require_tenant", "runtime_of",
 ]
 
 BUS_CONNECT_TIMEOUT_S = 1.5
@@ -47,6 +52,9 @@ RETRY_AFTER_S = 2
 """What a 503 for a dependency that is down (the broker, the log's owner) tells the client to wait."""
 ASK_ATTEMPTS = 5
 """Calls of a conversation actor, in all, while it passivates or vanishes under us."""
+
+Conversations = Callable[[StreamKey], ConversationHandle]
+"""``conversations(key)``: a handle of the live conversation (:mod:`mirror.actors.placement`)."""
 
 
 class FinishedJobs:
@@ -104,60 +112,63 @@ class GatewayRuntime:
 
     settings: GatewaySettings
     registry: TenantRegistry
-    actors: Callable[[StreamKey], Any]
-    """``actors(key) -> handle``: the conversation's actor or hosted ref (:mod:`mirror.actors.placement`)."""
+    conversations: Conversations
+    """``conversations(key) -> handle``: the conversation's host or actor (:mod:`mirror.actors.placement`)."""
     finished_jobs: FinishedJobs
-    _bus: JetStreamBus | None = None
+    _connections: Connections | None = None
     _histories: dict[str, History] = field(default_factory=dict)
     """The time-travel reader of each shard's log."""
     _embedder: Embedder | None = None
-    _handles: dict[StreamKey, Any] = field(default_factory=dict)
+    _handles: dict[StreamKey, ConversationHandle] = field(default_factory=dict)
     bus_ready: Callable[[], Awaitable[object]] | None = None
-    """Awaited before every actor call; raises while the broker is down. Default :meth:`bus`
-    (tests without a broker pass their own)."""
+    """Awaited before every conversation call; raises while the broker is down. Default: the
+    connections' :meth:`~mirror.events.infrastructure.Connections.ready` (tests may pass their own)."""
 
     @classmethod
-    def build(cls, settings: GatewaySettings, actors: Callable[[StreamKey], Any] | None = None, *,
+    def build(cls, settings: GatewaySettings, conversations: Conversations | None = None, *,
               bus_ready: Callable[[], Awaitable[object]] | None = None) -> GatewayRuntime:
-        """The runtime of a new app; ``actors`` defaults to the Ray conversation actors."""
-        if actors is None:
+        """The runtime of a new app; ``conversations`` defaults to the Ray placement of the settings."""
+        if conversations is None:
             from mirror.actors.placement import placement_of  # imports ray: see routes/recompute.py
 
-            actors = placement_of(settings.runtime).ref
+            conversations = placement_of(settings.runtime).handle
 
-        return cls(settings, TenantRegistry(settings.tenants_file), actors, FinishedJobs(settings.max_finished_jobs),
-                   bus_ready=bus_ready)
+        return cls(settings, TenantRegistry(settings.tenants_file), conversations,
+                   FinishedJobs(settings.max_finished_jobs), bus_ready=bus_ready)
 
-    async def bus(self) -> JetStreamBus:
-        """The gateway's connection to the broker; :class:`BusUnavailable` (a 503) at once while it is down.
+    async def connections(self) -> Connections:
+        """The gateway's connections; :class:`BusUnavailable` (a 503) at once while the broker is down.
 
         Every route but ``/healthz`` comes through here first (turns in :meth:`ask`, reads in
-        :meth:`log_client`), so a broker that is gone costs a request at most the grace
-        (``StreamSettings.disconnect_grace_s``), not the publish and retry deadlines of the
-        hosts behind it; the connection keeps reconnecting in the background meanwhile."""
-        stream = self.settings.runtime.stream
-        if self._bus is None:
+        :meth:`log`), so a broker that is gone costs a request at most the grace (the
+        infrastructure's), not the publish and retry deadlines of the hosts behind it; the
+        connection keeps reconnecting in the background meanwhile."""
+        infrastructure = self.settings.runtime.infrastructure
+        if self._connections is None:
             try:
-                self._bus = await JetStreamBus.connect(self.settings.runtime.nats_url, stream,
-                                                       first_connect_timeout_s=BUS_CONNECT_TIMEOUT_S)
+                self._connections = await infrastructure.connect(name="mirror-gateway",
+                                                                 first_connect_timeout_s=BUS_CONNECT_TIMEOUT_S)
             except BusError as exc:
-                raise BusUnavailable(self.settings.runtime.nats_url, BUS_CONNECT_TIMEOUT_S) from exc
-        if not await self._bus.nc.wait_connected(stream.disconnect_grace_s):
-            raise BusUnavailable(self._bus.nc.server_list, stream.disconnect_grace_s)
-        return self._bus
+                raise BusUnavailable(infrastructure.location, BUS_CONNECT_TIMEOUT_S) from exc
+        await self._connections.ready()
+        return self._connections
 
-    async def log_client(self, tenant: str) -> LogClient:
-        """The log client of the shard that holds ``tenant`` (a light object over the shared connection)."""
-        runtime = self.settings.runtime
-        return LogClient((await self.bus()).nc, shard=runtime.shard_of(tenant), timeout=runtime.log_timeout_s)
+    async def bus(self) -> EventBus:
+        """The bus (:meth:`connections`' checks first)."""
+        return (await self.connections()).bus
+
+    async def log(self, tenant: str) -> LogAccess:
+        """The log of the shard that holds ``tenant``."""
+        return (await self.connections()).log(tenant)
 
     async def history(self, tenant: str) -> History:
         """The time-travel reader of ``tenant``'s shard."""
         shard = self.settings.runtime.shard_of(tenant)
         if shard not in self._histories:
             event_bus = await self.bus()
+            shard_log = await self.log(tenant)
             self._histories[shard] = History(
-                await self.log_client(tenant), snapshot_every=self.settings.runtime.snapshot_every,
+                shard_log, snapshots=shard_log, snapshot_every=self.settings.runtime.snapshot_every,
                 stream_head=lambda key: _stream_last_seq(event_bus, key),
             )
         return self._histories[shard]
@@ -170,7 +181,7 @@ class GatewayRuntime:
 
     async def existing(self, key: StreamKey) -> int:
         """The conversation's last seq; 404 when it has no events (in the log or, not yet logged, the stream)."""
-        last_seq = await (await self.log_client(key.tenant)).last_seq(key)
+        last_seq = await (await self.log(key.tenant)).last_seq(key)
         if last_seq == 0:
             bus_head = await _stream_last_seq(await self.bus(), key)
             if bus_head is None:
@@ -178,30 +189,30 @@ class GatewayRuntime:
             return bus_head
         return last_seq
 
-    async def ask(self, key: StreamKey, method: str, *args: Any) -> Any:
-        """Call the conversation's actor; a passivating or vanished one is re-activated and asked again.
+    async def ask(self, key: StreamKey, call: Callable[[ConversationHandle], Awaitable[T]]) -> T:
+        """``call(handle)`` of the conversation; a passivating or vanished one is re-activated and asked again.
 
         At most :data:`ASK_ATTEMPTS` calls; then the last error is raised as it was. A fenced
-        actor (the conversation moved on elsewhere) is a 409 at once.
+        conversation (it moved on elsewhere) or a setting conflict is a 409 at once.
         """
         async for attempt in AsyncRetrying(retry=retry_if_exception(_passivated), wait=_ask_backoff,
                                            stop=stop_after_attempt(ASK_ATTEMPTS), reraise=True):
             with attempt:
-                return await self._ask_once(key, method, args)
+                return await self._ask_once(key, call)
         raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
-    async def _ask_once(self, key: StreamKey, method: str, args: tuple[Any, ...]) -> Any:
-        await (self.bus_ready or self.bus)()  # a broker that is down: 503 now, not once the actor's append gives up
+    async def _ask_once(self, key: StreamKey, call: Callable[[ConversationHandle], Awaitable[T]]) -> T:
+        await (self.bus_ready or self.connections)()  # a broker that is down: 503 now, not once the append gives up
         handle = self._handles.get(key)
         if handle is None:  # get-or-create is a round trip to Ray's control store: once per actor
-            handle = self._handles[key] = self.actors(key)
+            handle = self._handles[key] = self.conversations(key)
         try:
-            return await asyncio.wait_for(getattr(handle, method).remote(*args), self.settings.actor_timeout_s)
+            return await asyncio.wait_for(call(handle), self.settings.actor_timeout_s)
         except Exception as exc:
             self._handles.pop(key, None)
-            if hasattr(handle, "forget") and _died(exc):
+            if _died(exc):
                 handle.forget()  # a host killed for good: the next call makes a new one
-                log.warning("the conversation host of %s is gone (%s); its next call makes it again",
+                log.warning("the process running %s is gone (%s); its next call makes it again",
                             key, type(exc).__name__)
             cause = getattr(exc, "cause", None) or exc
             if isinstance(cause, Fenced):

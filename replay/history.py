@@ -1,10 +1,18 @@
-"""Time travel: any conversation's state exactly as it was after any event, on any branch.
+"""Time travel and rebuilds: any conversation's state exactly as it was after any event, on any branch.
 
-``state_at`` folds the prefix of the log up to the asked position, starting from the newest
-snapshot at or before it, so the cost is bounded by the snapshot interval rather than by how
-deep the position lies. Snapshots are caches, never truth (snapshot + tail == full fold): the
-actors write them as they go, and a reader that has to fold further than one interval writes
-the ones it passes (``materialize``), so the next look at that region is cheap too.
+:meth:`History.rebuild` is the one way Mirror turns the log back into a state — for the live
+conversation when it activates, for time travel (``state_at``), replay and recompute alike: the
+newest usable snapshot at or before the position, then the events after it, or the events from
+the start when there is no usable snapshot. The cost is bounded by the snapshot interval rather
+than by how deep the position lies. Snapshots are caches, never truth (snapshot + tail == full
+fold): the actors write them as they go, and a reader that has to fold further than one interval
+writes the ones it passes (``materialize``), so the next look at that region is cheap too.
+
+A snapshot that cannot be used — undecodable, of another projection version, or not the state
+its row claims (another key or seq) — is logged, discarded through the
+:class:`~mirror.events.log.SnapshotStore` (which counts it: ``mirror log stats``) and skipped:
+the rebuild carries on from the next older snapshot, or from the start. A bad cache row never
+keeps a conversation from activating.
 
 Branches: a branch forked from ``parent`` after ``fork_seq`` inherits the parent's events
 ``1..fork_seq``; its own events start with the ``fork`` event at ``fork_seq + 1``. So the same
@@ -19,11 +27,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from mirror.events.envelope import Event
 from mirror.events.ids import MAIN_BRANCH, StreamKey
-from mirror.events.log import Loaded, Snapshot
+from mirror.events.log import EventLogReader, Snapshot, SnapshotStore
 from mirror.events.payloads import Fork
 from mirror.projections.conversation import apply
 from mirror.projections.errors import CorruptSnapshot, StaleSnapshot
@@ -38,22 +46,6 @@ SNAPSHOT_EVERY = 200
 """Seqs between the snapshots a reader writes while folding (the actors' default too)."""
 
 
-class HistoryLog(Protocol):
-    """What time travel needs of the log port (the DuckDB log or its NATS client)."""
-
-    async def read(self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None,
-                   limit: int | None = None) -> list[Event]: ...
-
-    async def last_seq(self, key: StreamKey) -> int: ...
-
-    async def load(self, key: StreamKey, *, projection_version: int | None = None,
-                   until_seq: int | None = None) -> Loaded: ...
-
-    async def seq_at_time(self, key: StreamKey, timestamp: float) -> int: ...
-
-    async def save_snapshot(self, snapshot: Snapshot) -> None: ...
-
-
 @dataclass(frozen=True, slots=True)
 class ForkPoint:
     parent: StreamKey
@@ -61,12 +53,32 @@ class ForkPoint:
     prompt_set: str
 
 
+@dataclass(frozen=True, slots=True)
+class Rebuilt:
+    """A state rebuilt from the log, and how: from which snapshot, folding how many events."""
+
+    state: ConversationState
+    snapshot: Snapshot | None
+    """The snapshot the fold started from (this branch's, or the parent's for an inherited
+    prefix); None when it started from the beginning."""
+    events_folded: int
+    """Log events folded on top of the snapshot (or from the start), inherited ones included."""
+    snapshots_discarded: int = 0
+    """Unusable snapshots met and skipped on the way."""
+
+
 class History:
-    """Reads states out of a log. ``materialize=False`` for a read-only look (no snapshot writes)."""
+    """Reads states out of a log (see the module docstring).
+
+    ``snapshots`` is where snapshots are written (``materialize``) and unusable ones discarded;
+    without it, nothing is written (a read-only look), and an unusable snapshot is skipped by
+    refolding from the start. ``materialize=False`` keeps a store for discards only.
+    """
 
     def __init__(
-        self, log: HistoryLog, *, snapshot_every: int = SNAPSHOT_EVERY, materialize: bool = True,
-        stream_head: Callable[[StreamKey], Awaitable[int | None]] | None = None, settle_timeout_s: float = 5.0,
+        self, log: EventLogReader, *, snapshots: SnapshotStore | None = None, snapshot_every: int = SNAPSHOT_EVERY,
+        materialize: bool = True, stream_head: Callable[[StreamKey], Awaitable[int | None]] | None = None,
+        settle_timeout_s: float = 5.0,
     ) -> None:
         """``stream_head``, if given, tells the last seq the bus has acknowledged for a key: the
         latest position then waits (up to ``settle_timeout_s``) until the log has committed it,
@@ -74,10 +86,11 @@ class History:
         if snapshot_every < 1:
             raise ValueError("snapshot_every must be at least 1")
         self.log = log
+        self.snapshots = snapshots
         self.stream_head = stream_head
         self.settle_timeout_s = settle_timeout_s
         self.snapshot_every = snapshot_every
-        self.materialize = materialize
+        self.materialize = materialize and snapshots is not None
         self._forks: dict[StreamKey, ForkPoint | None] = {}
 
     async def fork_point(self, key: StreamKey) -> ForkPoint | None:
@@ -156,20 +169,50 @@ class History:
         return await self._state_at(key, seq)
 
     async def _state_at(self, key: StreamKey, seq: int) -> ConversationState:
+        return (await self.rebuild(key, seq)).state
+
+    async def rebuild(self, key: StreamKey, until_seq: int | None = None) -> Rebuilt:
+        """The state of ``key`` after ``until_seq`` (default: everything the log has committed).
+
+        The one rebuild path (see the module docstring). It does not check ``until_seq`` against
+        the log: past the end it is the state at the end (:meth:`state_at` checks positions).
+        """
         point = await self.fork_point(key) if key.branch != MAIN_BRANCH else None
-        if point is not None and seq <= point.fork_seq:
-            return _rekeyed(await self._state_at(point.parent, seq), key)
-        loaded = await self.log.load(key, projection_version=PROJECTION_VERSION, until_seq=seq)
-        state = _from_snapshot(loaded.snapshot)
-        events: tuple[Event, ...] | list[Event] = loaded.events
-        if state is None:
-            if loaded.snapshot is not None:  # unusable snapshot: refold this branch's own events
-                events = await self.log.read(key, until_seq=seq)
-            state = (
-                _rekeyed(await self._state_at(point.parent, point.fork_seq), key) if point is not None
-                else initial_state(key)
-            )
-        return await self._fold(state, events)
+        if point is not None and until_seq is not None and until_seq <= point.fork_seq:
+            inherited = await self.rebuild(point.parent, until_seq)
+            return replace(inherited, state=_rekeyed(inherited.state, key))
+        discarded: set[int] = set()
+        while True:
+            loaded = await self.log.load(key, projection_version=PROJECTION_VERSION, until_seq=until_seq)
+            snapshot = loaded.snapshot
+            if snapshot is None:
+                break
+            state, problem = (None, "it was discarded and came back") if snapshot.seq in discarded else _decoded(snapshot)
+            if state is not None:
+                return Rebuilt(await self._fold(state, loaded.events), snapshot, len(loaded.events), len(discarded))
+            discarded.add(snapshot.seq)
+            log.warning("skipping the snapshot of %s at seq %d: %s; rebuilding without it", key, snapshot.seq, problem)
+            if not await self._discard(snapshot, problem):  # it stays: fold from the start below
+                loaded = replace(loaded, events=tuple(await self.log.read(key, until_seq=until_seq)))
+                break
+        if point is None:
+            inherited = Rebuilt(initial_state(key), None, 0)
+        else:
+            inherited = await self.rebuild(point.parent, point.fork_seq)
+        state = await self._fold(_rekeyed(inherited.state, key), loaded.events)
+        return Rebuilt(state, inherited.snapshot, inherited.events_folded + len(loaded.events),
+                       inherited.snapshots_discarded + len(discarded))
+
+    async def _discard(self, snapshot: Snapshot, problem: str) -> bool:
+        """Drop an unusable snapshot through the store (which counts it); False if it could not be."""
+        if self.snapshots is None:
+            return False
+        try:
+            await self.snapshots.discard_snapshot(snapshot, problem)
+        except Exception as exc:  # the cache row stays; the rebuild goes on without it
+            log.warning("could not discard the snapshot of %s at seq %d: %r", snapshot.key, snapshot.seq, exc)
+            return False
+        return True
 
     async def _fold(self, state: ConversationState, events: Any) -> ConversationState:
         every = self.snapshot_every
@@ -180,26 +223,31 @@ class History:
         return state
 
     async def _save(self, state: ConversationState) -> None:
+        assert self.snapshots is not None, "materialize needs a snapshot store"
         try:
-            await self.log.save_snapshot(
+            await self.snapshots.save_snapshot(
                 Snapshot(state.key, state.last_seq, PROJECTION_VERSION, snapshot_bytes(state))
             )
         except Exception as exc:  # a snapshot is a cache: failing to write one loses nothing
             log.debug("snapshot of %s at %d not written: %s", state.key, state.last_seq, exc)
 
 
-def _from_snapshot(snapshot: Snapshot | None) -> ConversationState | None:
-    if snapshot is None:
-        return None
+def _decoded(snapshot: Snapshot) -> tuple[ConversationState | None, str]:
+    """The state ``snapshot`` holds, or None and why it cannot be used (stale, corrupt, or
+    another state than its row says)."""
     try:
-        return state_from_snapshot(snapshot.state)
+        state = state_from_snapshot(snapshot.state)
     except (StaleSnapshot, CorruptSnapshot) as exc:
-        log.warning("ignoring snapshot of %s at %d: %s", snapshot.key, snapshot.seq, exc)
-        return None
+        return None, str(exc)
+    except Exception as exc:  # a cache row is never trusted: anything that does not decode is corrupt
+        return None, f"the snapshot does not decode ({type(exc).__name__}: {exc})"
+    if state.key != snapshot.key or state.last_seq != snapshot.seq:
+        return None, f"it holds {state.key} at seq {state.last_seq}, not {snapshot.key} at seq {snapshot.seq}"
+    return state, ""
 
 
 def _rekeyed(state: ConversationState, key: StreamKey) -> ConversationState:
     return state if state.key == key else replace(state, key=key)
 
 
-__all__ = ["History", "ForkPoint", "HistoryLog", "SNAPSHOT_EVERY"]
+__all__ = ["ForkPoint", "History", "Rebuilt", "SNAPSHOT_EVERY"]

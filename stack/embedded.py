@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mirror.actors.conversation import RuntimeSettings
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.openai_client import LLMSettings
 from mirror.events.nats.cluster import EmbeddedNatsCluster, node_ports, server_name
+from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.shards import DEFAULT_SHARD, Assignments, ShardMap
 from mirror.gateway.app import DEFAULT_MAX_MESSAGE_BYTES, GatewayServer, GatewaySettings, create_app
@@ -171,7 +172,10 @@ class EmbeddedStack:
                 ).start()
                 self.ingesters[shard] = ingester
                 self._closers.append(ingester.stop)
-            runtime = RuntimeSettings(nats_url=nats.url, shard=shards.default, shard_map=shards.assignments, llm=llm_settings, mode=settings.mode,
+            # The one place the runtime's adapters are chosen: NATS for the bus, each shard's
+            # ingester for its log (the processes that need them open them through this recipe).
+            infrastructure = NatsInfrastructure(nats.url, shard=shards.default, shard_map=shards.assignments)
+            runtime = RuntimeSettings(infrastructure=infrastructure, llm=llm_settings, mode=settings.mode,
                                       memory=settings.memory, embedding_model=settings.embedding_model,
                                       embedder="minilm" if settings.llm == "local" else "endpoint",
                                       talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens(),
@@ -195,7 +199,7 @@ class EmbeddedStack:
                 self._closers.append(lambda: stop_gateways(self.gateways))
             stack_file(self.data_dir).write_text(json.dumps(
                 {"url": self.url, "tenant": DEFAULT_TENANT, "token": self.token, "pid": os.getpid(),
-                 "nats_url": nats.url, "nats_pid": nats.pids[0], "nats_pids": nats.pids, "sim_pid": self.sim_pid, "shard": runtime.shard, "shard_map": shards.entries()}
+                 "nats_url": nats.url, "nats_pid": nats.pids[0], "nats_pids": nats.pids, "sim_pid": self.sim_pid, "shard": shards.default, "shard_map": shards.entries()}
             ))
             os.chmod(stack_file(self.data_dir), 0o600)
             self.supervisor = self._supervise(nats)

@@ -1,19 +1,33 @@
 """Where live conversations run, and how callers reach them.
 
-Two placements (``RuntimeSettings.placement``):
+Two placements in Ray (``RuntimeSettings.placement``), and one without:
 
 - ``hosted`` (default): many conversations per **conversation host** (``host``, a Ray actor
   running a :class:`~mirror.actors.placement.table.HostedConversations`), a few hosts per
   node; a conversation's host is chosen by rendezvous hashing (``routing``).
 - ``dedicated``: one Ray actor per conversation (:mod:`mirror.actors.conversation_actor`),
-  capped per node by the directory.
+  capped per node by the directory;
+- ``local``: a table in this very process, without Ray (tests, one-process embedding).
 
-``refs.conversation_ref(key, settings)`` answers a handle with one interface for both. May
-import ``ray``, :mod:`mirror.actors.conversation`, ``conversation_actor``, ``directory``,
-``results`` and ``errors``; nothing here imports the gateway or the CLI.
+``table`` is the live conversations of one host (activation, mailboxes, LRU cap, idle
+passivation), plain asyncio; ``host`` runs it as a Ray actor; ``routing`` picks a host by
+rendezvous hashing; ``handles.conversation_handle(key, settings)`` answers a
+:class:`~mirror.actors.handle.ConversationHandle` for either Ray placement, ``local`` one
+without Ray. May import ``ray`` and the rest of :mod:`mirror.actors`; nothing here imports the
+gateway or the CLI.
 """
 
-from .refs import HostedRef, Placement, conversation_ref, default_host_count, placement_of
+from .handles import (
+    DedicatedConversation,
+    HostedConversation,
+    Placement,
+    conversation_handle,
+    default_host_count,
+    placement_of,
+)
 from .routing import host_for
 
-__all__ = ["HostedRef", "Placement", "conversation_ref", "default_host_count", "host_for", "placement_of"]
+__all__ = [
+    "DedicatedConversation", "HostedConversation", "Placement", "conversation_handle", "default_host_count",
+    "host_for", "placement_of",
+]

@@ -5,8 +5,8 @@ namespace), restarted by Ray after a crash (``max_restarts=-1``). When its node 
 caller makes it again on a live node (:func:`_node_of`): its conversations are then re-activated
 from the log by their next message, exactly as a dedicated actor's would be. It asks Ray for no
 CPU (its work is I/O and short folds; a node's hosts share its cores). Each method takes the
-conversation's key first; :class:`HostedRef` turns that into the dedicated actor's interface
-(``ref.turn.remote(message, sync)``).
+conversation's key first; :class:`~mirror.actors.placement.handles.HostedConversation` turns
+that into the :class:`~mirror.actors.handle.ConversationHandle` every caller uses.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import Any
 
 import ray
 
-from mirror.actors.conversation import Conversation, RebuildReport, RuntimeSettings
+from mirror.actors.conversation import RebuildReport
 from mirror.actors.directory import NAMESPACE
 from mirror.actors.results import ConversationSummary, TurnResult
+from mirror.actors.settings import RuntimeSettings
 from mirror.events.ids import StreamKey
-from mirror.projections.snapshot import snapshot_bytes
 
 from .table import HostedConversations
 
@@ -57,20 +57,19 @@ class ConversationHost:
 
     async def turn(self, key: StreamKey, message: str, sync: bool = False, mode: str | None = None,
                    memory: bool | None = None) -> TurnResult:
-        return await self.table.call(key, lambda conversation: conversation.turn(message, sync=sync, mode=mode,
-                                                                                 memory=memory))
+        return await self.table.turn(key, message, sync=sync, mode=mode, memory=memory)
 
     async def summary(self, key: StreamKey) -> ConversationSummary:
-        return await self.table.call(key, _summary, mailbox=False)
+        return await self.table.summary(key)
 
     async def wait_idle(self, key: StreamKey, timeout: float | None = None) -> bool:
-        return await self.table.call(key, lambda conversation: conversation.wait_idle(timeout), mailbox=False)
+        return await self.table.wait_idle(key, timeout)
 
     async def state_bytes(self, key: StreamKey) -> bytes:
-        return await self.table.call(key, _state_bytes, mailbox=False)
+        return await self.table.state_bytes(key)
 
     async def rebuild_report(self, key: StreamKey) -> RebuildReport | None:
-        return await self.table.call(key, _rebuild_report, mailbox=False)
+        return await self.table.rebuild_report(key)
 
     async def pid(self, key: StreamKey | None = None) -> int:
         return os.getpid()
@@ -85,7 +84,7 @@ class ConversationHost:
         return self.table.live_keys()
 
     async def stats(self) -> dict[str, Any]:
-        return {**self.table.summary(), "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
+        return {**self.table.figures(), "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
                 "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                 "rss_mb": _rss_mb(), "cpu_s": round(_cpu_s(), 3)}
 
@@ -93,18 +92,6 @@ class ConversationHost:
         """Passivate everything (snapshots written) and leave; Ray does not restart it."""
         await self.table.close()
         ray.actor.exit_actor()
-
-
-async def _summary(conversation: Conversation) -> ConversationSummary:
-    return conversation.summary()
-
-
-async def _state_bytes(conversation: Conversation) -> bytes:
-    return snapshot_bytes(conversation.state)
-
-
-async def _rebuild_report(conversation: Conversation) -> RebuildReport | None:
-    return conversation.rebuilt
 
 
 def _cpu_s() -> float:

@@ -34,9 +34,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from mirror.actors.conversation import Conversation, ConversationClients, RuntimeSettings, settings_prompts
+from mirror.actors.clients import ConversationClients
+from mirror.actors.conversation import Conversation, RebuildReport
 from mirror.actors.errors import Fenced
+from mirror.actors.results import ConversationSummary, TurnResult
+from mirror.actors.settings import RuntimeSettings, settings_prompts
 from mirror.events.ids import StreamKey
+from mirror.projections.snapshot import snapshot_bytes
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +134,25 @@ class HostedConversations:
             self._drop(key, live)  # another writer has moved on: the next message rebuilds from the log
             raise
 
+    # The calls a handle makes (a host's methods and the local placement's), each in its place:
+    # a turn in the mailbox; the reads beside it, on the state as it is.
+
+    async def turn(self, key: StreamKey, message: str, *, sync: bool = False, mode: str | None = None,
+                   memory: bool | None = None) -> TurnResult:
+        return await self.call(key, lambda conversation: conversation.turn(message, sync=sync, mode=mode, memory=memory))
+
+    async def summary(self, key: StreamKey) -> ConversationSummary:
+        return await self.call(key, _summary, mailbox=False)
+
+    async def wait_idle(self, key: StreamKey, timeout: float | None = None) -> bool:
+        return await self.call(key, lambda conversation: conversation.wait_idle(timeout), mailbox=False)
+
+    async def state_bytes(self, key: StreamKey) -> bytes:
+        return await self.call(key, _state_bytes, mailbox=False)
+
+    async def rebuild_report(self, key: StreamKey) -> RebuildReport | None:
+        return await self.call(key, _rebuild_report, mailbox=False)
+
     async def passivate(self, key: StreamKey) -> None:
         """Finish the conversation's thinking, snapshot it and let it go (no-op when not live)."""
         live = self._live.pop(key, None)
@@ -207,7 +230,7 @@ class HostedConversations:
                     del self._live[key]
                     self._begin_passivation(key, live)
 
-    def summary(self) -> dict[str, Any]:
+    def figures(self) -> dict[str, Any]:
         stats = self.stats
         return {
             "name": self.name, "live": len(self._live), "passivating": len(self._passivating), "max_live": self.max_live,
@@ -215,6 +238,18 @@ class HostedConversations:
             "failed_activations": stats.failed_activations,
             "activation_ms_mean": round(stats.activation_ms_total / stats.activations, 3) if stats.activations else None,
         }
+
+
+async def _summary(conversation: Conversation) -> ConversationSummary:
+    return conversation.summary()
+
+
+async def _state_bytes(conversation: Conversation) -> bytes:
+    return snapshot_bytes(conversation.state)
+
+
+async def _rebuild_report(conversation: Conversation) -> RebuildReport | None:
+    return conversation.rebuilt
 
 
 __all__ = ["HostStats", "HostedConversations", "SWEEP_EVERY_S"]

@@ -67,6 +67,15 @@ CREATE TABLE IF NOT EXISTS snapshots (
     created_at DOUBLE NOT NULL,
     PRIMARY KEY (tenant, conversation, branch, seq, projection_version)
 );
+CREATE TABLE IF NOT EXISTS discarded_snapshots (
+    tenant VARCHAR NOT NULL,
+    conversation VARCHAR NOT NULL,
+    branch VARCHAR NOT NULL,
+    seq BIGINT NOT NULL,
+    projection_version INTEGER NOT NULL,
+    reason VARCHAR NOT NULL,
+    discarded_at DOUBLE NOT NULL
+);
 CREATE TABLE IF NOT EXISTS ingest_offsets (
     consumer VARCHAR PRIMARY KEY,
     stream VARCHAR NOT NULL,
@@ -381,6 +390,27 @@ class DuckDBEventLog:
              snapshot.state, time.time()],
         )
 
+    async def discard_snapshot(self, snapshot: Snapshot, reason: str) -> None:
+        await self._run(self._discard_snapshot, snapshot, reason)
+
+    def _discard_snapshot(self, snapshot: Snapshot, reason: str) -> None:
+        """Delete the unusable snapshot and keep a line saying why (what ``stats`` counts)."""
+        key = snapshot.key
+        where = [key.tenant, key.conversation, key.branch, snapshot.seq, snapshot.projection_version]
+        self._con.execute("BEGIN TRANSACTION")
+        try:
+            deleted = _one_row(self._con.execute(
+                "DELETE FROM snapshots WHERE tenant = ? AND conversation = ? AND branch = ? AND seq = ? "
+                "AND projection_version = ?", where,
+            ))[0]
+            if deleted:
+                self._con.execute("INSERT INTO discarded_snapshots VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                  [*where, reason[:1000], time.time()])
+            self._con.execute("COMMIT")
+        except BaseException:
+            self._con.execute("ROLLBACK")
+            raise
+
     async def conversations(self, tenant: str) -> list[ConversationSummary]:
         validate_identifier("tenant", tenant)
         return await self._read(self._conversations, tenant)
@@ -409,7 +439,9 @@ class DuckDBEventLog:
         ))
         rejected = _one_row(self._db.execute("SELECT count(*) FROM rejected_events"))[0]
         offsets = dict(self._db.execute("SELECT consumer, stream_seq FROM ingest_offsets").fetchall())
-        return LogStats(events=int(events), conversations=int(conversations), rejected=int(rejected), offsets=offsets)
+        discarded = _one_row(self._db.execute("SELECT count(*) FROM discarded_snapshots"))[0]
+        return LogStats(events=int(events), conversations=int(conversations), rejected=int(rejected), offsets=offsets,
+                        snapshots_discarded=int(discarded))
 
     async def rejected(self) -> list[tuple[int, str, str]]:
         return await self._read(

@@ -1,5 +1,11 @@
-"""NATS adapters of the event ports: the JetStream bus, the log's read API over NATS
-request-reply (service and client), the embedded nats-server and cluster, and Mirror's NATS client.
+"""NATS adapters of the event ports.
+
+``jetstream`` (``JetStreamBus``: fenced, deduplicated appends; stream settings), ``_publisher``
+(pipelined publishes behind the fence), ``_pull`` (a pull consumer's batches), ``_client``
+(Mirror's NATS client: raw handlers, reconnect waits), ``log_service`` (the log's read API over
+NATS request-reply: ``LogService`` in the ingester, ``LogClient`` elsewhere), ``infrastructure``
+(``NatsInfrastructure``: how a process opens the bus and its shards' logs), ``server`` and
+``cluster`` (the embedded nats-server and a cluster of them on loopback).
 
 May import the top of ``mirror.events`` (envelope, payloads, codec, ids, ports, errors) and
 nats-py; never ``mirror.events.duckdb``. Nothing outside ``mirror.events`` should need

@@ -239,8 +239,8 @@ class JetStreamBus:
 
     @classmethod
     async def connect(cls, url: str, settings: StreamSettings = StreamSettings(), *,
-                      first_connect_timeout_s: float = 10.0) -> JetStreamBus:
-        nc = await connect_nats(url, name="mirror-bus", first_connect_timeout_s=first_connect_timeout_s)
+                      first_connect_timeout_s: float = 10.0, name: str = "mirror-bus") -> JetStreamBus:
+        nc = await connect_nats(url, name=name, first_connect_timeout_s=first_connect_timeout_s)
         bus = cls(nc, settings)
         await bus._retrying(ensure_stream, bus.js, settings, servers=len(nc.server_urls))
         return bus

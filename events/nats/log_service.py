@@ -79,6 +79,7 @@ class LogService:
             "seq_at_time": self._seq_at_time,
             "conversations": self._conversations,
             "save_snapshot": self._save_snapshot,
+            "discard_snapshot": self._discard_snapshot,
             "stats": self._stats,
             "progress": self._committed_offset,
             "caught_up": self._caught_up,
@@ -171,6 +172,10 @@ class LogService:
     async def _save_snapshot(self, args: dict[str, Any]) -> None:
         await self.log.save_snapshot(Snapshot(_key(args), args["seq"], args["projection_version"], args["state"]))
 
+    async def _discard_snapshot(self, args: dict[str, Any]) -> None:
+        snapshot = Snapshot(_key(args), args["seq"], args["projection_version"], b"")
+        await self.log.discard_snapshot(snapshot, str(args["reason"]))
+
     async def _committed_offset(self, args: dict[str, Any]) -> int:
         """The stream sequence committed so far, from memory: cheap enough to poll."""
         if self._progress is None:
@@ -199,7 +204,8 @@ class LogService:
     async def _stats(self, args: dict[str, Any]) -> dict[str, Any]:
         stats: LogStats = await self.log.stats()
         return {"events": stats.events, "conversations": stats.conversations, "rejected": stats.rejected, "offsets": stats.offsets,
-                "skipped": self._skipped() if self._skipped is not None else 0}
+                "skipped": self._skipped() if self._skipped is not None else 0,
+                "snapshots_discarded": stats.snapshots_discarded}
 
 
 NO_RESPONDER_GRACE_S = 0.5
@@ -295,14 +301,20 @@ class LogClient:
             projection_version=snapshot.projection_version, state=snapshot.state,
         )
 
+    async def discard_snapshot(self, snapshot: Snapshot, reason: str) -> None:
+        await self._call(
+            "discard_snapshot", **self._key_args(snapshot.key), seq=snapshot.seq,
+            projection_version=snapshot.projection_version, reason=reason,
+        )
+
     async def committed_offset(self) -> int:
         """The stream sequence up to which the ingester has committed everything."""
         return int(await self._call("progress"))
 
-    async def wait_committed(self, stream_seq: int, timeout: float, poll_s: float = 0.005) -> bool:
-        """Wait until everything up to ``stream_seq`` is in the log (read-your-writes)."""
+    async def wait_committed(self, position: int, timeout: float, poll_s: float = 0.005) -> bool:
+        """Wait until everything up to stream sequence ``position`` is in the log (read-your-writes)."""
         deadline = asyncio.get_running_loop().time() + timeout
-        while await self.committed_offset() < stream_seq:
+        while await self.committed_offset() < position:
             if asyncio.get_running_loop().time() > deadline:
                 return False
             await asyncio.sleep(poll_s)
@@ -316,7 +328,7 @@ class LogClient:
     async def stats(self) -> LogStats:
         answer = await self._call("stats")
         return LogStats(answer["events"], answer["conversations"], answer["rejected"], dict(answer["offsets"]),
-                        answer.get("skipped", 0))
+                        answer.get("skipped", 0), answer.get("snapshots_discarded", 0))
 
 
 __all__ = [

@@ -12,7 +12,6 @@ from typing import Any
 
 from fastapi import APIRouter, Query
 
-from mirror.actors.results import ConversationSummary
 from mirror.events.codec import to_json_ready
 from mirror.events.errors import LogError
 from mirror.gateway.runtime import Runtime, Tenant, key_of
@@ -33,7 +32,7 @@ async def list_conversations(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
     first waits (at most :data:`LIST_CATCH_UP_S`) for the log to hold what the stream held when
     asked — read-your-writes — and lists what is committed if that takes longer.
     """
-    log = await runtime.log_client(owner)
+    log = await runtime.log(owner)
     with contextlib.suppress(LogError):  # an ingester that does not track progress: list what is committed
         await log.wait_caught_up(LIST_CATCH_UP_S)
     summaries = await log.conversations(owner)
@@ -47,7 +46,7 @@ async def list_conversations(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
 async def get_conversation(conversation: str, owner: Tenant, runtime: Runtime) -> dict[str, Any]:
     key = key_of(owner, conversation)
     await runtime.existing(key)
-    summary: ConversationSummary = await runtime.ask(key, "summary")
+    summary = await runtime.ask(key, lambda conversation: conversation.summary())
     return {"id": conversation, **{k: v for k, v in summary.as_dict().items() if k not in ("tenant", "conversation")}}
 
 
@@ -56,7 +55,7 @@ async def get_events(conversation: str, owner: Tenant, runtime: Runtime, after: 
                      limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
     key = key_of(owner, conversation)
     await runtime.existing(key)
-    events = await (await runtime.log_client(key.tenant)).read(key, after_seq=after, limit=limit)
+    events = await (await runtime.log(key.tenant)).read(key, after_seq=after, limit=limit)
     return {"events": [_json(to_json_ready(event)) for event in events],
             "next_after": events[-1].seq if events else after}
 

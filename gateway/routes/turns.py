@@ -51,7 +51,8 @@ async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Run
     limit = runtime.settings.max_message_bytes
     if size > limit:
         raise HTTPException(413, f"message is {size} bytes; the limit is {limit}")
-    result: TurnResult = await runtime.ask(key, "turn", body.message, sync, body.mode, body.memory)
+    message, mode, memory = body.message, body.mode, body.memory
+    result = await runtime.ask(key, lambda conversation: conversation.turn(message, sync=sync, mode=mode, memory=memory))
     response.headers["Server-Timing"] = server_timing(result, (time.perf_counter() - started) * 1000)
     return result.as_dict()
 

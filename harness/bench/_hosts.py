@@ -12,8 +12,8 @@ import ray
 from rich.console import Console
 from rich.progress import Progress
 
-from mirror.actors.conversation import RuntimeSettings
 from mirror.actors.placement import placement_of
+from mirror.actors.settings import RuntimeSettings
 
 
 def host_stats(runtime: RuntimeSettings) -> list[dict[str, Any]]:

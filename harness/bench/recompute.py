@@ -15,12 +15,13 @@ from typing import Any
 
 import ray
 
-from mirror.actors.conversation import RuntimeSettings
 from mirror.actors.recompute_driver import MAX_PER_TASK, RecomputeJob, run_recompute, start_slice
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.openai_client import LLMSettings
 from mirror.cognition.prompts import default_prompt_set
 from mirror.events.envelope import make_event
 from mirror.events.ids import StreamKey
+from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.payloads import Turn
@@ -63,7 +64,7 @@ def run_recompute_bench(config: RecomputeBenchConfig) -> dict[str, Any]:
         ray.init(namespace="mirror", include_dashboard=False, log_to_driver=False)
         try:
             asyncio.run(_seed(nats_url, tenant, config))
-            runtime = RuntimeSettings(nats_url=nats_url, llm=LLMSettings(base_url=sim.base_url, model="mirror-sim",
+            runtime = RuntimeSettings(infrastructure=NatsInfrastructure(nats_url), llm=LLMSettings(base_url=sim.base_url, model="mirror-sim",
                                                                          max_concurrency=config.concurrency))
             warm = time.perf_counter()
             warmups = [start_slice(runtime, RecomputePlan(default_prompt_set(), branch="warmup"), [], 1)

@@ -100,21 +100,16 @@ def _summary(values: list[float], digits: int = 3) -> dict[str, float | int | No
 
 
 async def _holder_pid(stack: EmbeddedStack, conversation: str) -> int:
-    import ray
+    from mirror.actors.placement import conversation_handle
 
-    from mirror.actors.placement import conversation_ref
-
-    ref = conversation_ref(StreamKey(TENANT, conversation), stack.runtime)
-    return int(await asyncio.to_thread(ray.get, ref.pid.remote(), timeout=30))
+    return await asyncio.wait_for(conversation_handle(StreamKey(TENANT, conversation), stack.runtime).pid(), 30)
 
 
 async def _rebuild_ms(stack: EmbeddedStack, conversation: str) -> float | None:
-    import ray
+    from mirror.actors.placement import conversation_handle
 
-    from mirror.actors.placement import conversation_ref
-
-    ref = conversation_ref(StreamKey(TENANT, conversation), stack.runtime)
-    report: Any = await asyncio.to_thread(ray.get, ref.rebuild_report.remote(), timeout=30)  # a RebuildReport or None
+    handle = conversation_handle(StreamKey(TENANT, conversation), stack.runtime)
+    report = await asyncio.wait_for(handle.rebuild_report(), 30)
     return None if report is None else float(report.rebuild_ms)
 
 
@@ -163,7 +158,7 @@ async def _ingester_rounds(stack: EmbeddedStack, load: Load, names: list[str], c
     reads_back, during = [], []
     failures = 0
     for kill_index in range(config.ingester_kills):
-        pid = await asyncio.to_thread(lambda: stack.ingesters[stack.runtime.shard].pid)
+        pid = await asyncio.to_thread(lambda: stack.ingesters[stack.runtime.shard_of(TENANT)].pid)
         killed = time.monotonic()
         os.kill(pid, signal.SIGKILL)
         while True:

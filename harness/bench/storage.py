@@ -31,12 +31,14 @@ from typing import Any
 
 import duckdb
 
-from mirror.actors.conversation import Conversation, RuntimeSettings
+from mirror.actors.conversation import Conversation
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.openai_client import LLMSettings
 from mirror.events.codec import decode
 from mirror.events.duckdb.log import SCHEMA
 from mirror.events.envelope import Event
 from mirror.events.ids import StreamKey
+from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Belief, Monologue, Narrative, Turn
 from mirror.sim.server import SimLLMServer, SimSettings
@@ -191,8 +193,8 @@ def _run(config: StorageBenchConfig, memory: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mirror-bench-storage-") as data:
         workdir = Path(data)
         with SimLLMServer(SimSettings(embedding_dim=config.embedding_dim)) as sim, _log_stack(workdir) as (nats_url, ingester):
-            settings = RuntimeSettings(
-                nats_url=nats_url, mode=config.mode, memory=memory,
+            settings = RuntimeSettings(infrastructure=NatsInfrastructure(nats_url),
+                mode=config.mode, memory=memory,
                 llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", timeout_s=30),
             )
             driven = asyncio.run(_converse(settings, config))

@@ -42,7 +42,8 @@ from typing import Any
 
 import httpx
 
-from mirror.actors.conversation import RuntimeSettings
+from mirror.actors.handle import ConversationHandle
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.http_transport import AiohttpTransport
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import nats_servers
@@ -137,11 +138,11 @@ async def _backlog(client: httpx.AsyncClient, name: str) -> tuple[int, int]:
     return late, total
 
 
-async def _floor(client: httpx.AsyncClient, nats_url: str, actor: Any, samples: int = 40,
+async def _floor(client: httpx.AsyncClient, nats_url: str, conversation: ConversationHandle, samples: int = 40,
                  pace_s: float = 0.05) -> dict[str, float]:
     """The raw latency of the hops no turn can avoid, measured in this run (p50, ms), one at a
     time every ``pace_s``: an HTTP round trip through the gateway (``GET /healthz``), a Ray call
-    to a conversation actor and back (a method that does nothing), and a JetStream publish
+    to a conversation's process and back (``pid``, a method that does nothing), and a JetStream publish
     until acknowledged (to a scratch stream on the same server, with a turn's payload size)."""
     import nats
 
@@ -161,7 +162,7 @@ async def _floor(client: httpx.AsyncClient, nats_url: str, actor: Any, samples: 
         try:
             floor = {
                 "http": await p50(lambda: client.get("/healthz")),
-                "ray_call": await p50(lambda: actor.pid.remote()),
+                "ray_call": await p50(conversation.pid),
                 "jetstream_append": await p50(lambda: js.publish("mirror_bench_floor", b"x" * 800)),
             }
         finally:
@@ -180,11 +181,11 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
                                  limits=limits, transport=AiohttpTransport(limits=limits)) as client:
         names = [f"bench-{index}" for index in range(config.conversations)]
         await asyncio.gather(*(_conversation(client, name, 1) for name in names))  # activate the actors first
-        from mirror.actors.placement import conversation_ref
+        from mirror.actors.placement import conversation_handle
         from mirror.stack.embedded import DEFAULT_TENANT
 
-        actor = conversation_ref(StreamKey(DEFAULT_TENANT, names[0]), runtime)  # its host, when hosted
-        floor = await _floor(client, nats_url, actor)
+        conversation = conversation_handle(StreamKey(DEFAULT_TENANT, names[0]), runtime)  # its host, when hosted
+        floor = await _floor(client, nats_url, conversation)
         started = time.perf_counter()
         rngs = [random.Random(f"{config.seed}:{name}") for name in names]
         runs = await asyncio.gather(*(_conversation(client, name, config.turns, config.pause_ms, rng)

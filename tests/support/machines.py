@@ -12,7 +12,8 @@ from typing import Any, ClassVar
 
 from hypothesis.stateful import RuleBasedStateMachine
 
-from mirror.actors.conversation import Conversation, RuntimeSettings
+from mirror.actors.conversation import Conversation
+from mirror.actors.settings import RuntimeSettings
 from mirror.events.ids import StreamKey
 
 _names = itertools.count()

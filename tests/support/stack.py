@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import nats.js.errors
 
 from mirror.events.nats.jetstream import StreamSettings, connect_nats
 
 if TYPE_CHECKING:
-    from mirror.actors.conversation import RuntimeSettings
+    from mirror.actors.handle import ConversationHandle
+    from mirror.actors.settings import RuntimeSettings
+    from mirror.events.nats.infrastructure import NatsInfrastructure
+
+
+T = TypeVar("T")
 
 
 async def reset_stream(url: str, settings: StreamSettings = StreamSettings()) -> None:
@@ -25,6 +30,15 @@ async def reset_stream(url: str, settings: StreamSettings = StreamSettings()) ->
             await nc.jetstream().delete_stream(settings.name)
     finally:
         await nc.close()
+
+
+def nats_of(runtime: RuntimeSettings) -> NatsInfrastructure:
+    """The NATS infrastructure of settings a test built with one (its URL, its default shard)."""
+    from mirror.events.nats.infrastructure import NatsInfrastructure
+
+    infrastructure = runtime.infrastructure
+    assert isinstance(infrastructure, NatsInfrastructure), f"{infrastructure!r} is not NATS"
+    return infrastructure
 
 
 def run(coroutine):
@@ -47,7 +61,7 @@ def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency:
     own file (:func:`shard_log`). Yields the ``RuntimeSettings`` for it;
     everything is stopped afterwards.
     """
-    from mirror.actors.conversation import RuntimeSettings
+    from mirror.actors.settings import RuntimeSettings
     from mirror.cognition.openai_client import LLMSettings
     from mirror.events.shards import ShardMap
     from mirror.sim.server import SimLLMServer, SimSettings
@@ -62,8 +76,7 @@ def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency:
             ingester = IngesterProcess(nats_url, shard_log(directory, name, shard), shard=name, shard_map=shard_map)
             ingesters.callback(ingester.stop)
             ingester.start()
-        yield RuntimeSettings(
-            nats_url=nats_url, shard=shard, shard_map=shards.assignments,
+        yield RuntimeSettings(infrastructure=NatsInfrastructure(nats_url, shard=shard, shard_map=shards.assignments),
             llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1, backoff_initial_s=0.01),
             **overrides,
         )
@@ -91,15 +104,34 @@ PLACEMENTS = ("hosted", "dedicated")
 """Both placements of a live conversation: the runtime tests run on each (``@pytest.fixture(params=PLACEMENTS)``)."""
 
 
-def let_go(ref: Any) -> None:
+def let_go(handle: ConversationHandle) -> None:
     """End a test's conversation: a dedicated actor is killed for good; a hosted one is
     passivated, since killing its host would take its neighbours with it."""
     import ray
 
-    if hasattr(ref, "host"):
-        ray.get(ref.stop.remote())
+    from mirror.actors.placement import DedicatedConversation
+
+    if isinstance(handle, DedicatedConversation):
+        ray.kill(handle.actor, no_restart=True)
     else:
-        ray.kill(ref, no_restart=True)
+        asyncio.run(handle.passivate())
+
+
+def retried(call: Callable[[], Awaitable[T]], *, retry_for_s: float = 30.0) -> T:
+    """``call()`` from synchronous test code, asked again while its actor is restarting after a
+    crash (Ray's ``ActorUnavailableError``); after ``retry_for_s`` the last error is raised."""
+    import ray
+    from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+
+    for attempt in Retrying(retry=retry_if_exception_type(ray.exceptions.ActorUnavailableError),
+                            stop=stop_after_delay(retry_for_s), wait=wait_fixed(0.1), reraise=True):
+        with attempt:
+            return asyncio.run(_awaited(call))
+    raise AssertionError("unreachable: tenacity returns or raises")
+
+
+async def _awaited(call: Callable[[], Awaitable[T]]) -> T:
+    return await call()
 
 
 def start_ray() -> None:

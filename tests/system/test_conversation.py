@@ -8,8 +8,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mirror.actors.conversation import Conversation, RuntimeSettings
+from mirror.actors.conversation import Conversation
 from mirror.actors.errors import Fenced, SettingConflict
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.prompts import default_prompt_set
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
@@ -19,7 +20,7 @@ from mirror.events.payloads import Belief, MemoryStep, Monologue, Narrative, Rec
 from mirror.projections.conversation import fold
 from mirror.projections.state import initial_state
 from mirror.replay.verify import verify_events
-from tests.support.stack import conversation_runtime
+from tests.support.stack import conversation_runtime, nats_of
 
 
 @pytest.fixture
@@ -29,8 +30,8 @@ def runtime(nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettin
 
 
 async def log_events(settings: RuntimeSettings, key: StreamKey) -> list:
-    bus = await JetStreamBus.connect(settings.nats_url)
-    client = LogClient(bus.nc, shard=settings.shard)
+    bus = await JetStreamBus.connect(nats_of(settings).url)
+    client = LogClient(bus.nc, shard=nats_of(settings).shard)
     assert await client.wait_committed((await bus.head(key)).fence, timeout=30)
     events = await client.read(key)
     await bus.close()

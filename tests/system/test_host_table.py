@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from mirror.actors.conversation import Conversation, RuntimeSettings
+from mirror.actors.conversation import Conversation
 from mirror.actors.errors import Fenced
 from mirror.actors.placement.table import HostedConversations
 from mirror.actors.results import TurnResult
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.errors import LLMError
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats

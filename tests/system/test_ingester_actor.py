@@ -14,18 +14,20 @@ import duckdb
 import pytest
 import ray
 
-from mirror.actors.conversation import Conversation, RuntimeSettings
+from mirror.actors.conversation import Conversation
 from mirror.actors.conversation_actor import call
 from mirror.actors.errors import IngesterUnavailable
 from mirror.actors.ingester_actor import RayIngester
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.openai_client import LLMSettings
 from mirror.events.codec import decode
 from mirror.events.ids import StreamKey
-from mirror.events.nats.log_service import LogClient
+from mirror.events.nats.infrastructure import NatsInfrastructure
+from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Turn
 from mirror.sim.server import SimLLMServer, SimSettings
-from tests.support.stack import local_ray, reset_stream
+from tests.support.stack import local_ray, nats_of, reset_stream
 
 pytestmark = pytest.mark.slow
 
@@ -90,7 +92,7 @@ async def converse(settings: RuntimeSettings, ingester: RayIngester
 
     talkers = [asyncio.create_task(talk(conversation)) for conversation in conversations]
     await flowing.wait()
-    log_client = LogClient(conversations[0].bus.nc, shard=settings.shard, timeout=30)
+    log_client = conversations[0].log
     committed_before_kills: list[int] = []
 
     async def something_committed() -> None:
@@ -118,8 +120,9 @@ async def converse(settings: RuntimeSettings, ingester: RayIngester
     for conversation in conversations:
         assert await conversation.wait_idle(60)
     bus = conversations[0].bus
-    last = (await bus.js.stream_info(settings.stream.name)).state.last_seq
-    assert await LogClient(bus.nc, shard=settings.shard).wait_committed(last, timeout=60)
+    assert isinstance(bus, JetStreamBus)
+    last = (await bus.js.stream_info(nats_of(settings).stream.name)).state.last_seq
+    assert await conversations[0].log.wait_committed(last, timeout=60)
     heads = {conversation.key.conversation: conversation.state.last_seq for conversation in conversations}
     for conversation in conversations:
         await conversation.stop()
@@ -129,7 +132,7 @@ async def converse(settings: RuntimeSettings, ingester: RayIngester
 def test_kill_9_of_the_ingester_actor_loses_and_doubles_nothing(ray_cluster: None, nats_url: str, tmp_path: Path) -> None:
     db = tmp_path / "log.duckdb"
     with SimLLMServer(SimSettings(latency="fixed:5")) as sim:
-        settings = RuntimeSettings(nats_url=nats_url, shard="ia", mode="full",
+        settings = RuntimeSettings(infrastructure=NatsInfrastructure(nats_url, shard="ia"), mode="full",
                                    llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1))
         ingester = RayIngester(nats_url, db, shard="ia", log_path=tmp_path / "ingester.log").start()
         try:

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mirror.actors.conversation import RuntimeSettings
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.embeddings import OpenAIEmbedder
 from mirror.cognition.memory import recall, recall_view
 from mirror.cognition.openai_client import LLMSettings
@@ -38,7 +38,7 @@ from mirror.events.payloads import Belief, BeliefKind, BeliefOperation, Edge, Fo
 from mirror.processes import free_port
 from mirror.projections.conversation import apply
 from mirror.projections.state import ConversationState, initial_state
-from tests.support.stack import conversation_runtime
+from tests.support.stack import conversation_runtime, nats_of
 
 pytestmark = pytest.mark.slow
 
@@ -86,11 +86,11 @@ async def seed_memory(runtime: RuntimeSettings, key: StreamKey) -> tuple[list[Ev
     alt = replace(key, branch="alt")
     branch = [make_event(alt, FORK_SEQ + 1, Fork("main", FORK_SEQ), turn=1, timestamp=T0 + 5 * DAY),
               make_event(alt, FORK_SEQ + 2, belief("b-cashew", "assert", 0.7), turn=1, timestamp=T0 + 5 * DAY + 1)]
-    bus = await JetStreamBus.connect(runtime.nats_url, runtime.stream)
+    bus = await JetStreamBus.connect(nats_of(runtime).url, nats_of(runtime).stream)
     try:
         await bus.append(key, events, Head(0, 0))
         head = await bus.append(alt, branch, Head(FORK_SEQ, 0))
-        assert await LogClient(bus.nc, shard=runtime.shard).wait_committed(head.fence, 30)
+        assert await LogClient(bus.nc, shard=nats_of(runtime).shard).wait_committed(head.fence, 30)
     finally:
         await bus.close()
     return events, branch

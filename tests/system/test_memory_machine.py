@@ -18,7 +18,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule, run_state_machine_as_test
 
-from mirror.actors.conversation import RuntimeSettings
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.prompts import default_prompt_set
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
@@ -28,7 +28,7 @@ from mirror.projections.conversation import fold
 from mirror.projections.state import initial_state
 from mirror.replay.verify import verify_events
 from tests.support.machines import ConversationMachine
-from tests.support.stack import conversation_runtime
+from tests.support.stack import conversation_runtime, nats_of
 
 pytestmark = pytest.mark.slow
 
@@ -113,9 +113,9 @@ def test_memory_keeps_every_belief_and_one_review_per_contradiction(runtime: Run
                 self.loop.close()
 
         async def check(self) -> None:
-            bus = await JetStreamBus.connect(runtime.nats_url)
+            bus = await JetStreamBus.connect(nats_of(runtime).url)
             try:
-                log = LogClient(bus.nc, shard=runtime.shard)
+                log = LogClient(bus.nc, shard=nats_of(runtime).shard)
                 assert await log.wait_committed((await bus.head(self.key)).fence, timeout=30)
                 events = await log.read(self.key)
             finally:

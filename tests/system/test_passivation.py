@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 import ray
 
-from mirror.actors.conversation import RuntimeSettings
-from mirror.actors.conversation_actor import call, is_passivated
+from mirror.actors.conversation_actor import is_passivated
 from mirror.actors.directory import DIRECTORY_NAME, NAMESPACE
-from mirror.actors.placement import conversation_ref, placement_of
+from mirror.actors.placement import conversation_handle, placement_of
 from mirror.actors.results import TurnResult
+from mirror.actors.settings import RuntimeSettings
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
-from tests.support.stack import PLACEMENTS, conversation_runtime
+from tests.support.stack import PLACEMENTS, conversation_runtime, retried
 
 # ~4 minutes alone on 2 cores; the suite-wide 300 s limit is too tight when the machine is shared.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -45,7 +45,7 @@ def runtime(request: pytest.FixtureRequest, ray_cluster: None, nats_server: Embe
 def ask(key: StreamKey, runtime: RuntimeSettings, message: str) -> TurnResult:
     for _ in range(20):
         try:
-            return call(conversation_ref(key, runtime).turn, message, True)
+            return retried(lambda: conversation_handle(key, runtime).turn(message, sync=True))
         except Exception as exc:  # a passivating actor: a fresh handle re-activates it
             if not is_passivated(exc):
                 raise

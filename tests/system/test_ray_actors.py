@@ -3,6 +3,7 @@ in both placements: hosted (many per conversation host) and dedicated (one actor
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import time
@@ -12,13 +13,12 @@ from pathlib import Path
 import pytest
 import ray
 
-from mirror.actors.conversation import RuntimeSettings
-from mirror.actors.conversation_actor import call
-from mirror.actors.placement import conversation_ref, placement_of
+from mirror.actors.placement import HostedConversation, conversation_handle, placement_of
+from mirror.actors.settings import RuntimeSettings
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
 from mirror.projections.snapshot import state_from_snapshot
-from tests.support.stack import PLACEMENTS, conversation_runtime, let_go
+from tests.support.stack import PLACEMENTS, conversation_runtime, let_go, retried, run
 
 pytestmark = pytest.mark.slow
 
@@ -32,33 +32,33 @@ def runtime(request: pytest.FixtureRequest, ray_cluster: None, nats_server: Embe
 
 def test_get_or_create_gives_one_actor_per_conversation(runtime: RuntimeSettings) -> None:
     key = StreamKey("acme", "ray-one")
-    actor = conversation_ref(key, runtime)
-    same = conversation_ref(key, runtime)
-    assert ray.get(actor.pid.remote()) == ray.get(same.pid.remote())
-    reply = ray.get(actor.turn.remote("Hello"))
+    conversation = conversation_handle(key, runtime)
+    same = conversation_handle(key, runtime)
+    assert run(conversation.pid()) == run(same.pid())
+    reply = run(conversation.turn("Hello"))
     assert reply.seq == 1
-    assert ray.get(same.wait_idle.remote(30))
-    assert ray.get(same.summary.remote()).turns == 1
-    let_go(actor)
+    assert run(same.wait_idle(timeout=30))
+    assert run(same.summary()).turns == 1
+    let_go(conversation)
 
 
 def test_a_killed_actor_is_rebuilt_with_the_state_it_had_plus_finished_thinking(runtime: RuntimeSettings) -> None:
     key = StreamKey("acme", "ray-crash")
-    actor = conversation_ref(key, runtime)
-    ray.get(actor.turn.remote("I only eat vegetarian food."))
-    assert ray.get(actor.wait_idle.remote(30))
-    ray.get(actor.turn.remote("Plan lunch."))  # its thinking is now running (200 ms per call)
-    os.kill(ray.get(actor.pid.remote()), signal.SIGKILL)  # the worker process dies mid-thought
+    conversation = conversation_handle(key, runtime)
+    run(conversation.turn("I only eat vegetarian food."))
+    assert run(conversation.wait_idle(timeout=30))
+    run(conversation.turn("Plan lunch."))  # its thinking is now running (200 ms per call)
+    os.kill(run(conversation.pid()), signal.SIGKILL)  # the worker process dies mid-thought
     time.sleep(0.5)
-    actor = conversation_ref(key, runtime)  # restarted by Ray (max_restarts) or re-created
-    assert call(actor.wait_idle, 60)  # the unthought turn is thought through after rebuild
-    state = state_from_snapshot(call(actor.state_bytes))
+    conversation = conversation_handle(key, runtime)  # restarted by Ray (max_restarts) or re-created
+    assert retried(lambda: conversation.wait_idle(timeout=60))  # the unthought turn is thought through after rebuild
+    state = state_from_snapshot(retried(conversation.state_bytes))
     assert state.turn_count == 2 and state.thought_turn == 1 and state.narrative
-    reply = call(actor.turn, "And dinner?")
+    reply = retried(lambda: conversation.turn("And dinner?"))
     # the turn follows the state, after the recall the Talker answered from when there was one
     assert reply.seq == (reply.recall_seq or state.last_seq) + 1
     assert reply.recall_seq in (None, state.last_seq + 1)
-    let_go(actor)
+    let_go(conversation)
 
 
 def test_a_crashed_host_takes_no_state_and_no_neighbour_with_it(ray_cluster: None, nats_server: EmbeddedNats, tmp_path: Path) -> None:
@@ -68,20 +68,22 @@ def test_a_crashed_host_takes_no_state_and_no_neighbour_with_it(ray_cluster: Non
                               placement="hosted", hosts=2, mode="controller_only") as runtime:
         placement = placement_of(runtime)
         keys = [StreamKey("acme", f"crash-{index}") for index in range(12)]
-        refs = [conversation_ref(key, runtime) for key in keys]
+        handles = [conversation_handle(key, runtime) for key in keys]
+        assert all(isinstance(handle, HostedConversation) for handle in handles)
+        refs = [handle for handle in handles if isinstance(handle, HostedConversation)]
         for ref in refs:
-            assert call(ref.turn, "My name is Ada.", True).turn == 0
+            assert retried(functools.partial(ref.turn, "My name is Ada.", sync=True)).turn == 0
         victim_slot = refs[0].slot
-        survivors_pid = {ref.slot: ray.get(ref.pid.remote()) for ref in refs if ref.slot != victim_slot}
+        survivors_pid = {ref.slot: run(ref.pid()) for ref in refs if ref.slot != victim_slot}
         assert survivors_pid, "the twelve conversations all hashed to one host"
         os.kill(ray.get(placement.host(victim_slot).pid.remote()), signal.SIGKILL)
         time.sleep(0.5)
-        replies = [call(ref.turn, "What is my name?", True) for ref in refs]
+        replies = [retried(functools.partial(ref.turn, "What is my name?", sync=True)) for ref in refs]
         assert [reply.turn for reply in replies] == [1] * len(refs)  # nothing acknowledged was lost
         for ref in refs:
-            state = state_from_snapshot(call(ref.state_bytes))
+            state = state_from_snapshot(retried(ref.state_bytes))
             assert state.turn_count == 2
             if ref.slot != victim_slot:
-                assert ray.get(ref.pid.remote()) == survivors_pid[ref.slot]
+                assert run(ref.pid()) == survivors_pid[ref.slot]
         restarted = ray.get(placement.host(victim_slot).stats.remote())
         assert restarted["activations"] == sum(ref.slot == victim_slot for ref in refs)  # re-activated from the log

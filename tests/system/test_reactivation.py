@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from mirror.actors.conversation import Conversation, RuntimeSettings
+from mirror.actors.conversation import Conversation
+from mirror.actors.settings import RuntimeSettings
 from mirror.events.ids import StreamKey
+from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.events.nats.server import EmbeddedNats
 from mirror.harness.bench.live_actors import seed
 from mirror.projections.snapshot import snapshot_bytes
-from tests.support.stack import conversation_runtime
+from tests.support.stack import conversation_runtime, nats_of
 
 HISTORY = 3_000
 
@@ -30,7 +32,7 @@ def runtime(nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettin
 
 async def test_a_passivated_long_conversation_reactivates_from_its_snapshot(runtime: RuntimeSettings) -> None:
     key = StreamKey("acme", "long")
-    assert await seed(runtime.nats_url, {key: HISTORY}, shard=runtime.shard) == HISTORY
+    assert await seed(nats_of(runtime).url, {key: HISTORY}, shard=nats_of(runtime).shard) == HISTORY
 
     cold = await Conversation(key, runtime).start()
     assert cold.rebuilt is not None and cold.rebuilt.snapshot_seq is None
@@ -75,8 +77,7 @@ async def test_an_uncommitted_tail_is_read_from_the_stream_after_the_committed_o
     key = StreamKey("acme", "tail")
     db = tmp_path / "log.duckdb"
     with SimLLMServer(SimSettings(latency="fixed:5")) as sim:
-        settings = RuntimeSettings(nats_url=nats_server.url, shard="tail",
-                                   llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1))
+        settings = RuntimeSettings(infrastructure=NatsInfrastructure(nats_server.url, shard="tail"), llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1))
         # start() waits with asyncio.run, so it runs on a thread of its own here.
         ingester = await asyncio.to_thread(IngesterProcess(nats_server.url, db, shard="tail").start)
         try:

@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from mirror.actors.conversation import Conversation, RuntimeSettings
+from mirror.actors.conversation import Conversation
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.embeddings import OpenAIEmbedder
 from mirror.cognition.memory.turn import TURN_RECALL, replay_recall
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
@@ -36,7 +37,7 @@ from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
 from mirror.replay import History, RecomputePlan, recompute_conversation
 from mirror.replay.verify import config_from, verify_events
-from tests.support.stack import conversation_runtime
+from tests.support.stack import conversation_runtime, nats_of
 from tests.system.test_conversation import log_events, sim_stats
 
 pytestmark = pytest.mark.slow
@@ -189,8 +190,8 @@ async def test_recompute_recalls_on_the_branch_and_only_counterfactual_reasks_th
     memory_section = directory / "talker_memory.md"
     memory_section.write_text(memory_section.read_text() + "\nI mention a remembered fact only when it matters.\n")
     prompts = load_prompt_set(directory)  # only the Talker's memory section changed
-    bus = await JetStreamBus.connect(runtime.nats_url)
-    log = LogClient(bus.nc, shard=runtime.shard)
+    bus = await JetStreamBus.connect(nats_of(runtime).url)
+    log = LogClient(bus.nc, shard=nats_of(runtime).shard)
     llm = OpenAIChatClient(runtime.llm)
     try:
         kept = await recompute_conversation(key, RecomputePlan(prompts), history=History(log), bus=bus, live=llm)

@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from mirror.actors.conversation import Conversation, RuntimeSettings
+from mirror.actors.conversation import Conversation
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.llm import ChatMessage, ChatRequest
 from mirror.cognition.openai_client import OpenAIChatClient
 from mirror.cognition.prompts import DEFAULT_PROMPT_SETS, default_prompt_set, load_prompt_set
@@ -41,7 +42,7 @@ from mirror.replay import (
     verify_events,
 )
 from mirror.replay.verify import memory_steps, thinking_steps
-from tests.support.stack import conversation_runtime
+from tests.support.stack import conversation_runtime, nats_of
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +55,8 @@ def runtime(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory)
 @asynccontextmanager
 async def log_of(settings: RuntimeSettings, *keys: StreamKey) -> AsyncIterator[tuple[JetStreamBus, LogClient]]:
     """The bus and the log, once the log holds everything the stream has for ``keys``."""
-    bus = await JetStreamBus.connect(settings.nats_url)
-    client = LogClient(bus.nc, shard=settings.shard)
+    bus = await JetStreamBus.connect(nats_of(settings).url)
+    client = LogClient(bus.nc, shard=nats_of(settings).shard)
     for key in keys:
         assert await client.wait_committed((await bus.head(key)).fence, timeout=30)
     try:
@@ -336,9 +337,9 @@ async def test_the_latest_state_includes_every_acknowledged_event(runtime: Runti
     from mirror.replay import History
 
     key = StreamKey("replay", "read-your-writes")
-    bus = await JetStreamBus.connect(runtime.nats_url)
+    bus = await JetStreamBus.connect(nats_of(runtime).url)
     try:
-        log = LogClient(bus.nc, shard=runtime.shard)
+        log = LogClient(bus.nc, shard=nats_of(runtime).shard)
 
         async def acknowledged(k: StreamKey) -> int | None:
             return (await bus.head(k)).last_seq

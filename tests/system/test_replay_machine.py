@@ -18,7 +18,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule, run_state_machine_as_test
 
-from mirror.actors.conversation import Conversation, RuntimeSettings
+from mirror.actors.conversation import Conversation
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.errors import LLMError
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
@@ -27,7 +28,7 @@ from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
 from mirror.replay import History
 from tests.support.machines import ConversationMachine
-from tests.support.stack import conversation_runtime
+from tests.support.stack import conversation_runtime, nats_of
 
 pytestmark = pytest.mark.slow
 
@@ -100,9 +101,9 @@ def test_state_at_every_seq_equals_what_the_actor_held(runtime: RuntimeSettings)
                 self.loop.close()
 
         async def check(self) -> None:
-            bus = await JetStreamBus.connect(runtime.nats_url)
+            bus = await JetStreamBus.connect(nats_of(runtime).url)
             try:
-                log = LogClient(bus.nc, shard=runtime.shard)
+                log = LogClient(bus.nc, shard=nats_of(runtime).shard)
                 assert await log.wait_committed((await bus.head(self.key)).fence, timeout=30)
                 events = await log.read(self.key)
                 history = History(log, snapshot_every=3)

@@ -71,12 +71,13 @@ def test_the_file_comes_from_config_then_mirror_config_then_the_working_director
 
 
 def test_without_a_file_the_cli_defaults_are_the_runtime_defaults(tmp_path: Path) -> None:
-    from mirror.actors.conversation import RuntimeSettings
+    from mirror.actors.settings import RuntimeSettings
     from mirror.cognition.pipeline import MODES
+    from mirror.events.nats.infrastructure import NatsInfrastructure
     from mirror.stack.embedded import StackSettings
 
     settings = shown(mirror("up", "--show-config", cwd=tmp_path))
-    runtime = RuntimeSettings(nats_url="", llm=None)  # type: ignore[arg-type]  # no LLM: only the defaults are compared
+    runtime = RuntimeSettings(infrastructure=NatsInfrastructure(""), llm=None)  # type: ignore[arg-type]  # no LLM: only the defaults are compared
     stack = StackSettings()
     assert settings["passivate_after_s"] == runtime.passivate_after_s == stack.passivate_after_s
     assert settings["max_live_actors"] == runtime.max_live_actors == stack.max_live_actors

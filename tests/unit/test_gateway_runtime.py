@@ -1,21 +1,22 @@
 """The gateway's shared runtime without a cluster: the bound on finished recompute jobs, and how
-``ask`` re-asks a passivating actor. Actors come in through ``create_app``'s ``actors`` port."""
+``ask`` re-asks a passivating actor. Conversations come in through ``create_app``'s
+``conversations`` port: here scripted handles whose ``turn`` answers from a script."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from fastapi import HTTPException
 
-from mirror.actors.conversation import RuntimeSettings
 from mirror.actors.errors import Fenced, Passivated
+from mirror.actors.settings import RuntimeSettings
 from mirror.events.errors import BusUnavailable
 from mirror.events.ids import StreamKey
+from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.gateway.runtime import ASK_ATTEMPTS, FinishedJobs, GatewayRuntime
 from mirror.gateway.settings import GatewaySettings
 
@@ -36,7 +37,7 @@ def test_finished_jobs_keep_only_the_newest() -> None:
 
 def test_a_bound_below_one_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="max_finished_jobs"):
-        GatewaySettings(RuntimeSettings("nats://127.0.0.1:1", None), str(tmp_path / "t.json"),  # type: ignore[arg-type]  # no LLM: nothing here calls one
+        GatewaySettings(RuntimeSettings(NatsInfrastructure("nats://127.0.0.1:1"), None), str(tmp_path / "t.json"),  # type: ignore[arg-type]  # no LLM: nothing here calls one
                         max_finished_jobs=0)
 
 
@@ -48,24 +49,42 @@ class ActorCallFailed(Exception):
         self.cause = cause
 
 
+class ScriptedHandle:
+    """A conversation handle whose ``turn`` answers with the next outcome of its script."""
+
+    def __init__(self, script: ScriptedActors, key: StreamKey) -> None:
+        self.script = script
+        self.key = key
+        self.forgotten = False
+
+    async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
+                   memory: bool | None = None) -> Any:
+        outcome = self.script.outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def forget(self) -> None:
+        self.forgotten = True
+        self.script.forgotten.append(self.key)
+
+
 class ScriptedActors:
-    """``actors(key)``: every handle's ``turn`` answers with the next outcome of one script."""
+    """``conversations(key)``: every handle's ``turn`` answers with the next outcome of one script."""
 
     def __init__(self, *outcomes: Any) -> None:
         self.outcomes = list(outcomes)
         self.handles_made = 0
+        self.forgotten: list[StreamKey] = []
 
     def __call__(self, key: StreamKey) -> Any:
         self.handles_made += 1
-        return SimpleNamespace(turn=SimpleNamespace(remote=self._next))
+        return ScriptedHandle(self, key)
 
-    def _next(self, *args: Any) -> Awaitable[Any]:
-        async def answer() -> Any:
-            outcome = self.outcomes.pop(0)
-            if isinstance(outcome, BaseException):
-                raise outcome
-            return outcome
-        return answer()
+
+def turn(message: str) -> Callable[[Any], Awaitable[Any]]:
+    """What a route asks of a conversation: a turn."""
+    return lambda conversation: conversation.turn(message)
 
 
 async def broker_up() -> None:
@@ -73,7 +92,7 @@ async def broker_up() -> None:
 
 
 def runtime(tmp_path: Path, actors: ScriptedActors, bus_ready: Callable[[], Awaitable[object]] = broker_up) -> GatewayRuntime:
-    settings = GatewaySettings(RuntimeSettings("nats://127.0.0.1:1", None), str(tmp_path / "t.json"))  # type: ignore[arg-type]  # no LLM: nothing here calls one
+    settings = GatewaySettings(RuntimeSettings(NatsInfrastructure("nats://127.0.0.1:1"), None), str(tmp_path / "t.json"))  # type: ignore[arg-type]  # no LLM: nothing here calls one
     return GatewayRuntime.build(settings, actors, bus_ready=bus_ready)
 
 
@@ -83,7 +102,7 @@ def test_a_broker_that_is_down_fails_the_call_before_any_actor_is_asked(tmp_path
 
     actors = ScriptedActors({"reply": "never"})
     with pytest.raises(BusUnavailable, match="NATS at 127.0.0.1:4222"):
-        asyncio.run(runtime(tmp_path, actors, broker_down).ask(KEY, "turn", "hello"))
+        asyncio.run(runtime(tmp_path, actors, broker_down).ask(KEY, turn("hello")))
     assert actors.handles_made == 0
 
 
@@ -92,13 +111,13 @@ def test_a_bus_error_from_inside_the_actor_reaches_the_gateway_as_itself(tmp_pat
     down = BusUnavailable("127.0.0.1:4222", 1.0)
     actors = ScriptedActors(ActorCallFailed(down))
     with pytest.raises(BusUnavailable) as raised:
-        asyncio.run(runtime(tmp_path, actors).ask(KEY, "turn", "hello"))
+        asyncio.run(runtime(tmp_path, actors).ask(KEY, turn("hello")))
     assert raised.value is down
 
 
 def test_ask_re_asks_a_passivating_actor_through_a_fresh_handle(tmp_path: Path) -> None:
     actors = ScriptedActors(ActorCallFailed(Passivated(KEY)), ActorCallFailed(Passivated(KEY)), {"reply": "hi"})
-    assert asyncio.run(runtime(tmp_path, actors).ask(KEY, "turn", "hello")) == {"reply": "hi"}
+    assert asyncio.run(runtime(tmp_path, actors).ask(KEY, turn("hello"))) == {"reply": "hi"}
     assert actors.handles_made == 3 and not actors.outcomes
 
 
@@ -106,18 +125,18 @@ def test_ask_gives_up_after_its_attempts_with_the_last_error(tmp_path: Path) -> 
     errors = [ActorCallFailed(Passivated(KEY)) for _ in range(ASK_ATTEMPTS + 1)]
     actors = ScriptedActors(*errors)
     with pytest.raises(ActorCallFailed) as raised:
-        asyncio.run(runtime(tmp_path, actors).ask(KEY, "turn", "hello"))
+        asyncio.run(runtime(tmp_path, actors).ask(KEY, turn("hello")))
     assert raised.value is errors[ASK_ATTEMPTS - 1] and actors.handles_made == ASK_ATTEMPTS
 
 
 def test_ask_answers_409_for_a_fenced_actor_and_raises_other_errors_at_once(tmp_path: Path) -> None:
     fenced = ScriptedActors(ActorCallFailed(Fenced(KEY, "another writer appended")), {"reply": "never"})
     with pytest.raises(HTTPException) as raised:
-        asyncio.run(runtime(tmp_path, fenced).ask(KEY, "turn", "hello"))
+        asyncio.run(runtime(tmp_path, fenced).ask(KEY, turn("hello")))
     assert raised.value.status_code == 409 and fenced.handles_made == 1
     broken = ScriptedActors(RuntimeError("boom"), {"reply": "never"})
     with pytest.raises(RuntimeError, match="boom"):
-        asyncio.run(runtime(tmp_path, broken).ask(KEY, "turn", "hello"))
+        asyncio.run(runtime(tmp_path, broken).ask(KEY, turn("hello")))
     assert broken.handles_made == 1
 
 
@@ -126,7 +145,7 @@ def test_a_handle_is_reused_until_a_call_through_it_fails(tmp_path: Path) -> Non
     gateway = runtime(tmp_path, actors)
 
     async def twice() -> list[Any]:
-        return [await gateway.ask(KEY, "turn", "a"), await gateway.ask(KEY, "turn", "b")]
+        return [await gateway.ask(KEY, turn("a")), await gateway.ask(KEY, turn("b"))]
 
     assert asyncio.run(twice()) == [{"reply": "1"}, {"reply": "2"}] and actors.handles_made == 1
 
@@ -140,19 +159,12 @@ def test_a_host_that_is_gone_for_good_is_forgotten_and_asked_again(tmp_path: Pat
 
     error = {"unschedulable": ActorUnschedulableError("its node is gone"), "died": ActorDiedError(),
              "other": RuntimeError("boom")}[gone]
-    forgotten: list[StreamKey] = []
     actors = ScriptedActors(error, {"reply": "hi"})
-
-    def hosted(key: StreamKey) -> Any:
-        handle = actors(key)
-        handle.forget = lambda: forgotten.append(key)
-        return handle
-
-    ask = runtime(tmp_path, hosted).ask(KEY, "turn", "hello")  # type: ignore[arg-type]  # a function, not a ScriptedActors
+    ask = runtime(tmp_path, actors).ask(KEY, turn("hello"))
     if gone == "other":
         with pytest.raises(RuntimeError, match="boom"):
             asyncio.run(ask)
-        assert forgotten == []
+        assert actors.forgotten == []
     else:
         assert asyncio.run(ask) == {"reply": "hi"}
-        assert forgotten == [KEY] and actors.handles_made == 2
+        assert actors.forgotten == [KEY] and actors.handles_made == 2

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
-from mirror.actors.conversation import RuntimeSettings
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.embeddings import pack_vector
 from mirror.cognition.memory import recall, recall_view, render_recall, sorted_beliefs, sorted_edges, sorted_reviews
 from mirror.cognition.memory.view import edge_view
 from mirror.cognition.openai_client import LLMSettings
+from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.gateway.settings import DEFAULT_EMBED_RETRIES, DEFAULT_EMBED_TIMEOUT_S, GatewaySettings
 from mirror.projections.beliefs import BeliefState, ReviewItem, review_id
 from mirror.projections.edges import EdgeState
@@ -62,7 +63,7 @@ def test_listings_are_in_one_order_whatever_the_order_given() -> None:
 
 def test_the_gateway_embeds_queries_at_the_runtime_llm_with_short_limits_unless_told(tmp_path: Path) -> None:
     llm = LLMSettings(base_url="http://127.0.0.1:9/v1", model="mirror-sim", api_key="k", timeout_s=120, max_retries=6)
-    runtime = RuntimeSettings("nats://127.0.0.1:1", llm)
+    runtime = RuntimeSettings(NatsInfrastructure("nats://127.0.0.1:1"), llm)
     settings = GatewaySettings(runtime, str(tmp_path / "tenants.json"))
     derived = settings.embedder_settings()
     # the conversations' embedding model, not the chat model: the API embeds as the Talker's recall did
@@ -70,5 +71,5 @@ def test_the_gateway_embeds_queries_at_the_runtime_llm_with_short_limits_unless_
     assert runtime.embedding_model != llm.model
     assert derived.timeout_s == DEFAULT_EMBED_TIMEOUT_S and derived.max_retries == DEFAULT_EMBED_RETRIES
     chosen = LLMSettings(base_url="https://embeddings.example/v1", model="text-embedding-3-small")
-    explicit = GatewaySettings(RuntimeSettings("nats://127.0.0.1:1", llm), str(tmp_path / "t.json"), embedder=chosen)
+    explicit = GatewaySettings(RuntimeSettings(NatsInfrastructure("nats://127.0.0.1:1"), llm), str(tmp_path / "t.json"), embedder=chosen)
     assert explicit.embedder_settings() is chosen

@@ -6,10 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror.actors.conversation import RuntimeSettings
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.openai_client import LLMSettings
 from mirror.events.errors import ShardMapError
 from mirror.events.ids import StreamKey
+from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.events.nats.jetstream import subject_for
 from mirror.events.shards import ShardMap
 
@@ -101,7 +102,7 @@ def test_an_unknown_shard_or_an_empty_one_is_refused() -> None:
 
 def test_runtime_settings_route_by_tenant_and_refuse_a_bad_map_when_built() -> None:
     llm = LLMSettings(base_url="http://127.0.0.1:1/v1", model="m")
-    settings = RuntimeSettings(nats_url="nats://x", llm=llm, shard="conv", shard_map=(("1", ("acme",)),))
+    settings = RuntimeSettings(NatsInfrastructure("nats://x", shard="conv", shard_map=(("1", ("acme",)),)), llm=llm)
     assert settings.shard_of("acme") == "1" and settings.shard_of("other") == "conv"
     with pytest.raises(ShardMapError, match="on two shards"):
-        RuntimeSettings(nats_url="nats://x", llm=llm, shard_map=(("1", ("acme",)), ("2", ("acme",))))
+        NatsInfrastructure("nats://x", shard_map=(("1", ("acme",)), ("2", ("acme",))))

@@ -1,0 +1,71 @@
+"""The runtime's settings: one frozen :class:`RuntimeSettings`, built once at the edge.
+
+The stack (or a test) builds it and hands it down; it crosses into Ray with every conversation
+host and actor, so it holds plain values and the :class:`~mirror.events.infrastructure.Infrastructure`
+recipe (chosen by the stack: NATS in production, in-memory in tests), never a live connection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from mirror.cognition.openai_client import LLMSettings
+from mirror.cognition.prompts import PromptSet, default_prompt_set, load_prompt_set
+from mirror.events.infrastructure import Infrastructure
+
+PLACEMENTS = ("hosted", "dedicated")
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """Everything a conversation needs to run; built once at the edge (CLI, tests).
+
+    ``infrastructure`` says how a process opens its bus and the logs (the one place adapters are
+    chosen is whoever builds these settings). ``memory`` turns the memory stage on (any
+    ``mode``). Its vectors come from ``embedder``: ``endpoint`` asks the chat server's
+    ``/v1/embeddings`` (``llm.base_url``, the simulator included) for ``embedding_model``;
+    ``minilm`` runs the offline model of the ``[local]`` extra.
+
+    ``placement`` says where a live conversation runs (:mod:`mirror.actors.placement`):
+    ``hosted`` (the default) in one of ``hosts`` conversation hosts (0: one per CPU of the Ray
+    cluster when the first is placed), at most ``max_live_per_host`` live in each;
+    ``dedicated`` in a Ray actor of its own, at most ``max_live_actors`` live per node.
+    """
+
+    infrastructure: Infrastructure
+    llm: LLMSettings
+    mode: str = "full"
+    prompts_dir: str | None = None
+    talker_max_tokens: int = 1024
+    thinker_max_tokens: int = 3000
+    snapshot_every: int = 200
+    thinking_attempts: int = 3
+    memory: bool = True
+    embedder: Literal["endpoint", "minilm"] = "endpoint"
+    embedding_model: str = "text-embedding-3-small"
+    passivate_after_s: float = 300.0
+    placement: Literal["hosted", "dedicated"] = "hosted"
+    hosts: int = 0
+    max_live_actors: int = 256
+    max_live_per_host: int = 5_000
+    snapshot_commit_timeout_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement {self.placement!r} is not one of {PLACEMENTS}")
+        if self.hosts < 0 or self.max_live_per_host < 1 or self.max_live_actors < 1:
+            raise ValueError(f"hosts ({self.hosts}) must be ≥ 0 and max_live_per_host ({self.max_live_per_host}), "
+                             f"max_live_actors ({self.max_live_actors}) ≥ 1")
+
+    def shard_of(self, tenant: str) -> str:
+        """The shard whose log holds ``tenant``'s events: every reader routes by it."""
+        return self.infrastructure.shard_of(tenant)
+
+
+def settings_prompts(settings: RuntimeSettings) -> PromptSet:
+    """The prompt set the settings name (``prompts_dir``, else the default set), read from disk."""
+    return load_prompt_set(settings.prompts_dir) if settings.prompts_dir else default_prompt_set()
+
+
+__all__ = ["PLACEMENTS", "RuntimeSettings", "settings_prompts"]
