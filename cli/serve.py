@@ -146,7 +146,7 @@ def up(
     """Run the embedded stack: NATS, a local Ray head, an ingester actor per shard, the LLM and the HTTP gateway.
 
     With --ray-address it joins a running Ray cluster instead of starting a head, and the
-    conversation actors spread over the cluster's nodes (README, "Several nodes").
+    conversation actors spread over the cluster's nodes (docs/operations.md, "Several nodes").
 
     Prints the gateway URL and a token for the default tenant; Ctrl-C stops everything; running
     it again resumes the same data. The API key of a URL endpoint is read from MIRROR_LLM_API_KEY.

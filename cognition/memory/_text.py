@@ -5,7 +5,7 @@ and stopword list are ``bm25s``'s defaults, so the hand-written incremental inde
 can be checked against ``bm25s`` on the same tokens. ``stemmed`` (the default since recall
 event version 3): the same words through the Snowball English stemmer (PyStemmer, the stemmer
 ``bm25s`` itself uses), so "watering" finds "water" and "closed" finds "closes". On the memory
-eval it raised keyword recall@5 from 0.519 to 0.633 (README, "Memory").
+eval it raised keyword recall@5 from 0.519 to 0.633 (docs/evals.md).
 
 The causal-edge walk's mentions (``graph``) keep ``words``: they match names, which a stemmer
 would conflate.

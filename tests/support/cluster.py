@@ -1,4 +1,4 @@
-"""The README's "Several nodes" recipe, run as written: its commands are read from the README, the
+"""The "Several nodes" recipe of docs/operations.md, run as written: its commands are read from that file, the
 ports and paths a test must own are substituted, and each command runs as a real process.
 
 Every command runs in a session of its own (``start_new_session``), as in a terminal of its own:
@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE_DOC = ROOT / "docs" / "operations.md"
+"""Where the recipe lives: the operations guide's "Several nodes" section."""
 RECIPE_MARKER = "<!-- recipe: several-nodes -->"
 
 
@@ -41,10 +43,10 @@ class Recipe:
         return found[0]
 
 
-def read_recipe(readme: Path = README) -> Recipe:
+def read_recipe(doc: Path = RECIPE_DOC) -> Recipe:
     """The fenced block after the marker: ``export K=V`` lines, commands, ``#`` comments."""
-    text = readme.read_text()
-    assert RECIPE_MARKER in text, f"{readme} has no {RECIPE_MARKER}"
+    text = doc.read_text()
+    assert RECIPE_MARKER in text, f"{doc} has no {RECIPE_MARKER}"
     block = re.search(r"```(?:sh|bash)\n(.*?)```", text.split(RECIPE_MARKER, 1)[1], re.DOTALL)
     assert block is not None, "no fenced shell block after the recipe marker"
     environment: dict[str, str] = {}
@@ -66,7 +68,7 @@ def substitute(command: list[str], values: Mapping[str, str]) -> list[str]:
     """``command`` with each ``--flag=value`` in ``values`` given the test's value instead.
 
     Every flag named in ``values`` must be in the command: a recipe that lost one fails here
-    rather than quietly running on the README's ports.
+    rather than quietly running on the recipe's own ports.
     """
     missing = set(values)
     result = []
@@ -181,7 +183,7 @@ def probe(address: str, env: Mapping[str, str], actor_names: list[str], timeout:
     """
     command = [sys.executable, "-m", "tests.support.cluster", address, *actor_names]
     result = subprocess.run(command, env=dict(env), capture_output=True, text=True, timeout=timeout,
-                            cwd=README.parent)
+                            cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     answer: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return answer
@@ -221,7 +223,7 @@ def _probe_main(address: str, actor_names: list[str]) -> None:
 
 
 __all__ = [
-    "README", "RECIPE_MARKER", "Recipe", "Session", "probe", "processes_named", "read_recipe", "substitute", "wait_for",
+    "RECIPE_DOC", "RECIPE_MARKER", "ROOT", "Recipe", "Session", "probe", "processes_named", "read_recipe", "substitute", "wait_for",
 ]
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ One stack per parametrisation (the embedded NATS, and a 3-node NATS cluster) and
 the issue's command, ``--kill nats,ingester,actor,gateway --every 3``: nothing acknowledged is
 lost, doubled or out of place, seqs are gapless, no narrative is a failure, every conversation
 answers afterwards, and every kill was recovered from. The report is printed (run with ``-s``):
-the README's "Chaos" figures come from it.
+the "Chaos" figures of docs/operations.md come from it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The README's commands, run as a user would (real processes, real broker)."""
+"""The commands of the README and docs/cli.md, run as a user would (real processes, real broker)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""Several Ray nodes: the README's recipe (a head, a second raylet, ``mirror up --ray-address``) run
+"""Several Ray nodes: the recipe in docs/operations.md (a head, a second raylet, ``mirror up --ray-address``) run
 as written, turns under load, then the second node killed with SIGKILL.
 
 What it proves, for each placement of conversations in :data:`PLACEMENTS`: conversations spread
 over both nodes; after every process of the second node dies, the conversations that lived there
 answer again from the head; every turn the gateway acknowledged is in the DuckDB log; and no node
 holds more live conversation actors than ``max_live_actors``. It prints what it measured
-(re-activation after the kill, turns in flight at the kill) for the README.
+(re-activation after the kill, turns in flight at the kill) for docs/operations.md.
 """
 
 from __future__ import annotations

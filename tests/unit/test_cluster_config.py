@@ -1,5 +1,5 @@
 """``cluster.yaml`` passes Ray's own cluster-config checks, the ones ``ray up`` runs, and agrees
-with the README's several-nodes recipe on what a node needs to join."""
+with the several-nodes recipe in docs/operations.md on what a node needs to join."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def start_command(line: str) -> list[str]:
     return words[words.index("start") - 1:] if "start" in words else []
 
 
-def test_cluster_yaml_starts_ray_as_the_readme_recipe_does() -> None:
+def test_cluster_yaml_starts_ray_as_the_documented_recipe_does() -> None:
     """Token authentication on every node (a raylet without it cannot join a head that has it)
     and workers joining the head's port."""
     config = load()

@@ -125,9 +125,10 @@ def test_an_unreadable_file_is_one_line(tmp_path: Path, content: str | None, pro
     assert result.stderr.count("\n") == 1
 
 
-def test_the_readme_example_file_is_valid(tmp_path: Path) -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+def test_the_documented_example_file_is_valid(tmp_path: Path) -> None:
+    """The example ``mirror.toml`` of docs/operations.md ("Configuration") is a file ``up`` accepts."""
+    guide = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    example = guide.split("```toml\n", 1)[1].split("```", 1)[0]
     (tmp_path / "mirror.toml").write_text(example)
     settings = shown(mirror("up", "--show-config", cwd=tmp_path))
     assert settings["data_dir"] == "/srv/mirror" and settings["llm"] == "http://127.0.0.1:8000/v1"
