@@ -21,4 +21,7 @@ setup(
     packages=packages,
     package_dir=package_dir,
     package_data={"mirror.cognition": ["prompt_sets/*/*.md"], "mirror.harness.evals.memory": ["dialogues.json"]},
+    # The data is the list above and nothing else: the sdist manifest's files are not added as data too
+    # (which would also warn that the folder prompt_sets/default "would be ignored" as a package).
+    include_package_data=False,
 )

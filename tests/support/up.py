@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from mirror.processes import free_port
@@ -15,18 +16,27 @@ from mirror.processes import free_port
 __all__ = ["ctrl_c", "start_up"]
 
 
-def start_up(data: Path, log: Path, *options: str) -> tuple[subprocess.Popen[bytes], dict]:
-    """Start `mirror up --llm sim` on free ports and return it with its stack.json once written."""
-    command = [sys.executable, "-m", "mirror", "up", "--llm", "sim", "--data", str(data),
+def start_up(data: Path, log: Path, *options: str, mirror: Sequence[str] = (sys.executable, "-m", "mirror"),
+             cwd: Path | None = None) -> tuple[subprocess.Popen[bytes], dict]:
+    """Start `mirror up --llm sim` on free ports and return it with its stack.json once written.
+
+    ``mirror`` is the command that runs Mirror (by default this interpreter's ``-m mirror``; the
+    wheel's test passes a fresh venv's ``bin/mirror``), ``cwd`` the directory it runs in.
+    """
+    command = [*mirror, "up", "--llm", "sim", "--data", str(data),
                "--port", str(free_port()), "--nats-port", str(free_port()), *options]
     # Its own session, as in a terminal: Ctrl-C reaches the whole process group.
-    process = subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
+                               cwd=cwd)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert process.poll() is None, log.read_text()[-3000:]
         stack = data / "stack.json"
         if stack.exists():
-            return process, json.loads(stack.read_text())
+            try:
+                return process, json.loads(stack.read_text())
+            except json.JSONDecodeError:  # caught between its creation and its one write
+                pass
         time.sleep(0.2)
     process.kill()
     raise AssertionError("mirror up did not come up:\n" + log.read_text()[-3000:])
