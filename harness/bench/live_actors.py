@@ -124,7 +124,7 @@ async def seed(nats_url: str, histories: dict[StreamKey, int], *, shard: str = "
     return sum(len(events) for _, events, _ in batches)
 
 
-KINDS = ("short", "long", "new")
+_KINDS = ("short", "long", "new")
 """The conversations measured: re-activated with a short or a long history, or activated brand new."""
 
 
@@ -178,11 +178,11 @@ class _Tally:
 
 @dataclass(slots=True)
 class _Samples:
-    """Per kind (:data:`KINDS`): latency less the model calls, the reply with its timings, the rebuild reports."""
+    """Per kind (:data:`_KINDS`): latency less the model calls, the reply with its timings, the rebuild reports."""
 
-    latencies: dict[str, list[float]] = field(default_factory=lambda: {kind: [] for kind in KINDS})
-    replies: dict[str, list[tuple[float, dict[str, Any]]]] = field(default_factory=lambda: {kind: [] for kind in KINDS})
-    reports: dict[str, list[RebuildReport]] = field(default_factory=lambda: {kind: [] for kind in KINDS})
+    latencies: dict[str, list[float]] = field(default_factory=lambda: {kind: [] for kind in _KINDS})
+    replies: dict[str, list[tuple[float, dict[str, Any]]]] = field(default_factory=lambda: {kind: [] for kind in _KINDS})
+    reports: dict[str, list[RebuildReport]] = field(default_factory=lambda: {kind: [] for kind in _KINDS})
 
     def add(self, kind: str, elapsed: float, reply: dict[str, Any], report: RebuildReport | None) -> None:
         # Both model calls are the simulator's fixed latency (the message's embedding too, with memory on).

@@ -22,7 +22,6 @@ from typing import Any
 
 import httpx
 
-from mirror.actors.conversation import RuntimeSettings
 from mirror.actors.placement import conversation_ref, placement_of
 from mirror.events.ids import StreamKey
 from mirror.harness.bench._hosts import host_stats, hosts_figures, progress_line
@@ -60,15 +59,15 @@ async def _bounded(count: int, concurrency: int, step: Any, description: str, sh
 
 # The bench's calls on a conversation: which host holds it, and waiting until its thinking is done.
 
-def _host_slot(runtime: RuntimeSettings, name: str) -> int:
+def _host_slot(stack: EmbeddedStack, name: str) -> int:
     """The slot of the host that holds the default tenant's conversation ``name``."""
-    slot: int = conversation_ref(StreamKey(DEFAULT_TENANT, name), runtime).slot
+    slot: int = conversation_ref(StreamKey(DEFAULT_TENANT, name), stack.runtime).slot
     return slot
 
 
-async def _wait_idle(runtime: RuntimeSettings, name: str, timeout_s: float) -> bool:
+async def _wait_idle(stack: EmbeddedStack, name: str, timeout_s: float) -> bool:
     """Whether conversation ``name``'s background thinking was done within ``timeout_s``."""
-    idle: bool = await conversation_ref(StreamKey(DEFAULT_TENANT, name), runtime).wait_idle.remote(timeout_s)
+    idle: bool = await conversation_ref(StreamKey(DEFAULT_TENANT, name), stack.runtime).wait_idle.remote(timeout_s)
     return idle
 
 
@@ -89,22 +88,22 @@ async def _turn(client: httpx.AsyncClient, name: str, errors: list[str]) -> None
 
 # The phases: warm each host, activate N new conversations, wait for their thinking.
 
-def _warm_up_names(runtime: RuntimeSettings) -> list[str]:
+def _warm_up_names(stack: EmbeddedStack) -> list[str]:
     """One conversation per host, found by its slot."""
     warmed: dict[int, str] = {}
     index = 0
-    while len(warmed) < placement_of(runtime).hosts:
+    while len(warmed) < placement_of(stack.runtime).hosts:
         name = f"hold-warmup-{index}"
-        warmed.setdefault(_host_slot(runtime, name), name)
+        warmed.setdefault(_host_slot(stack, name), name)
         index += 1
     return list(warmed.values())
 
 
-async def _warm_up(client: httpx.AsyncClient, runtime: RuntimeSettings, errors: list[str]) -> int:
+async def _warm_up(client: httpx.AsyncClient, stack: EmbeddedStack, errors: list[str]) -> int:
     """A turn in each host, its thinking finished, so the memory read next is the hosts' idle cost; how many."""
-    names = _warm_up_names(runtime)
+    names = _warm_up_names(stack)
     await asyncio.gather(*(_turn(client, name, errors) for name in names))
-    await asyncio.gather(*(_wait_idle(runtime, name, 60) for name in names))
+    await asyncio.gather(*(_wait_idle(stack, name, 60) for name in names))
     return len(names)
 
 
@@ -116,12 +115,12 @@ async def _activate(client: httpx.AsyncClient, names: list[str], config: HoldBen
     return time.perf_counter() - started
 
 
-async def _wait_thinking(runtime: RuntimeSettings, names: list[str], config: HoldBenchConfig) -> tuple[int, float]:
+async def _wait_thinking(stack: EmbeddedStack, names: list[str], config: HoldBenchConfig) -> tuple[int, float]:
     """Wait until each conversation's thinking is done; those that were not within ``idle_timeout_s``, and the seconds."""
     outcomes: list[bool] = []
 
     async def wait_idle(index: int) -> None:
-        outcomes.append(await _wait_idle(runtime, names[index], config.idle_timeout_s))
+        outcomes.append(await _wait_idle(stack, names[index], config.idle_timeout_s))
 
     started = time.perf_counter()
     await _bounded(len(names), 64, wait_idle, "thinking", config.show_progress)
@@ -158,15 +157,14 @@ def _summarise(config: HoldBenchConfig, errors: list[str], *, warmed: int, idle:
 
 
 async def _measure(stack: EmbeddedStack, config: HoldBenchConfig) -> dict[str, Any]:
-    runtime = stack.runtime
     errors: list[str] = []
     names = [f"hold-{index}" for index in range(config.conversations)]
     async with _gateway(stack, config.concurrency) as client:
-        warmed = await _warm_up(client, runtime, errors)
-        idle = host_stats(runtime)
+        warmed = await _warm_up(client, stack, errors)
+        idle = host_stats(stack.runtime)
         activate_s = await _activate(client, names, config, errors)
-    unfinished, thinking_s = await _wait_thinking(runtime, names, config)
-    return _summarise(config, errors, warmed=warmed, idle=idle, held=hosts_figures(host_stats(runtime)),
+    unfinished, thinking_s = await _wait_thinking(stack, names, config)
+    return _summarise(config, errors, warmed=warmed, idle=idle, held=hosts_figures(host_stats(stack.runtime)),
                       activate_s=activate_s, unfinished=unfinished, thinking_s=thinking_s)
 
 
