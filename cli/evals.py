@@ -15,8 +15,12 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from mirror.harness.evals.curate import CurateSettings
 
 # The command imports the eval (cognition, numpy) in its body: see app.py.
 __all__ = ["eval_app"]
@@ -110,70 +114,70 @@ def eval_curate(
     """
     import os
 
-    from mirror.cli.errors import MissingToken, NoStackRunning
-    from mirror.harness.evals.curate import (
-        CurateDataError,
-        CurateError,
-        CurateOptionError,
-        CurateSettings,
-        load_data,
-        parse_modes,
-        parse_scenarios,
-        prompt_files,
-    )
+    from mirror.cli.errors import MissingToken
+    from mirror.harness.evals.curate import CurateDataError, CurateOptionError, CurateSettings
 
     try:
-        if data is None and compare_prompts is None:
-            raise CurateOptionError("--data DIR is needed: the directory of your CuRaTe spreadsheets "
-                                    "(inputs.xlsx, facts.xlsx, trivia.xlsx, prefs.xlsx)")
-        if url is None and stack_data is not None:  # a `mirror up` recorded there is the stack to drive
-            from mirror.cli.gateway_client import find_stack
-
-            try:
-                target = find_stack(stack_data)
-                url, token = target.url, token or target.token
-            except NoStackRunning:
-                pass
-        elif url is not None and not token:
-            from mirror.cli.gateway_client import find_stack
-
-            token = find_stack(stack_data or Path("data"), url, token).token
-        settings = CurateSettings(
-            data_dir=data or Path("."), out_dir=out, modes=parse_modes(modes), scenarios=parse_scenarios(scenarios), limit=limit,
-            concurrency=concurrency, timing=timing, time_scale=time_scale, seed=seed, max_tokens=max_tokens, memory=memory,
-            run_name=run_name, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
-            judge=judge, judge_model=judge_model, judge_structured_output=judge_structured_output, judge_api_key=os.environ.get("MIRROR_JUDGE_API_KEY"), url=url,
-            token=token, stack_data=stack_data, sim_latency=sim_latency)
-        if compare_prompts is not None:
-            prompt_files(compare_prompts)
-        else:
-            load_data(data)  # a missing or broken spreadsheet: one line, nothing started
+        settings = CurateSettings.from_options(
+            data=data, out=out, modes=modes, scenarios=scenarios, compare_prompts=compare_prompts, limit=limit,
+            concurrency=concurrency, timing=timing, time_scale=time_scale, seed=seed, max_tokens=max_tokens,
+            memory=memory, run_name=run_name, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
+            judge=judge, judge_model=judge_model, judge_api_key=os.environ.get("MIRROR_JUDGE_API_KEY"),
+            judge_structured_output=judge_structured_output, url=url, token=token, stack_data=stack_data,
+            sim_latency=sim_latency, find_stack=_curate_stack)
+        _check_curate_inputs(settings, compare_prompts)
     except (CurateOptionError, CurateDataError, MissingToken) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    try:
-        if compare_prompts is not None:
-            from mirror.harness.evals.curate import run_compare
-
-            summary = run_compare(settings, compare_prompts)
-        elif as_json:
-            from mirror.harness.evals.curate import run_curate
-
-            summary = run_curate(settings)
-        else:
-            summary = _curate_with_progress(settings)
-    except CurateError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
-    if as_json:
-        typer.echo(json.dumps(summary))
-    else:
-        _print_curate(summary, out)
+    summary = _run_curate(settings, compare_prompts, as_json)
+    _print_curate(summary, out, as_json)
     if summary.get("failed"):
         raise typer.Exit(1)
 
 
-def _curate_with_progress(settings: object) -> dict[str, object]:
+def _curate_stack(url: str | None, token: str | None, stack_data: Path | None) -> tuple[str | None, str | None]:
+    """The gateway to drive and its token: a ``mirror up`` recorded in ``stack_data`` when no ``--url`` is given
+    (none running: an embedded stack), or the recorded token of the given ``--url`` (none: :class:`MissingToken`)."""
+    from mirror.cli.errors import NoStackRunning
+    from mirror.cli.gateway_client import find_stack
+
+    if url is None and stack_data is not None:
+        try:
+            target = find_stack(stack_data)
+        except NoStackRunning:
+            return url, token
+        return target.url, token or target.token
+    if url is not None and not token:
+        return url, find_stack(stack_data or Path("data"), url, token).token
+    return url, token
+
+
+def _check_curate_inputs(settings: CurateSettings, compare_prompts: Path | None) -> None:
+    """A missing or broken spreadsheet (or prompt directory): one line, nothing started."""
+    from mirror.harness.evals.curate import load_data, prompt_files
+
+    if compare_prompts is not None:
+        prompt_files(compare_prompts)
+    else:
+        load_data(settings.data_dir)
+
+
+def _run_curate(settings: CurateSettings, compare_prompts: Path | None, as_json: bool) -> dict[str, object]:
+    """The run (or the prompt comparison) and its summary; a :class:`CurateError` exits with status 1."""
+    from mirror.harness.evals.curate import CurateError, run_compare, run_curate
+
+    try:
+        if compare_prompts is not None:
+            return run_compare(settings, compare_prompts)
+        if as_json:
+            return run_curate(settings)
+        return _curate_with_progress(settings)
+    except CurateError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _curate_with_progress(settings: CurateSettings) -> dict[str, object]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -186,10 +190,14 @@ def _curate_with_progress(settings: object) -> dict[str, object]:
         def advance(event: str, done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        return run_curate(settings, advance)  # type: ignore[arg-type]  # a CurateSettings, built above
+        return run_curate(settings, advance)
 
 
-def _print_curate(summary: dict[str, object], out: Path) -> None:
+def _print_curate(summary: dict[str, object], out: Path, as_json: bool) -> None:
+    """The summary as one JSON line (``--json``), or as tables and the paths of the report and plots."""
+    if as_json:
+        typer.echo(json.dumps(summary))
+        return
     from rich.console import Console
 
     from mirror.harness.evals.curate.report import rich_table

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import nats.errors
 import nats.js.errors
@@ -237,8 +238,19 @@ class Chain:
 Fallback = Callable[[int, Chain], Coroutine[Any, Any, int]]
 
 
+class AckSender(Protocol):
+    """What :class:`ChainedAppends` needs of a publisher; :class:`PipelinedPublisher` is the one Mirror runs."""
+
+    @property
+    def max_in_flight(self) -> int: ...
+
+    async def send(
+        self, subject: str, data: bytes, headers: dict[str, str], timeout: float, handler: AckHandler
+    ) -> None: ...
+
+
 class ChainedAppends:
-    """Run many fenced appends, at most ``max_active`` conversations publishing at once.
+    """Run many fenced appends, at most ``max_in_flight`` conversations publishing at once.
 
     A clean ack (no error, not a duplicate) moves its chain to the next event straight from
     the reply callback. Anything else — an error, a timeout, a duplicate ack — hands the chain,
@@ -246,70 +258,98 @@ class ChainedAppends:
     recognises retries and reports conflicts. Per conversation, events go out in order.
     """
 
-    def __init__(self, publisher: PipelinedPublisher, timeout: float, fallback: Fallback) -> None:
+    def __init__(self, publisher: AckSender, timeout: float, fallback: Fallback) -> None:
         self.publisher = publisher
         self.timeout = timeout
         self.fallback = fallback
 
     async def run(self, chains: Sequence[Chain]) -> list[int | BaseException]:
         """Per chain: its final fence, or what ``fallback`` returned or raised."""
-        loop = asyncio.get_running_loop()
-        results: list[int | BaseException | None] = [None] * len(chains)
-        waiting = deque(range(len(chains)))
-        finished: asyncio.Future[None] = loop.create_future()
-        remaining = len(chains)
+        return await _ChainedRun(self, chains).run()
 
-        def done(position: int, result: int | BaseException) -> None:
-            nonlocal remaining
-            results[position] = result
-            remaining -= 1
-            if remaining == 0 and not finished.done():
-                finished.set_result(None)
 
-        async def start_next() -> None:
-            while waiting:
-                position = waiting.popleft()
-                if chains[position].encoded:
-                    await publish(position)
-                    return
-                done(position, chains[position].fence)
+class _ChainedRun:
+    """One :meth:`ChainedAppends.run`: the chains, which are still waiting to start, and what each came to.
 
-        def settle(position: int, task: asyncio.Task[int]) -> None:
-            done(position, task.exception() or task.result())
-            loop.create_task(start_next())
+    A chain is *waiting* (not started), *active* (an event of it in flight, or in its fallback),
+    or *done* (its result recorded). ``run`` starts ``max_in_flight`` chains; each chain that is
+    done starts the next waiting one, so as many stay active until none waits. ``finished`` is
+    set when the last chain is done.
+    """
 
-        def handler(position: int) -> AckHandler:
-            async def on_ack(result: AckResult) -> None:
-                chain = chains[position]
-                if isinstance(result, Ack) and not result.duplicate:
-                    chain.fence = result.seq
-                    chain.index += 1
-                    if chain.index < len(chain.encoded):
-                        await publish(position)
-                    else:
-                        done(position, chain.fence)
-                        await start_next()
-                    return
-                task = loop.create_task(self.fallback(position, chain))
-                task.add_done_callback(lambda finished_task: settle(position, finished_task))
+    def __init__(self, appends: ChainedAppends, chains: Sequence[Chain]) -> None:
+        self.publisher = appends.publisher
+        self.timeout = appends.timeout
+        self.fallback = appends.fallback
+        self.chains = chains
+        self.loop = asyncio.get_running_loop()
+        self.results: list[int | BaseException | None] = [None] * len(chains)
+        self.waiting = deque(range(len(chains)))
+        """Positions of the chains not started yet, in order."""
+        self.remaining = len(chains)
+        """Chains not done yet."""
+        self.finished: asyncio.Future[None] = self.loop.create_future()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        """Fallbacks and restarts in flight, held so the loop's weak references are not their only ones."""
 
-            return on_ack
+    async def run(self) -> list[int | BaseException]:
+        for _ in range(min(self.publisher.max_in_flight, len(self.chains))):
+            await self.start_next()
+        if self.chains:
+            await self.finished
+        return cast(list[int | BaseException], self.results)  # done() has filled every position by now
 
-        async def publish(position: int) -> None:
-            chain = chains[position]
-            headers = {
-                HEADER_MSG_ID: chain.message_ids[chain.index],
-                HEADER_EXPECTED_LAST_SUBJECT_SEQUENCE: str(chain.fence),
-            }
-            try:
-                await self.publisher.send(
-                    chain.subject, chain.encoded[chain.index], headers, self.timeout, handler(position)
-                )
-            except Exception as exc:  # not even sent (connection gone): the general path retries
-                await handler(position)(exc)
+    async def start_next(self) -> None:
+        """Start the next waiting chain that has events; one without any is done at once, at its fence."""
+        while self.waiting:
+            position = self.waiting.popleft()
+            if self.chains[position].encoded:
+                await self.publish(position)
+                return
+            self.done(position, self.chains[position].fence)
 
-        for _ in range(min(self.publisher.max_in_flight, len(chains))):
-            await start_next()
-        if chains:
-            await finished
-        return cast(list[int | BaseException], results)  # done() has filled every position by now
+    async def publish(self, position: int) -> None:
+        """Send the chain's current event, fenced on the stream seq of the one before it."""
+        chain = self.chains[position]
+        headers = {
+            HEADER_MSG_ID: chain.message_ids[chain.index],
+            HEADER_EXPECTED_LAST_SUBJECT_SEQUENCE: str(chain.fence),
+        }
+        on_ack = functools.partial(self.on_ack, position)
+        try:
+            await self.publisher.send(chain.subject, chain.encoded[chain.index], headers, self.timeout, on_ack)
+        except Exception as exc:  # not even sent (connection gone): the general path retries
+            await on_ack(exc)
+
+    async def on_ack(self, position: int, result: AckResult) -> None:
+        """A clean ack moves the chain to its next event (or, after its last, starts the next chain);
+        anything else hands the chain to the fallback, from the event it reached."""
+        chain = self.chains[position]
+        if isinstance(result, Ack) and not result.duplicate:
+            chain.fence = result.seq
+            chain.index += 1
+            if chain.index < len(chain.encoded):
+                await self.publish(position)
+            else:
+                self.done(position, chain.fence)
+                await self.start_next()
+            return
+        task = self._spawn(self.fallback(position, chain))
+        task.add_done_callback(functools.partial(self.settle, position))
+
+    def settle(self, position: int, fallback: asyncio.Task[int]) -> None:
+        """The chain's fallback ended: its fence or exception is the chain's result; the next chain starts."""
+        self.done(position, fallback.exception() or fallback.result())
+        self._spawn(self.start_next())
+
+    def done(self, position: int, result: int | BaseException) -> None:
+        self.results[position] = result
+        self.remaining -= 1
+        if self.remaining == 0 and not self.finished.done():
+            self.finished.set_result(None)
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = self.loop.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -124,6 +124,81 @@ async def seed(nats_url: str, histories: dict[StreamKey, int], *, shard: str = "
     return sum(len(events) for _, events, _ in batches)
 
 
+_KINDS = ("short", "long", "new")
+"""The conversations measured: re-activated with a short or a long history, or activated brand new."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """Who is seeded with how many events, who is measured, and the order of the first turns."""
+
+    lengths: dict[str, int]
+    """Every conversation's seeded history, in events."""
+    long_names: list[str]
+    short_names: list[str]
+    new_names: list[str]
+
+    @classmethod
+    def of(cls, config: ActorsBenchConfig) -> _Plan:
+        long_count = min(config.long_conversations, config.conversations)
+        names = [f"actors-{index}" for index in range(config.conversations)]
+        return cls(lengths={name: config.long_events if index < long_count else config.short_events
+                            for index, name in enumerate(names)},
+                   long_names=names[:long_count][:config.samples], short_names=names[long_count:][:config.samples],
+                   new_names=[f"actors-new-{index}" for index in range(config.samples)])
+
+    @property
+    def measured(self) -> list[str]:
+        """The conversations whose re-activation is measured (sorted)."""
+        return sorted(self.long_names + self.short_names)
+
+    @property
+    def activation_order(self) -> list[str]:
+        """The measured conversations first, so every later activation crowds them out."""
+        measured = set(self.measured)
+        names = list(self.lengths)
+        return [name for name in names if name in measured] + [name for name in names if name not in measured]
+
+    @property
+    def sampled(self) -> list[tuple[str, str]]:
+        """``(kind, name)`` in the order measured: short and long alternating (as many pairs as the shorter
+        list), then the new ones."""
+        pairs = [(kind, name) for pair in zip(self.short_names, self.long_names, strict=False)
+                 for kind, name in zip(("short", "long"), pair, strict=True)]
+        return pairs + [("new", name) for name in self.new_names]
+
+
+@dataclass(slots=True)
+class _Tally:
+    """Turns answered, and the errors of those that were not (and of anything else that went wrong)."""
+
+    turns: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Samples:
+    """Per kind (:data:`_KINDS`): latency less the model calls, the reply with its timings, the rebuild reports."""
+
+    latencies: dict[str, list[float]] = field(default_factory=lambda: {kind: [] for kind in _KINDS})
+    replies: dict[str, list[tuple[float, dict[str, Any]]]] = field(default_factory=lambda: {kind: [] for kind in _KINDS})
+    reports: dict[str, list[RebuildReport]] = field(default_factory=lambda: {kind: [] for kind in _KINDS})
+
+    def add(self, kind: str, elapsed: float, reply: dict[str, Any], report: RebuildReport | None) -> None:
+        # Both model calls are the simulator's fixed latency (the message's embedding too, with memory on).
+        self.latencies[kind].append(elapsed - reply["llm_ms"] - reply["timings"].get("embed", 0.0))
+        self.replies[kind].append((elapsed, reply))
+        if report is not None:
+            self.reports[kind].append(report)
+
+
+# The gateway: one turn over HTTP.
+
+def _gateway(stack: EmbeddedStack, concurrency: int) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=stack.url, headers={"Authorization": f"Bearer {stack.token}"}, timeout=300,
+                             limits=httpx.Limits(max_connections=concurrency + 4))
+
+
 async def _turn(client: httpx.AsyncClient, name: str, message: str) -> tuple[float, dict[str, Any]]:
     started = time.perf_counter()
     response = await client.post(f"/v1/conversations/{name}/turns", json={"message": message})
@@ -132,6 +207,37 @@ async def _turn(client: httpx.AsyncClient, name: str, message: str) -> tuple[flo
     reply: dict[str, Any] = response.json()
     reply["timings"] = server_timing(response.headers.get("server-timing", ""))
     return elapsed, reply
+
+
+async def _counted_turn(client: httpx.AsyncClient, name: str, message: str,
+                        tally: _Tally) -> tuple[float, dict[str, Any]] | None:
+    """:func:`_turn`, counted in ``tally``: None (and the error recorded) when it got no reply."""
+    try:
+        answered = await _turn(client, name, message)
+    except Exception as exc:
+        tally.errors.append(f"{name}: {exc!r}")
+        return None
+    tally.turns += 1
+    return answered
+
+
+# The bench's calls on a conversation (its rebuild report, its passivation), and on the directory's actors.
+
+def _conversation(stack: EmbeddedStack, name: str) -> Any:
+    """The default tenant's conversation ``name`` as the stack's placement holds it (activated on first call)."""
+    return conversation_ref(StreamKey(DEFAULT_TENANT, name), stack.runtime)
+
+
+def _report(stack: EmbeddedStack, name: str) -> RebuildReport | None:
+    try:
+        if stack.runtime.placement == "hosted":  # still live in its host: nothing else came in since its turn
+            ref = _conversation(stack, name)
+        else:  # by name, so a dedicated actor crowded out already is not started again
+            ref = ray.get_actor(f"{DEFAULT_TENANT}/{name}/main", namespace=NAMESPACE)
+        report: RebuildReport | None = ray.get(ref.rebuild_report.remote(), timeout=60)
+        return report
+    except Exception:  # crowded out again already: the report went with it
+        return None
 
 
 def _alive(name: str) -> bool:
@@ -153,27 +259,59 @@ async def _wait_passivated(names: list[str], timeout_s: float) -> list[str]:
     return alive
 
 
-def _report(stack: EmbeddedStack, name: str) -> RebuildReport | None:
-    try:
-        if stack.runtime.placement == "hosted":  # still live in its host: nothing else came in since its turn
-            ref = conversation_ref(StreamKey(DEFAULT_TENANT, name), stack.runtime)
-        else:  # by name, so a dedicated actor crowded out already is not started again
-            ref = ray.get_actor(f"{DEFAULT_TENANT}/{name}/main", namespace=NAMESPACE)
-        report: RebuildReport | None = ray.get(ref.rebuild_report.remote(), timeout=60)
-        return report
-    except Exception:  # crowded out again already: the report went with it
-        return None
-
-
 async def _passivated(stack: EmbeddedStack, names: list[str], timeout_s: float) -> list[str]:
     """Make sure ``names`` are passivated; returns those still live at the deadline."""
     if stack.runtime.placement == "dedicated":
         return await _wait_passivated([f"{DEFAULT_TENANT}/{name}/main" for name in names], timeout_s)
-    refs = [conversation_ref(StreamKey(DEFAULT_TENANT, name), stack.runtime) for name in names]
+    refs = [_conversation(stack, name) for name in names]
     await asyncio.wait_for(asyncio.gather(*(ref.passivate.remote() for ref in refs)), timeout_s)
     live = {key.conversation for host in placement_of(stack.runtime).all_hosts() for key in ray.get(host.live.remote())}
     return [name for name in names if name in live]
 
+
+# The phases: seed, activate every conversation, crowd the measured ones out, measure.
+
+async def _seed(stack: EmbeddedStack, plan: _Plan) -> tuple[int, float]:
+    """Seed every conversation's history; the events appended and the seconds it took."""
+    started = time.perf_counter()
+    seeded = await seed(stack.nats_url, {StreamKey(DEFAULT_TENANT, name): length for name, length in plan.lengths.items()})
+    return seeded, time.perf_counter() - started
+
+
+async def _activate_all(client: httpx.AsyncClient, plan: _Plan, config: ActorsBenchConfig, tally: _Tally) -> float:
+    """One turn for every conversation, ``concurrency`` at once, in the plan's order; returns the seconds."""
+    slots = asyncio.Semaphore(config.concurrency)
+
+    async def first_turn(name: str, advance: Any) -> None:
+        async with slots:
+            await _counted_turn(client, name, "first message after the history", tally)
+            advance()
+
+    order = plan.activation_order
+    started = time.perf_counter()
+    with progress_line("activating", len(order), config.show_progress) as advance:
+        await asyncio.gather(*(first_turn(name, advance) for name in order))
+    return time.perf_counter() - started
+
+
+async def _crowd_out(stack: EmbeddedStack, plan: _Plan, tally: _Tally) -> None:
+    """Make sure every measured conversation is passivated; those that are not are an error."""
+    still_alive = await _passivated(stack, plan.measured, timeout_s=300)
+    if still_alive:
+        tally.errors.append(f"{len(still_alive)} measured conversations never passivated: {still_alive[:3]}")
+
+
+async def _sample(client: httpx.AsyncClient, stack: EmbeddedStack, plan: _Plan, tally: _Tally) -> _Samples:
+    """One turn for each sampled conversation, one at a time, with what its activation cost."""
+    samples = _Samples()
+    for kind, name in plan.sampled:
+        answered = await _counted_turn(client, name, "a message after passivation", tally)
+        if answered is not None:
+            samples.add(kind, *answered, _report(stack, name))
+    return samples
+
+
+# The figures.
 
 def _p(values: list[float], fraction: float) -> float | None:
     if not values:
@@ -181,108 +319,73 @@ def _p(values: list[float], fraction: float) -> float | None:
     return round(statistics.median(values) if fraction == 0.5 else percentile(values, fraction), 1)
 
 
-async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str, Any]:
-    long_count = min(config.long_conversations, config.conversations)
-    names = [f"actors-{index}" for index in range(config.conversations)]
-    lengths = {name: config.long_events if index < long_count else config.short_events
-               for index, name in enumerate(names)}
-    long_names = names[:long_count][:config.samples]
-    short_names = names[long_count:][:config.samples]
-    measured = set(long_names + short_names)
-    # The measured conversations activate first, so every later activation crowds them out.
-    order = [name for name in names if name in measured] + [name for name in names if name not in measured]
+def _rebuild_p50(reports: list[RebuildReport]) -> float | None:
+    return round(statistics.median(r.rebuild_ms for r in reports), 2) if reports else None
 
-    started = time.perf_counter()
-    seeded = await seed(stack.nats_url, {StreamKey(DEFAULT_TENANT, name): length for name, length in lengths.items()})
-    seed_s = time.perf_counter() - started
 
-    errors: list[str] = []
-    turns = 0
-    limits = httpx.Limits(max_connections=config.concurrency + 4)
-    async with httpx.AsyncClient(base_url=stack.url, headers={"Authorization": f"Bearer {stack.token}"},
-                                 timeout=300, limits=limits) as client:
-        slots = asyncio.Semaphore(config.concurrency)
-
-        async def first_turn(name: str, advance: Any) -> None:
-            nonlocal turns
-            async with slots:
-                try:
-                    await _turn(client, name, "first message after the history")
-                    turns += 1
-                except Exception as exc:
-                    errors.append(f"{name}: {exc!r}")
-                advance()
-
-        activate_started = time.perf_counter()
-        with progress_line("activating", len(order), config.show_progress) as advance:
-            await asyncio.gather(*(first_turn(name, advance) for name in order))
-        activate_s = time.perf_counter() - activate_started
-
-        still_alive = await _passivated(stack, sorted(measured), timeout_s=300)
-        if still_alive:
-            errors.append(f"{len(still_alive)} measured conversations never passivated: {still_alive[:3]}")
-
-        latencies: dict[str, list[float]] = {"short": [], "long": [], "new": []}
-        reports: dict[str, list[RebuildReport]] = {"short": [], "long": [], "new": []}
-        replies: dict[str, list[tuple[float, dict[str, Any]]]] = {"short": [], "long": [], "new": []}
-        new_names = [f"actors-new-{index}" for index in range(config.samples)]
-        pairs = [(kind, name) for pair in zip(short_names, long_names, strict=False) for kind, name in zip(("short", "long"), pair, strict=True)]
-        for kind, name in pairs + [("new", name) for name in new_names]:
-            try:
-                elapsed, reply = await _turn(client, name, "a message after passivation")
-                turns += 1
-            except Exception as exc:
-                errors.append(f"{name}: {exc!r}")
-                continue
-            # Both model calls are the simulator's fixed latency (the message's embedding too, with memory on).
-            latencies[kind].append(elapsed - reply["llm_ms"] - reply["timings"].get("embed", 0.0))
-            replies[kind].append((elapsed, reply))
-            report = _report(stack, name)
-            if report is not None:
-                reports[kind].append(report)
-    seconds = time.perf_counter() - started
-
-    result: dict[str, Any] = {
+def _activation_figures(config: ActorsBenchConfig, tally: _Tally, samples: _Samples, seeded: int) -> dict[str, Any]:
+    return {
         "benchmark": "actors",
         "placement": config.placement,
         "mode": config.mode,
         "memory": config.memory,
         "conversations": config.conversations,
-        "turns": turns,
-        "errors": len(errors),
+        "turns": tally.turns,
+        "errors": len(tally.errors),
         "seeded_events": seeded,
-        "activate_new_p50_ms": _p(latencies["new"], 0.5),
-        "activate_new_p90_ms": _p(latencies["new"], 0.9),
-        "activate_new_rebuild_p50_ms": (
-            round(statistics.median(r.rebuild_ms for r in reports["new"]), 2) if reports["new"] else None),
+        "activate_new_p50_ms": _p(samples.latencies["new"], 0.5),
+        "activate_new_p90_ms": _p(samples.latencies["new"], 0.9),
+        "activate_new_rebuild_p50_ms": _rebuild_p50(samples.reports["new"]),
         # Where a (re-)activation's time goes: gateway_to_actor holds the Ray hop and the activation.
-        "activate_new_phases_p50_ms": turn_phases([replies["new"]]),
-        "reactivate_phases_p50_ms": turn_phases([replies["short"] + replies["long"]]),
+        "activate_new_phases_p50_ms": turn_phases([samples.replies["new"]]),
+        "reactivate_phases_p50_ms": turn_phases([samples.replies["short"] + samples.replies["long"]]),
     }
+
+
+def _placement_figures(config: ActorsBenchConfig, stack: EmbeddedStack) -> dict[str, Any]:
+    """Dedicated: the directory's cap, passivations and live actors; hosted: the hosts' memory and counters."""
     if config.placement == "dedicated":
         directory_actor: Any = ray.get_actor(DIRECTORY_NAME, namespace=NAMESPACE)  # Any: as in _report
         directory: dict[str, Any] = ray.get(directory_actor.stats.remote())
-        result.update({"max_live_actors": config.max_live_actors, "passivations": directory["passivations"],
-                       "live_at_end": directory["live"]})
-    else:
-        result["max_live_per_host"] = config.max_live_per_host
-        result.update(hosts_figures(host_stats(stack.runtime)))
+        return {"max_live_actors": config.max_live_actors, "passivations": directory["passivations"],
+                "live_at_end": directory["live"]}
+    return {"max_live_per_host": config.max_live_per_host, **hosts_figures(host_stats(stack.runtime))}
+
+
+def _reactivation_figures(config: ActorsBenchConfig, samples: _Samples) -> dict[str, Any]:
+    """Per history length: re-activation p50/p90, rebuild p50, snapshot size, how many came from the snapshot
+    alone; then ``ratio`` = long p50 / short p50."""
+    figures: dict[str, Any] = {}
     for kind, events in (("short", config.short_events), ("long", config.long_events)):
-        values, rebuilt = latencies[kind], reports[kind]
-        result[f"reactivate_p50_ms_{events}"] = _p(values, 0.5)
-        result[f"reactivate_p90_ms_{events}"] = _p(values, 0.9)
-        result[f"rebuild_p50_ms_{events}"] = (
-            round(statistics.median(r.rebuild_ms for r in rebuilt), 2) if rebuilt else None)
-        result[f"snapshot_bytes_max_{events}"] = max((r.snapshot_bytes for r in rebuilt), default=None)
-        result[f"from_snapshot_{events}"] = sum(
+        values, rebuilt = samples.latencies[kind], samples.reports[kind]
+        figures[f"reactivate_p50_ms_{events}"] = _p(values, 0.5)
+        figures[f"reactivate_p90_ms_{events}"] = _p(values, 0.9)
+        figures[f"rebuild_p50_ms_{events}"] = _rebuild_p50(rebuilt)
+        figures[f"snapshot_bytes_max_{events}"] = max((r.snapshot_bytes for r in rebuilt), default=None)
+        figures[f"from_snapshot_{events}"] = sum(
             r.snapshot_seq is not None and r.log_tail_events == 0 and r.stream_messages_read == 0
             for r in rebuilt)
-        result[f"measured_{events}"] = len(values)
-    short_p50, long_p50 = result[f"reactivate_p50_ms_{config.short_events}"], result[f"reactivate_p50_ms_{config.long_events}"]
-    result["ratio"] = round(long_p50 / short_p50, 3) if short_p50 and long_p50 is not None else None
-    result.update({"seed_s": round(seed_s, 1), "activate_s": round(activate_s, 1), "seconds": round(seconds, 1)})
-    if errors:
-        result["first_errors"] = errors[:3]
+        figures[f"measured_{events}"] = len(values)
+    short_p50, long_p50 = figures[f"reactivate_p50_ms_{config.short_events}"], figures[f"reactivate_p50_ms_{config.long_events}"]
+    figures["ratio"] = round(long_p50 / short_p50, 3) if short_p50 and long_p50 is not None else None
+    return figures
+
+
+async def _measure(stack: EmbeddedStack, config: ActorsBenchConfig) -> dict[str, Any]:
+    plan = _Plan.of(config)
+    tally = _Tally()
+    started = time.perf_counter()
+    seeded, seed_s = await _seed(stack, plan)
+    async with _gateway(stack, config.concurrency) as client:
+        activate_s = await _activate_all(client, plan, config, tally)
+        await _crowd_out(stack, plan, tally)
+        samples = await _sample(client, stack, plan, tally)
+    seconds = time.perf_counter() - started
+    result = {**_activation_figures(config, tally, samples, seeded), **_placement_figures(config, stack),
+              **_reactivation_figures(config, samples),
+              "seed_s": round(seed_s, 1), "activate_s": round(activate_s, 1), "seconds": round(seconds, 1)}
+    if tally.errors:
+        result["first_errors"] = tally.errors[:3]
     return result
 
 

@@ -57,49 +57,79 @@ async def _bounded(count: int, concurrency: int, step: Any, description: str, sh
         await asyncio.gather(*(one(index) for index in range(count)))
 
 
-async def _measure(stack: EmbeddedStack, config: HoldBenchConfig) -> dict[str, Any]:
-    runtime = stack.runtime
-    hosts = placement_of(runtime).hosts
-    errors: list[str] = []
-    limits = httpx.Limits(max_connections=config.concurrency + 4)
-    async with httpx.AsyncClient(base_url=stack.url, headers={"Authorization": f"Bearer {stack.token}"},
-                                 timeout=600, limits=limits) as client:
+# The bench's calls on a conversation: which host holds it, and waiting until its thinking is done.
 
-        async def turn(name: str) -> None:
-            try:
-                response = await client.post(f"/v1/conversations/{name}/turns", json={"message": "hello, I am new here"})
-                response.raise_for_status()
-            except Exception as exc:
-                errors.append(f"{name}: {exc!r}")
+def _host_slot(stack: EmbeddedStack, name: str) -> int:
+    """The slot of the host that holds the default tenant's conversation ``name``."""
+    slot: int = conversation_ref(StreamKey(DEFAULT_TENANT, name), stack.runtime).slot
+    return slot
 
-        warmed: dict[int, str] = {}
-        index = 0
-        while len(warmed) < hosts:  # one conversation per host, found by its slot
-            name = f"hold-warmup-{index}"
-            warmed.setdefault(conversation_ref(StreamKey(DEFAULT_TENANT, name), runtime).slot, name)
-            index += 1
-        await asyncio.gather(*(turn(name) for name in warmed.values()))
-        await asyncio.gather(*(conversation_ref(StreamKey(DEFAULT_TENANT, name), runtime).wait_idle.remote(60)
-                               for name in warmed.values()))
-        idle = host_stats(runtime)
 
-        names = [f"hold-{index}" for index in range(config.conversations)]
-        started = time.perf_counter()
-        await _bounded(len(names), config.concurrency, lambda index: turn(names[index]), "activating", config.show_progress)
-        activate_s = time.perf_counter() - started
+async def _wait_idle(stack: EmbeddedStack, name: str, timeout_s: float) -> bool:
+    """Whether conversation ``name``'s background thinking was done within ``timeout_s``."""
+    idle: bool = await conversation_ref(StreamKey(DEFAULT_TENANT, name), stack.runtime).wait_idle.remote(timeout_s)
+    return idle
 
-    unfinished = 0
+
+# The gateway: one turn over HTTP, an error recorded instead of raised.
+
+def _gateway(stack: EmbeddedStack, concurrency: int) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=stack.url, headers={"Authorization": f"Bearer {stack.token}"}, timeout=600,
+                             limits=httpx.Limits(max_connections=concurrency + 4))
+
+
+async def _turn(client: httpx.AsyncClient, name: str, errors: list[str]) -> None:
+    try:
+        response = await client.post(f"/v1/conversations/{name}/turns", json={"message": "hello, I am new here"})
+        response.raise_for_status()
+    except Exception as exc:
+        errors.append(f"{name}: {exc!r}")
+
+
+# The phases: warm each host, activate N new conversations, wait for their thinking.
+
+def _warm_up_names(stack: EmbeddedStack) -> list[str]:
+    """One conversation per host, found by its slot."""
+    warmed: dict[int, str] = {}
+    index = 0
+    while len(warmed) < placement_of(stack.runtime).hosts:
+        name = f"hold-warmup-{index}"
+        warmed.setdefault(_host_slot(stack, name), name)
+        index += 1
+    return list(warmed.values())
+
+
+async def _warm_up(client: httpx.AsyncClient, stack: EmbeddedStack, errors: list[str]) -> int:
+    """A turn in each host, its thinking finished, so the memory read next is the hosts' idle cost; how many."""
+    names = _warm_up_names(stack)
+    await asyncio.gather(*(_turn(client, name, errors) for name in names))
+    await asyncio.gather(*(_wait_idle(stack, name, 60) for name in names))
+    return len(names)
+
+
+async def _activate(client: httpx.AsyncClient, names: list[str], config: HoldBenchConfig, errors: list[str]) -> float:
+    """A first turn for each of ``names``, ``concurrency`` at once; returns the seconds."""
+    started = time.perf_counter()
+    await _bounded(len(names), config.concurrency, lambda index: _turn(client, names[index], errors), "activating",
+                   config.show_progress)
+    return time.perf_counter() - started
+
+
+async def _wait_thinking(stack: EmbeddedStack, names: list[str], config: HoldBenchConfig) -> tuple[int, float]:
+    """Wait until each conversation's thinking is done; those that were not within ``idle_timeout_s``, and the seconds."""
+    outcomes: list[bool] = []
 
     async def wait_idle(index: int) -> None:
-        nonlocal unfinished
-        ref = conversation_ref(StreamKey(DEFAULT_TENANT, names[index]), runtime)
-        if not await ref.wait_idle.remote(config.idle_timeout_s):
-            unfinished += 1
+        outcomes.append(await _wait_idle(stack, names[index], config.idle_timeout_s))
 
-    thinking_started = time.perf_counter()
+    started = time.perf_counter()
     await _bounded(len(names), 64, wait_idle, "thinking", config.show_progress)
-    thinking_s = time.perf_counter() - thinking_started
-    held = hosts_figures(host_stats(runtime))
+    return sum(not idle for idle in outcomes), time.perf_counter() - started
+
+
+def _summarise(config: HoldBenchConfig, errors: list[str], *, warmed: int, idle: list[dict[str, Any]],
+               held: dict[str, Any], activate_s: float, unfinished: int, thinking_s: float) -> dict[str, Any]:
+    """The figures: ``idle`` is the hosts' stats after the warm-up, ``held`` (:func:`hosts_figures`) with all live."""
     idle_mb = sum(host["rss_mb"] for host in idle)
     live = sum(held["live_per_host"])
     result: dict[str, Any] = {
@@ -110,7 +140,7 @@ async def _measure(stack: EmbeddedStack, config: HoldBenchConfig) -> dict[str, A
         "conversations": config.conversations,
         "errors": len(errors),
         "live": live,
-        "all_live": live == config.conversations + len(warmed),
+        "all_live": live == config.conversations + warmed,
         "rss_mb_idle": round(idle_mb, 1),
         "rss_mb_idle_per_host": [host["rss_mb"] for host in idle],
         **held,
@@ -124,6 +154,18 @@ async def _measure(stack: EmbeddedStack, config: HoldBenchConfig) -> dict[str, A
     if errors:
         result["first_errors"] = errors[:3]
     return result
+
+
+async def _measure(stack: EmbeddedStack, config: HoldBenchConfig) -> dict[str, Any]:
+    errors: list[str] = []
+    names = [f"hold-{index}" for index in range(config.conversations)]
+    async with _gateway(stack, config.concurrency) as client:
+        warmed = await _warm_up(client, stack, errors)
+        idle = host_stats(stack.runtime)
+        activate_s = await _activate(client, names, config, errors)
+    unfinished, thinking_s = await _wait_thinking(stack, names, config)
+    return _summarise(config, errors, warmed=warmed, idle=idle, held=hosts_figures(host_stats(stack.runtime)),
+                      activate_s=activate_s, unfinished=unfinished, thinking_s=thinking_s)
 
 
 def run_hold_bench(config: HoldBenchConfig) -> dict[str, Any]:

@@ -172,6 +172,26 @@ def test_options_are_checked() -> None:
     assert "token" not in CurateSettings(data_dir=Path("."), out_dir=Path("."), url="http://x", token="t").recorded()
 
 
+def test_settings_are_built_from_the_options_as_typed() -> None:
+    def recorded_stack(url: str | None, token: str | None, stack_data: Path | None) -> tuple[str | None, str | None]:
+        assert stack_data == Path("stack")
+        return "http://up:8000", "recorded"
+
+    settings = CurateSettings.from_options(data=Path("d"), out=Path("o"), modes="baseline, full", scenarios="1-2,5",
+                                           stack_data=Path("stack"), find_stack=recorded_stack)
+    assert (settings.data_dir, settings.modes, settings.scenarios) == (Path("d"), ("baseline", "full"), (1, 2, 5))
+    assert (settings.url, settings.token) == ("http://up:8000", "recorded")
+    compare_only = CurateSettings.from_options(data=None, out=Path("o"), modes="full", scenarios="1",
+                                               compare_prompts=Path("prompts"))
+    assert compare_only.data_dir == Path(".") and compare_only.url is None
+    with pytest.raises(CurateOptionError, match="--data DIR is needed"):
+        CurateSettings.from_options(data=None, out=Path("o"), modes="full", scenarios="1", find_stack=recorded_stack)
+    with pytest.raises(CurateOptionError, match="--modes"):
+        CurateSettings.from_options(data=Path("d"), out=Path("o"), modes="fast", scenarios="1")
+    with pytest.raises(CurateOptionError, match="--url needs --token"):
+        CurateSettings.from_options(data=Path("d"), out=Path("o"), modes="full", scenarios="1", url="http://x")
+
+
 def test_the_store_resumes_with_a_fresh_conversation_id(tmp_path: Path) -> None:
     store = ResultsStore(tmp_path).create()
     key: dict[str, Any] = {"run_name": "r", "dialogue": "d0002", "mode": "full", "scenario": 1, "prompt_set": "default"}

@@ -1,8 +1,14 @@
-"""The settings of one ``mirror eval curate`` run, built once by the CLI and checked before anything starts."""
+"""The settings of one ``mirror eval curate`` run, built once by the CLI and checked before anything starts.
+
+:meth:`CurateSettings.from_options` takes the command's options as typed (``--modes`` and
+``--scenarios`` as text, ``--data`` possibly absent) and returns the checked settings, or raises
+:class:`~mirror.harness.evals.curate.errors.CurateOptionError` naming the option and how to fix it.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +17,7 @@ from mirror.harness.evals.curate.assembly import SCENARIOS
 from mirror.harness.evals.curate.errors import CurateOptionError
 from mirror.harness.evals.curate.report import MODES
 
-__all__ = ["TIMINGS", "CurateSettings", "parse_modes", "parse_scenarios"]
+__all__ = ["TIMINGS", "CurateSettings", "StackLookup", "parse_modes", "parse_scenarios"]
 
 TIMINGS = ("human", "sync")
 _RUN_NAME = re.compile(r"[A-Za-z0-9_]{1,24}")
@@ -48,6 +54,14 @@ def parse_scenarios(text: str) -> tuple[int, ...]:
 
 
 STRUCTURED_OUTPUTS = ("json_schema", "json_object_schema", "json_object", "none")
+
+StackLookup = Callable[[str | None, str | None, Path | None], tuple[str | None, str | None]]
+"""``(url, token, stack_data)`` → the gateway to drive and its token. The CLI's finds a ``mirror up``
+recorded in ``stack_data`` (or a missing token for a given ``url``); it may raise its own error."""
+
+
+def _as_given(url: str | None, token: str | None, stack_data: Path | None) -> tuple[str | None, str | None]:
+    return url, token
 
 
 @dataclass(frozen=True)
@@ -108,6 +122,31 @@ class CurateSettings:
             raise CurateOptionError(f"--llm {self.llm!r}: 'sim', 'local' or an OpenAI-compatible base URL")
         if self.url is not None and not self.token:
             raise CurateOptionError("--url needs --token (the tenant's bearer token)")
+
+    @classmethod
+    def from_options(cls, *, data: Path | None, out: Path, modes: str, scenarios: str, compare_prompts: Path | None = None,
+                     limit: int | None = None, concurrency: int = 4, timing: str = "sync", time_scale: float = 1.0,
+                     seed: int = 0, max_tokens: int = 512, memory: bool | None = None, run_name: str = "curate",
+                     llm: str = "sim", llm_model: str = "", llm_api_key: str | None = None, judge: str = "sim",
+                     judge_model: str = "", judge_api_key: str | None = None,
+                     judge_structured_output: str = "json_schema", url: str | None = None, token: str | None = None,
+                     stack_data: Path | None = None, sim_latency: str = "fixed:20",
+                     find_stack: StackLookup = _as_given) -> CurateSettings:
+        """The settings of ``mirror eval curate``'s options, checked in the order the options are read.
+
+        ``--data`` is needed unless the run compares prompts (``compare_prompts``, which only reads
+        the run's results). ``find_stack`` resolves ``url`` and ``token`` (see :data:`StackLookup`).
+        """
+        if data is None and compare_prompts is None:
+            raise CurateOptionError("--data DIR is needed: the directory of your CuRaTe spreadsheets "
+                                    "(inputs.xlsx, facts.xlsx, trivia.xlsx, prefs.xlsx)")
+        url, token = find_stack(url, token, stack_data)
+        return cls(data_dir=data or Path("."), out_dir=out, modes=parse_modes(modes), scenarios=parse_scenarios(scenarios),
+                   limit=limit, concurrency=concurrency, timing=timing, time_scale=time_scale, seed=seed,
+                   max_tokens=max_tokens, memory=memory, run_name=run_name, llm=llm, llm_model=llm_model,
+                   llm_api_key=llm_api_key, judge=judge, judge_model=judge_model, judge_api_key=judge_api_key,
+                   judge_structured_output=judge_structured_output, url=url, token=token, stack_data=stack_data,
+                   sim_latency=sim_latency)
 
     def recorded(self) -> dict[str, Any]:
         """What the ``runs`` table keeps: everything but the secrets."""
