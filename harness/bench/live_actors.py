@@ -42,8 +42,10 @@ import httpx
 import ray
 
 from mirror.actors.conversation import RebuildReport
+from mirror.actors.conversation_actor import actor_name
 from mirror.actors.directory import DIRECTORY_NAME, NAMESPACE
-from mirror.actors.placement import conversation_ref, placement_of
+from mirror.actors.handle import ConversationHandle
+from mirror.actors.placement import DedicatedConversation, conversation_handle, placement_of
 from mirror.events.bus import Head
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import AppendConflict
@@ -223,19 +225,20 @@ async def _counted_turn(client: httpx.AsyncClient, name: str, message: str,
 
 # The bench's calls on a conversation (its rebuild report, its passivation), and on the directory's actors.
 
-def _conversation(stack: EmbeddedStack, name: str) -> Any:
+def _conversation(stack: EmbeddedStack, name: str) -> ConversationHandle:
     """The default tenant's conversation ``name`` as the stack's placement holds it (activated on first call)."""
-    return conversation_ref(StreamKey(DEFAULT_TENANT, name), stack.runtime)
+    return conversation_handle(StreamKey(DEFAULT_TENANT, name), stack.runtime)
 
 
-def _report(stack: EmbeddedStack, name: str) -> RebuildReport | None:
+async def _report(stack: EmbeddedStack, name: str) -> RebuildReport | None:
     try:
+        conversation: ConversationHandle
         if stack.runtime.placement == "hosted":  # still live in its host: nothing else came in since its turn
-            ref = _conversation(stack, name)
+            conversation = _conversation(stack, name)
         else:  # by name, so a dedicated actor crowded out already is not started again
-            ref = ray.get_actor(f"{DEFAULT_TENANT}/{name}/main", namespace=NAMESPACE)
-        report: RebuildReport | None = ray.get(ref.rebuild_report.remote(), timeout=60)
-        return report
+            key = StreamKey(DEFAULT_TENANT, name)
+            conversation = DedicatedConversation(key, ray.get_actor(actor_name(key), namespace=NAMESPACE))
+        return await asyncio.wait_for(conversation.rebuild_report(), 60)
     except Exception:  # crowded out again already: the report went with it
         return None
 
@@ -263,8 +266,8 @@ async def _passivated(stack: EmbeddedStack, names: list[str], timeout_s: float) 
     """Make sure ``names`` are passivated; returns those still live at the deadline."""
     if stack.runtime.placement == "dedicated":
         return await _wait_passivated([f"{DEFAULT_TENANT}/{name}/main" for name in names], timeout_s)
-    refs = [_conversation(stack, name) for name in names]
-    await asyncio.wait_for(asyncio.gather(*(ref.passivate.remote() for ref in refs)), timeout_s)
+    conversations = [_conversation(stack, name) for name in names]
+    await asyncio.wait_for(asyncio.gather(*(conversation.passivate() for conversation in conversations)), timeout_s)
     live = {key.conversation for host in placement_of(stack.runtime).all_hosts() for key in ray.get(host.live.remote())}
     return [name for name in names if name in live]
 
@@ -307,7 +310,7 @@ async def _sample(client: httpx.AsyncClient, stack: EmbeddedStack, plan: _Plan, 
     for kind, name in plan.sampled:
         answered = await _counted_turn(client, name, "a message after passivation", tally)
         if answered is not None:
-            samples.add(kind, *answered, _report(stack, name))
+            samples.add(kind, *answered, await _report(stack, name))
     return samples
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from mirror.actors.placement import conversation_ref, placement_of
+from mirror.actors.placement import HostedConversation, conversation_handle, placement_of
 from mirror.events.ids import StreamKey
 from mirror.harness.bench._hosts import host_stats, hosts_figures, progress_line
 from mirror.harness.bench._stacks import sim_stack
@@ -61,14 +61,14 @@ async def _bounded(count: int, concurrency: int, step: Any, description: str, sh
 
 def _host_slot(stack: EmbeddedStack, name: str) -> int:
     """The slot of the host that holds the default tenant's conversation ``name``."""
-    slot: int = conversation_ref(StreamKey(DEFAULT_TENANT, name), stack.runtime).slot
-    return slot
+    conversation = conversation_handle(StreamKey(DEFAULT_TENANT, name), stack.runtime)
+    assert isinstance(conversation, HostedConversation), "a hold is measured on hosted conversations"
+    return conversation.slot
 
 
 async def _wait_idle(stack: EmbeddedStack, name: str, timeout_s: float) -> bool:
     """Whether conversation ``name``'s background thinking was done within ``timeout_s``."""
-    idle: bool = await conversation_ref(StreamKey(DEFAULT_TENANT, name), stack.runtime).wait_idle.remote(timeout_s)
-    return idle
+    return await conversation_handle(StreamKey(DEFAULT_TENANT, name), stack.runtime).wait_idle(timeout=timeout_s)
 
 
 # The gateway: one turn over HTTP, an error recorded instead of raised.
