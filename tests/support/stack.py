@@ -63,6 +63,7 @@ def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency:
     """
     from mirror.actors.settings import RuntimeSettings
     from mirror.cognition.openai_client import LLMSettings
+    from mirror.events.nats.infrastructure import NatsInfrastructure
     from mirror.events.shards import ShardMap
     from mirror.sim.server import SimLLMServer, SimSettings
     from mirror.stack.processes import IngesterProcess

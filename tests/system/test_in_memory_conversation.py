@@ -28,17 +28,17 @@ from tests.support.sim import SIM_MODEL
 KEY = StreamKey("acme", "in-memory")
 
 
-def _child_commands() -> list[str]:
-    """The command names of this process's children (Linux ``/proc``): what a test started."""
-    children = []
+def _nats_servers() -> set[int]:
+    """The pids of this process's nats-server children (Linux ``/proc``)."""
+    children = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
         except OSError:
             continue  # ended meanwhile
         name, _, rest = text.partition("(")[2].rpartition(")")
-        if int(rest.split()[1]) == os.getpid():
-            children.append(name)
+        if name == "nats-server" and int(rest.split()[1]) == os.getpid():
+            children.add(int(stat.parent.name))
     return children
 
 
@@ -58,13 +58,14 @@ async def test_turns_thinking_and_memory_run_on_the_in_memory_bus_and_log(
     placement: tuple[LocalPlacement, InMemoryInfrastructure],
 ) -> None:
     local, infrastructure = placement
+    servers_before = _nats_servers()  # the session's, if another test started one
     conversation = local.handle(KEY)
     first = await conversation.turn("My name is Ada and I am allergic to peanuts.")
     assert first.seq == 1 and first.reply
     second = await conversation.turn("Suggest a snack for me.", sync=True)
     assert second.recall_seq == second.seq - 1  # the first turn's belief was recalled for the second
     assert await conversation.wait_idle(timeout=30)
-    assert "nats-server" not in _child_commands()
+    assert _nats_servers() == servers_before  # none was started for this conversation
 
     events = await infrastructure.event_log.read(KEY)
     kinds = {type(event.payload) for event in events}
