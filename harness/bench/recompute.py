@@ -71,10 +71,12 @@ def run_recompute_bench(config: RecomputeBenchConfig) -> dict[str, Any]:
             for stream in warmups:  # start the task workers (nothing to re-think)
                 ray.get(list(stream))
             warmup_s = time.perf_counter() - warm
-            calls_before = sim.stats()["chat_calls"]
+            before = sim.stats()
             job = RecomputeJob(tenant, RecomputePlan(default_prompt_set()), concurrency=config.concurrency)
             report = run_recompute(runtime, job)
-            calls = sim.stats()["chat_calls"] - calls_before
+            after = sim.stats()
+            calls = after["chat_calls"] - before["chat_calls"]
+            embedding_calls = after["embedding_calls"] - before["embedding_calls"]
         finally:
             ray.shutdown()
             sim.stop()
@@ -92,6 +94,8 @@ def run_recompute_bench(config: RecomputeBenchConfig) -> dict[str, Any]:
         "failed": report["failed"],
         "model_calls": calls,
         "calls_per_conversation": round(calls_per_conversation, 2),
+        "embedding_calls": embedding_calls,
+        "max_in_flight": after["max_in_flight"],
         "events_written": report["events_written"],
         "warmup_s": round(warmup_s, 3),
         "seconds": seconds,
