@@ -2,10 +2,13 @@
 
 The driver (the gateway serving ``POST /v1/recompute``, or a benchmark) deals the tenant's
 conversations to ceil(C / MAX_PER_TASK) Ray generator tasks; each runs its share on an asyncio
-loop with a fixed number in flight (one LLM call in flight per conversation; the shares add up to
-at most ``concurrency``), starts the next as one finishes, and yields each result as it is done — so
-at most ``concurrency`` model calls are in flight across the cluster, and progress arrives
-per conversation. Tasks ask for no CPU: they wait on the model, not on a core.
+loop with a fixed number in flight (the shares add up to at most ``concurrency``), starts the next
+as one finishes, and yields each result as it is done; progress arrives per conversation. A
+conversation may have two chat calls in flight at once (a turn's memory step runs beside its
+thinking), so each task's chat client holds at most its share of calls in flight: at most
+``concurrency`` chat calls are in flight across the cluster. (Embedding calls, to the embedding
+model, go through the embedder's own client.) Tasks ask for no CPU: they wait on the model, not
+on a core.
 
 Interrupted runs resume: each conversation's branch is named from the plan, and
 :func:`~mirror.replay.recompute.recompute_conversation` continues a half-done branch instead of
@@ -91,7 +94,9 @@ async def _recompute_slice(
     deliver: Callable[[ConversationResult], None],
 ) -> None:
     bus = await JetStreamBus.connect(runtime.nats_url, runtime.stream)
-    llm = OpenAIChatClient(runtime.llm)
+    # A conversation may have two chat calls in flight (its thinking and its memory step): the
+    # client, not the number of conversations, keeps the task within its share of the calls.
+    llm = OpenAIChatClient(replace(runtime.llm, max_concurrency=min(runtime.llm.max_concurrency, in_flight)))
     embedder = memory_embedder(runtime)
 
     async def acknowledged(key: StreamKey) -> int | None:
