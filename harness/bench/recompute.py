@@ -95,6 +95,7 @@ def run_recompute_bench(config: RecomputeBenchConfig) -> dict[str, Any]:
         "model_calls": calls,
         "calls_per_conversation": round(calls_per_conversation, 2),
         "embedding_calls": embedding_calls,
+        "max_chat_in_flight": after["max_chat_in_flight"],
         "max_in_flight": after["max_in_flight"],
         "events_written": report["events_written"],
         "warmup_s": round(warmup_s, 3),
