@@ -32,7 +32,7 @@ from ray import ObjectRefGenerator
 
 from mirror.actors.conversation import RuntimeSettings, memory_embedder
 from mirror.actors.results import RecomputeFailure, RecomputeStatus
-from mirror.cognition.openai_client import OpenAIChatClient
+from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.cognition.prompts import TEMPLATES, PromptSet
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.nats.jetstream import JetStreamBus
@@ -94,9 +94,7 @@ async def _recompute_slice(
     deliver: Callable[[ConversationResult], None],
 ) -> None:
     bus = await JetStreamBus.connect(runtime.nats_url, runtime.stream)
-    # A conversation may have two chat calls in flight (its thinking and its memory step): the
-    # client, not the number of conversations, keeps the task within its share of the calls.
-    llm = OpenAIChatClient(replace(runtime.llm, max_concurrency=min(runtime.llm.max_concurrency, in_flight)))
+    llm = OpenAIChatClient(task_llm_settings(runtime.llm, in_flight))
     embedder = memory_embedder(runtime)
 
     async def acknowledged(key: StreamKey) -> int | None:
@@ -132,6 +130,13 @@ async def _recompute_slice(
         if embedder is not None:
             await embedder.aclose()
         await bus.close()
+
+
+def task_llm_settings(llm: LLMSettings, in_flight: int) -> LLMSettings:
+    """The chat client of a task that keeps ``in_flight`` conversations going: at most that many
+    calls in flight. A conversation may have two (its thinking and its memory step), so the
+    client, not the number of conversations, keeps the task within its share of C."""
+    return replace(llm, max_concurrency=min(llm.max_concurrency, in_flight))
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -336,4 +341,4 @@ def prompt_set_with(overrides: dict[str, str], base: PromptSet) -> PromptSet:
     return PromptSet("custom", {**base.templates, **overrides})
 
 
-__all__ = ["ConversationResult", "RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "plan_slices", "recompute_slice", "report", "start_slice", "run_recompute", "summary"]
+__all__ = ["ConversationResult", "RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "plan_slices", "recompute_slice", "report", "start_slice", "run_recompute", "summary", "task_llm_settings"]
