@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from string import Template
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import ray
 from ray import ObjectRefGenerator
@@ -46,6 +46,8 @@ except ImportError:  # a dependency on POSIX only (pyproject.toml)
     HAVE_UVLOOP = False
 
 MAX_PER_TASK = 8
+CALLS_PER_CONVERSATION = 2
+"""The most chat calls one conversation has in flight: a turn's thinking and its memory step."""
 
 ConversationResult = Recomputation | RecomputeFailure
 """What a recompute task yields per conversation."""
@@ -90,11 +92,11 @@ async def _conversations(runtime: RuntimeSettings, job: RecomputeJob) -> list[St
 
 
 async def _recompute_slice(
-    runtime: RuntimeSettings, plan: RecomputePlan, keys: Sequence[StreamKey], in_flight: int,
+    runtime: RuntimeSettings, plan: RecomputePlan, keys: Sequence[StreamKey], in_flight: int, calls: int,
     deliver: Callable[[ConversationResult], None],
 ) -> None:
     bus = await JetStreamBus.connect(runtime.nats_url, runtime.stream)
-    llm = OpenAIChatClient(task_llm_settings(runtime.llm, in_flight))
+    llm = OpenAIChatClient(task_llm_settings(runtime.llm, calls))
     embedder = memory_embedder(runtime)
 
     async def acknowledged(key: StreamKey) -> int | None:
@@ -132,11 +134,11 @@ async def _recompute_slice(
         await bus.close()
 
 
-def task_llm_settings(llm: LLMSettings, in_flight: int) -> LLMSettings:
-    """The chat client of a task that keeps ``in_flight`` conversations going: at most that many
-    calls in flight. A conversation may have two (its thinking and its memory step), so the
-    client, not the number of conversations, keeps the task within its share of C."""
-    return replace(llm, max_concurrency=min(llm.max_concurrency, in_flight))
+def task_llm_settings(llm: LLMSettings, calls: int) -> LLMSettings:
+    """The chat client of a task allowed ``calls`` chat calls in flight. A conversation may have
+    two (its thinking and its memory step), so the client, not the number of conversations going,
+    keeps the task within its share of C."""
+    return replace(llm, max_concurrency=min(llm.max_concurrency, calls))
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -150,9 +152,10 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 @ray.remote(num_cpus=0, max_retries=0)
 def recompute_slice(
-    runtime: RuntimeSettings, plan: RecomputePlan, keys: list[StreamKey], in_flight: int
+    runtime: RuntimeSettings, plan: RecomputePlan, keys: list[StreamKey], in_flight: int, calls: int
 ) -> Iterator[ConversationResult]:
-    """One Ray generator task: re-think ``keys``, ``in_flight`` at a time, yielding each result when done.
+    """One Ray generator task: re-think ``keys``, ``in_flight`` at a time with at most ``calls``
+    chat calls in flight, yielding each result when done.
 
     The conversations run on an asyncio loop in a thread, so they go on while Ray ships the
     results already yielded; the caller sees progress per conversation, not per task.
@@ -162,7 +165,7 @@ def recompute_slice(
     def run() -> None:
         try:
             with asyncio.Runner(loop_factory=_new_loop) as runner:
-                runner.run(_recompute_slice(runtime, plan, keys, in_flight, done.put))
+                runner.run(_recompute_slice(runtime, plan, keys, in_flight, calls, done.put))
         except BaseException as exc:  # handed to the generator, which raises it to the caller
             done.put(exc)
 
@@ -180,9 +183,19 @@ def recompute_slice(
             raise item
 
 
-def plan_slices(keys: Sequence[StreamKey], concurrency: int) -> list[tuple[list[StreamKey], int]]:
+class Slice(NamedTuple):
+    """One task's part of a job: its conversations, how many it keeps going at once, and how many
+    chat calls it may have in flight (its share of C)."""
+
+    keys: list[StreamKey]
+    in_flight: int
+    calls: int
+
+
+def plan_slices(keys: Sequence[StreamKey], concurrency: int) -> list[Slice]:
     """``keys`` dealt round robin to ceil(C / MAX_PER_TASK) tasks (at most one per key), each with
-    how many it keeps in flight: together at most C, each at most MAX_PER_TASK and its share."""
+    its share of C: as chat calls in flight, at most CALLS_PER_CONVERSATION per conversation it
+    keeps going, and as conversations going, at most MAX_PER_TASK and as many as it has."""
     if not keys:
         return []
     tasks = min(len(keys), -(-concurrency // MAX_PER_TASK))
@@ -190,19 +203,21 @@ def plan_slices(keys: Sequence[StreamKey], concurrency: int) -> list[tuple[list[
     for index in range(tasks):
         part = list(keys[index::tasks])
         share = concurrency // tasks + (1 if index < concurrency % tasks else 0)
-        slices.append((part, min(share, MAX_PER_TASK, len(part))))
+        in_flight = min(share, MAX_PER_TASK, len(part))
+        slices.append(Slice(part, in_flight, min(share, CALLS_PER_CONVERSATION * in_flight)))
     return slices
 
 
 def start_slice(
-    runtime: RuntimeSettings, plan: RecomputePlan, keys: list[StreamKey], in_flight: int
+    runtime: RuntimeSettings, plan: RecomputePlan, keys: list[StreamKey], in_flight: int, calls: int | None = None,
 ) -> ObjectRefGenerator:
-    """``recompute_slice.remote(...)``: the stream of one generator task's results.
+    """``recompute_slice.remote(...)``: the stream of one generator task's results (``calls``:
+    ``in_flight`` unless given).
 
     Ray hands a generator task's caller an :class:`ray.ObjectRefGenerator`, whose refs arrive
     as the task yields; its typed overloads say ``ObjectRef[Iterator[...]]`` instead.
     """
-    stream = recompute_slice.remote(runtime, plan, keys, in_flight)
+    stream = recompute_slice.remote(runtime, plan, keys, in_flight, in_flight if calls is None else calls)
     if not isinstance(stream, ObjectRefGenerator):
         raise TypeError(f"a Ray generator task returned {type(stream).__name__}, not an ObjectRefGenerator")
     return stream
@@ -222,7 +237,8 @@ def run_recompute(
     progress = RecomputeProgress(total=len(keys))
     if on_progress:
         on_progress(progress)
-    streams = [start_slice(runtime, job.plan, part, share) for part, share in plan_slices(keys, job.concurrency)]
+    streams = [start_slice(runtime, job.plan, part.keys, part.in_flight, part.calls)
+               for part in plan_slices(keys, job.concurrency)]
     while streams:
         ready, _ = ray.wait(streams, num_returns=1)
         for stream in cast(list[ObjectRefGenerator], ready):  # ray.wait hands back the waitables it was given
@@ -341,4 +357,4 @@ def prompt_set_with(overrides: dict[str, str], base: PromptSet) -> PromptSet:
     return PromptSet("custom", {**base.templates, **overrides})
 
 
-__all__ = ["ConversationResult", "RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "plan_slices", "recompute_slice", "report", "start_slice", "run_recompute", "summary", "task_llm_settings"]
+__all__ = ["ConversationResult", "RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "plan_slices", "recompute_slice", "report", "start_slice", "run_recompute", "summary", "task_llm_settings", "CALLS_PER_CONVERSATION", "MAX_PER_TASK", "Slice"]
