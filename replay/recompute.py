@@ -16,6 +16,9 @@ the memory stage runs only when the log holds vectors, failing a step that needs
 
 The branch is written through the :class:`~mirror.cognition.writer.ConversationWriter` the live
 conversation uses (pipelined appends): the same think loop, the same "is thinking behind" check.
+Here the loop runs each turn's memory step beside its thinking, and the next turn's message is
+embedded meanwhile (:func:`_rethink`): the log is the one written one call after another, in
+less time (a turn's longest chain of calls instead of all of them).
 
 Each recorded turn recalls again on the branch before its ``turn`` event, as the live
 conversation does (a ``recall`` event first, in the same append): the branch's beliefs may
