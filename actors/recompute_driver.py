@@ -2,10 +2,13 @@
 
 The driver (the gateway serving ``POST /v1/recompute``, or a benchmark) deals the tenant's
 conversations to ceil(C / MAX_PER_TASK) Ray generator tasks; each runs its share on an asyncio
-loop with a fixed number in flight (one LLM call in flight per conversation; the shares add up to
-at most ``concurrency``), starts the next as one finishes, and yields each result as it is done — so
-at most ``concurrency`` model calls are in flight across the cluster, and progress arrives
-per conversation. Tasks ask for no CPU: they wait on the model, not on a core.
+loop with a fixed number in flight (the shares add up to at most ``concurrency``), starts the next
+as one finishes, and yields each result as it is done; progress arrives per conversation. A
+conversation may have two chat calls in flight at once (a turn's memory step runs beside its
+thinking), so each task's chat client holds at most its share of calls in flight: at most
+``concurrency`` chat calls are in flight across the cluster. (Embedding calls, to the embedding
+model, go through the embedder's own client.) Tasks ask for no CPU: they wait on the model, not
+on a core.
 
 Interrupted runs resume: each conversation's branch is named from the plan, and
 :func:`~mirror.replay.recompute.recompute_conversation` continues a half-done branch instead of
@@ -22,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from string import Template
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import ray
 from ray import ObjectRefGenerator
@@ -30,7 +33,7 @@ from ray import ObjectRefGenerator
 from mirror.actors.clients import memory_embedder
 from mirror.actors.results import RecomputeFailure, RecomputeStatus
 from mirror.actors.settings import RuntimeSettings
-from mirror.cognition.openai_client import OpenAIChatClient
+from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.cognition.prompts import TEMPLATES, PromptSet
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.replay import History, Recomputation, RecomputeError, RecomputePlan, recompute_conversation
@@ -42,6 +45,8 @@ except ImportError:  # a dependency on POSIX only (pyproject.toml)
     HAVE_UVLOOP = False
 
 MAX_PER_TASK = 8
+CALLS_PER_CONVERSATION = 2
+"""The most chat calls one conversation has in flight: a turn's thinking and its memory step."""
 
 ConversationResult = Recomputation | RecomputeFailure
 """What a recompute task yields per conversation."""
@@ -86,12 +91,12 @@ async def _conversations(runtime: RuntimeSettings, job: RecomputeJob) -> list[St
 
 
 async def _recompute_slice(
-    runtime: RuntimeSettings, plan: RecomputePlan, keys: Sequence[StreamKey], in_flight: int,
+    runtime: RuntimeSettings, plan: RecomputePlan, keys: Sequence[StreamKey], in_flight: int, calls: int,
     deliver: Callable[[ConversationResult], None],
 ) -> None:
     connections = await runtime.infrastructure.connect(name="mirror-recompute")
     bus = connections.bus
-    llm = OpenAIChatClient(runtime.llm)
+    llm = OpenAIChatClient(task_llm_settings(runtime.llm, calls))
     embedder = memory_embedder(runtime)
 
     async def acknowledged(key: StreamKey) -> int | None:
@@ -130,6 +135,13 @@ async def _recompute_slice(
         await connections.close()
 
 
+def task_llm_settings(llm: LLMSettings, calls: int) -> LLMSettings:
+    """The chat client of a task allowed ``calls`` chat calls in flight. A conversation may have
+    two (its thinking and its memory step), so the client, not the number of conversations going,
+    keeps the task within its share of C."""
+    return replace(llm, max_concurrency=min(llm.max_concurrency, calls))
+
+
 def _new_loop() -> asyncio.AbstractEventLoop:
     """uvloop where installed (a dependency on POSIX): a task's loop carries up to MAX_PER_TASK
     conversations' model calls and appends, and is busy enough that it shows — efficiency at the
@@ -141,9 +153,10 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 @ray.remote(num_cpus=0, max_retries=0)
 def recompute_slice(
-    runtime: RuntimeSettings, plan: RecomputePlan, keys: list[StreamKey], in_flight: int
+    runtime: RuntimeSettings, plan: RecomputePlan, keys: list[StreamKey], in_flight: int, calls: int
 ) -> Iterator[ConversationResult]:
-    """One Ray generator task: re-think ``keys``, ``in_flight`` at a time, yielding each result when done.
+    """One Ray generator task: re-think ``keys``, ``in_flight`` at a time with at most ``calls``
+    chat calls in flight, yielding each result when done.
 
     The conversations run on an asyncio loop in a thread, so they go on while Ray ships the
     results already yielded; the caller sees progress per conversation, not per task.
@@ -153,7 +166,7 @@ def recompute_slice(
     def run() -> None:
         try:
             with asyncio.Runner(loop_factory=_new_loop) as runner:
-                runner.run(_recompute_slice(runtime, plan, keys, in_flight, done.put))
+                runner.run(_recompute_slice(runtime, plan, keys, in_flight, calls, done.put))
         except BaseException as exc:  # handed to the generator, which raises it to the caller
             done.put(exc)
 
@@ -171,9 +184,19 @@ def recompute_slice(
             raise item
 
 
-def plan_slices(keys: Sequence[StreamKey], concurrency: int) -> list[tuple[list[StreamKey], int]]:
+class Slice(NamedTuple):
+    """One task's part of a job: its conversations, how many it keeps going at once, and how many
+    chat calls it may have in flight (its share of C)."""
+
+    keys: list[StreamKey]
+    in_flight: int
+    calls: int
+
+
+def plan_slices(keys: Sequence[StreamKey], concurrency: int) -> list[Slice]:
     """``keys`` dealt round robin to ceil(C / MAX_PER_TASK) tasks (at most one per key), each with
-    how many it keeps in flight: together at most C, each at most MAX_PER_TASK and its share."""
+    its share of C: as chat calls in flight, at most CALLS_PER_CONVERSATION per conversation it
+    keeps going, and as conversations going, at most MAX_PER_TASK and as many as it has."""
     if not keys:
         return []
     tasks = min(len(keys), -(-concurrency // MAX_PER_TASK))
@@ -181,19 +204,21 @@ def plan_slices(keys: Sequence[StreamKey], concurrency: int) -> list[tuple[list[
     for index in range(tasks):
         part = list(keys[index::tasks])
         share = concurrency // tasks + (1 if index < concurrency % tasks else 0)
-        slices.append((part, min(share, MAX_PER_TASK, len(part))))
+        in_flight = min(share, MAX_PER_TASK, len(part))
+        slices.append(Slice(part, in_flight, min(share, CALLS_PER_CONVERSATION * in_flight)))
     return slices
 
 
 def start_slice(
-    runtime: RuntimeSettings, plan: RecomputePlan, keys: list[StreamKey], in_flight: int
+    runtime: RuntimeSettings, plan: RecomputePlan, keys: list[StreamKey], in_flight: int, calls: int | None = None,
 ) -> ObjectRefGenerator:
-    """``recompute_slice.remote(...)``: the stream of one generator task's results.
+    """``recompute_slice.remote(...)``: the stream of one generator task's results (``calls``:
+    ``in_flight`` unless given).
 
     Ray hands a generator task's caller an :class:`ray.ObjectRefGenerator`, whose refs arrive
     as the task yields; its typed overloads say ``ObjectRef[Iterator[...]]`` instead.
     """
-    stream = recompute_slice.remote(runtime, plan, keys, in_flight)
+    stream = recompute_slice.remote(runtime, plan, keys, in_flight, in_flight if calls is None else calls)
     if not isinstance(stream, ObjectRefGenerator):
         raise TypeError(f"a Ray generator task returned {type(stream).__name__}, not an ObjectRefGenerator")
     return stream
@@ -213,7 +238,8 @@ def run_recompute(
     progress = RecomputeProgress(total=len(keys))
     if on_progress:
         on_progress(progress)
-    streams = [start_slice(runtime, job.plan, part, share) for part, share in plan_slices(keys, job.concurrency)]
+    streams = [start_slice(runtime, job.plan, part.keys, part.in_flight, part.calls)
+               for part in plan_slices(keys, job.concurrency)]
     while streams:
         ready, _ = ray.wait(streams, num_returns=1)
         for stream in cast(list[ObjectRefGenerator], ready):  # ray.wait hands back the waitables it was given
@@ -332,4 +358,4 @@ def prompt_set_with(overrides: dict[str, str], base: PromptSet) -> PromptSet:
     return PromptSet("custom", {**base.templates, **overrides})
 
 
-__all__ = ["ConversationResult", "RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "plan_slices", "recompute_slice", "report", "start_slice", "run_recompute", "summary"]
+__all__ = ["ConversationResult", "RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "plan_slices", "recompute_slice", "report", "start_slice", "run_recompute", "summary", "task_llm_settings", "CALLS_PER_CONVERSATION", "MAX_PER_TASK", "Slice"]

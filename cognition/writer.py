@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 
 from mirror.cognition.embeddings.port import Embedder
 from mirror.cognition.llm import LLM
-from mirror.cognition.memory.stage import memory_behind, remember
+from mirror.cognition.memory.stage import memory_behind, remember, same_memory_inputs
 from mirror.cognition.pipeline import MirrorConfig, Thinking, think, thinking_behind
 from mirror.cognition.prompts import PromptSet
 from mirror.events.bus import EventBus, Head
@@ -164,45 +164,89 @@ class ConversationWriter:
 
     async def think_until_current(
         self, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempts: int, embedder: Embedder | None = None,
+        overlap_memory: bool = False,
     ) -> None:
         """Think about the newest turn until it is thought through, then (``config.memory``, with
         an ``embedder``) remember it; each stage is given up for that turn once ``attempts``
         steps in a row failed (then the next turn, a re-activation or a resumed run tries again).
 
-        The memory stage runs after the controller and is retried on its own: a failed memory
-        step never re-runs a monologue or controller that succeeded. A turn appended meanwhile
-        (live) is thought about by the next step. Raises what stops the writer (see
+        The memory stage's events follow the controller's and it is retried on its own: a failed
+        memory step never re-runs a monologue or controller that succeeded. A turn appended
+        meanwhile (live) is thought about by the next step. Raises what stops the writer (see
         :meth:`check`); LLM failures do not raise, they are ``thinker_failed``.
+
+        ``overlap_memory``: the memory step for the turn starts beside its thinking instead of
+        after it, since it reads nothing a thinking step writes
+        (:func:`~mirror.cognition.memory.stage.memory_inputs`); its events are still appended
+        after the thinking's, with the same causation, so the log is the one the serial loop writes. If the state it started from no longer gives the same
+        step when its turn comes (a turn appended meanwhile), it is dropped and run again.
+        Recompute overlaps (one writer, the model's calls are its critical path); the live
+        conversation does not: a turn arriving mid-thought would waste the early step's calls,
+        and the calls reach the model in the one order a scripted simulator expects.
         """
         remembering = config.memory and embedder is not None
         attempt = memory_attempt = 0
         gave_up: dict[str, int] = {}  # stage -> the turn count it was given up at
-        while True:
-            self.check()
-            target = self.state.turn_count
-            basis = self.state
-            # causation = the last event the step saw: replay rebuilds exactly that state.
-            cause = event_id(self.key.tenant, self.key.conversation, self.key.branch, basis.last_seq)
-            if self.behind(config.mode) and gave_up.get("thinking") != target:
-                attempt += 1
-                thinking = await think(basis, llm, prompts, config, attempt=attempt)
-                await self.append(_after(thinking, self.key, cause))
-                if thinking.ok:
-                    attempt = 0
-                elif attempt >= attempts and self.state.turn_count == target:
-                    gave_up["thinking"], attempt = target, 0
-                continue
-            if remembering and self.memory_behind() and gave_up.get("memory") != target:
-                assert embedder is not None  # remembering says so
-                memory_attempt += 1
-                step = await remember(basis, llm, embedder, prompts, config, attempt=memory_attempt)
-                await self.append(_after(step, self.key, cause))
-                if step.ok:
-                    memory_attempt = 0
-                elif memory_attempt >= attempts and self.state.turn_count == target:
-                    gave_up["memory"], memory_attempt = target, 0
-                continue
-            return
+        early: _EarlyStep | None = None  # the memory step started beside the thinking
+        try:
+            while True:
+                self.check()
+                target = self.state.turn_count
+                basis = self.state
+                # causation = the last event the step saw: replay rebuilds exactly that state.
+                cause = event_id(self.key.tenant, self.key.conversation, self.key.branch, basis.last_seq)
+                wants_memory = remembering and self.memory_behind() and gave_up.get("memory") != target
+                if self.behind(config.mode) and gave_up.get("thinking") != target:
+                    if overlap_memory and wants_memory and (early is None or not early.serves(basis, memory_attempt + 1)):
+                        assert embedder is not None  # remembering says so
+                        if early is not None:
+                            await early.drop()
+                        early = _EarlyStep(basis, memory_attempt + 1, asyncio.ensure_future(
+                            remember(basis, llm, embedder, prompts, config, attempt=memory_attempt + 1)))
+                    attempt += 1
+                    thinking = await think(basis, llm, prompts, config, attempt=attempt)
+                    await self.append(_after(thinking, self.key, cause))
+                    if thinking.ok:
+                        attempt = 0
+                    elif attempt >= attempts and self.state.turn_count == target:
+                        gave_up["thinking"], attempt = target, 0
+                    continue
+                if wants_memory:
+                    assert embedder is not None  # remembering says so
+                    memory_attempt += 1
+                    if early is not None and early.serves(basis, memory_attempt):
+                        step = await early.task
+                    else:
+                        if early is not None:
+                            await early.drop()
+                        step = await remember(basis, llm, embedder, prompts, config, attempt=memory_attempt)
+                    early = None
+                    await self.append(_after(step, self.key, cause))
+                    if step.ok:
+                        memory_attempt = 0
+                    elif memory_attempt >= attempts and self.state.turn_count == target:
+                        gave_up["memory"], memory_attempt = target, 0
+                    continue
+                return
+        finally:
+            if early is not None:
+                await early.drop()
+
+
+class _EarlyStep:
+    """A memory step started from ``basis`` before its turn's thinking was done."""
+
+    def __init__(self, basis: ConversationState, attempt: int, task: asyncio.Future[Thinking]) -> None:
+        self.basis, self.attempt, self.task = basis, attempt, task
+
+    def serves(self, basis: ConversationState, attempt: int) -> bool:
+        """Is this the step the serial loop would make from ``basis`` at ``attempt``?"""
+        return attempt == self.attempt and same_memory_inputs(basis, self.basis)
+
+    async def drop(self) -> None:
+        """Cancel it and wait until it stopped; what it raised or made is discarded."""
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
 
 
 def _after(thinking: Thinking, key: StreamKey, cause: str) -> Build:

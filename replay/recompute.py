@@ -16,6 +16,9 @@ the memory stage runs only when the log holds vectors, failing a step that needs
 
 The branch is written through the :class:`~mirror.cognition.writer.ConversationWriter` the live
 conversation uses (pipelined appends): the same think loop, the same "is thinking behind" check.
+Here the loop runs each turn's memory step beside its thinking, and the next turn's message is
+embedded meanwhile (:func:`_rethink`): the log is the one written one call after another, in
+less time (a turn's longest chain of calls instead of all of them).
 
 Each recorded turn recalls again on the branch before its ``turn`` event, as the live
 conversation does (a ``recall`` event first, in the same append): the branch's beliefs may
@@ -35,12 +38,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mirror.cognition.embeddings.port import Embedder
+from mirror.cognition.embeddings.port import Embedder, Embeddings
 from mirror.cognition.llm import LLM
-from mirror.cognition.memory.turn import recall_for_turn, wants_recall
+from mirror.cognition.memory.turn import recall_for_turn, wants_recall, wants_vector
 from mirror.cognition.pipeline import MirrorConfig, talk
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.writer import ConversationWriter
@@ -196,60 +200,118 @@ async def _rethink(
 
     A resumed run whose branch ends in an ``orphan`` recall finishes that turn from it: the turn
     is appended after the recall already there (made again from the state before it, at its
-    timestamp, for the Talker's block), so a resumed branch equals one recomputed in one go."""
+    timestamp, for the Talker's block), so a resumed branch equals one recomputed in one go.
+
+    While a turn is thought about, its memory step runs beside its thinking (``overlap_memory``)
+    and the next turn's message is embedded for that turn's recall (:class:`_VectorsAhead`): the
+    three depend on nothing of each other, so a turn costs the longest of them, not their sum."""
     llm = RecordedLLM(recorded_events, live=live, replay_failures=False)
     embedding_model = embedder.model if embedder is not None else recorded_embedding_model(recorded_events)
     vectors = None if embedding_model is None else RecordedEmbedder(
         RecordedVectors(recorded_events), embedding_model, live=embedder
     )
+    ahead = None if vectors is None else _VectorsAhead(vectors)
     talker_provenance = next((e.provenance for e in recorded_events if isinstance(e.payload, Turn) and e.provenance), None)
     thinker_provenance = next(
         (e.provenance for e in recorded_events if isinstance(e.payload, (Monologue, Narrative)) and e.provenance), None
     )
     turns = [event for event in recorded_events if isinstance(event.payload, Turn) and event.seq > fork_seq]
+    messages = [event.payload.user_message for event in turns]  # type: ignore[attr-defined]  # Turn events alone (above)
     inherited_turns = sum(1 for event in recorded_events if isinstance(event.payload, Turn) and event.seq <= fork_seq)
     done = writer.state.turn_count - inherited_turns
     replies: list[dict[str, Any]] = []
 
-    async def think_until_current() -> None:
+    async def think_until_current(upcoming: int) -> None:
+        """Think about the newest turn; meanwhile embed the message of turn ``upcoming`` for its
+        recall, when there will be a vector to compare it with (one now, or a memory step to come)."""
+        if ahead is not None and upcoming < len(turns) and (wants_vector(writer.state) or writer.memory_behind()):
+            ahead.start(messages[upcoming])
         config = config_from(thinker_provenance, plan.mode or writer.state.mode or "full", talker=False)
-        await writer.think_until_current(llm, plan.prompts, config, attempts=plan.thinking_attempts, embedder=vectors)
+        await writer.think_until_current(llm, plan.prompts, config, attempts=plan.thinking_attempts, embedder=vectors,
+                                         overlap_memory=True)
 
-    await think_until_current()
-    for recorded in turns[done:]:
-        payload: Turn = recorded.payload  # type: ignore[assignment]  # turns holds Turn events alone (filtered above)
-        provenance = recorded.provenance
-        config = config_from(talker_provenance, plan.mode or payload.mode, talker=True)
-        # Recall again on the branch (its beliefs may differ), the message's vector from the log.
-        now = time.time()
-        basis = writer.state
-        recalled = None
-        landed = orphan is not None and isinstance(orphan.event.payload, Recall) \
-            and orphan.event.payload.query == payload.user_message
-        if landed and orphan is not None:  # the recall of this turn is on the branch already
-            now, basis = orphan.event.timestamp, orphan.state_before
-            recalled = await recall_for_turn(basis, payload.user_message, vectors, now)
-        elif config.memory and wants_recall(basis):
-            recalled = await recall_for_turn(basis, payload.user_message, vectors, now)
-        orphan = None
-        if plan.counterfactual:
-            said = await talk(basis, payload.user_message, llm, plan.prompts, config,
-                              recalled="" if recalled is None else recalled.block)
-            replies.append({"seq": writer.state.last_seq + 1, "user_message": payload.user_message,
-                            "recorded": payload.reply, "regenerated": said.reply})
-            payload, provenance = said.turn, said.provenance
-        elif plan.mode is not None:
-            payload = replace(payload, mode=plan.mode)
-        # A kept reply names the recorded turn it copies (causation); a regenerated one does not.
-        await writer.append_turn(
-            payload, provenance, causation=None if plan.counterfactual else recorded.id,
-            recall=None if recalled is None or landed else recalled.payload, timestamp=now,
-            recall_causation=event_id(writer.key.tenant, writer.key.conversation, writer.key.branch, basis.last_seq),
-        )
-        await think_until_current()
+    recall_vectors: Embedder | None = ahead if ahead is not None else vectors
+    try:
+        await think_until_current(done)
+        for index in range(done, len(turns)):
+            recorded = turns[index]
+            payload: Turn = recorded.payload  # type: ignore[assignment]  # turns holds Turn events alone (filtered above)
+            provenance = recorded.provenance
+            config = config_from(talker_provenance, plan.mode or payload.mode, talker=True)
+            # Recall again on the branch (its beliefs may differ), the message's vector from the log.
+            now = time.time()
+            basis = writer.state
+            recalled = None
+            landed = orphan is not None and isinstance(orphan.event.payload, Recall) \
+                and orphan.event.payload.query == payload.user_message
+            if landed and orphan is not None:  # the recall of this turn is on the branch already
+                now, basis = orphan.event.timestamp, orphan.state_before
+                recalled = await recall_for_turn(basis, payload.user_message, recall_vectors, now)
+            elif config.memory and wants_recall(basis):
+                recalled = await recall_for_turn(basis, payload.user_message, recall_vectors, now)
+            orphan = None
+            if plan.counterfactual:
+                said = await talk(basis, payload.user_message, llm, plan.prompts, config,
+                                  recalled="" if recalled is None else recalled.block)
+                replies.append({"seq": writer.state.last_seq + 1, "user_message": payload.user_message,
+                                "recorded": payload.reply, "regenerated": said.reply})
+                payload, provenance = said.turn, said.provenance
+            elif plan.mode is not None:
+                payload = replace(payload, mode=plan.mode)
+            # A kept reply names the recorded turn it copies (causation); a regenerated one does not.
+            await writer.append_turn(
+                payload, provenance, causation=None if plan.counterfactual else recorded.id,
+                recall=None if recalled is None or landed else recalled.payload, timestamp=now,
+                recall_causation=event_id(writer.key.tenant, writer.key.conversation, writer.key.branch, basis.last_seq),
+            )
+            await think_until_current(index + 1)
+    finally:
+        if ahead is not None:
+            await ahead.drop()
     embedding_calls = 0 if vectors is None else vectors.calls
     return _Rethought(len(turns), done, llm.live_calls, embedding_calls, llm.recorded_calls,
                       replies if plan.counterfactual else None)
+
+
+class _VectorsAhead:
+    """The recall's embedder, with messages embedded ahead: :meth:`start` asks ``vectors`` for a
+    message's vector before its turn, and :meth:`embed` of that message alone answers with that
+    request's result (the same call, made earlier: the same vector and fingerprint, or the same
+    failure, which the recall turns into a keyword-only recall as it would have). A message the
+    log holds a vector for costs no call either way; one that is not recalled after all (no belief
+    with a vector by its turn) cost one embedding call for nothing."""
+
+    def __init__(self, vectors: RecordedEmbedder) -> None:
+        self.vectors = vectors
+        self._started: dict[str, asyncio.Future[Embeddings]] = {}
+
+    @property
+    def model(self) -> str:
+        return self.vectors.model
+
+    @property
+    def calls(self) -> int:
+        return self.vectors.calls
+
+    def start(self, text: str) -> None:
+        if text not in self._started:
+            self._started[text] = asyncio.ensure_future(self.vectors.embed([text]))
+
+    async def embed(self, texts: Sequence[str]) -> Embeddings:
+        texts = list(texts)
+        if len(texts) == 1 and texts[0] in self._started:
+            return await self._started.pop(texts[0])
+        return await self.vectors.embed(texts)
+
+    async def drop(self) -> None:
+        """Cancel what is still being embedded and forget what was not asked for."""
+        started, self._started = list(self._started.values()), {}
+        for future in started:
+            future.cancel()
+        await asyncio.gather(*started, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        await self.drop()
 
 
 async def _together(*steps: Any) -> list[Any]:

@@ -92,7 +92,7 @@ async def chat_completions(request: Request) -> Response:
         param = getattr(exc, "param", "response_format")
         return _error(HTTP_BAD_REQUEST, str(exc), "invalid_request_error", param=param)
     fault, latency = state.begin_call(request, body)
-    with state.flight():
+    with state.flight(chat=True):
         await asyncio.sleep(_remaining(latency, arrived))
         if fault == "timeout":
             await _sleep_or_disconnect(request, settings.timeout_hang_s)

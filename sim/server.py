@@ -13,8 +13,8 @@ Endpoints (all JSON, save for the `garbage` fault):
     POST /_sim/script           {"faults": ["429", "ok", ...]} appended to the fault script
     POST /_sim/reset            clear counters and script; the fault sequence starts again
     GET  /_sim/stats            calls, chat_calls, embedding_calls, faults, in_flight,
-                                max_in_flight, authorized_calls, bad_requests, script,
-                                response_formats, last_response_format
+                                max_in_flight, max_chat_in_flight, authorized_calls,
+                                bad_requests, script, response_formats, last_response_format
 
 `response_formats` counts the chat calls by the `response_format.type` they sent ("none" when
 they sent no `response_format`), so its values add up to `chat_calls`; `last_response_format`

@@ -42,6 +42,8 @@ class SimState:
     bad_requests: int = 0
     in_flight: int = 0
     max_in_flight: int = 0
+    chat_in_flight: int = 0
+    max_chat_in_flight: int = 0
     faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 0))
     response_formats: dict[str, int] = field(default_factory=dict)
     last_response_format: Any = None
@@ -76,18 +78,25 @@ class SimState:
         return fault, latency
 
     @contextlib.contextmanager
-    def flight(self) -> Iterator[None]:
+    def flight(self, *, chat: bool = False) -> Iterator[None]:
+        """One call in flight (chat or embeddings; ``chat`` counts it among the chat calls too)."""
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        if chat:
+            self.chat_in_flight += 1
+            self.max_chat_in_flight = max(self.max_chat_in_flight, self.chat_in_flight)
         try:
             yield
         finally:
             self.in_flight -= 1
+            if chat:
+                self.chat_in_flight -= 1
 
     def reset(self) -> None:
         self.script.clear()
         self.chat_calls = self.embedding_calls = self.authorized_calls = self.bad_requests = 0
         self.max_in_flight = self.in_flight
+        self.max_chat_in_flight = self.chat_in_flight
         self.faults = dict.fromkeys(FAULT_KINDS, 0)
         self.response_formats = {}
         self.last_response_format = None
@@ -96,6 +105,7 @@ class SimState:
         return {
             "calls": self.calls, "chat_calls": self.chat_calls, "embedding_calls": self.embedding_calls,
             "faults": dict(self.faults), "in_flight": self.in_flight, "max_in_flight": self.max_in_flight,
+            "max_chat_in_flight": self.max_chat_in_flight,
             "authorized_calls": self.authorized_calls, "bad_requests": self.bad_requests, "script": list(self.script),
             "response_formats": dict(self.response_formats), "last_response_format": self.last_response_format,
         }

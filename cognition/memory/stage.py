@@ -51,6 +51,22 @@ class RecordedStepFailure(EmbeddingError):
         self.error_type, self.message = error_type, message
 
 
+def memory_inputs(state: ConversationState) -> tuple[object, ...]:
+    """Everything of ``state`` that :func:`remember` reads: two states whose inputs are the same
+    objects (:func:`same_memory_inputs`) get the same step. A thinking step's events (monologue,
+    narrative, a thinking failure) leave all of them as they were, so the step for a turn can
+    start beside that turn's thinking (:meth:`~mirror.cognition.writer.ConversationWriter.think_until_current`).
+    Keep it in step with :func:`remember`."""
+    return (state.key, state.turn_count, state.recent_turns[-1] if state.recent_turns else None,
+            state.beliefs, state.edges)
+
+
+def same_memory_inputs(a: ConversationState, b: ConversationState) -> bool:
+    """Whether :func:`remember` makes the same step of ``a`` and of ``b`` (by identity: the fold
+    keeps an unchanged part of the state as the same object)."""
+    return all(x is y or x == y for x, y in zip(memory_inputs(a), memory_inputs(b), strict=True))
+
+
 def memory_behind(state: ConversationState) -> bool:
     """True when the newest turn of ``state`` has no completed memory step yet."""
     if state.turn_count == 0:
@@ -156,4 +172,4 @@ async def _judge(llm: LLM, pairs: Sequence[Pair], prompts: PromptSet, config: Mi
         raise _StepFailed(exc.kind, str(exc)[:500], evidence) from exc
 
 
-__all__ = ["EMBEDDING_FAILED", "RecordedStepFailure", "memory_behind", "remember"]
+__all__ = ["EMBEDDING_FAILED", "RecordedStepFailure", "memory_behind", "memory_inputs", "remember", "same_memory_inputs"]

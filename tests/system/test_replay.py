@@ -392,3 +392,42 @@ async def test_a_resumed_recompute_finishes_a_turn_whose_recall_landed_alone(
     assert resumed.resumed_at_turn == whole.turns - 1
     assert [(e.seq, e.type) for e in finished] == [(e.seq, e.type) for e in complete]
     assert sum(isinstance(e.payload, Recall) for e in finished) == sum(isinstance(e.payload, Recall) for e in complete)
+
+
+async def test_a_recompute_of_recorded_turns_alone_embeds_each_text_once(runtime: RuntimeSettings) -> None:
+    """Turns recorded without thinking or memory (as ``mirror bench recompute`` seeds them): the
+    branch remembers every turn and recalls from the second on, each turn's memory step beside its
+    thinking and the next message embedded meanwhile. One embedding call per memory step and per
+    recall with a vector, none wasted; the branch replays with zero calls."""
+    from mirror.actors.conversation import memory_embedder
+    from mirror.events.envelope import make_event
+
+    key = StreamKey("replay", "turns-alone")
+    messages = ["I never eat peanuts: I am allergic.", "I live in Lisbon by the sea.", "Suggest a snack for the beach."]
+    async with log_of(runtime) as (bus, log):
+        turns = [make_event(key, seq, Turn(message, f"Noted ({seq})."), turn=seq - 1)
+                 for seq, message in enumerate(messages, start=1)]
+        head = await bus.append(key, turns, (await bus.head(key)).with_last_seq(0))
+        assert await log.wait_committed(head.fence, timeout=30)
+        llm, embedder = OpenAIChatClient(runtime.llm), memory_embedder(runtime)
+        assert embedder is not None
+        before = await sim(runtime, "/_sim/stats")
+        try:
+            result = await recompute_conversation(key, RecomputePlan(default_prompt_set()), history=History(log),
+                                                  bus=bus, live=llm, embedder=embedder)
+        finally:
+            await llm.aclose()
+            await embedder.aclose()
+        after = await sim(runtime, "/_sim/stats")
+        branch = replace(key, branch=result.branch)
+        assert await log.wait_committed((await bus.head(branch)).fence, timeout=30)
+        events = await log.read(branch)
+        verify = await verify_events(branch, await History(log).state_at(branch, 1), events[1:], default_prompt_set())
+    steps = [e.payload for e in events if isinstance(e.payload, MemoryStep)]
+    recalls = [e.payload for e in events if isinstance(e.payload, Recall)]
+    assert len(steps) == len(messages) and len(recalls) == len(messages) - 1
+    assert all(recall.query_embedding for recall in recalls)  # every recall had its vector
+    embedded = sum(1 for step in steps if step.candidates) + len(recalls)
+    assert result.embedding_calls == embedded == after["embedding_calls"] - before["embedding_calls"]
+    assert result.model_calls == after["chat_calls"] - before["chat_calls"]
+    assert verify.ok and verify.model_calls == 0 and verify.embedding_calls == 0

@@ -173,17 +173,23 @@ def test_the_gateway_forgets_the_oldest_finished_jobs_beyond_its_bound(stack) ->
         assert other.get(f"/v1/recompute/{jobs[-1]}").status_code == 404
 
 
-@given(conversations=st.integers(0, 200), concurrency=st.integers(1, 64))
-def test_slices_cover_every_conversation_once_and_share_the_concurrency(conversations: int, concurrency: int) -> None:
-    from mirror.actors.recompute_driver import MAX_PER_TASK, plan_slices
+@given(conversations=st.integers(0, 200), concurrency=st.integers(1, 64), client=st.integers(1, 64))
+def test_slices_cover_every_conversation_once_and_share_the_concurrency(conversations: int, concurrency: int,
+                                                                        client: int) -> None:
+    from mirror.actors.recompute_driver import CALLS_PER_CONVERSATION, MAX_PER_TASK, plan_slices, task_llm_settings
+    from mirror.cognition.openai_client import LLMSettings
     from mirror.events.ids import StreamKey
 
     keys = [StreamKey("acme", f"c{index}") for index in range(conversations)]
     slices = plan_slices(keys, concurrency)
-    assert sorted(key.conversation for part, _ in slices for key in part) == sorted(k.conversation for k in keys)
+    assert sorted(key.conversation for part in slices for key in part.keys) == sorted(k.conversation for k in keys)
     if keys:
-        assert sum(share for _, share in slices) <= concurrency
-        assert all(1 <= share <= MAX_PER_TASK and part for part, share in slices)
+        assert sum(part.in_flight for part in slices) <= concurrency
+        # A conversation may have two chat calls in flight: the tasks' clients hold them to C.
+        llm = LLMSettings(base_url="http://127.0.0.1:9/v1", model="m", max_concurrency=client)
+        assert sum(task_llm_settings(llm, part.calls).max_concurrency for part in slices) <= concurrency
+        assert all(part.in_flight <= part.calls <= CALLS_PER_CONVERSATION * part.in_flight for part in slices)
+        assert all(1 <= part.in_flight <= MAX_PER_TASK and part.keys for part in slices)
         assert len(slices) == min(conversations, -(-concurrency // MAX_PER_TASK))
     else:
         assert slices == []

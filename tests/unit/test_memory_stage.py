@@ -6,6 +6,7 @@ model and zero embedding calls."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
@@ -13,7 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirror.cognition.embeddings import OpenAIEmbedder, pack_vector
-from mirror.cognition.memory.extract import Candidate, EdgeCandidate
+from mirror.cognition.errors import LLMError
+from mirror.cognition.llm import LLM, ChatRequest, ChatResponse
+from mirror.cognition.memory.extract import CONTRADICTION_SCHEMA, MEMORY_SCHEMA, Candidate, EdgeCandidate
 from mirror.cognition.memory.gate import (
     Embedded,
     Reinforce,
@@ -23,9 +26,9 @@ from mirror.cognition.memory.gate import (
     edge_payloads,
     gate,
 )
-from mirror.cognition.memory.stage import EMBEDDING_FAILED, memory_behind
+from mirror.cognition.memory.stage import EMBEDDING_FAILED, memory_behind, memory_inputs, same_memory_inputs
 from mirror.cognition.openai_client import LLMSettings
-from mirror.cognition.pipeline import MirrorConfig, talk
+from mirror.cognition.pipeline import MONOLOGUE_SCHEMA, MirrorConfig, talk
 from mirror.cognition.prompts import default_prompt_set
 from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import InMemoryBus
@@ -140,21 +143,67 @@ def embedder_of(sim: SimLLMServer, base_url: str | None = None) -> OpenAIEmbedde
 
 
 async def conversation(sim: SimLLMServer, messages: list[str], *, mode: str = "full",
-                       embedder: OpenAIEmbedder | None = None, attempts: int = 3) -> list[Event]:
-    """Turns through the conversation writer (the live path's), thinking and remembering after each."""
+                       embedder: OpenAIEmbedder | None = None, attempts: int = 3,
+                       steered: Steered | None = None, overlap: bool = False) -> list[Event]:
+    """Turns through the conversation writer (the live path's), thinking and remembering after each
+    (``overlap``: recompute's loop, the memory step beside the thinking); ``steered`` stands
+    between the pipeline and the simulator."""
     bus = InMemoryBus()
     writer = ConversationWriter(bus, KEY, initial_state(KEY), (await bus.head(KEY)).with_last_seq(0))
     config = MirrorConfig(model=SIM_MODEL, mode=mode, seed=3)  # type: ignore[arg-type]
-    async with sim_client(sim) as llm:
+    async with sim_client(sim) as client:
+        llm: LLM = client
+        if steered is not None:
+            steered.llm, llm = client, steered
         own = embedder or embedder_of(sim)
         try:
             for message in messages:
                 said = await talk(writer.state, message, llm, PROMPTS, config)
                 await writer.append_turn(said.turn, said.provenance)
-                await writer.think_until_current(llm, PROMPTS, config, attempts=attempts, embedder=own)
+                await writer.think_until_current(llm, PROMPTS, config, attempts=attempts, embedder=own,
+                                                 overlap_memory=overlap)
         finally:
             await own.aclose()
     return await _all(bus)
+
+
+class Refused(LLMError):
+    """The failure :class:`Steered` makes a call end in (its kind is what ``thinker_failed`` records)."""
+
+
+class Steered:
+    """The LLM port in front of the simulator, by request kind (the JSON schema's name, else "text"):
+    the first call of each kind in ``fail`` is refused; with ``meet``, each monologue call waits
+    until that turn's memory extraction has been asked too (both in flight at once), or fails the
+    test after 10 s. Counts the calls in flight."""
+
+    def __init__(self, *, fail: tuple[str, ...] = (), meet: bool = False) -> None:
+        self.llm: LLM | None = None
+        self.fail, self.meet = set(fail), meet
+        self.extraction = asyncio.Event()
+        self.in_flight = self.most_in_flight = 0
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        assert self.llm is not None
+        kind = request.json_schema.name if request.json_schema is not None else "text"
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            if kind == MEMORY_SCHEMA.name:
+                self.extraction.set()
+            elif kind == MONOLOGUE_SCHEMA.name and self.meet:
+                await asyncio.wait_for(self.extraction.wait(), 10)
+                self.extraction.clear()
+            if kind in self.fail:
+                self.fail.discard(kind)
+                raise Refused(f"no {kind} this time")
+            return await self.llm.chat(request)
+        finally:
+            self.in_flight -= 1
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        assert self.llm is not None
+        return await self.llm.embed(texts)
 
 
 async def _all(bus: InMemoryBus) -> list[Event]:
@@ -295,3 +344,53 @@ def test_memory_step_marks_the_turn_done() -> None:
 def test_gate_runs_without_an_event_loop() -> None:
     # the gate is pure: no loop, no I/O (replay decides with it inside any caller)
     assert asyncio.iscoroutinefunction(gate) is False
+
+
+# ------------------------------------------------------------------------ the memory step beside the thinking
+
+
+def comparable(events: list[Event]) -> list[tuple[object, ...]]:
+    """What a log says, without the wall clock (timestamps, the calls' latencies)."""
+    return [(e.seq, e.type, e.turn, e.payload, e.causation,
+             None if e.provenance is None else replace(e.provenance, latency_ms=0.0)) for e in events]
+
+
+OVERLAP_MESSAGES = ["I am allergic to peanuts. Stress causes insomnia.", "I am allergic to peanuts.",
+                    "I am not allergic to peanuts."]
+
+
+@pytest.mark.parametrize("fail", [(), (MEMORY_SCHEMA.name,), (MONOLOGUE_SCHEMA.name,), (CONTRADICTION_SCHEMA.name,)])
+async def test_an_overlapped_memory_step_writes_the_log_the_serial_loop_writes(sim: SimLLMServer,
+                                                                              fail: tuple[str, ...]) -> None:
+    """Recompute's loop starts a turn's memory step beside its thinking: the same events, in the
+    same order, with the same causation (a failed step retried, a thinking retry reusing the
+    early step), and the log replays with zero calls."""
+    serial_llm, overlapped_llm = Steered(fail=fail), Steered(fail=fail, meet=not fail)
+    serial = await conversation(sim, OVERLAP_MESSAGES, steered=serial_llm)
+    overlapped = await conversation(sim, OVERLAP_MESSAGES, steered=overlapped_llm, overlap=True)
+    assert comparable(overlapped) == comparable(serial)
+    if fail:
+        assert any(isinstance(e.payload, ThinkerFailed) for e in overlapped)
+    else:  # every turn's monologue met its extraction: the two calls were in flight together
+        assert overlapped_llm.most_in_flight == 2 and serial_llm.most_in_flight == 1
+    if CONTRADICTION_SCHEMA.name in fail:
+        # Not verifiable, overlapped or not: a contradiction call refused without an answer and
+        # answered on the retry replays with that answer, so verify sees the retry's step where
+        # the failure was (the failure records the extraction's provenance, not the check's).
+        return
+    report = await verify(sim, overlapped)
+    assert report.ok, report.as_dict()
+
+
+def test_a_thinking_step_leaves_what_the_memory_step_reads_as_it_was() -> None:
+    """Why the overlap is sound: monologue, narrative and thinking failure events keep every input
+    of ``remember`` the same object; a turn, a belief or an edge does not."""
+    state = fold([make_event(KEY, 1, Turn("I like tea.", "Noted."), turn=0)])
+    thought = fold([make_event(KEY, 2, Monologue("r", "m", "g"), turn=0),
+                    make_event(KEY, 3, ThinkerFailed("controller", "Refused", "no", 1, 0), turn=0),
+                    make_event(KEY, 4, Narrative("I note that they like tea."), turn=0)], state)
+    assert same_memory_inputs(state, thought)
+    assert all(a is b for a, b in zip(memory_inputs(state), memory_inputs(thought), strict=True))
+    remembered = written(thought, edge_payloads({}, [EdgeCandidate("tea", "causes", "calm", "conversation")]))
+    assert not same_memory_inputs(thought, remembered)
+    assert not same_memory_inputs(thought, fold([make_event(KEY, 5, Turn("And coffee.", "Noted."), turn=1)], thought))

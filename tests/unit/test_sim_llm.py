@@ -435,6 +435,19 @@ async def test_latency_applies_and_concurrent_requests_overlap() -> None:
         assert stats["max_in_flight"] >= 5 and stats["in_flight"] == 0 and stats["chat_calls"] == 11
 
 
+async def test_chat_calls_in_flight_are_counted_apart_from_embedding_calls() -> None:
+    """``max_chat_in_flight`` (what ``mirror bench recompute`` bounds by C) ignores embedding calls."""
+    with SimLLMServer(SimSettings(latency="fixed:50")) as server:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=5) as http:
+            embedding = [http.post("/embeddings", json={"input": [f"message {i}"]}) for i in range(4)]
+            responses = await asyncio.gather(http.post("/chat/completions", json=chat_body()), *embedding)
+        assert all(response.status_code == 200 for response in responses)
+        stats = server.stats()
+        assert stats["max_chat_in_flight"] == 1 and stats["chat_calls"] == 1 and stats["embedding_calls"] == 4
+        assert stats["max_in_flight"] >= 1 and stats["in_flight"] == 0
+        assert server.reset()["max_chat_in_flight"] == 0  # reset starts the count again
+
+
 async def test_embedding_calls_can_take_their_own_latency() -> None:
     """A benchmark charges memory an embedding's wait, not a chat call's: the two are set apart."""
     with SimLLMServer(SimSettings(latency="fixed:300", embedding_latency="fixed:0")) as server:
@@ -520,8 +533,8 @@ def test_models_health_and_admin_endpoints(sim: SimLLMServer, fresh: httpx.Clien
     assert fresh.post("/chat/completions", json=chat_body()).status_code == 200
     assert sim.stats() == {
         "calls": 1, "chat_calls": 1, "embedding_calls": 0, "faults": dict.fromkeys(FAULT_KINDS, 0),
-        "in_flight": 0, "max_in_flight": 1, "authorized_calls": 0, "bad_requests": 0, "script": [],
-        "response_formats": {"none": 1}, "last_response_format": None,
+        "in_flight": 0, "max_in_flight": 1, "max_chat_in_flight": 1, "authorized_calls": 0, "bad_requests": 0,
+        "script": [], "response_formats": {"none": 1}, "last_response_format": None,
     }
 
 
