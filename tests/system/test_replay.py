@@ -399,7 +399,7 @@ async def test_a_recompute_of_recorded_turns_alone_embeds_each_text_once(runtime
     branch remembers every turn and recalls from the second on, each turn's memory step beside its
     thinking and the next message embedded meanwhile. One embedding call per memory step and per
     recall with a vector, none wasted; the branch replays with zero calls."""
-    from mirror.actors.conversation import memory_embedder
+    from mirror.actors.clients import memory_embedder
     from mirror.events.envelope import make_event
 
     key = StreamKey("replay", "turns-alone")
