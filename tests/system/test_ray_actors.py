@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
 from mirror.projections.snapshot import state_from_snapshot
 from tests.support.stack import PLACEMENTS, conversation_runtime, let_go
+from tests.support.waits import until_gone
 
 pytestmark = pytest.mark.slow
 
@@ -48,9 +48,11 @@ def test_a_killed_actor_is_rebuilt_with_the_state_it_had_plus_finished_thinking(
     ray.get(actor.turn.remote("I only eat vegetarian food."))
     assert ray.get(actor.wait_idle.remote(30))
     ray.get(actor.turn.remote("Plan lunch."))  # its thinking is now running (200 ms per call)
-    os.kill(ray.get(actor.pid.remote()), signal.SIGKILL)  # the worker process dies mid-thought
-    time.sleep(0.5)
+    old_pid = ray.get(actor.pid.remote())
+    os.kill(old_pid, signal.SIGKILL)  # the worker process dies mid-thought
+    until_gone(old_pid, "the killed conversation's worker")  # so what is asked next reaches its successor
     actor = conversation_ref(key, runtime)  # restarted by Ray (max_restarts) or re-created
+    assert call(actor.pid, retry_for_s=60) != old_pid
     assert call(actor.wait_idle, 60)  # the unthought turn is thought through after rebuild
     state = state_from_snapshot(call(actor.state_bytes))
     assert state.turn_count == 2 and state.thought_turn == 1 and state.narrative
@@ -74,8 +76,9 @@ def test_a_crashed_host_takes_no_state_and_no_neighbour_with_it(ray_cluster: Non
         victim_slot = refs[0].slot
         survivors_pid = {ref.slot: ray.get(ref.pid.remote()) for ref in refs if ref.slot != victim_slot}
         assert survivors_pid, "the twelve conversations all hashed to one host"
-        os.kill(ray.get(placement.host(victim_slot).pid.remote()), signal.SIGKILL)
-        time.sleep(0.5)
+        victim_pid = ray.get(placement.host(victim_slot).pid.remote())
+        os.kill(victim_pid, signal.SIGKILL)
+        until_gone(victim_pid, "the killed host")  # so the next turns reach its successor
         replies = [call(ref.turn, "What is my name?", True) for ref in refs]
         assert [reply.turn for reply in replies] == [1] * len(refs)  # nothing acknowledged was lost
         for ref in refs:

@@ -14,6 +14,7 @@ from nats.protocol.parser import Parser
 from mirror.events.nats._client import _MessageParser, header_block, status_of
 from mirror.events.nats.jetstream import connect_nats
 from mirror.events.nats.server import EmbeddedNats
+from tests.support.waits import until_async
 
 
 class Recorder:
@@ -103,13 +104,19 @@ async def test_raw_and_ordinary_subscriptions_share_a_connection(nats_server: Em
     async def on_message(msg) -> None:
         ordinary.append(msg.data)
 
+    markers: list[bytes] = []
+
+    async def on_marker(subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        markers.append(data)
+
     subscription = await nc.subscribe_raw("raw.>", on_raw)
     await nc.subscribe("plain.>", cb=on_message)
+    await nc.subscribe_raw("marker", on_marker)
     await nc.publish("raw.a", b"one", reply="inbox.1", headers={"Nats-Msg-Id": "m1"})
     await nc.publish("plain.a", b"two")
     await nc.publish("raw.b", b"three")
     await nc.flush()
-    await asyncio.sleep(0.1)
+    await until_async(lambda: len(raw) >= 2 and len(ordinary) >= 1, "both subscriptions' messages arrived")
     assert [(subject, reply, data) for subject, reply, data, _ in raw] == [
         (b"raw.a", b"inbox.1", b"one"), (b"raw.b", b"", b"three"),
     ]
@@ -117,8 +124,9 @@ async def test_raw_and_ordinary_subscriptions_share_a_connection(nats_server: Em
     assert ordinary == [b"two"]
     await nc.unsubscribe_raw(subscription)
     await nc.publish("raw.c", b"after")
+    await nc.publish("marker", b"later")  # one publisher, one connection: delivered after raw.c would be
     await nc.flush()
-    await asyncio.sleep(0.1)
+    await until_async(lambda: markers == [b"later"], "the marker arrived")
     assert len(raw) == 2
     await nc.close()
 
@@ -136,7 +144,7 @@ async def test_a_failing_raw_handler_does_not_stop_the_connection(nats_server: E
     for data in (b"bad", b"good"):
         await nc.publish("fragile", data)
     await nc.flush()
-    await asyncio.sleep(0.1)
+    await until_async(lambda: len(seen) >= 2, "both messages reached the handler")
     assert seen == [b"bad", b"good"]
     assert (await nc.request("$JS.API.INFO", b"", timeout=5)).data  # still reading replies
     await nc.close()
@@ -167,10 +175,8 @@ async def test_headers_arrive_as_nats_py_sends_them(nats_server: EmbeddedNats) -
         await theirs.publish("headers.theirs", b"x", headers=headers)
         await theirs.flush()
     # Each connection's messages arrive in its own order; the server may interleave the two.
-    for _ in range(100):
-        if all(len(blocks) == len(HEADER_CASES) for blocks in received.values()):
-            break
-        await asyncio.sleep(0.05)
+    await until_async(lambda: all(len(blocks) == len(HEADER_CASES) for blocks in received.values()),
+                      "every header block arrived")
     assert received[b"headers.ours"] == received[b"headers.theirs"]
     assert len(received[b"headers.ours"]) == len(HEADER_CASES)
     assert received[b"headers.ours"][0] == header_block(HEADER_CASES[0])

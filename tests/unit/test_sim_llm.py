@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from mirror.sim.errors import InvalidSimSetting
 from mirror.sim.server import FAULT_KINDS, SimLLMServer, SimSettings, parse_fault_rate, parse_latency
+from tests.support.waits import until
 
 MONOLOGUE_SCHEMA = {
     "type": "object",
@@ -362,10 +363,7 @@ def test_a_timeout_is_released_when_the_client_gives_up() -> None:
     with SimLLMServer(SimSettings(script=("timeout",), timeout_hang_s=30)) as server:
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(f"{server.base_url}/chat/completions", json=chat_body(), timeout=0.3)
-        deadline = time.monotonic() + 3
-        while server.stats()["in_flight"] and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert server.stats()["in_flight"] == 0
+        until(lambda: server.stats()["in_flight"] == 0, "the held call was released")
         started = time.monotonic()
     assert time.monotonic() - started < 2
 
@@ -430,9 +428,10 @@ async def test_latency_applies_and_concurrent_requests_overlap() -> None:
             responses = await asyncio.gather(*(http.post("/chat/completions", json=chat_body(f"{i}")) for i in range(10)))
             elapsed = time.monotonic() - started
         assert all(response.status_code == 200 for response in responses)
-        assert 0.1 <= elapsed < 0.6
         stats = server.stats()
+        # Overlapping: several were held at once, and together they took less than one after another would (1 s).
         assert stats["max_in_flight"] >= 5 and stats["in_flight"] == 0 and stats["chat_calls"] == 11
+        assert 0.1 <= elapsed < 1.0
 
 
 async def test_embedding_calls_can_take_their_own_latency() -> None:
