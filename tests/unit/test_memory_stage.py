@@ -1,7 +1,6 @@
-"""The memory stage: the dedup gate and verdict rules (properties), and whole steps against the
-simulator over loopback HTTP — beliefs from stated facts, reinforcement on restatement,
-contradictions kept for review, all-or-nothing failure and its retry, and replay with zero
-model and zero embedding calls."""
+"""The memory stage in process: the dedup gate and verdict rules (properties), and what a memory
+step marks. Whole steps against the simulator over loopback HTTP are in
+``tests/system/test_memory_stage.py``."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror.cognition.embeddings import OpenAIEmbedder, pack_vector
+from mirror.cognition.embeddings import pack_vector
 from mirror.cognition.memory.extract import Candidate, EdgeCandidate
 from mirror.cognition.memory.gate import (
     Embedded,
@@ -23,26 +22,18 @@ from mirror.cognition.memory.gate import (
     edge_payloads,
     gate,
 )
-from mirror.cognition.memory.stage import EMBEDDING_FAILED, memory_behind
-from mirror.cognition.openai_client import LLMSettings
-from mirror.cognition.pipeline import MirrorConfig, talk
-from mirror.cognition.prompts import default_prompt_set
-from mirror.cognition.writer import ConversationWriter
-from mirror.events.bus import InMemoryBus
-from mirror.events.envelope import Event, make_event
+from mirror.cognition.memory.stage import memory_behind
+from mirror.events.envelope import make_event
 from mirror.events.ids import StreamKey
-from mirror.events.payloads import Belief, Edge, MemoryStep, Monologue, Narrative, ThinkerFailed, Turn
+from mirror.events.payloads import Belief, Edge, MemoryStep, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
-from mirror.replay.verify import verify_events
 from mirror.sim.content import embedding
-from mirror.sim.server import SimLLMServer
-from tests.support.sim import SIM_MODEL, sim_client
 
 KEY = StreamKey("acme", "memory")
-PROMPTS = default_prompt_set()
 DIMENSIONS = 64
 EMBED_MODEL = "sim-embed"
+
 
 # ------------------------------------------------------------------------ the gate, pure
 
@@ -50,6 +41,8 @@ WORDS = ("tea", "coffee", "peanuts", "cats", "rain", "paris", "running", "chess"
 VERBS = ("likes", "hates", "needs", "avoids")
 statements = st.builds(lambda who, verb, what: f"{who} {verb} {what}", st.sampled_from(("The user", "Ada", "Her sister")),
                        st.sampled_from(VERBS), st.sampled_from(WORDS))
+
+
 candidates = st.builds(Candidate, statement=statements, memory_type=st.sampled_from(("standard", "operational")),
                        about=st.just("user"), kind=st.sampled_from(("belief", "open_loop")),
                        confidence=st.floats(0.1, 0.9))
@@ -129,158 +122,6 @@ def test_edges_reinforce_and_opposite_relations_are_flagged_not_merged() -> None
     assert again[1].contradicts == ("stress", "causes", "insomnia")
     state = written(state, again)
     assert state.edges[("stress", "causes", "insomnia")].flagged and len(state.edges) == 3
-
-
-# ------------------------------------------------------------------------ whole steps, simulator
-
-
-def embedder_of(sim: SimLLMServer, base_url: str | None = None) -> OpenAIEmbedder:
-    return OpenAIEmbedder(LLMSettings(base_url=base_url or sim.base_url, model=EMBED_MODEL, max_retries=0,
-                                      timeout_s=5.0, connect_timeout_s=1.0), dimensions=DIMENSIONS)
-
-
-async def conversation(sim: SimLLMServer, messages: list[str], *, mode: str = "full",
-                       embedder: OpenAIEmbedder | None = None, attempts: int = 3) -> list[Event]:
-    """Turns through the conversation writer (the live path's), thinking and remembering after each."""
-    bus = InMemoryBus()
-    writer = ConversationWriter(bus, KEY, initial_state(KEY), (await bus.head(KEY)).with_last_seq(0))
-    config = MirrorConfig(model=SIM_MODEL, mode=mode, seed=3)  # type: ignore[arg-type]
-    async with sim_client(sim) as llm:
-        own = embedder or embedder_of(sim)
-        try:
-            for message in messages:
-                said = await talk(writer.state, message, llm, PROMPTS, config)
-                await writer.append_turn(said.turn, said.provenance)
-                await writer.think_until_current(llm, PROMPTS, config, attempts=attempts, embedder=own)
-        finally:
-            await own.aclose()
-    return await _all(bus)
-
-
-async def _all(bus: InMemoryBus) -> list[Event]:
-    return [event async for _, event in bus.tail(KEY, 0)]
-
-
-def kinds(events: list[Event]) -> list[str]:
-    return [event.type for event in events]
-
-
-async def test_a_stated_fact_becomes_a_belief_and_a_restatement_reinforces_it(sim: SimLLMServer) -> None:
-    events = await conversation(sim, ["I have a severe peanut allergy.", "I have a severe peanut allergy."])
-    state = fold(events)
-    assert state.memory_turn == 1 and not memory_behind(state)
-    asserted = [e.payload for e in events if isinstance(e.payload, Belief) and e.payload.operation == "assert"]
-    assert [b.statement for b in asserted] == ["I have a severe peanut allergy."]
-    (belief,) = [b for b in state.beliefs.values() if "peanut" in b.statement]
-    assert belief.confidence == pytest.approx(0.85) and belief.embedding and belief.embedding_model == EMBED_MODEL
-    reinforced = [e.payload for e in events if isinstance(e.payload, Belief) and e.payload.operation == "reinforce"]
-    assert [r.belief_id for r in reinforced] == [belief.belief_id] and reinforced[0].embedding  # the vector rides along
-    # stage order: the controller first, then memory, each turn
-    assert kinds(events)[:5] == ["turn", "monologue", "narrative", "belief", "memory_step"]
-
-
-async def test_a_contradiction_keeps_both_and_opens_a_review(sim: SimLLMServer) -> None:
-    events = await conversation(sim, ["I am allergic to peanuts.", "I am not allergic to peanuts."])
-    state = fold(events)
-    statements = {b.statement for b in state.beliefs.values()}
-    assert {"I am allergic to peanuts.", "I am not allergic to peanuts."} <= statements
-    (review,) = state.review_items.values()
-    assert state.beliefs[review.belief_id].statement == "I am not allergic to peanuts."
-    assert state.beliefs[review.opposed_id].statement == "I am allergic to peanuts."
-    judged = [e for e in events if isinstance(e.payload, Belief) and e.payload.operation == "contradict"]
-    assert len(judged) == 1 and judged[0].provenance is not None  # the contradiction call's answer, once
-
-
-async def test_memory_runs_in_baseline_mode_and_not_when_turned_off(sim: SimLLMServer) -> None:
-    events = await conversation(sim, ["Coffee increases my anxiety."], mode="baseline")
-    assert kinds(events) == ["turn", "belief", "edge", "memory_step"]
-    assert fold(events).edges[("coffee", "increases", "my anxiety")].origin == "conversation"
-    bus = InMemoryBus()
-    writer = ConversationWriter(bus, KEY, initial_state(KEY), (await bus.head(KEY)).with_last_seq(0))
-    config = MirrorConfig(model=SIM_MODEL, mode="baseline", memory=False)
-    async with sim_client(sim) as llm:
-        said = await talk(writer.state, "Coffee increases my anxiety.", llm, PROMPTS, config)
-        await writer.append_turn(said.turn, said.provenance)
-        await writer.think_until_current(llm, PROMPTS, config, attempts=3, embedder=embedder_of(sim))
-    assert [e.type for e in await _all(bus)] == ["turn"]
-
-
-@pytest.mark.parametrize("fault", ["malformed", "500", "empty"])
-async def test_a_failed_memory_step_writes_no_memory_and_is_retried_alone(sim: SimLLMServer, fault: str) -> None:
-    sim.reset()
-    sim.script("ok", "ok", "ok", fault)  # talker, monologue, controller answer; the extraction fails
-    events = await conversation(sim, ["I live in Lisbon. I love the sea."])
-    assert kinds(events) == ["turn", "monologue", "narrative", "thinker_failed", "belief", "belief", "memory_step"]
-    failure = events[3].payload
-    assert isinstance(failure, ThinkerFailed) and failure.stage == "memory" and failure.for_turn == 0
-    assert fold(events[:4]).beliefs == {} and fold(events[:4]).memory_turn is None
-    assert fold(events[:4]).thought_turn == 0  # the thinking stands; only memory is behind
-    assert sum(isinstance(e.payload, (Monologue, Narrative)) for e in events) == 2  # not re-run
-    report = await verify(sim, events)
-    assert report.ok, report.as_dict()
-
-
-async def test_a_failed_contradiction_check_writes_no_memory(sim: SimLLMServer) -> None:
-    sim.reset()
-    first = await conversation(sim, ["I am allergic to peanuts."], mode="baseline")
-    sim.reset()
-    sim.script("ok", "ok", "malformed")  # talker, extraction; the contradiction check fails
-    bus = InMemoryBus()
-    state = fold(first)
-    head = await bus.append(KEY, first, (await bus.head(KEY)).with_last_seq(0))
-    writer = ConversationWriter(bus, KEY, state, head)
-    config = MirrorConfig(model=SIM_MODEL, mode="baseline", seed=3)
-    async with sim_client(sim) as llm:
-        said = await talk(writer.state, "I am not allergic to peanuts.", llm, PROMPTS, config)
-        await writer.append_turn(said.turn, said.provenance)
-        await writer.think_until_current(llm, PROMPTS, config, attempts=1, embedder=embedder_of(sim))
-    events = await _all(bus)
-    tail = events[len(first):]
-    assert kinds(tail) == ["turn", "thinker_failed"]
-    failure = tail[1].payload
-    assert isinstance(failure, ThinkerFailed) and failure.stage == "memory"
-    assert fold(events).review_items == {} and len(fold(events).beliefs) == 1
-    assert memory_behind(fold(events))  # given up after one attempt: the next turn or activation retries
-    report = await verify(sim, events)
-    assert report.ok, report.as_dict()
-
-
-async def test_an_embedding_failure_is_a_memory_failure_that_replays_the_same(sim: SimLLMServer) -> None:
-    sim.reset()
-    unreachable = embedder_of(sim, base_url="http://127.0.0.1:9/v1")  # nothing listens on the discard port
-    events = await conversation(sim, ["My sister lives in Porto."], mode="baseline", embedder=unreachable, attempts=2)
-    assert kinds(events) == ["turn", "thinker_failed", "thinker_failed"]
-    failures = [e.payload for e in events[1:]]
-    assert all(isinstance(f, ThinkerFailed) for f in failures)
-    assert {f.error_type for f in failures if isinstance(f, ThinkerFailed)} == {EMBEDDING_FAILED}
-    assert [f.attempt for f in failures if isinstance(f, ThinkerFailed)] == [1, 2]
-    report = await verify(sim, events)
-    assert report.ok, report.as_dict()
-
-
-async def verify(sim: SimLLMServer, events: list[Event]):
-    before = sim.stats()
-    report = await verify_events(KEY, initial_state(KEY), events, PROMPTS)
-    after = sim.stats()
-    assert (after["chat_calls"], after["embedding_calls"]) == (before["chat_calls"], before["embedding_calls"])
-    assert report.model_calls == 0 and report.embedding_calls == 0
-    return report
-
-
-async def test_replay_verify_re_decides_memory_with_zero_calls_and_catches_an_edit(sim: SimLLMServer) -> None:
-    sim.reset()
-    events = await conversation(sim, ["I am allergic to peanuts. Stress causes insomnia.",
-                                      "I am allergic to peanuts.", "I am not allergic to peanuts."])
-    report = await verify(sim, events)
-    assert report.ok, report.as_dict()
-    memory = [e for e in events if e.type in ("belief", "edge", "memory_step")]
-    assert report.steps >= 9 and len(memory) >= 8
-    index = next(i for i, e in enumerate(events) if isinstance(e.payload, Belief) and e.payload.operation == "reinforce")
-    reinforce = events[index].payload
-    assert isinstance(reinforce, Belief)
-    edited = replace(events[index], payload=replace(reinforce, operation="assert"))
-    report = await verify(sim, [*events[:index], edited, *events[index + 1:]])
-    assert [d.seq for d in report.divergences] == [edited.seq]
 
 
 def test_memory_step_marks_the_turn_done() -> None:
