@@ -7,7 +7,6 @@ import random
 from pathlib import Path
 
 import duckdb
-import pytest
 
 from mirror.events.bus import Head
 from mirror.events.codec import encode
@@ -19,8 +18,6 @@ from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Monologue, Narrative, Turn
 from mirror.stack.processes import IngesterProcess
-
-pytestmark = pytest.mark.slow
 
 KEYS = [StreamKey("crash", f"c{index}") for index in range(40)]
 

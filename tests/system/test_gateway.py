@@ -13,8 +13,6 @@ import pytest
 from mirror.events.nats.server import EmbeddedNats
 from tests.support.stack import PLACEMENTS, gateway_stack
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module", params=PLACEMENTS)
 def stack(request: pytest.FixtureRequest, ray_cluster: None, nats_server: EmbeddedNats,

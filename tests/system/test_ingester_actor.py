@@ -28,8 +28,6 @@ from mirror.sim.server import SimLLMServer, SimSettings
 from tests.support.stack import local_ray, reset_stream
 from tests.support.waits import process_alive, until_gone
 
-pytestmark = pytest.mark.slow
-
 CONVERSATIONS = 6
 
 

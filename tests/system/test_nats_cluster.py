@@ -27,8 +27,6 @@ from mirror.events.nats.cluster import EmbeddedNatsCluster
 from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats, ensure_stream, key_of_subject
 from mirror.events.payloads import Turn
 
-pytestmark = pytest.mark.slow
-
 KEYS = [StreamKey("cluster", f"c{index}") for index in range(6)]
 WRITERS_PER_KEY = 2
 """Two writers race on every subject: only the fence keeps them from forking its sequence."""

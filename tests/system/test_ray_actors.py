@@ -20,8 +20,6 @@ from mirror.projections.snapshot import state_from_snapshot
 from tests.support.stack import PLACEMENTS, conversation_runtime, let_go
 from tests.support.waits import until_gone
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(params=PLACEMENTS)
 def runtime(request: pytest.FixtureRequest, ray_cluster: None, nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:

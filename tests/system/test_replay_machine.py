@@ -29,8 +29,6 @@ from mirror.replay import History
 from tests.support.machines import ConversationMachine
 from tests.support.stack import conversation_runtime
 
-pytestmark = pytest.mark.slow
-
 MESSAGES = ("I never eat peanuts.", "Tell me about rivers.", "What did I say about food?", "Plan a picnic.",
             "Why?", "Thanks, that helps.")
 

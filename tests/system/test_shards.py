@@ -32,8 +32,6 @@ from mirror.events.payloads import Monologue, Turn
 from mirror.events.shards import ShardMap
 from tests.support.stack import gateway_stack, local_ray, reset_stream, shard_log
 
-pytestmark = pytest.mark.slow
-
 SHARDS = ShardMap.parse(["east=alpha,gamma"], default="west")
 """alpha and gamma on east; beta, listed nowhere, on the default shard west."""
 KEYS = [StreamKey(tenant, f"c{index}") for tenant in ("alpha", "beta", "gamma") for index in range(4)]
