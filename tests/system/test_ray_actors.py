@@ -20,6 +20,10 @@ from mirror.projections.snapshot import state_from_snapshot
 from tests.support.stack import PLACEMENTS, conversation_runtime, let_go
 from tests.support.waits import until_gone
 
+RESTART_S = 120.0
+"""How long a call may find its actor restarting after a kill: Ray starts a new worker process,
+which takes seconds, and tens of them on a loaded machine."""
+
 
 @pytest.fixture(params=PLACEMENTS)
 def runtime(request: pytest.FixtureRequest, ray_cluster: None, nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:
@@ -50,7 +54,7 @@ def test_a_killed_actor_is_rebuilt_with_the_state_it_had_plus_finished_thinking(
     os.kill(old_pid, signal.SIGKILL)  # the worker process dies mid-thought
     until_gone(old_pid, "the killed conversation's worker")  # so what is asked next reaches its successor
     actor = conversation_ref(key, runtime)  # restarted by Ray (max_restarts) or re-created
-    assert call(actor.pid, retry_for_s=60) != old_pid
+    assert call(actor.pid, retry_for_s=RESTART_S) != old_pid  # its successor, once Ray has restarted it
     assert call(actor.wait_idle, 60)  # the unthought turn is thought through after rebuild
     state = state_from_snapshot(call(actor.state_bytes))
     assert state.turn_count == 2 and state.thought_turn == 1 and state.narrative
@@ -77,7 +81,7 @@ def test_a_crashed_host_takes_no_state_and_no_neighbour_with_it(ray_cluster: Non
         victim_pid = ray.get(placement.host(victim_slot).pid.remote())
         os.kill(victim_pid, signal.SIGKILL)
         until_gone(victim_pid, "the killed host")  # so the next turns reach its successor
-        replies = [call(ref.turn, "What is my name?", True) for ref in refs]
+        replies = [call(ref.turn, "What is my name?", True, retry_for_s=RESTART_S) for ref in refs]
         assert [reply.turn for reply in replies] == [1] * len(refs)  # nothing acknowledged was lost
         for ref in refs:
             state = state_from_snapshot(call(ref.state_bytes))
