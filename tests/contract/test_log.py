@@ -1,20 +1,25 @@
 """The log port's contract, run against every adapter: in-memory, DuckDB, and the NATS client
-asking a DuckDB log's service on the real nats-server (fixture ``event_log``)."""
+asking a DuckDB log's service on the real nats-server (fixture ``event_log``). Part of it: every
+golden log (tests/golden/) reads, folds and verifies through each adapter to the expected states."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
+from mirror.events.codec import decode
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import LogError
 from mirror.events.ids import StreamKey
 from mirror.events.log import ConversationSummary, Snapshot
 from mirror.events.payloads import Fork, Monologue, Narrative, Turn
+from tests.support.golden import EXPECTED, LOGS, fold_and_verify, read_log, verify_counts
 from tests.support.logs import WritableLog
 
 KEY = StreamKey("acme", "conversation-1")
+EXPECTED_RESULTS = json.loads(EXPECTED.read_text())
 
 
 def history(key: StreamKey, first: int, count: int, *, tag: str = "", start: float = 1000.0) -> list[Event]:
@@ -195,3 +200,21 @@ async def test_bad_load_bounds_tenants_and_times_are_value_errors(event_log: Wri
         await event_log.log.conversations("not a tenant!")
     with pytest.raises(ValueError, match="timestamp"):
         await event_log.log.seq_at_time(KEY, math.nan)
+
+
+# ----------------------------------------------------------------------------- the golden logs
+
+
+@pytest.mark.parametrize("name", LOGS)
+async def test_golden_logs_fold_and_verify_through_every_log_adapter(name: str, event_log: WritableLog) -> None:
+    events = [decode(record) for record in read_log(name)]
+    await event_log.write(events)
+    results = await fold_and_verify(events, event_log.log)
+    assert sorted(results) == sorted(EXPECTED_RESULTS[name])
+    for branch, result in results.items():
+        expected = EXPECTED_RESULTS[name][branch]
+        assert result["state"] == expected["state"], f"{name}/{branch} folds to another state"
+        report = result["report"]
+        assert report.divergences == [], f"{name}/{branch}: {report.as_dict()}"
+        assert report.model_calls == 0
+        assert verify_counts(report) == expected["verify"]

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(600)]  # ~35 s: .ci/run runs it with -m long
+pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]  # ~35 s: .ci/run runs it with -m long
 
 
 def test_bench_recovery_kills_and_times_what_comes_back() -> None:

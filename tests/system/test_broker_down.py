@@ -22,7 +22,7 @@ from mirror.events.nats.server import EmbeddedNats
 from tests.support.cluster import processes_named
 from tests.support.stack import PLACEMENTS, gateway_stack
 
-pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(600)]  # ~40 s (6 s outages): .ci/run runs it with -m long
+pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]  # ~40 s (6 s outages): .ci/run runs it with -m long
 
 ANSWER_WITHIN_S = 2.0
 RESUME_WITHIN_S = 5.0

@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.up import ctrl_c, start_up
 
-pytestmark = [pytest.mark.slow, pytest.mark.long]  # ~90 s a run: .ci/run runs it with -m long
+pytestmark = pytest.mark.long  # ~90 s a run: .ci/run runs it with -m long
 
 STACKS = [
     pytest.param((), id="embedded"),

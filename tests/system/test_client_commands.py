@@ -27,8 +27,6 @@ from mirror.cognition.prompts import DEFAULT_PROMPT_SETS
 from mirror.processes import free_port
 from mirror.stack.embedded import EmbeddedStack, StackSettings
 
-pytestmark = pytest.mark.slow
-
 CLIENT_ENV = ("MIRROR_URL", "MIRROR_TOKEN", "MIRROR_DATA", "MIRROR_LLM_URL", "MIRROR_LLM_MODEL")
 
 

@@ -7,7 +7,6 @@ import random
 from pathlib import Path
 
 import duckdb
-import pytest
 
 from mirror.events.bus import Head
 from mirror.events.codec import encode
@@ -19,8 +18,6 @@ from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Monologue, Narrative, Turn
 from mirror.stack.processes import IngesterProcess
-
-pytestmark = pytest.mark.slow
 
 KEYS = [StreamKey("crash", f"c{index}") for index in range(40)]
 
@@ -107,18 +104,21 @@ async def _scenario(server: EmbeddedNats, ingester: IngesterProcess) -> None:
     for _ in range(3):
         await writer.round()
 
-    pending = asyncio.create_task(_rounds(writer, 20))
-    await asyncio.sleep(0.05)
-    assert not pending.done()
+    # Each kill lands while a round is in flight: the rounds go on until they are told of the kill.
+    flowing, killed = asyncio.Event(), asyncio.Event()
+    pending = asyncio.create_task(_rounds_until(writer, flowing, killed))
+    await flowing.wait()  # a round acknowledged, the next one's appends sent and awaited
     ingester.kill()  # kill -9 while events are flowing in
+    killed.set()
     await pending
     await asyncio.to_thread(ingester.start)
 
-    pending = asyncio.create_task(_rounds(writer, 20))
-    await asyncio.sleep(0.05)
-    assert not pending.done()
+    flowing, killed = asyncio.Event(), asyncio.Event()
+    pending = asyncio.create_task(_rounds_until(writer, flowing, killed))
+    await flowing.wait()
     server.kill()  # kill -9 the broker with publishes in flight
-    await asyncio.sleep(0.5)
+    killed.set()
+    await asyncio.sleep(0.5)  # the broker stays down a while: the rounds retry against nobody
     server.start()  # same port, same store directory
     await pending
 
@@ -132,6 +132,12 @@ async def _scenario(server: EmbeddedNats, ingester: IngesterProcess) -> None:
     _ACKNOWLEDGED.append(writer.acknowledged)
 
 
-async def _rounds(writer: Writer, count: int) -> None:
-    for _ in range(count):
+async def _rounds_until(writer: Writer, flowing: asyncio.Event, killed: asyncio.Event, after: int = 20) -> None:
+    """Rounds until ``killed`` is set, then ``after`` more. ``flowing`` is set once one round is
+    acknowledged: the caller, woken by it, runs while the next round's appends are in flight."""
+    await writer.round()
+    flowing.set()
+    while not killed.is_set():
+        await writer.round()
+    for _ in range(after):
         await writer.round()

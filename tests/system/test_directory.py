@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import time
 
-import pytest
 import ray
 
 from mirror.actors.directory import NAMESPACE, Directory
-
-pytestmark = pytest.mark.slow
 
 
 @ray.remote(num_cpus=0)

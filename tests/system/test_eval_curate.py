@@ -28,7 +28,7 @@ from mirror.processes import free_port
 from tests.support.curate import write_fixture
 from tests.support.up import ctrl_c, start_up
 
-pytestmark = [pytest.mark.slow, pytest.mark.long]  # ~70 s against one mirror up: .ci/run runs it with -m long
+pytestmark = pytest.mark.long  # ~70 s against one mirror up: .ci/run runs it with -m long
 
 SELECTION = ("--modes", "baseline,full", "--scenarios", "1,2,5", "--timing", "sync")
 

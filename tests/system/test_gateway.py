@@ -13,8 +13,6 @@ import pytest
 from mirror.events.nats.server import EmbeddedNats
 from tests.support.stack import PLACEMENTS, gateway_stack
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module", params=PLACEMENTS)
 def stack(request: pytest.FixtureRequest, ray_cluster: None, nats_server: EmbeddedNats,
@@ -171,9 +169,13 @@ def test_the_first_turn_fixes_a_conversations_mode(stack) -> None:
         before = logged_events(client, "moded", turns=3)
         refused = client.post("/v1/conversations/moded/turns", json={"message": "switch", "mode": "full"})
         assert refused.status_code == 409 and "runs mode 'baseline'" in refused.json()["detail"], refused.text
-        time.sleep(0.5)  # what a wrongly accepted turn would have written has reached the log by now
-        after = client.get("/v1/conversations/moded/events", params={"limit": 1000}).json()["events"]
-        assert [e for e in after if e["type"] == "turn"] == [e for e in before if e["type"] == "turn"]
+        # One writer, appending in order: the next accepted turn is number 3 only if the refused
+        # one was never appended, and the log then holds it right after the three before.
+        confirmed = client.post("/v1/conversations/moded/turns", json={"message": "after the refusal"}, params={"sync": True})
+        assert confirmed.status_code == 200 and confirmed.json()["turn"] == 3, confirmed.text
+        after = logged_events(client, "moded", turns=4)
+        assert [e["payload"]["user_message"] for e in after if e["type"] == "turn"] == [
+            *(e["payload"]["user_message"] for e in before if e["type"] == "turn"), "after the refusal"]
         assert client.get("/v1/conversations/moded").json()["mode"] == "baseline"
         assert client.get("/v1/conversations/unmoded").json()["mode"] == "full"
         forgetful = client.post("/v1/conversations/forgetful/turns", json={"message": "I hate olives.", "memory": False})

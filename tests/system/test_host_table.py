@@ -60,9 +60,8 @@ async def test_the_cap_passivates_the_least_recently_used_and_they_come_back_wit
     try:
         for key in keys:
             await table.call(key, lambda c: c.turn("first", sync=True))
-        await asyncio.sleep(0.2)  # evictions run as tasks
-        while table._passivating:
-            await asyncio.sleep(0.05)
+        # Each eviction was begun by the activation that crowded it out; wait for their tasks.
+        await asyncio.gather(*table._passivating.values())
         assert table.live_keys() == keys[3:]
         assert table.stats.evictions == 3 and table.stats.passivations == 3
         again = await table.call(keys[0], lambda c: c.turn("second", sync=True))
@@ -93,6 +92,10 @@ async def test_a_fenced_conversation_is_dropped_and_rebuilt_while_its_neighbour_
     try:
         await table.call(victim, lambda c: c.turn("hello", sync=True))
         await table.call(neighbour, lambda c: c.turn("hello", sync=True))
+        # The victim's own thinking (monologue, narrative, memory step) appends after its turn;
+        # once it is done, the victim has nothing left to write, so the intruder is the only
+        # other writer and the one the victim's next turn is fenced by (not the other way round).
+        assert await table.call(victim, lambda c: c.wait_idle(60))
         intruder = await Conversation(victim, runtime).start()  # a second writer moves the stream on
         await intruder.turn("I was here first", sync=True)
         assert await intruder.wait_idle(30)
@@ -115,6 +118,17 @@ def slow_runtime(nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[tuple[Ru
         yield replace(base, llm=replace(base.llm, base_url=sim.base_url, max_retries=0, timeout_s=10.0)), sim
 
 
+async def until_the_model_holds_a_call(sim: SimLLMServer, timeout: float = 60) -> None:
+    """Until the scripted ``timeout`` fault is taken and its call is held (in flight)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = await asyncio.to_thread(sim.stats)
+        if not stats["script"] and stats["faults"].get("timeout") == 1 and stats["in_flight"] == 1:
+            return
+        assert time.monotonic() < deadline, f"the slow call never reached the model: {stats}"
+        await asyncio.sleep(0.01)
+
+
 async def test_a_slow_model_call_holds_up_no_other_conversation(slow_runtime: tuple[RuntimeSettings, SimLLMServer]) -> None:
     runtime, sim = slow_runtime
     table = HostedConversations(runtime)
@@ -123,7 +137,7 @@ async def test_a_slow_model_call_holds_up_no_other_conversation(slow_runtime: tu
         await table.call(quick, lambda c: c.turn("warm up"))
         await asyncio.to_thread(sim.script, "timeout")  # the next chat call hangs 4 s, then fails
         slow_turn = asyncio.create_task(table.call(slow, lambda c: c.turn("take your time")))
-        await asyncio.sleep(0.3)  # the slow call is waiting on the model now
+        await until_the_model_holds_a_call(sim)  # the slow call is waiting on the model now
         started = time.perf_counter()
         reply = await table.call(quick, lambda c: c.turn("are you there?"))
         took = time.perf_counter() - started

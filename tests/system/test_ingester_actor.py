@@ -28,8 +28,7 @@ from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Turn
 from mirror.sim.server import SimLLMServer, SimSettings
 from tests.support.stack import local_ray, nats_of, reset_stream
-
-pytestmark = pytest.mark.slow
+from tests.support.waits import process_alive, until_gone
 
 CONVERSATIONS = 6
 
@@ -53,19 +52,12 @@ def nats_url(nats_server: EmbeddedNats) -> str:
     return nats_server.url
 
 
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def wait_restarted(ingester: RayIngester, old_pid: int) -> int:
-    """The pid of the next incarnation once it serves again; the old worker must be gone by then."""
+    """The pid of the next incarnation once it serves again, asked once the old worker is gone
+    (asked before, the old incarnation could still answer)."""
+    until_gone(old_pid, "the killed ingester's worker")
     new_pid = call(ingester.actor.ready, 60, retry_for_s=60)
     assert new_pid != old_pid
-    assert not process_alive(old_pid)
     return new_pid
 
 
@@ -104,17 +96,28 @@ async def converse(settings: RuntimeSettings, ingester: RayIngester
             await asyncio.sleep(0.05)
         committed_before_kills.append(offset)
 
+    async def answered_again(more: int = 2) -> None:
+        """Until every conversation has answered ``more`` turns after this call; a talker ends only
+        by failing, so one that is done raises what stopped it."""
+        floor = {key: len(said) + more for key, said in replies.items()}
+        deadline = asyncio.get_running_loop().time() + 60
+        while any(len(replies[key]) < count for key, count in floor.items()):
+            for task in talkers:
+                if task.done():
+                    task.result()
+                    raise AssertionError("a talker stopped")
+            assert asyncio.get_running_loop().time() < deadline, "the conversations stopped answering"
+            await asyncio.sleep(0.02)
+
     await something_committed()
     old_pid = await asyncio.to_thread(lambda: ingester.pid)
     os.kill(old_pid, signal.SIGKILL)  # kill -9 of the ingester's Ray worker, turns still flowing
-    await asyncio.sleep(0.3)
-    assert not any(task.done() for task in talkers)
+    await answered_again()  # turns do not wait for the ingester
     second_pid = await asyncio.to_thread(wait_restarted, ingester, old_pid)
     await something_committed()
     ray.kill(ingester.actor, no_restart=False)  # Ray's own kill, restarted too
-    await asyncio.sleep(0.3)
     await asyncio.to_thread(wait_restarted, ingester, second_pid)
-    await asyncio.sleep(0.3)
+    await answered_again()
     done = True
     await asyncio.gather(*talkers)
     for conversation in conversations:

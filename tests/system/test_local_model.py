@@ -17,7 +17,6 @@ from mirror.stack.local_model import (
 )
 
 pytestmark = [
-    pytest.mark.slow,
     pytest.mark.long,  # ~110 s of llama.cpp on two cores: .ci/run runs it with -m long
     pytest.mark.skipif(not local_model_installed(), reason="the [local] extra is not installed"),
 ]

@@ -40,8 +40,6 @@ from mirror.projections.conversation import apply
 from mirror.projections.state import ConversationState, initial_state
 from tests.support.stack import conversation_runtime, nats_of
 
-pytestmark = pytest.mark.slow
-
 CONVERSATION = "kitchen"
 DAY = 86_400.0
 T0 = 1_763_000_000.0  # fixed, so decay strengths are the same on every run

@@ -30,8 +30,6 @@ from mirror.replay.verify import verify_events
 from tests.support.machines import ConversationMachine
 from tests.support.stack import conversation_runtime, nats_of
 
-pytestmark = pytest.mark.slow
-
 THINGS = ("tea", "peanuts", "rain", "the sea")
 """Few enough that a statement's opposite is always among the 5 nearest beliefs the check asks
 about (gate.CONTRADICTION_NEIGHBOURS): same-polarity siblings are nearer than the opposite."""

@@ -27,8 +27,6 @@ from mirror.events.nats.cluster import EmbeddedNatsCluster
 from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats, ensure_stream, key_of_subject
 from mirror.events.payloads import Turn
 
-pytestmark = pytest.mark.slow
-
 KEYS = [StreamKey("cluster", f"c{index}") for index in range(6)]
 WRITERS_PER_KEY = 2
 """Two writers race on every subject: only the fence keeps them from forking its sequence."""
@@ -73,6 +71,27 @@ async def writer(bus: JetStreamBus, key: StreamKey, name: str, appends: Appends,
             appends.failures[str(exc)[:160]] += 1
             head = None
         await asyncio.sleep(PACE_S)
+
+
+FLOWING = 200
+"""Appends acknowledged between two steps of a scenario: writes flow through each state of the cluster."""
+
+
+async def acknowledged_more(appends: Appends, count: int, within_s: float = 120.0) -> None:
+    """Until ``count`` more appends than now are acknowledged."""
+    target = len(appends.answered) + count
+    deadline = time.monotonic() + within_s
+    while len(appends.answered) < target:
+        assert time.monotonic() < deadline, f"the writers stalled at {len(appends.answered)} of {target} appends"
+        await asyncio.sleep(0.05)
+
+
+async def until_resumed(appends: Appends, moment: float, within_s: float = 60.0) -> None:
+    """Until an append started after ``moment`` is acknowledged."""
+    deadline = time.monotonic() + within_s
+    while appends.resumed_after(moment) is None:
+        assert time.monotonic() < deadline, f"no append acknowledged within {within_s:g} s of the kill"
+        await asyncio.sleep(0.05)
 
 
 async def stream_leader(js, cluster: EmbeddedNatsCluster) -> int:
@@ -130,27 +149,27 @@ async def test_a_cluster_loses_nothing_acknowledged_when_a_node_and_then_the_lea
         ]
         figures: dict[str, object] = {}
         try:
-            await asyncio.sleep(3)
+            await acknowledged_more(appends, FLOWING)  # the writers are flowing
             leader = await stream_leader(js, cluster)
             follower = (leader + 1) % 3
             killed_at = time.monotonic()
             cluster.kill(follower)
-            await asyncio.sleep(5)
+            await until_resumed(appends, killed_at)
+            await acknowledged_more(appends, FLOWING)  # and flow on without the follower
             figures["resume_after_follower_kill_s"] = appends.resumed_after(killed_at)
             cluster.start_node(follower)
             await until_replicas_current(js, 3)
-            await asyncio.sleep(2)
+            await acknowledged_more(appends, FLOWING)
 
             leader = await stream_leader(js, cluster)
             killed_at = time.monotonic()
             cluster.kill(leader)
-            while appends.resumed_after(killed_at) is None and time.monotonic() - killed_at < 60:
-                await asyncio.sleep(0.05)
+            await until_resumed(appends, killed_at)
             figures["resume_after_leader_kill_s"] = appends.resumed_after(killed_at)
             figures["new_leader"] = await stream_leader(js, cluster)
-            await asyncio.sleep(3)
+            await acknowledged_more(appends, FLOWING)  # the new leader takes appends
             cluster.start_node(leader)
-            await asyncio.sleep(2)
+            await acknowledged_more(appends, FLOWING)  # while the old leader rejoins as a follower
         finally:
             stop.set()
             await asyncio.gather(*tasks)

@@ -25,7 +25,7 @@ from mirror.events.nats.server import EmbeddedNats
 from tests.support.stack import PLACEMENTS, conversation_runtime, retried
 
 # ~4 minutes alone on 2 cores; the suite-wide 300 s limit is too tight when the machine is shared.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)
 CAP = 16
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +18,11 @@ from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
 from mirror.projections.snapshot import state_from_snapshot
 from tests.support.stack import PLACEMENTS, conversation_runtime, let_go, retried, run
+from tests.support.waits import until_gone
 
-pytestmark = pytest.mark.slow
+RESTART_S = 120.0
+"""How long a call may find its actor restarting after a kill: Ray starts a new worker process,
+which takes seconds, and tens of them on a loaded machine."""
 
 
 @pytest.fixture(params=PLACEMENTS)
@@ -48,9 +50,11 @@ def test_a_killed_actor_is_rebuilt_with_the_state_it_had_plus_finished_thinking(
     run(conversation.turn("I only eat vegetarian food."))
     assert run(conversation.wait_idle(timeout=30))
     run(conversation.turn("Plan lunch."))  # its thinking is now running (200 ms per call)
-    os.kill(run(conversation.pid()), signal.SIGKILL)  # the worker process dies mid-thought
-    time.sleep(0.5)
+    old_pid = run(conversation.pid())
+    os.kill(old_pid, signal.SIGKILL)  # the worker process dies mid-thought
+    until_gone(old_pid, "the killed conversation's worker")  # so what is asked next reaches its successor
     conversation = conversation_handle(key, runtime)  # restarted by Ray (max_restarts) or re-created
+    assert retried(conversation.pid, retry_for_s=RESTART_S) != old_pid  # its successor, once Ray has restarted it
     assert retried(lambda: conversation.wait_idle(timeout=60))  # the unthought turn is thought through after rebuild
     state = state_from_snapshot(retried(conversation.state_bytes))
     assert state.turn_count == 2 and state.thought_turn == 1 and state.narrative
@@ -76,9 +80,11 @@ def test_a_crashed_host_takes_no_state_and_no_neighbour_with_it(ray_cluster: Non
         victim_slot = refs[0].slot
         survivors_pid = {ref.slot: run(ref.pid()) for ref in refs if ref.slot != victim_slot}
         assert survivors_pid, "the twelve conversations all hashed to one host"
-        os.kill(ray.get(placement.host(victim_slot).pid.remote()), signal.SIGKILL)
-        time.sleep(0.5)
-        replies = [retried(functools.partial(ref.turn, "What is my name?", sync=True)) for ref in refs]
+        victim_pid = ray.get(placement.host(victim_slot).pid.remote())
+        os.kill(victim_pid, signal.SIGKILL)
+        until_gone(victim_pid, "the killed host")  # so the next turns reach its successor
+        replies = [retried(functools.partial(ref.turn, "What is my name?", sync=True), retry_for_s=RESTART_S)
+                   for ref in refs]
         assert [reply.turn for reply in replies] == [1] * len(refs)  # nothing acknowledged was lost
         for ref in refs:
             state = state_from_snapshot(retried(ref.state_bytes))

@@ -40,8 +40,6 @@ from mirror.replay.verify import config_from, verify_events
 from tests.support.stack import conversation_runtime, nats_of
 from tests.system.test_conversation import log_events, sim_stats
 
-pytestmark = pytest.mark.slow
-
 FACT = "I have a severe peanut allergy."
 LATER = "Could you suggest a peanut snack for my hike?"
 

@@ -22,8 +22,6 @@ from mirror.cognition.prompts import DEFAULT_PROMPT_SETS
 from mirror.events.nats.server import EmbeddedNats
 from tests.support.stack import gateway_stack
 
-pytestmark = pytest.mark.slow
-
 MAX_FINISHED_JOBS = 2  # small, so a test can see the gateway forget the oldest finished job
 
 

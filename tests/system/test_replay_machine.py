@@ -30,8 +30,6 @@ from mirror.replay import History
 from tests.support.machines import ConversationMachine
 from tests.support.stack import conversation_runtime, nats_of
 
-pytestmark = pytest.mark.slow
-
 MESSAGES = ("I never eat peanuts.", "Tell me about rivers.", "What did I say about food?", "Plan a picnic.",
             "Why?", "Thanks, that helps.")
 

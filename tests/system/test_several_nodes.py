@@ -34,7 +34,7 @@ from mirror.events.payloads import Turn
 from mirror.processes import free_port
 from tests.support.cluster import Session, probe, processes_named, read_recipe, substitute, wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+pytestmark = pytest.mark.cluster
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,6 @@ import pytest
 
 from tests.support.up import ctrl_c, start_up
 
-pytestmark = pytest.mark.slow
-
 
 def sigterm(process: subprocess.Popen[bytes]) -> int:
     process.send_signal(signal.SIGTERM)

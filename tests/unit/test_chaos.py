@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from mirror.cli.app import main
 from mirror.harness.chaos import ChaosOptionError, ChaosSettings, check_conversation, parse_kill_kinds
 from mirror.harness.chaos.checker import Acknowledged, is_failure_narrative
 from mirror.harness.chaos.driver import error_detail, error_kind
@@ -113,12 +113,17 @@ def test_kill_kinds_are_validated() -> None:
         ChaosSettings(url="http://x", token="t", every_s=0)
 
 
-def test_an_unknown_kill_kind_is_exit_2_before_anything_starts(tmp_path: Path) -> None:
-    """No stack in --data and an unreachable --url: the answer is about --kill, so nothing was tried first."""
-    done = subprocess.run([sys.executable, "-m", "mirror", "chaos", "--data", str(tmp_path), "--url", "http://127.0.0.1:9",
-                           "--token", "t", "--kill", "nats,raylet", "--json"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and done.stdout == ""
-    assert "unknown kind 'raylet'" in done.stderr and "nats, ingester, actor, gateway" in done.stderr
+def test_an_unknown_kill_kind_is_exit_2_before_anything_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """No stack in --data and an unreachable --url: the answer is about --kill, so nothing was tried first.
+    The `mirror` command's own entry point, in this process: what a shell would see is its exit status."""
+    monkeypatch.setattr(sys, "argv", ["mirror", "chaos", "--data", str(tmp_path), "--url", "http://127.0.0.1:9",
+                                      "--token", "t", "--kill", "nats,raylet", "--json"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    out, err = capsys.readouterr()
+    assert exited.value.code == 2 and out == ""
+    assert "unknown kind 'raylet'" in err and "nats, ingester, actor, gateway" in err
     assert list(tmp_path.iterdir()) == []
 
 

@@ -1,5 +1,6 @@
-"""The simulator's memory-stage answers: read from the request, a pure function of it, and valid
-against the stage's schemas (so the stage parses them), over loopback HTTP as Mirror asks."""
+"""The simulator's memory-stage answers, in process: read from the request, a pure function of it,
+and valid against the stage's schemas (so the stage parses them). Over loopback HTTP, as Mirror
+asks: ``tests/system/test_sim_memory.py``."""
 
 from __future__ import annotations
 
@@ -10,25 +11,10 @@ from hypothesis import strategies as st
 
 from mirror.cognition.memory.extract import (
     MEMORY_SCHEMA,
-    Pair,
-    contradiction_request,
-    extraction_request,
     parse_extraction,
-    parse_verdicts,
 )
-from mirror.cognition.pipeline import MirrorConfig
-from mirror.cognition.prompts import default_prompt_set
 from mirror.cognition.structured import schema_errors
-from mirror.events.envelope import make_event
-from mirror.events.ids import StreamKey
-from mirror.events.payloads import Turn
-from mirror.projections.conversation import fold
 from mirror.sim import memory
-from mirror.sim.server import SimLLMServer
-from tests.support.sim import SIM_MODEL, sim_client
-
-PROMPTS = default_prompt_set()
-KEY = StreamKey("acme", "sim-memory")
 
 
 def test_each_sentence_of_the_user_message_becomes_a_belief_and_causes_become_edges() -> None:
@@ -56,16 +42,3 @@ def test_any_message_gives_an_answer_the_stage_accepts(message: str) -> None:
     assert list(schema_errors(answer, MEMORY_SCHEMA.schema)) == []
     parse_extraction(json.dumps(answer))  # raises if the stage would refuse it
     assert memory.extraction(message) == answer
-
-
-async def test_over_http_the_stage_parses_what_the_simulator_says(sim: SimLLMServer) -> None:
-    state = fold([make_event(KEY, 1, Turn("I am allergic to peanuts. Stress causes insomnia.", "Noted."), turn=0)])
-    config = MirrorConfig(model=SIM_MODEL, thinker_max_tokens=500, seed=1)
-    pairs = [Pair(0, 0, "I am not allergic to peanuts.", "b-1", "I am allergic to peanuts."),
-             Pair(1, 0, "I am not allergic to peanuts.", "b-2", "I like the sea.")]
-    async with sim_client(sim) as llm:
-        extracted = parse_extraction((await llm.chat(extraction_request(state, PROMPTS, config))).content)
-        judged = parse_verdicts((await llm.chat(contradiction_request(pairs, PROMPTS, config))).content, pairs)
-    assert [c.statement for c in extracted.candidates] == ["I am allergic to peanuts.", "Stress causes insomnia."]
-    assert [(e.src, e.relation, e.dst) for e in extracted.edges] == [("stress", "causes", "insomnia")]
-    assert judged == {0: "CONTRADICTS", 1: "UNRELATED"}

@@ -7,9 +7,10 @@ import contextlib
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
+import nats.errors
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,11 +23,12 @@ from mirror.events.duckdb.log import DuckDBEventLog
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import AppendConflict, LogUnavailable
 from mirror.events.ids import StreamKey
-from mirror.events.nats._pull import PullFeed
+from mirror.events.nats._pull import STATUS_REQUEST_EXPIRED, PullFeed
 from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats, subject_for
 from mirror.events.nats.log_service import LogClient
 from mirror.events.payloads import Fork, Turn
 from tests.support.stack import reset_stream
+from tests.support.waits import until_async
 
 NO_COMPACTION = IngesterSettings(compact_interval_s=3600)
 
@@ -113,24 +115,41 @@ async def test_a_read_waits_out_a_brief_absence_of_its_ingester_and_no_longer(na
     ingester is a LogUnavailable after the grace, well inside the 2 s a 503 must take."""
     bus = await JetStreamBus.connect(nats_url)
     key = StreamKey("acme", "absent")
-    client = LogClient(bus.nc, no_responder_grace_s=2.0)
+    nc = NoResponders(bus.nc)
+    client = LogClient(cast(Any, nc), no_responder_grace_s=30.0)
+    answered = asyncio.Event()
 
     async def start_late() -> None:
-        await asyncio.sleep(0.3)
+        await nc.refused.wait()  # the read found nobody: only now does its ingester come
         async with ingesting(nats_url, db_path):
-            await asyncio.sleep(1.0)
+            await answered.wait()
 
     starter = asyncio.create_task(start_late())
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    assert await client.last_seq(key) == 0  # answered by the ingester that came 0.3 s later
-    assert 0.25 <= loop.time() - started < 2.0
+    assert await client.last_seq(key) == 0  # answered by the ingester that came after it was refused
+    answered.set()
+    assert nc.refused.is_set()
     await starter
+    loop = asyncio.get_running_loop()
     started = loop.time()
     with pytest.raises(LogUnavailable, match="no ingester serves shard '0'"):
         await LogClient(bus.nc).last_seq(key)
-    assert 0.45 <= loop.time() - started < 1.5
+    assert 0.45 <= loop.time() - started < 2.0
     await bus.close()
+
+
+class NoResponders:
+    """A connection that notes when a request found no responder (the ingester not there yet)."""
+
+    def __init__(self, nc: Any) -> None:
+        self.nc = nc
+        self.refused = asyncio.Event()
+
+    async def request(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await self.nc.request(*args, **kwargs)
+        except nats.errors.NoRespondersError:
+            self.refused.set()
+            raise
 
 
 async def test_caught_up_waits_until_the_log_holds_what_the_stream_held(nats_url: str, db_path: Path) -> None:
@@ -316,23 +335,33 @@ async def test_the_feed_keeps_flowing_after_its_requests_expire(nats_url: str) -
     owed, the feed asks again, and messages published later arrive in stream order."""
     bus = await JetStreamBus.connect(nats_url)
     await bus.js.add_consumer(bus.settings.name, ConsumerConfig(durable_name="feed-test", ack_policy=AckPolicy.ALL))
-    feed = PullFeed(bus.nc, bus.settings.name, "feed-test", batch=10, expires_s=0.2, max_buffered=40)
+    feed = ExpiryCountingFeed(bus.nc, bus.settings.name, "feed-test", batch=10, expires_s=0.2, max_buffered=40)
     await feed.start()
     try:
-        await asyncio.sleep(1.0)  # several rounds of requests expire unanswered
-        assert await feed.take(10, timeout=0.05) == []
+        await until_async(lambda: feed.expired >= 3, "three rounds of requests expired unanswered")
+        assert await feed.take(10, timeout=0) == []  # nothing was published: nothing arrived
         key = StreamKey("acme", "feed")
         await bus.append(key, turns(key, 1, 3), Head(0, 0))
         taken: list = []
-        for _ in range(50):
+        deadline = asyncio.get_running_loop().time() + 60
+        while len(taken) < 3 and asyncio.get_running_loop().time() < deadline:
             taken += await feed.take(10, timeout=0.1)
-            if len(taken) >= 3:
-                break
         assert [data for _, _, data in taken] == [encode(event) for event in turns(key, 1, 3)]
         assert [int(reply.split(b".")[5]) for _, reply, _ in taken] == [1, 2, 3]
     finally:
         await feed.stop()
         await bus.close()
+
+
+class ExpiryCountingFeed(PullFeed):
+    """The feed, counting the requests that expired (408) before delivering anything."""
+
+    expired = 0
+
+    async def _on_status(self, code: bytes, rest: bytes) -> None:
+        if code == STATUS_REQUEST_EXPIRED:
+            self.expired += 1
+        await super()._on_status(code, rest)
 
 
 # --------------------------------------------------------------------------------- property
