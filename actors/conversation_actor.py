@@ -15,7 +15,6 @@ import time
 from typing import Any
 
 import ray
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from mirror.actors.conversation import Conversation, RebuildReport
 from mirror.actors.directory import NAMESPACE, TOUCH_EVERY_S, directory
@@ -122,18 +121,4 @@ def is_passivated(exc: BaseException) -> bool:
     return isinstance(exc, RETRYABLE) or isinstance(getattr(exc, "cause", None), Passivated)
 
 
-def call(method: Any, *args: Any, retry_for_s: float = 30.0, **kwargs: Any) -> Any:
-    """``ray.get(method.remote(...))``, retried while the actor is restarting after a crash.
-
-    Only calls that are safe to repeat should go through here: a turn is, because its append
-    is fenced and a retried turn after a crash is a new turn the caller asked for again. After
-    ``retry_for_s`` the last ``ActorUnavailableError`` is raised as it was.
-    """
-    for attempt in Retrying(retry=retry_if_exception_type(ray.exceptions.ActorUnavailableError),
-                            stop=stop_after_delay(retry_for_s), wait=wait_fixed(0.1), reraise=True):
-        with attempt:
-            return ray.get(method.remote(*args, **kwargs))
-    raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
-
-
-__all__ = ["ConversationActor", "RETRYABLE", "actor_name", "call", "conversation_actor", "is_passivated"]
+__all__ = ["ConversationActor", "RETRYABLE", "actor_name", "conversation_actor", "is_passivated"]

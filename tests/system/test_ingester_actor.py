@@ -15,7 +15,6 @@ import pytest
 import ray
 
 from mirror.actors.conversation import Conversation
-from mirror.actors.conversation_actor import call
 from mirror.actors.errors import IngesterUnavailable
 from mirror.actors.ingester_actor import RayIngester
 from mirror.actors.settings import RuntimeSettings
@@ -27,7 +26,7 @@ from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Turn
 from mirror.sim.server import SimLLMServer, SimSettings
-from tests.support.stack import local_ray, nats_of, reset_stream
+from tests.support.stack import local_ray, nats_of, reset_stream, retried
 from tests.support.waits import process_alive, until_gone
 
 CONVERSATIONS = 6
@@ -56,7 +55,7 @@ def wait_restarted(ingester: RayIngester, old_pid: int) -> int:
     """The pid of the next incarnation once it serves again, asked once the old worker is gone
     (asked before, the old incarnation could still answer)."""
     until_gone(old_pid, "the killed ingester's worker")
-    new_pid = call(ingester.actor.ready, 60, retry_for_s=60)
+    new_pid = retried(lambda: ingester.actor.ready.remote(60), retry_for_s=60)
     assert new_pid != old_pid
     return new_pid
 

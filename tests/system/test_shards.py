@@ -17,7 +17,6 @@ import duckdb
 import httpx
 import pytest
 
-from mirror.actors.conversation_actor import call
 from mirror.actors.ingester_actor import RayIngester
 from mirror.events.bus import Head
 from mirror.events.codec import encode
@@ -30,7 +29,7 @@ from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Monologue, Turn
 from mirror.events.shards import ShardMap
-from tests.support.stack import gateway_stack, local_ray, reset_stream, shard_log
+from tests.support.stack import gateway_stack, local_ray, reset_stream, retried, shard_log
 
 SHARDS = ShardMap.parse(["east=alpha,gamma"], default="west")
 """alpha and gamma on east; beta, listed nowhere, on the default shard west."""
@@ -112,7 +111,7 @@ async def outage(nats_url: str, east: RayIngester) -> dict[str, Any]:
             assert writer.newest["east"] > east_stuck_at  # east's tenants appended during the outage too
         finally:
             os.kill(old_pid, signal.SIGKILL)  # kill -9 of the frozen worker: Ray restarts the actor
-        new_pid = await asyncio.to_thread(call, east.actor.ready, 60, retry_for_s=60)  # Ray restarts it
+        new_pid = await asyncio.to_thread(retried, lambda: east.actor.ready.remote(60), retry_for_s=60)  # Ray restarts it
         for _ in range(2):
             await writer.round()
         last = (await bus.js.stream_info(bus.settings.name)).state.last_seq
