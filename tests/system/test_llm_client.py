@@ -19,8 +19,6 @@ import pytest
 
 from mirror.cognition import (
     LLM,
-    ChatMessage,
-    ChatRequest,
     JsonSchema,
     LLMBadResponse,
     LLMError,
@@ -34,32 +32,7 @@ from mirror.cognition import (
 )
 from mirror.cognition.errors import EXCERPT_IN_MESSAGE
 from mirror.sim.server import SimLLMServer, SimSettings
-
-API_KEY = "sk-test-0123456789abcdef-SECRET"
-THREADS_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "reasoning": {"type": "string"},
-        "memory": {"type": "string"},
-        "goal": {"type": "string"},
-    },
-    "required": ["reasoning", "memory", "goal"],
-    "additionalProperties": False,
-}
-
-
-def request(text: str = "What do I notice?", **changes: Any) -> ChatRequest:
-    base = ChatRequest(
-        messages=(ChatMessage("system", "You are Mirror's inner voice."), ChatMessage("user", text)),
-        model="sim-1",
-        temperature=0.7,
-        max_tokens=300,
-        json_schema=JsonSchema("threads", THREADS_SCHEMA),
-        prompt_set="default-v1",
-        seed=7,
-    )
-    return dataclasses.replace(base, **changes)
-
+from tests.support.requests import API_KEY, THREADS_SCHEMA, request
 
 # --- against the simulator over HTTP ---------------------------------------------------------
 

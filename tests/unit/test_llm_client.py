@@ -5,7 +5,6 @@ HTTP is in ``tests/system/test_llm_client.py``.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import string
 from datetime import UTC, datetime
@@ -17,26 +16,13 @@ from hypothesis import strategies as st
 
 from mirror.cognition import (
     ChatMessage,
-    ChatRequest,
     JsonSchema,
     StructuredOutputError,
     parse_json_object,
 )
 from mirror.cognition.errors import redact
 from mirror.cognition.openai_client import parse_retry_after
-
-API_KEY = "sk-test-0123456789abcdef-SECRET"
-THREADS_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "reasoning": {"type": "string"},
-        "memory": {"type": "string"},
-        "goal": {"type": "string"},
-    },
-    "required": ["reasoning", "memory", "goal"],
-    "additionalProperties": False,
-}
-
+from tests.support.requests import API_KEY, THREADS_SCHEMA, request
 
 SIMPLE_SCHEMA = {
     "type": "object",
@@ -59,17 +45,6 @@ SIMPLE_SCHEMA = {
 }
 
 
-def request(text: str = "What do I notice?", **changes: Any) -> ChatRequest:
-    base = ChatRequest(
-        messages=(ChatMessage("system", "You are Mirror's inner voice."), ChatMessage("user", text)),
-        model="sim-1",
-        temperature=0.7,
-        max_tokens=300,
-        json_schema=JsonSchema("threads", THREADS_SCHEMA),
-        prompt_set="default-v1",
-        seed=7,
-    )
-    return dataclasses.replace(base, **changes)
 
 
 # --- fingerprints ----------------------------------------------------------------------------
