@@ -47,34 +47,27 @@ def state(
 @replay_app.command("diff")
 def diff(
     conversation: str,
-    source: int = typer.Option(None, "--from", min=0, help="Seq of the earlier state (default 0)."),
+    source: int = typer.Option(None, "--from", min=0, help=(
+        "Seq of the earlier state (default: 0 on one branch; with --to-branch, the head of --from-branch).")),
     target: int = typer.Option(None, "--to", min=0, help="Seq of the later state (default: the last)."),
     from_branch: str = typer.Option("main", "--from-branch"),
     to_branch: str = typer.Option("main", "--to-branch"),
     as_json: bool = typer.Option(False, "--json", help="Print the diff as JSON instead of a summary."),
     data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,
 ) -> None:
-    """What changed between two states (two seqs, or two branches): narrative, beliefs, edges."""
+    """What changed between two states (two seqs, or two branches): the narrative, and every belief,
+    edge and review item added, removed or changed (with the fields that changed).
+
+    Across branches (--to-branch rc-…) it compares the two heads unless --from/--to say otherwise.
+    """
+    from mirror.replay.diff import diff_lines
+
     with gateway_client(data, url, token) as client:
         result = client.diff(conversation, source=source, target=target, from_branch=from_branch, to_branch=to_branch)
     if as_json:
         _print_json(result)
         return
-    typer.echo(_diff_summary(result))
-
-
-def _diff_summary(result: dict[str, Any]) -> str:
-    if not result["changed"]:
-        return f"{result['source']} → {result['target']}: no change"
-    lines = [f"{result['source']} → {result['target']}"]
-    if result["turns_added"]:
-        lines.append(f"  turns: {result['turns_added']:+d}")
-    if result["narrative_changed"]:
-        lines += ["  narrative:", *(f"    {line}" for line in result["narrative_diff"])]
-    for name in ("beliefs_added", "beliefs_removed", "beliefs_changed", "edges_added", "edges_removed", "edges_changed"):
-        if result[name]:
-            lines.append(f"  {name.replace('_', ' ')}: {len(result[name])}")
-    return "\n".join(lines)
+    typer.echo("\n".join(diff_lines(result)))
 
 
 @replay_app.command("verify")
