@@ -178,20 +178,20 @@ def diff(a: ConversationState, b: ConversationState) -> StateDiff:
     edges_a, edges_b = a.edges, b.edges
     reviews_a, reviews_b = a.review_items, b.review_items
     beliefs_changed = []
-    for k in beliefs_a:
-        if k in beliefs_b and (fields := _fields(beliefs_a[k], beliefs_b[k], BELIEF_FIELDS)):
-            beliefs_changed.append(Change(k, beliefs_a[k].confidence, beliefs_b[k].confidence, beliefs_b[k].statement,
-                                          fields))
+    for belief_id in beliefs_a:
+        if belief_id in beliefs_b and (fields := _fields(beliefs_a[belief_id], beliefs_b[belief_id], BELIEF_FIELDS)):
+            beliefs_changed.append(Change(belief_id, beliefs_a[belief_id].confidence, beliefs_b[belief_id].confidence,
+                                          beliefs_b[belief_id].statement, fields))
     edges_changed = []
-    for k in edges_a:
-        if k in edges_b and (fields := _fields(edges_a[k], edges_b[k], EDGE_FIELDS)):
-            edges_changed.append(Change("/".join(k), edges_a[k].confidence, edges_b[k].confidence, _edge_text(*k),
-                                        fields))
+    for edge in edges_a:
+        if edge in edges_b and (fields := _fields(edges_a[edge], edges_b[edge], EDGE_FIELDS)):
+            edges_changed.append(Change("/".join(edge), edges_a[edge].confidence, edges_b[edge].confidence,
+                                        _edge_text(*edge), fields))
     reviews_changed = []
-    for k in reviews_a:
-        if k in reviews_b and (fields := _fields(reviews_a[k], reviews_b[k], REVIEW_FIELDS)):
-            entry = _review_entry(reviews_b[k], b)
-            reviews_changed.append(Change(reviews_b[k].review_id, 0.0, 0.0,
+    for pair in reviews_a:
+        if pair in reviews_b and (fields := _fields(reviews_a[pair], reviews_b[pair], REVIEW_FIELDS)):
+            entry = _review_entry(reviews_b[pair], b)
+            reviews_changed.append(Change(reviews_b[pair].review_id, 0.0, 0.0,
                                           f"{entry['statement']} / {entry['opposed_statement']}", fields))
     return StateDiff(
         source=_label(a),
@@ -249,7 +249,7 @@ def _review_line(sign: str, review: dict[str, Any]) -> str:
 def _change_line(change: dict[str, Any]) -> str:
     fields = change.get("fields") or {"confidence": {"before": change["before"], "after": change["after"]}}
     text = f"  {change['text']}" if change.get("text") else ""
-    return f"~ {change['key']}{text}: {_field_changes(fields)}"
+    return f"~ {change['key']}{text}  ({_field_changes(fields)})"
 
 
 def diff_lines(data: Mapping[str, Any], *, narrative_lines: int | None = None) -> list[str]:

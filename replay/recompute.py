@@ -5,7 +5,9 @@ from the prompt set's version (so a second run finds the branch and continues it
 the recorded user turns after the fork point one by one, thinking after each with the new
 prompt set until the turn is thought through (the papers' synchronous setting). By default each
 recorded reply is kept as it was; ``counterfactual`` regenerates the Talker's replies too.
-The parent branch is only read, never written.
+The parent branch is only read, never written. The branch's ``fork`` event records the prompt
+set (:func:`~mirror.replay.prompt_record.recorded_fork`: its version, every template's digest,
+the texts that differ from the built-in set), so the branch can be verified without it at hand.
 
 Every request goes through :class:`RecordedLLM` with the live model behind it: a request the
 prompt change did not touch (same fingerprint) is answered from the recording, so the branch

@@ -59,10 +59,10 @@ def test_a_diff_across_branches_lists_each_item_with_the_fields_that_changed() -
     text = "\n".join(lines)
     assert "  beliefs added (1):\n    + b-eats  The user eats peanut butter daily  (belief, standard, confidence 0.600)" in text
     assert "  beliefs removed (1):\n    - b-old  The user cooks on Sundays" in text
-    assert ("  beliefs changed (1):\n    ~ b-lisbon  The user lives in Lisbon: confidence 0.700 → 0.750, "
-            "recall_count 0 → 1") in text
+    assert ("  beliefs changed (1):\n    ~ b-lisbon  The user lives in Lisbon  (confidence 0.700 → 0.750, "
+            "recall_count 0 → 1)") in text
     assert "    - tea -eases-> stress  (conversation, confidence 0.600)" in text
-    assert "    ~ peanuts/cause/allergic reaction  peanuts -cause-> allergic reaction: confidence 0.600 → 0.650" in text
+    assert "    ~ peanuts/cause/allergic reaction  peanuts -cause-> allergic reaction  (confidence 0.600 → 0.650)" in text
     assert (f"  reviews added (1):\n    + {review['review_id']}  b-eats 'The user eats peanut butter daily' "
             "contradicts b-allergy 'The user is allergic to peanuts'") in text
     assert change.summary() == text

@@ -65,7 +65,7 @@ def test_a_version_1_fork_decodes_with_nothing_recorded_and_names_a_version_only
     fork = decode(msgpack.packb(record, use_bin_type=True)).payload
     assert fork == Fork("main", 3, "custom-0123456789ab", "recompute", {}, {})
     with pytest.raises(UnknownPromptSet, match="records the version alone"):
-        prompts_of_fork(BRANCH, fork)  # type: ignore[arg-type]  # decoded from a fork record
+        prompts_of_fork(BRANCH, fork)
     default = default_prompt_set()
     assert prompts_of_fork(BRANCH, Fork("main", 3, default.version)) == default
 
