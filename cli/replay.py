@@ -104,8 +104,7 @@ def verify(
     prompt_set = load_prompt_set(prompts) if prompts else None
     tenant = tenant or running.get("tenant") or "default"
     shards = ShardMap.parse(shard_map or running.get("shard_map", []), default=running.get("shard", DEFAULT_SHARD))
-    reports = asyncio.run(_verify(nats_url, shard or shards.shard_of(tenant), tenant,
-                                  None if all_conversations else conversation, branch, prompt_set))
+    reports = asyncio.run(_verify(nats_url, shard or shards.shard_of(tenant), tenant, conversation, branch, prompt_set))
     if not reports and not as_json:
         typer.echo(f"tenant {tenant!r} has no conversations yet: nothing to verify")
     for report in reports:
