@@ -37,6 +37,7 @@ from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.cognition.prompts import TEMPLATES, PromptSet
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.replay import History, Recomputation, RecomputeError, RecomputePlan, recompute_conversation
+from mirror.replay.diff import diff_lines
 
 try:
     import uvloop
@@ -329,18 +330,35 @@ def summary(report_data: dict[str, Any]) -> str:
         if result.get("error"):
             lines.append(f"- {result['conversation']}: FAILED {result['error']}")
             continue
-        change = result.get("diff") or {}
-        lines.append(f"- {result['conversation']}: {result['turns']} turn(s) re-thought"
-                     + (f" (resumed at turn {result['resumed_at_turn']})" if result["resumed_at_turn"] else ""))
-        if change.get("narrative_changed"):
-            lines.extend(f"    {line}" for line in change.get("narrative_diff", ())[:40])
-        for key in ("beliefs_added", "beliefs_removed", "beliefs_changed", "edges_added", "edges_removed"):
-            if change.get(key):
-                lines.append(f"    {key.replace('_', ' ')}: {len(change[key])}")
+        lines.append(f"- {result['conversation']}: {rethought(result)}")
+        change = result.get("diff")
+        if change:  # the branch's head against its parent's, as `mirror replay diff --to-branch` shows it
+            lines.extend(f"  {line}" for line in diff_lines(change, narrative_lines=SHOWN_NARRATIVE_LINES))
         for reply in result.get("replies") or ():
             if reply["recorded"] != reply["regenerated"]:
                 lines.append(f"    reply at seq {reply['seq']}: {reply['recorded'][:80]!r} → {reply['regenerated'][:80]!r}")
     return "\n".join(lines)
+
+
+SHOWN_NARRATIVE_LINES = 40
+"""Lines of a conversation's narrative diff the report's summary shows (the diff has them all)."""
+
+
+def rethought(result: dict[str, Any]) -> str:
+    """What a conversation's recompute did: how many turns it re-thought now, and from where.
+
+    A run that found its branch already complete wrote nothing: it says so, rather than counting
+    the turns an earlier run re-thought. A resumed run counts the turns it re-thought itself."""
+    turns, resumed, written = result["turns"], result["resumed_at_turn"], result["events_written"]
+    if written == 0:
+        return f"nothing re-thought: branch {result['branch']} was already complete ({turns} turn(s))"
+    if resumed and resumed >= turns:
+        return (f"no turn re-thought: all {turns} were on the branch; finished the thinking an earlier run left "
+                f"({written} event(s) written)")
+    if resumed:
+        return (f"{turns - resumed} of {turns} turn(s) re-thought, resumed after the {resumed} an earlier run "
+                f"did ({written} event(s) written)")
+    return f"{turns} turn(s) re-thought ({written} event(s) written)"
 
 
 def prompt_set_with(overrides: dict[str, str], base: PromptSet) -> PromptSet:
@@ -358,4 +376,4 @@ def prompt_set_with(overrides: dict[str, str], base: PromptSet) -> PromptSet:
     return PromptSet("custom", {**base.templates, **overrides})
 
 
-__all__ = ["ConversationResult", "RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "plan_slices", "recompute_slice", "report", "start_slice", "run_recompute", "summary", "task_llm_settings", "CALLS_PER_CONVERSATION", "MAX_PER_TASK", "Slice"]
+__all__ = ["ConversationResult", "RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "plan_slices", "rethought", "recompute_slice", "report", "start_slice", "run_recompute", "summary", "task_llm_settings", "CALLS_PER_CONVERSATION", "MAX_PER_TASK", "Slice"]

@@ -18,14 +18,13 @@ from typing import Any
 import typer
 
 from mirror.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, SHARD_MAP, gateway_client
-from mirror.events.ids import StreamKey
 
 # The commands import the stack, NATS, cognition, the replay layer and rich.progress in their bodies: see app.py.
-__all__ = ["recompute", "replay_app"]
+__all__ = ["recompute", "replay_app", "verify_lines"]
 
 replay_app = typer.Typer(help="Look back at conversations: state at any event, diffs, deterministic replay.", rich_markup_mode="markdown")
 
-PROMPTS = typer.Option(None, "--prompts", help="Prompt-set directory (default: the built-in prompt set).")
+PROMPTS = typer.Option(None, "--prompts", help="Prompt-set directory (default: the set a branch's fork recorded, else the built-in set).")
 
 
 def _print_json(value: Any) -> None:
@@ -48,34 +47,27 @@ def state(
 @replay_app.command("diff")
 def diff(
     conversation: str,
-    source: int = typer.Option(None, "--from", min=0, help="Seq of the earlier state (default 0)."),
+    source: int = typer.Option(None, "--from", min=0, help=(
+        "Seq of the earlier state (default: 0 on one branch; with --to-branch, the head of --from-branch).")),
     target: int = typer.Option(None, "--to", min=0, help="Seq of the later state (default: the last)."),
     from_branch: str = typer.Option("main", "--from-branch"),
     to_branch: str = typer.Option("main", "--to-branch"),
     as_json: bool = typer.Option(False, "--json", help="Print the diff as JSON instead of a summary."),
     data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,
 ) -> None:
-    """What changed between two states (two seqs, or two branches): narrative, beliefs, edges."""
+    """What changed between two states (two seqs, or two branches): the narrative, and every belief,
+    edge and review item added, removed or changed (with the fields that changed).
+
+    Across branches (--to-branch rc-…) it compares the two heads unless --from/--to say otherwise.
+    """
+    from mirror.replay.diff import diff_lines
+
     with gateway_client(data, url, token) as client:
         result = client.diff(conversation, source=source, target=target, from_branch=from_branch, to_branch=to_branch)
     if as_json:
         _print_json(result)
         return
-    typer.echo(_diff_summary(result))
-
-
-def _diff_summary(result: dict[str, Any]) -> str:
-    if not result["changed"]:
-        return f"{result['source']} → {result['target']}: no change"
-    lines = [f"{result['source']} → {result['target']}"]
-    if result["turns_added"]:
-        lines.append(f"  turns: {result['turns_added']:+d}")
-    if result["narrative_changed"]:
-        lines += ["  narrative:", *(f"    {line}" for line in result["narrative_diff"])]
-    for name in ("beliefs_added", "beliefs_removed", "beliefs_changed", "edges_added", "edges_removed", "edges_changed"):
-        if result[name]:
-            lines.append(f"  {name.replace('_', ' ')}: {len(result[name])}")
-    return "\n".join(lines)
+    typer.echo("\n".join(diff_lines(result)))
 
 
 @replay_app.command("verify")
@@ -95,9 +87,11 @@ def verify(
     """Re-run every recorded step with this checkout's pipelines and report any divergence.
 
     Makes no model calls: every request is answered from the responses recorded in the log,
-    matched by fingerprint. Exit status 1 when anything diverges (use it in CI).
+    matched by fingerprint. A recompute branch is verified with the prompt set its fork
+    recorded (--prompts overrides it); main with --prompts or the built-in set. Exit status 1
+    when anything diverges (use it in CI), 2 for a conversation or branch the log does not hold.
     """
-    from mirror.cognition.prompts import default_prompt_set, load_prompt_set
+    from mirror.cognition.prompts import load_prompt_set
     from mirror.events.shards import DEFAULT_SHARD, ShardMap
     from mirror.stack.embedded import running_stack
 
@@ -107,42 +101,48 @@ def verify(
     nats_url = nats_url or running.get("nats_url")
     if not nats_url:
         raise ValueError(f"no stack runs for {data} and no --nats-url given")
-    prompt_set = load_prompt_set(prompts) if prompts else default_prompt_set()
+    prompt_set = load_prompt_set(prompts) if prompts else None
     tenant = tenant or running.get("tenant") or "default"
     shards = ShardMap.parse(shard_map or running.get("shard_map", []), default=running.get("shard", DEFAULT_SHARD))
     reports = asyncio.run(_verify(nats_url, shard or shards.shard_of(tenant), tenant, conversation, branch, prompt_set))
-    failed = [report for report in reports if not report.ok]
+    if not reports and not as_json:
+        typer.echo(f"tenant {tenant!r} has no conversations yet: nothing to verify")
     for report in reports:
         if as_json:
             typer.echo(json.dumps(report.as_dict(), ensure_ascii=False, default=str))
         else:
-            verdict = "ok" if report.ok else f"DIVERGES ({len(report.divergences)})"
-            typer.echo(f"{report.key}: {verdict} — {report.steps} steps replayed, {report.recorded_answers} recorded "
-                       f"answers, {report.model_calls} model calls, {report.unverifiable} unverifiable")
-            for divergence in report.divergences[:5]:
-                typer.echo(f"    seq {divergence.seq}: {divergence.reason}")
-    if failed:
+            typer.echo("\n".join(verify_lines(report.as_dict())))
+    if any(not report.ok for report in reports):
         raise typer.Exit(1)
+
+
+SHOWN_DIVERGENCES = 5
+
+
+def verify_lines(report: dict[str, Any]) -> list[str]:
+    """A verify report (:meth:`~mirror.replay.VerifyReport.as_dict`) as a person reads it: a verdict
+    line, then, when it diverges, how the prompt set differs from the recorded one and the first
+    divergences."""
+    where = f"{report['tenant']}/{report['conversation']}/{report['branch']}"
+    divergences = report["divergences"]
+    verdict = "ok" if report["ok"] else f"DIVERGES ({len(divergences)})"
+    lines = [f"{where}: {verdict} — {report['steps']} steps replayed, {report['recorded_answers']} recorded answers, "
+             f"{report['model_calls']} model calls, {report['unverifiable']} unverifiable"]
+    lines += [f"    prompts: {note}" for note in report.get("prompt_notes", ())]
+    lines += [f"    seq {divergence['seq']}: {divergence['reason']}" for divergence in divergences[:SHOWN_DIVERGENCES]]
+    if len(divergences) > SHOWN_DIVERGENCES:
+        lines.append(f"    … and {len(divergences) - SHOWN_DIVERGENCES} more (--json lists them all)")
+    return lines
 
 
 async def _verify(nats_url: str, shard: str, tenant: str, conversation: str | None, branch: str,
                   prompt_set: Any) -> list[Any]:
     from mirror.events.nats.infrastructure import NatsInfrastructure
-    from mirror.replay import History, verify_events
+    from mirror.replay import verify_conversations
 
     connections = await NatsInfrastructure(nats_url, shard=shard).connect(name="mirror-verify")
     try:
-        log = connections.log(tenant)
-        history = History(log)
-        names = [conversation] if conversation else [s.conversation for s in await log.conversations(tenant)]
-        reports = []
-        for name in names:
-            key = StreamKey(tenant, name, branch)
-            point = await history.fork_point(key)
-            own = await log.read(key)
-            base_seq = point.fork_seq if point else 0
-            reports.append(await verify_events(key, await history.state_at(key, base_seq), own, prompt_set))
-        return reports
+        return await verify_conversations(connections.log(tenant), tenant, conversation, branch, prompt_set)
     finally:
         await connections.close()
 

@@ -101,6 +101,12 @@ def _belief_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@register_upcaster("fork", 1)
+def _fork_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    # Version 1 recorded the prompt set's version alone: its templates are unknown (empty maps).
+    return {**payload, "template_digests": {}, "changed_templates": {}}
+
+
 def _provenance_format_1_to_2(provenance: dict[str, Any]) -> dict[str, Any]:
     # Format 1 always stored the model's answer in the provenance (or none at all, for a call
     # that got no answer): the payload was never the copy.

@@ -201,13 +201,25 @@ class ThinkerFailed(Payload):
 
 @dataclass(frozen=True, slots=True)
 class Fork(Payload):
-    """This branch was forked from ``parent_branch`` after ``fork_seq`` to re-think history."""
+    """This branch was forked from ``parent_branch`` after ``fork_seq`` to re-think history.
+
+    ``prompt_set`` is the version of the prompt set the branch is thought with. Version 2 records
+    that prompt set with the branch, so ``replay verify`` can rebuild it without being handed a
+    directory: ``template_digests`` holds a digest of every template (file name → 16 hex digits
+    of blake2b-64) and ``changed_templates`` the text of only those templates that differ from the
+    built-in default set (:mod:`mirror.replay.prompt_record`): a fork made from one changed
+    template stores that template, not the whole set again. Version 1 recorded the version alone
+    (the upcaster leaves both maps empty: unknown).
+    """
 
     TYPE: ClassVar[str] = "fork"
+    VERSION: ClassVar[int] = 2
     parent_branch: str
     fork_seq: int
     prompt_set: str = ""
     reason: str = ""
+    template_digests: dict[str, str] = field(default_factory=dict)
+    changed_templates: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

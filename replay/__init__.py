@@ -10,24 +10,41 @@ May import ``mirror.cognition``, ``mirror.projections`` and ``mirror.events``; t
 - ``recorded_vectors``: :class:`RecordedVectors` — the embeddings memory events recorded, by
   fingerprint or text; :class:`RecordedEmbedder` — the embedder port answered from them (zero
   embedding calls);
-- ``verify``: :func:`verify_events` — re-run the recorded steps and report divergences;
+- ``verify``: :func:`verify_events` — re-run the recorded steps and report divergences (a request
+  the log never answered says which stage asked it and which templates changed);
+- ``verify_log``: :func:`verify_conversations` — verify what a log holds, by name (an unknown
+  conversation or branch is an error), each branch with the prompt set its fork recorded;
+- ``prompt_record``: what a ``fork`` event records of its prompt set (:func:`recorded_fork`),
+  rebuilding it (:func:`prompts_of_fork`), and prompt sets compared (:class:`PromptComparison`);
 - ``recompute``: :func:`recompute_conversation` — re-think a conversation on a branch with a new
   prompt set;
 - ``errors``.
 """
 
 from .diff import StateDiff, diff, state_view
-from .errors import NonDeterminism, RecomputeError, RecordingMiss, ReplayError, UnknownBranch, UnknownPosition
+from .errors import (
+    NonDeterminism,
+    RecomputeError,
+    RecordingMiss,
+    ReplayError,
+    UnknownBranch,
+    UnknownConversation,
+    UnknownPosition,
+    UnknownPromptSet,
+)
 from .history import History, Rebuilt
+from .prompt_record import PromptComparison, prompts_of_fork, recorded_fork
 from .recompute import Recomputation, RecomputePlan, recompute_conversation
 from .recorded import RecordedLLM
 from .recorded_vectors import RecordedEmbedder, RecordedVectors
 from .verify import Divergence, VerifyReport, verify_events
+from .verify_log import verify_conversations
 
 __all__ = [
     "Divergence",
     "History",
     "NonDeterminism",
+    "PromptComparison",
     "Recomputation",
     "RecomputeError",
     "RecomputePlan",
@@ -39,10 +56,15 @@ __all__ = [
     "ReplayError",
     "StateDiff",
     "UnknownBranch",
+    "UnknownConversation",
     "UnknownPosition",
+    "UnknownPromptSet",
     "VerifyReport",
     "diff",
+    "prompts_of_fork",
     "recompute_conversation",
+    "recorded_fork",
     "state_view",
+    "verify_conversations",
     "verify_events",
 ]

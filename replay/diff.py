@@ -1,13 +1,18 @@
-"""What changed between two states: the narrative as a text diff, beliefs and edges as sets.
+"""What changed between two states: the narrative as a text diff; beliefs, edges and review items
+as sets, each added, removed or changed item listed with the fields that changed.
 
 ``diff(a, b)`` works across seqs and across branches alike (a branch's state at the fork point
 equals its parent's). Confidences are compared as stored by the projection; a change smaller
-than ``CONFIDENCE_EPSILON`` is not a change.
+than ``CONFIDENCE_EPSILON`` is not a change. Timestamps are not compared (``BELIEF_FIELDS``,
+``EDGE_FIELDS``, ``REVIEW_FIELDS`` say what is): a recompute branch re-derives its beliefs later
+than main did, and that alone is no change. :func:`diff_lines` renders a diff for people — the
+CLI's ``replay diff`` and the recompute report print it.
 """
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -63,12 +68,28 @@ def _edge_view(edge: Any) -> dict[str, Any]:
     return view
 
 
+BELIEF_FIELDS = ("statement", "memory_type", "kind", "about", "confidence", "recall_count", "source_turn",
+                 "embedding_model")
+"""What a belief's change is made of. Timestamps are left out: a branch re-thought later holds the
+same belief with other times, and that is no change of what is believed."""
+EDGE_FIELDS = ("origin", "confidence", "contradicted_by")
+"""What an edge's change is made of (its timestamps left out, as for beliefs)."""
+REVIEW_FIELDS = ("kind", "seq")
+"""What a review item's change is made of (the pair it opposes is its identity)."""
+
+
 @dataclass(frozen=True)
 class Change:
+    """An item in both states whose fields differ: ``key`` names it (a belief id, ``src/relation/dst``
+    or a review id), ``text`` says it for a reader (the statement, the edge), ``fields`` holds each
+    field that changed as ``{"before": …, "after": …}``; ``before``/``after`` are its confidence
+    (0 for a review item, which has none)."""
+
     key: str
     before: float
     after: float
     text: str = ""
+    fields: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -85,13 +106,16 @@ class StateDiff:
     edges_added: tuple[dict[str, Any], ...] = ()
     edges_removed: tuple[dict[str, Any], ...] = ()
     edges_changed: tuple[Change, ...] = ()
+    reviews_added: tuple[dict[str, Any], ...] = ()
+    reviews_removed: tuple[dict[str, Any], ...] = ()
+    reviews_changed: tuple[Change, ...] = ()
     narratives: tuple[str | None, str | None] = field(default=(None, None), repr=False)
 
     @property
     def changed(self) -> bool:
         return any((self.narrative_changed, self.threads_changed, self.turns_added, self.beliefs_added,
                     self.beliefs_removed, self.beliefs_changed, self.edges_added, self.edges_removed,
-                    self.edges_changed))
+                    self.edges_changed, self.reviews_added, self.reviews_removed, self.reviews_changed))
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -100,28 +124,46 @@ class StateDiff:
         return data
 
     def summary(self) -> str:
-        """A readable account, for people and for the CLI."""
-        if not self.changed:
-            return f"{self.source} → {self.target}: no change"
-        lines = [f"{self.source} → {self.target}"]
-        if self.turns_added:
-            lines.append(f"  turns: {self.turns_added:+d}")
-        if self.narrative_changed:
-            lines.append("  narrative:")
-            lines.extend(f"    {line}" for line in self.narrative_diff)
-        if self.threads_changed:
-            lines.append("  threads changed")
-        for label, items in (("belief +", self.beliefs_added), ("belief -", self.beliefs_removed)):
-            lines.extend(f"  {label} {item['belief_id']}: {item['statement']}" for item in items)
-        lines.extend(f"  belief ~ {c.key}: {c.before:.3f} → {c.after:.3f} {c.text}" for c in self.beliefs_changed)
-        for label, items in (("edge +", self.edges_added), ("edge -", self.edges_removed)):
-            lines.extend(f"  {label} {item['src']} -{item['relation']}-> {item['dst']}" for item in items)
-        lines.extend(f"  edge ~ {c.key}: {c.before:.3f} → {c.after:.3f}" for c in self.edges_changed)
-        return "\n".join(lines)
+        """A readable account, for people and for the CLI (:func:`diff_lines` of :meth:`as_dict`)."""
+        return "\n".join(diff_lines(self.as_dict()))
 
 
 def _label(state: ConversationState) -> str:
     return f"{state.key.branch}@{state.last_seq}"
+
+
+def _same(name: str, before: Any, after: Any) -> bool:
+    if name == "confidence":
+        return abs(before - after) <= CONFIDENCE_EPSILON
+    return bool(before == after)
+
+
+def _fields(before: Any, after: Any, names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """The fields of ``names`` that differ from ``before`` to ``after`` (JSON-ready values)."""
+    changed = {}
+    for name in names:
+        old, new = getattr(before, name), getattr(after, name)
+        if not _same(name, old, new):
+            changed[name] = {"before": _plain(old), "after": _plain(new)}
+    return changed
+
+
+def _plain(value: Any) -> Any:
+    """Tuples (an edge's ``contradicted_by`` keys) as lists: what the JSON answer holds."""
+    return [_plain(item) for item in value] if isinstance(value, tuple) else value
+
+
+def _edge_text(src: str, relation: str, dst: str) -> str:
+    return f"{src} -{relation}-> {dst}"
+
+
+def _review_entry(item: ReviewItem, state: ConversationState) -> dict[str, Any]:
+    """A review item with both statements, as the reviews API shows it."""
+    def statement(belief_id: str) -> str:
+        belief = state.beliefs.get(belief_id)
+        return belief.statement if belief is not None else ""
+
+    return {**review_view(item), "statement": statement(item.belief_id), "opposed_statement": statement(item.opposed_id)}
 
 
 def diff(a: ConversationState, b: ConversationState) -> StateDiff:
@@ -134,6 +176,23 @@ def diff(a: ConversationState, b: ConversationState) -> StateDiff:
     )
     beliefs_a, beliefs_b = a.beliefs, b.beliefs
     edges_a, edges_b = a.edges, b.edges
+    reviews_a, reviews_b = a.review_items, b.review_items
+    beliefs_changed = []
+    for belief_id in beliefs_a:
+        if belief_id in beliefs_b and (fields := _fields(beliefs_a[belief_id], beliefs_b[belief_id], BELIEF_FIELDS)):
+            beliefs_changed.append(Change(belief_id, beliefs_a[belief_id].confidence, beliefs_b[belief_id].confidence,
+                                          beliefs_b[belief_id].statement, fields))
+    edges_changed = []
+    for edge in edges_a:
+        if edge in edges_b and (fields := _fields(edges_a[edge], edges_b[edge], EDGE_FIELDS)):
+            edges_changed.append(Change("/".join(edge), edges_a[edge].confidence, edges_b[edge].confidence,
+                                        _edge_text(*edge), fields))
+    reviews_changed = []
+    for pair in reviews_a:
+        if pair in reviews_b and (fields := _fields(reviews_a[pair], reviews_b[pair], REVIEW_FIELDS)):
+            entry = _review_entry(reviews_b[pair], b)
+            reviews_changed.append(Change(reviews_b[pair].review_id, 0.0, 0.0,
+                                          f"{entry['statement']} / {entry['opposed_statement']}", fields))
     return StateDiff(
         source=_label(a),
         target=_label(b),
@@ -143,20 +202,95 @@ def diff(a: ConversationState, b: ConversationState) -> StateDiff:
         turns_added=b.turn_count - a.turn_count,
         beliefs_added=tuple(belief_view(beliefs_b[k]) for k in beliefs_b if k not in beliefs_a),
         beliefs_removed=tuple(belief_view(beliefs_a[k]) for k in beliefs_a if k not in beliefs_b),
-        beliefs_changed=tuple(
-            Change(k, beliefs_a[k].confidence, beliefs_b[k].confidence, beliefs_b[k].statement)
-            for k in beliefs_a
-            if k in beliefs_b and abs(beliefs_a[k].confidence - beliefs_b[k].confidence) > CONFIDENCE_EPSILON
-        ),
+        beliefs_changed=tuple(beliefs_changed),
         edges_added=tuple(_edge_view(edges_b[k]) for k in edges_b if k not in edges_a),
         edges_removed=tuple(_edge_view(edges_a[k]) for k in edges_a if k not in edges_b),
-        edges_changed=tuple(
-            Change("/".join(k), edges_a[k].confidence, edges_b[k].confidence)
-            for k in edges_a
-            if k in edges_b and abs(edges_a[k].confidence - edges_b[k].confidence) > CONFIDENCE_EPSILON
-        ),
+        edges_changed=tuple(edges_changed),
+        reviews_added=tuple(_review_entry(reviews_b[k], b) for k in reviews_b if k not in reviews_a),
+        reviews_removed=tuple(_review_entry(reviews_a[k], a) for k in reviews_a if k not in reviews_b),
+        reviews_changed=tuple(reviews_changed),
         narratives=(a.narrative, b.narrative),
     )
 
 
-__all__ = ["Change", "StateDiff", "belief_view", "diff", "review_view", "state_view"]
+# ---------------------------------------------------------------------------------- reading
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if value is None or value == "":
+        return "none"
+    if isinstance(value, list):
+        return "[" + ", ".join("/".join(map(str, item)) if isinstance(item, list) else str(item) for item in value) + "]"
+    return str(value)
+
+
+def _field_changes(fields: dict[str, Any]) -> str:
+    return ", ".join(f"{name} {_value(change['before'])} → {_value(change['after'])}" for name, change in fields.items())
+
+
+def _belief_line(sign: str, belief: dict[str, Any]) -> str:
+    return (f"{sign} {belief['belief_id']}  {belief.get('statement', '')}  ({belief.get('kind', 'belief')}, "
+            f"{belief.get('memory_type', 'standard')}, confidence {_value(float(belief.get('confidence', 0)))})")
+
+
+def _edge_line(sign: str, edge: dict[str, Any]) -> str:
+    return (f"{sign} {_edge_text(edge['src'], edge['relation'], edge['dst'])}  ({edge.get('origin', 'conversation')}, "
+            f"confidence {_value(float(edge.get('confidence', 0)))})")
+
+
+def _review_line(sign: str, review: dict[str, Any]) -> str:
+    statement = f" {review['statement']!r}" if review.get("statement") else ""
+    opposed = f" {review['opposed_statement']!r}" if review.get("opposed_statement") else ""
+    return f"{sign} {review['review_id']}  {review['belief_id']}{statement} contradicts {review['opposed_id']}{opposed}"
+
+
+def _change_line(change: dict[str, Any]) -> str:
+    fields = change.get("fields") or {"confidence": {"before": change["before"], "after": change["after"]}}
+    text = f"  {change['text']}" if change.get("text") else ""
+    return f"~ {change['key']}{text}  ({_field_changes(fields)})"
+
+
+def diff_lines(data: Mapping[str, Any], *, narrative_lines: int | None = None) -> list[str]:
+    """A diff (:meth:`StateDiff.as_dict`, or the diff API's answer) as a person reads it: the two
+    states, then each section that changed, listing every belief, edge and review item added,
+    removed or changed (its id, statement or edge, and the fields that changed). The narrative's
+    unified diff is cut after ``narrative_lines`` lines when given. Ids are never shortened."""
+    header = f"{data['source']} → {data['target']}"
+    if not data.get("changed"):
+        return [f"{header}: no change"]
+    lines = [header]
+    if data.get("turns_added"):
+        lines.append(f"  turns: {data['turns_added']:+d}")
+    if data.get("narrative_changed"):
+        narrative = list(data.get("narrative_diff") or ())
+        shown = narrative if narrative_lines is None else narrative[:narrative_lines]
+        lines += ["  narrative:", *(f"    {line}" for line in shown)]
+        if len(shown) < len(narrative):
+            lines.append(f"    … {len(narrative) - len(shown)} more line(s) (`mirror replay diff` shows them all)")
+    if data.get("threads_changed"):
+        lines.append("  threads: changed")
+    sections: tuple[tuple[str, str, Any], ...] = (
+        ("beliefs", "added", lambda item: _belief_line("+", item)),
+        ("beliefs", "removed", lambda item: _belief_line("-", item)),
+        ("beliefs", "changed", _change_line),
+        ("edges", "added", lambda item: _edge_line("+", item)),
+        ("edges", "removed", lambda item: _edge_line("-", item)),
+        ("edges", "changed", _change_line),
+        ("reviews", "added", lambda item: _review_line("+", item)),
+        ("reviews", "removed", lambda item: _review_line("-", item)),
+        ("reviews", "changed", _change_line),
+    )
+    for what, how, line in sections:
+        items = data.get(f"{what}_{how}") or ()
+        if items:
+            lines.append(f"  {what} {how} ({len(items)}):")
+            lines.extend(f"    {line(item)}" for item in items)
+    return lines
+
+
+__all__ = [
+    "BELIEF_FIELDS", "Change", "EDGE_FIELDS", "REVIEW_FIELDS", "StateDiff", "belief_view", "diff", "diff_lines",
+    "review_view", "state_view",
+]

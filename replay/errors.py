@@ -3,7 +3,9 @@
     MirrorError
     └── ReplayError
         ├── UnknownPosition        a seq or time outside what the conversation has
+        ├── UnknownConversation    a conversation the tenant's log does not hold
         ├── UnknownBranch          a branch with no events (or a fork whose parent is missing)
+        ├── UnknownPromptSet       a branch's prompt set cannot be rebuilt from what its fork recorded
         ├── RecordingMiss          RecordedLLM has no recorded answer for a request (LLMError too)
         ├── NonDeterminism         re-thinking produced other events than the log holds
         └── RecomputeError         a recompute cannot run as asked (bad prompts, branch clash)
@@ -35,10 +37,34 @@ class UnknownPosition(ReplayError, ValueError):
         )
 
 
+class UnknownConversation(ReplayError, LookupError):
+    """The tenant's log holds no event of this conversation (a typo, or another tenant's)."""
+
+    def __init__(self, tenant: str, conversation: str) -> None:
+        self.tenant, self.conversation = tenant, conversation
+        super().__init__(
+            f"tenant {tenant!r} has no conversation {conversation!r} (`mirror status` lists its conversations)"
+        )
+
+
 class UnknownBranch(ReplayError, LookupError):
-    def __init__(self, key: StreamKey, detail: str) -> None:
-        self.key = key
-        super().__init__(f"{key}: {detail}")
+    """``where`` (a key, or a text such as "tenant 'acme'" when no one conversation is meant) has
+    no such branch."""
+
+    def __init__(self, where: StreamKey | str, detail: str) -> None:
+        self.key = where
+        super().__init__(f"{where}: {detail}")
+
+
+class UnknownPromptSet(ReplayError, LookupError):
+    """The prompt set a branch was made with cannot be rebuilt here; ``--prompts`` can name it."""
+
+    def __init__(self, key: StreamKey, prompt_set: str, detail: str) -> None:
+        self.key, self.prompt_set = key, prompt_set
+        super().__init__(
+            f"{key} was made with prompt set {prompt_set}, which cannot be rebuilt here: {detail}; "
+            "pass --prompts with a directory holding that prompt set"
+        )
 
 
 class RecordingMiss(ReplayError, LLMError):
@@ -67,5 +93,5 @@ class RecomputeError(ReplayError, ValueError):
 
 __all__ = [
     "NonDeterminism", "RecomputeError", "RecordingMiss", "ReplayError", "UnknownBranch",
-    "UnknownPosition",
+    "UnknownConversation", "UnknownPosition", "UnknownPromptSet",
 ]

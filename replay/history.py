@@ -51,6 +51,8 @@ class ForkPoint:
     parent: StreamKey
     fork_seq: int
     prompt_set: str
+    fork: Fork | None = None
+    """The branch's ``fork`` payload (what it recorded of its prompt set among the rest)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +103,7 @@ class History:
         point = None
         if first and isinstance(first[0].payload, Fork):
             fork: Fork = first[0].payload
-            point = ForkPoint(replace(key, branch=fork.parent_branch), fork.fork_seq, fork.prompt_set)
+            point = ForkPoint(replace(key, branch=fork.parent_branch), fork.fork_seq, fork.prompt_set, fork)
         if first:  # a branch's first event never changes; an empty branch may still be born
             self._forks[key] = point
         return point

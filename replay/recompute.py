@@ -5,7 +5,9 @@ from the prompt set's version (so a second run finds the branch and continues it
 the recorded user turns after the fork point one by one, thinking after each with the new
 prompt set until the turn is thought through (the papers' synchronous setting). By default each
 recorded reply is kept as it was; ``counterfactual`` regenerates the Talker's replies too.
-The parent branch is only read, never written.
+The parent branch is only read, never written. The branch's ``fork`` event records the prompt
+set (:func:`~mirror.replay.prompt_record.recorded_fork`: its version, every template's digest,
+the texts that differ from the built-in set), so the branch can be verified without it at hand.
 
 Every request goes through :class:`RecordedLLM` with the live model behind it: a request the
 prompt change did not touch (same fingerprint) is answered from the recording, so the branch
@@ -51,13 +53,14 @@ from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import EventBus, Head
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey, event_id, validate_identifier
-from mirror.events.payloads import Fork, Monologue, Narrative, Recall, Turn
+from mirror.events.payloads import Monologue, Narrative, Recall, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
 
 from .diff import diff
 from .errors import RecomputeError, UnknownBranch
 from .history import History
+from .prompt_record import recorded_fork
 from .recorded import RecordedLLM
 from .recorded_vectors import RecordedEmbedder, RecordedVectors, recorded_embedding_model
 from .verify import config_from
@@ -341,7 +344,7 @@ async def _open_branch(
     if head.last_seq is None:
         base = await _state_of(parent, fork_seq, history, parent_events)
         writer = ConversationWriter(bus, branch, replace(base, key=branch), Head(fork_seq, head.fence), pipelined=True)
-        fork = Fork(parent.branch, fork_seq, plan.prompts.version, reason="recompute")
+        fork = recorded_fork(parent.branch, fork_seq, plan.prompts, reason="recompute")
         await writer.append(lambda state: [make_event(branch, state.last_seq + 1, fork, turn=state.turn_count)])
         return writer
     point = await history.fork_point(branch)

@@ -57,6 +57,7 @@ from mirror.projections.conversation import apply
 from mirror.projections.state import ConversationState
 
 from .errors import NonDeterminism, RecordingMiss
+from .prompt_record import PromptComparison
 from .recorded import RecordedLLM, ReplayedFailure
 from .recorded_vectors import RecordedEmbedder, RecordedVectors, recorded_embedding_model
 
@@ -65,19 +66,32 @@ KEPT_STATES = 256
 """How many recent states the replayer keeps as possible starting points of a step."""
 
 
+RECORDING_MISS = "recording_miss"
+"""A divergence's ``kind`` when the replay asked a request the log holds no answer to."""
+
+
 @dataclass(frozen=True)
 class Divergence:
+    """Where the replay went otherwise than the log. ``kind`` is :data:`RECORDING_MISS` when the
+    replay made a request the log never answered (``stage`` says which step asked it), else empty."""
+
     seq: int
     reason: str
     recorded: Any = None
     replayed: Any = None
+    kind: str = ""
+    stage: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "reason": self.reason, "recorded": self.recorded, "replayed": self.replayed}
+        return {"seq": self.seq, "reason": self.reason, "kind": self.kind, "stage": self.stage,
+                "recorded": self.recorded, "replayed": self.replayed}
 
 
 @dataclass
 class VerifyReport:
+    """What a verify found. ``prompt_set`` is the version it replayed with; ``prompt_notes`` say,
+    when it diverged, how that set differs from the one(s) the diverging events were recorded with."""
+
     key: StreamKey
     events: int = 0
     steps: int = 0
@@ -86,6 +100,8 @@ class VerifyReport:
     embedding_calls: int = 0
     recorded_answers: int = 0
     divergences: list[Divergence] = field(default_factory=list)
+    prompt_set: str = ""
+    prompt_notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -96,7 +112,8 @@ class VerifyReport:
             "tenant": self.key.tenant, "conversation": self.key.conversation, "branch": self.key.branch,
             "ok": self.ok, "events": self.events, "steps": self.steps, "unverifiable": self.unverifiable,
             "model_calls": self.model_calls, "embedding_calls": self.embedding_calls,
-            "recorded_answers": self.recorded_answers,
+            "recorded_answers": self.recorded_answers, "prompt_set": self.prompt_set,
+            "prompt_notes": list(self.prompt_notes),
             "divergences": [d.as_dict() for d in self.divergences],
         }
 
@@ -176,10 +193,39 @@ def _comparable(event: Event) -> dict[str, Any]:
     return record
 
 
-def _compare(recorded: Sequence[Event], replayed: Sequence[Event], report: VerifyReport) -> None:
+def _recorded_prompt_set(events: Sequence[Event | None]) -> str:
+    return next((event.provenance.prompt_set for event in events if event is not None and event.provenance), "")
+
+
+def _article(kind: str) -> str:
+    return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
+
+
+def _missed(old: Event | None, new: Event) -> str | None:
+    """The stage whose request the log never answered, when ``new`` records that and ``old`` did not."""
+    payload = new.payload
+    if not (isinstance(payload, ThinkerFailed) and payload.error_type == RecordingMiss.__name__):
+        return None
+    if old is not None and isinstance(old.payload, ThinkerFailed) and old.payload.error_type == payload.error_type:
+        return None
+    return payload.stage
+
+
+def _compare(recorded: Sequence[Event], replayed: Sequence[Event], report: VerifyReport,
+             prompts: PromptComparison | None = None) -> None:
     for index in range(max(len(recorded), len(replayed))):
         old = recorded[index] if index < len(recorded) else None
         new = replayed[index] if index < len(replayed) else None
+        stage = None if new is None else _missed(old, new)
+        if new is not None and stage is not None:
+            # The rest of the recorded step never happened on replay: this one divergence says why.
+            version = _recorded_prompt_set([old, *recorded])
+            cause = prompts.cause(version, stage) if prompts is not None else f"recorded with prompt set {version}"
+            where = f"where the log has {_article(old.type)}" if old is not None else "where the log has nothing"
+            report.divergences.append(Divergence(
+                new.seq, f"{stage}: the replay asked a request the log never answered ({cause}); it would record a "
+                f"thinker_failed {where}", old and _comparable(old), _comparable(new), RECORDING_MISS, stage))
+            return
         if old is None or new is None:
             present = old or new
             assert present is not None  # index < the longer length: one of the two is there
@@ -235,10 +281,15 @@ def _differing(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[s
 
 
 async def verify_events(
-    key: StreamKey, base: ConversationState, events: Sequence[Event], prompts: PromptSet, *, check_replies: bool = True
+    key: StreamKey, base: ConversationState, events: Sequence[Event], prompts: PromptSet, *, check_replies: bool = True,
+    known_prompt_sets: Sequence[PromptSet] = (),
 ) -> VerifyReport:
-    """Re-run every recorded step of ``events`` (which continue ``base``) and compare."""
-    report = VerifyReport(key, events=len(events))
+    """Re-run every recorded step of ``events`` (which continue ``base``) and compare.
+
+    ``known_prompt_sets``: prompt sets the log may have been recorded with (besides ``prompts``),
+    so a divergence can name the templates that changed (:class:`PromptComparison`)."""
+    report = VerifyReport(key, events=len(events), prompt_set=prompts.version)
+    comparison = PromptComparison(prompts, known_prompt_sets)
     llm = RecordedLLM(events)
     vectors = RecordedVectors(events)
     model = recorded_embedding_model(events) or "recorded"
@@ -253,9 +304,9 @@ async def verify_events(
         step = steps.get(event.seq) or remembered.get(event.seq)
         if step is not None:
             if event.seq in remembered:
-                await _verify_memory_step(key, step, states, prompts, llm, vectors, model, report)
+                await _verify_memory_step(key, step, states, prompts, llm, vectors, model, report, comparison)
             else:
-                await _verify_step(key, step, states, prompts, llm, report)
+                await _verify_step(key, step, states, prompts, llm, report, comparison)
             for recorded in step:
                 state = apply(state, recorded)
                 states[state.last_seq] = state
@@ -265,7 +316,7 @@ async def verify_events(
                 block = _verify_recall(key, event, states, state, report)
             elif check_replies and isinstance(event.payload, Turn):
                 recalled = block if index and isinstance(events[index - 1].payload, Recall) else ""
-                await _verify_turn(key, event, state, prompts, llm, report, recalled)
+                await _verify_turn(key, event, state, prompts, llm, report, recalled, comparison)
             state = apply(state, event)
             states[state.last_seq] = state
             index += 1
@@ -273,6 +324,11 @@ async def verify_events(
             del states[old]
     report.recorded_answers = llm.recorded_calls
     report.model_calls = llm.live_calls
+    for divergence in report.divergences:
+        provenance = divergence.recorded.get("provenance") if isinstance(divergence.recorded, dict) else None
+        if isinstance(provenance, dict):
+            comparison.met.add(str(provenance.get("prompt_set", "")))
+    report.prompt_notes = comparison.notes()
     return report
 
 
@@ -302,7 +358,8 @@ def _verify_recall(key: StreamKey, event: Event, states: dict[int, ConversationS
 
 
 async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, prompts: PromptSet,
-                       llm: RecordedLLM, report: VerifyReport, recalled: str = "") -> None:
+                       llm: RecordedLLM, report: VerifyReport, recalled: str = "",
+                       comparison: PromptComparison | None = None) -> None:
     payload = cast(Turn, event.payload)  # the caller checked isinstance(event.payload, Turn)
     if event.causation is not None:
         return  # a reply copied from another branch (a recompute keeps them): not produced here
@@ -315,6 +372,12 @@ async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, p
         config = replace(config, memory=payload.memory)
     try:
         said = await talk(state, payload.user_message, llm, prompts, config, recalled=recalled)
+    except RecordingMiss:
+        cause = comparison.cause(event.provenance.prompt_set, "talker") if comparison is not None else "a new request"
+        report.divergences.append(Divergence(
+            event.seq, f"talker: the replay asked a request the log never answered ({cause}); the Talker could not "
+            "reply where the log has a turn", _comparable(event), None, RECORDING_MISS, "talker"))
+        return
     except Exception as exc:  # the replay could not even produce a reply: that is the divergence
         report.divergences.append(Divergence(event.seq, f"the Talker failed on replay: {exc}"))
         return
@@ -322,11 +385,12 @@ async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, p
     turn = said.turn if payload.memory is not None else replace(said.turn, memory=None)
     replayed = make_event(key, event.seq, turn, turn=state.turn_count, provenance=said.provenance,
                           timestamp=event.timestamp, causation=event.causation)
-    _compare([event], [replayed], report)
+    _compare([event], [replayed], report, comparison)
 
 
 async def _verify_step(key: StreamKey, step: list[Event], states: dict[int, ConversationState],
-                       prompts: PromptSet, llm: RecordedLLM, report: VerifyReport) -> None:
+                       prompts: PromptSet, llm: RecordedLLM, report: VerifyReport,
+                       comparison: PromptComparison | None = None) -> None:
     first = step[0]
     provenance = next((event.provenance for event in step if event.provenance is not None), None)
     if provenance is None:
@@ -342,7 +406,7 @@ async def _verify_step(key: StreamKey, step: list[Event], states: dict[int, Conv
     config = config_from(provenance, basis.mode, talker=False)
     thinking = await think(basis, llm, prompts, config, attempt=attempt)
     replayed = thinking.events(key, first.seq, timestamp=first.timestamp, causation=first.causation)
-    _compare(step, replayed, report)
+    _compare(step, replayed, report, comparison)
 
 
 class _FailsAsRecorded:
@@ -363,7 +427,7 @@ class _FailsAsRecorded:
 
 async def _verify_memory_step(key: StreamKey, step: list[Event], states: dict[int, ConversationState],
                               prompts: PromptSet, llm: RecordedLLM, vectors: RecordedVectors, model: str,
-                              report: VerifyReport) -> None:
+                              report: VerifyReport, comparison: PromptComparison | None = None) -> None:
     first, last = step[0], step[-1]
     if last.provenance is None:
         report.unverifiable += 1
@@ -383,7 +447,8 @@ async def _verify_memory_step(key: StreamKey, step: list[Event], states: dict[in
     config = config_from(last.provenance, basis.mode, talker=False)
     thinking = await remember(basis, asked, embedder, prompts, config, attempt=failure.attempt if failure else 1)
     report.embedding_calls += embedder.calls
-    _compare(step, thinking.events(key, first.seq, timestamp=first.timestamp, causation=first.causation), report)
+    _compare(step, thinking.events(key, first.seq, timestamp=first.timestamp, causation=first.causation), report,
+             comparison)
 
 
 def _basis(key: StreamKey, first: Event, states: dict[int, ConversationState]) -> ConversationState | None:
@@ -395,4 +460,7 @@ def _basis(key: StreamKey, first: Event, states: dict[int, ConversationState]) -
     return None
 
 
-__all__ = ["Divergence", "VerifyReport", "config_from", "memory_steps", "thinking_steps", "verify_events"]
+__all__ = [
+    "Divergence", "RECORDING_MISS", "VerifyReport", "config_from", "memory_steps", "thinking_steps",
+    "verify_events",
+]

@@ -36,13 +36,20 @@ async def get_state(
 @router.get("/v1/conversations/{conversation}/diff")
 async def get_diff(
     conversation: str, owner: Tenant, runtime: Runtime,
-    source: int | None = Query(None, alias="from", ge=0, description="seq of the earlier state (default 0)"),
+    source: int | None = Query(None, alias="from", ge=0, description=(
+        "seq of the earlier state (default: 0 on one branch; across two branches, from_branch's last)")),
     target: int | None = Query(None, alias="to", ge=0, description="seq of the later state (default: the last)"),
     from_branch: str = Query("main"), to_branch: str = Query("main"),
 ) -> dict[str, Any]:
-    """What changed between two states: narrative text diff, beliefs and edges added/removed/changed."""
+    """What changed between two states: narrative text diff; beliefs, edges and review items
+    added, removed or changed (with the fields that changed).
+
+    Across two branches the default compares their heads, as the recompute report does; on one
+    branch, the conversation's start with its end."""
     key = key_of(owner, conversation)
-    before = await _state_of(runtime, branch_key(key, from_branch), source or 0, None)
+    if source is None and from_branch == to_branch:
+        source = 0
+    before = await _state_of(runtime, branch_key(key, from_branch), source, None)
     after = await _state_of(runtime, branch_key(key, to_branch), target, None)
     return diff(before, after).as_dict()
 

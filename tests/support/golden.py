@@ -35,7 +35,7 @@ from mirror.cognition.llm import LLM
 from mirror.cognition.memory import remember
 from mirror.cognition.openai_client import LLMSettings
 from mirror.cognition.pipeline import MirrorConfig, Thinking, talk, think
-from mirror.cognition.prompts import default_prompt_set
+from mirror.cognition.prompts import PromptSet, default_prompt_set
 from mirror.events.codec import decode, encode
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import MAIN_BRANCH, StreamKey
@@ -44,13 +44,14 @@ from mirror.events.payloads import Belief, Edge, Fork, Insight, Narrative, Paylo
 from mirror.projections._frozen import FrozenMap
 from mirror.projections.conversation import apply
 from mirror.projections.state import ConversationState, initial_state
-from mirror.replay import History, VerifyReport, verify_events
+from mirror.replay import History, VerifyReport, recorded_fork
+from mirror.replay.verify_log import verify_branch
 from mirror.sim.server import SimLLMServer, SimSettings
 from tests.support.sim import SIM_MODEL, sim_client
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 EXPECTED = GOLDEN / "expected.json"
-LOGS = ("conversation", "prototype", "memory")
+LOGS = ("conversation", "prototype", "memory", "recompute")
 """Logs that must fold to their expected states and verify with no divergence."""
 DIVERGENT = "divergent"
 """A log whose recorded narrative was edited after the fact: verify must find it."""
@@ -106,16 +107,14 @@ def verify_counts(report: VerifyReport) -> dict[str, int]:
 
 async def fold_and_verify(events: Sequence[Event], log: Any = None) -> dict[str, dict[str, Any]]:
     """Per branch: its folded state and ``replay verify``'s report, as ``replay verify`` runs it
-    (a forked branch verified from its parent's state at the fork). ``log``: a log port that
+    (a forked branch verified from its parent's state at the fork, with the prompt set its fork
+    recorded). ``log``: a log port that
     already holds ``events`` (default: an in-memory log of them)."""
     log = log if log is not None else _log_of(events)
     history = History(log, materialize=False)
-    prompts = default_prompt_set()
     out: dict[str, dict[str, Any]] = {}
-    for key in keys_of(events):
-        point = await history.fork_point(key)
-        base = await history.state_at(key, point.fork_seq if point else 0)
-        report = await verify_events(key, base, await log.read(key), prompts)
+    for key in keys_of(events):  # each branch with the prompt set its fork recorded, else the built-in one
+        report = await verify_branch(history, key)
         out[key.branch] = {"state": summary(await history.state_at(key)), "report": report}
     return out
 
@@ -233,6 +232,41 @@ async def _memory(sim: SimLLMServer) -> list[Event]:
     return writer.events
 
 
+RECOMPUTE_BRANCH = "rc-golden"
+RECOMPUTE_CONTROLLER_LINE = "I keep my narrative to three sentences."
+
+
+def recompute_prompts() -> PromptSet:
+    """The built-in set with one changed template, as ``POST /v1/recompute`` makes it."""
+    default = default_prompt_set()
+    controller = default.templates["controller.md"] + "\n" + RECOMPUTE_CONTROLLER_LINE + "\n"
+    return PromptSet("custom", {**default.templates, "controller.md": controller})
+
+
+async def _recompute(sim: SimLLMServer) -> list[Event]:
+    """``fork`` v2: main, two turns thought through with the built-in prompt set; branch
+    ``rc-golden`` forked after the first turn's thinking and re-thought with one changed
+    controller template, which its fork records (that template's text, every template's digest),
+    so verify finds the branch's prompt set without being given it."""
+    main = StreamKey("golden", "recompute")
+    async with sim_client(sim) as llm:
+        writer = _Writer(main, llm)
+        await writer.turn("I am allergic to peanuts.")
+        await writer.think()
+        fork_seq = writer.state.last_seq
+        await writer.turn("What should I cook tonight?")
+        await writer.think()
+
+        history = History(_log_of(writer.events), materialize=False)
+        key = StreamKey(main.tenant, main.conversation, RECOMPUTE_BRANCH)
+        branch = _Writer(key, llm, _rekey(await history.state_at(main, fork_seq), key))
+        branch.prompts = recompute_prompts()
+        branch.append(recorded_fork(MAIN_BRANCH, fork_seq, branch.prompts, reason="recompute"))
+        await branch.turn("What should I cook tonight?")
+        await branch.think()
+    return writer.events + branch.events
+
+
 def _log_of(events: Iterable[Event]) -> InMemoryEventLog:
     log = InMemoryEventLog()
     log.add(events)
@@ -277,7 +311,7 @@ async def add_log(name: str) -> None:
     """Write one new golden log and add its expected results, leaving every other log and its
     results as they are (what a new event type needs: the old logs are the past)."""
     with SimLLMServer(SimSettings()) as sim:
-        events = {"memory": _memory}[name]
+        events = {"memory": _memory, "recompute": _recompute}[name]
         write_log(name, await events(sim))
     expected = json.loads(EXPECTED.read_text())
     for branch, result in (await fold_and_verify([decode(record) for record in read_log(name)])).items():
@@ -292,8 +326,10 @@ async def regenerate() -> None:
     with SimLLMServer(SimSettings()) as sim:
         conversation = await _conversation(sim)
         memory = await _memory(sim)
+        recompute = await _recompute(sim)
     write_log("conversation", conversation)
     write_log("memory", memory)
+    write_log("recompute", recompute)
     write_records("prototype", _prototype())
     write_log(DIVERGENT, _divergent(conversation))
     expected: dict[str, Any] = {}

@@ -242,5 +242,76 @@ def test_replay_state_diff_verify_and_recompute_commands(stack: EmbeddedStack, t
     assert report["completed"] == 1 and report["results"][0]["diff"]["narrative_changed"]
     readable = mirror("recompute", "--prompts", str(prompts), "--conversation", "lookback", "--data", data)
     assert readable.returncode == 0 and "1 done, 0 failed" in readable.stdout  # the same branch, already complete
+    assert f"- lookback: nothing re-thought: branch {report['branch']} was already complete (2 turn(s))" in readable.stdout
+    assert "re-thought (resumed" not in readable.stdout
     missing = mirror("replay", "state", "nowhere", "--data", data)
     assert missing.returncode == 2 and "404" in missing.stderr
+
+
+def committed_verify(*args: str) -> subprocess.CompletedProcess[str]:
+    """``mirror replay verify`` once the log holds what it names (a branch just written may not be
+    committed yet: verify reads the log, not the stream); the first run that is not an error."""
+    deadline = time.monotonic() + 30
+    while (result := mirror("replay", "verify", *args)).returncode == 2:
+        assert time.monotonic() < deadline, result.stderr
+        time.sleep(0.2)
+    return result
+
+
+def test_replay_verify_refuses_a_conversation_or_branch_the_log_does_not_hold(stack: EmbeddedStack) -> None:
+    data = str(stack.data_dir)
+    converse(stack, "verified", "Hello there.")
+    unknown = mirror("replay", "verify", "nosuch", "--data", data)
+    assert unknown.returncode == 2 and unknown.stdout == ""
+    assert unknown.stderr.strip().splitlines() == [
+        "mirror: error: tenant 'default' has no conversation 'nosuch' (`mirror status` lists its conversations)"]
+    typo = mirror("replay", "verify", "verified", "--branch", "rc-typo", "--data", data)
+    assert typo.returncode == 2 and len(typo.stderr.strip().splitlines()) == 1
+    assert "conversation 'verified' has no branch 'rc-typo' (its branches: main)" in typo.stderr
+    nowhere = mirror("replay", "verify", "--all", "--branch", "rc-typo", "--data", data)
+    assert nowhere.returncode == 2 and "has a branch 'rc-typo'" in nowhere.stderr
+    known = mirror("replay", "verify", "verified", "--data", data)
+    assert known.returncode == 0 and "default/verified/main: ok" in known.stdout
+
+
+def test_a_changed_prompt_is_explained_and_a_branch_from_one_template_verifies_by_itself(
+    stack: EmbeddedStack, tmp_path: Path,
+) -> None:
+    data = str(stack.data_dir)
+    last = converse(stack, "reprompt", "I never eat peanuts.", "Tell me about rivers.")
+    prompts = tmp_path / "prompts"
+    shutil.copytree(DEFAULT_PROMPT_SETS / "default", prompts)
+    controller = (prompts / "controller.md").read_text() + "\nI write briefly.\n"
+    (prompts / "controller.md").write_text(controller)
+    changed = mirror("replay", "verify", "reprompt", "--prompts", str(prompts), "--data", data)
+    assert changed.returncode == 1, changed.stderr
+    assert "default/reprompt/main: DIVERGES" in changed.stdout
+    assert "    prompts: controller.md changed compared with prompt set default-" in changed.stdout
+    assert ("controller: the replay asked a request the log never answered (controller.md changed since the "
+            "recording); it would record a thinker_failed where the log has a narrative") in changed.stdout
+    assert "differs in" not in changed.stdout
+
+    # A branch made over HTTP from one changed template: there is no directory to hand to verify.
+    with api(stack) as http:
+        done = http.post("/v1/recompute", params={"wait": "true"},
+                         json={"prompts": {"controller.md": controller}, "conversations": ["reprompt"]})
+        assert done.status_code == 200, done.text
+        branch = done.json()["report"]["branch"]
+        branch_last = http.get("/v1/conversations/reprompt/state", params={"branch": branch}).json()["seq"]
+    verified = committed_verify("reprompt", "--branch", branch, "--data", data)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert f"default/reprompt/{branch}: ok" in verified.stdout and "0 model calls" in verified.stdout
+
+    # Across branches, the diff compares the two heads by default, as the recompute report does.
+    across = mirror("replay", "diff", "reprompt", "--to-branch", branch, "--data", data)
+    assert across.returncode == 0, across.stderr
+    assert across.stdout.splitlines()[0] == f"main@{last} → {branch}@{branch_last}"
+    assert "  narrative:" in across.stdout and "turns:" not in across.stdout  # the same turns, other thoughts
+    as_json = json.loads(mirror("replay", "diff", "reprompt", "--to-branch", branch, "--json", "--data", data).stdout)
+    assert (as_json["source"], as_json["turns_added"]) == (f"main@{last}", 0)
+
+    # On one branch, from its start: every belief the memory stage added, by id and statement.
+    grown = mirror("replay", "diff", "reprompt", "--data", data)
+    assert grown.stdout.splitlines()[0] == f"main@0 → main@{last}"
+    assert "  beliefs added (" in grown.stdout and re.search(r"^    \+ b-\S+  \S", grown.stdout, re.MULTILINE), grown.stdout
+    assert "beliefs added:" not in grown.stdout

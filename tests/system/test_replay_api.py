@@ -103,6 +103,9 @@ def test_recompute_over_http_writes_a_branch_and_never_main(stack) -> None:
         assert on_branch["fork"]["parent_branch"] == "main" and on_branch["turns"] == 3
         across = http.get("/v1/conversations/rethought/diff", params={"to_branch": branch, "from": main_before[-1]["seq"]}).json()
         assert across["narrative_changed"] and across["turns_added"] == 0
+        heads = http.get("/v1/conversations/rethought/diff", params={"to_branch": branch}).json()  # no seqs: the heads
+        assert heads["source"] == f"main@{main_before[-1]['seq']}" and heads["target"] == f"{branch}@{on_branch['seq']}"
+        assert heads == across
         main_after = http.get("/v1/conversations/rethought/events", params={"limit": 1000}).json()["events"]
         assert main_after == main_before
         assert branch in {b for c in http.get("/v1/conversations").json()["conversations"] for b in c["branches"]}

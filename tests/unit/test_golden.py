@@ -13,14 +13,28 @@ import json
 import msgpack
 import pytest
 
+from mirror.cognition.prompts import default_prompt_set
 from mirror.events.codec import RECORD_FORMAT, decode, encode
 from mirror.events.envelope import Event
 from mirror.events.ids import MAIN_BRANCH, StreamKey
-from mirror.events.payloads import Belief, Narrative, ThinkerFailed, Turn
+from mirror.events.memory_log import InMemoryEventLog
+from mirror.events.payloads import Belief, Fork, Narrative, ThinkerFailed, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import initial_state
+from mirror.replay import History
 from mirror.replay.errors import NonDeterminism
-from tests.support.golden import DIVERGENT, EXPECTED, LOGS, fold_and_verify, read_log, summary
+from mirror.replay.verify import RECORDING_MISS
+from mirror.replay.verify_log import verify_branch
+from tests.support.golden import (
+    DIVERGENT,
+    EXPECTED,
+    LOGS,
+    RECOMPUTE_BRANCH,
+    fold_and_verify,
+    read_log,
+    recompute_prompts,
+    summary,
+)
 
 EXPECTED_RESULTS = json.loads(EXPECTED.read_text())
 
@@ -98,3 +112,26 @@ async def test_the_memory_log_covers_the_memory_stage_and_replays_it_without_emb
     report = (await fold_and_verify(events))[MAIN_BRANCH]["report"]
     assert report.ok and report.model_calls == 0 and report.embedding_calls == 0
     assert len(fold(events).review_items) == 1
+
+
+async def test_the_recompute_log_records_its_prompt_set_with_the_branch_and_verifies_by_it() -> None:
+    events = golden_events("recompute")
+    fork = next(event for event in events if event.type == "fork")
+    assert isinstance(fork.payload, Fork) and fork.schema_version == 2
+    prompts = recompute_prompts()
+    assert fork.payload.prompt_set == prompts.version
+    assert fork.payload.changed_templates == {"controller.md": prompts.templates["controller.md"]}
+    results = await fold_and_verify(events)  # the branch's prompt set found from its fork, none given
+    branch = results[RECOMPUTE_BRANCH]["report"]
+    assert branch.ok and branch.model_calls == 0 and branch.prompt_set == prompts.version
+    # The same branch verified with the built-in set: the controller's requests were never answered.
+    history = History(_in_memory(events), materialize=False)
+    wrong = await verify_branch(history, fork.key, default_prompt_set())
+    assert wrong.divergences and {(d.kind, d.stage) for d in wrong.divergences} == {(RECORDING_MISS, "controller")}
+    assert "controller.md changed since the recording" in wrong.divergences[0].reason
+
+
+def _in_memory(events: list[Event]) -> InMemoryEventLog:
+    log = InMemoryEventLog()
+    log.add(events)
+    return log
