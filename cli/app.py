@@ -3,7 +3,7 @@
 This module is the table of contents: the root app, its ``--config`` callback, and every
 command and group registered in the order ``mirror --help`` lists them. The commands live one
 module per group (:mod:`.serve`, :mod:`.client`, :mod:`.replay`, :mod:`.tenants`,
-:mod:`.bench`, :mod:`.log`, :mod:`.evals`, :mod:`.memory`, :mod:`.chaos`); the options they share are defined once in :mod:`.options`.
+:mod:`.bench`, :mod:`.log`, :mod:`.evals`, :mod:`.memory`, :mod:`.prompts`, :mod:`.chaos`); the options they share are defined once in :mod:`.options`.
 
 Commands import what they run inside their bodies, not at the top of their modules: importing
 the stack, Ray and the pipelines up front would make every command, ``mirror --help`` included,
@@ -25,9 +25,9 @@ import typer.main
 try:  # Typer ≥ 0.2x runs on its own copy of click (typer._click); older ones on click itself
     from typer._click.exceptions import ClickException, UsageError
 except ImportError:  # pragma: no cover - depends on the installed Typer
-    from click.exceptions import ClickException, UsageError  # type: ignore[assignment,no-redef]
+    from click.exceptions import ClickException, UsageError  # type: ignore[assignment]
 
-from mirror.cli import bench, chaos, client, evals, log, memory, replay, serve, tenants
+from mirror.cli import bench, chaos, client, evals, log, memory, prompts, replay, serve, tenants
 from mirror.cli.config_file import find_config_file, load_default_map
 from mirror.events.errors import MirrorError
 
@@ -56,6 +56,7 @@ app.add_typer(client.events_app, name="events")
 app.add_typer(replay.replay_app, name="replay")
 app.add_typer(evals.eval_app, name="eval")
 app.add_typer(memory.memory_app, name="memory")
+app.add_typer(prompts.prompts_app, name="prompts")
 
 
 @app.callback()

@@ -6,8 +6,10 @@
         ├── NoStackRunning           no `mirror up` stack for the data directory, and no --url
         ├── MissingToken             a --url without a token (also a ValueError)
         ├── GatewayUnavailable       the gateway cannot be reached
-        └── GatewayRequestFailed     the gateway answered with an error status
+        ├── GatewayRequestFailed     the gateway answered with an error status
+        └── PromptFilesExist         `prompts export` would overwrite templates (without --force)
 
+(A prompt directory that cannot be read is the cognition layer's ``PromptSetError``.)
 ``mirror``'s entry point prints any of them as one line on stderr (exit status 2), so each
 message names the file, key or address it is about and says how to fix the problem.
 """
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 from mirror.events.errors import MirrorError
 
-__all__ = ["CLIError", "ConfigError", "GatewayRequestFailed", "UNKNOWN_CONVERSATION", "GatewayUnavailable", "MissingToken", "NoStackRunning"]
+__all__ = ["CLIError", "ConfigError", "GatewayRequestFailed", "UNKNOWN_CONVERSATION", "GatewayUnavailable", "MissingToken", "NoStackRunning",
+           "PromptFilesExist"]
 
 
 class CLIError(MirrorError):
@@ -91,3 +94,13 @@ class GatewayRequestFailed(CLIError):
         if self.status == 500:
             return ["see the gateway's log"]
         return []
+
+
+class PromptFilesExist(CLIError):
+    """``mirror prompts export`` would overwrite templates already in the directory."""
+
+    def __init__(self, directory: object, names: list[str]) -> None:
+        self.directory = directory
+        self.names = names
+        super().__init__(f"{directory} already holds {', '.join(names)}; pass --force to overwrite "
+                         f"{'it' if len(names) == 1 else 'them'}, or export into another directory")

@@ -23,7 +23,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mirror.cognition.prompts import DEFAULT_PROMPT_SETS
 from mirror.processes import free_port
 from mirror.stack.embedded import EmbeddedStack, StackSettings
 
@@ -234,13 +233,30 @@ def test_replay_state_diff_verify_and_recompute_commands(stack: EmbeddedStack, t
     assert "default/lookback/main: ok" in verify.stdout and "0 model calls" in verify.stdout
 
     prompts = tmp_path / "prompts"
-    shutil.copytree(DEFAULT_PROMPT_SETS / "default", prompts)
+    exported = mirror("prompts", "export", str(prompts))
+    assert exported.returncode == 0, exported.stderr
     (prompts / "controller.md").write_text((prompts / "controller.md").read_text() + "\nI write briefly.\n")
+    assert mirror("prompts", "diff", str(prompts)).returncode == 1
     recomputed = mirror("recompute", "--prompts", str(prompts), "--conversation", "lookback", "--json", "--data", data)
     assert recomputed.returncode == 0, recomputed.stderr
     report = json.loads(recomputed.stdout)
     assert report["completed"] == 1 and report["results"][0]["diff"]["narrative_changed"]
     readable = mirror("recompute", "--prompts", str(prompts), "--conversation", "lookback", "--data", data)
     assert readable.returncode == 0 and "1 done, 0 failed" in readable.stdout  # the same branch, already complete
+
+    # A directory with the changed template alone is the same prompt set: the same branch, already complete.
+    changed_only = tmp_path / "changed-only"
+    changed_only.mkdir()
+    shutil.copy(prompts / "controller.md", changed_only / "controller.md")
+    partial = mirror("recompute", "--prompts", str(changed_only), "--conversation", "lookback", "--json", "--data", data)
+    assert partial.returncode == 0, partial.stderr
+    assert json.loads(partial.stdout)["branch"] == report["branch"]
+
     missing = mirror("replay", "state", "nowhere", "--data", data)
     assert missing.returncode == 2 and "404" in missing.stderr
+    assert "check the conversation id" in missing.stderr
+    # The conversation exists, the seq does not: the gateway's detail says so, with no word about the id.
+    beyond = mirror("replay", "state", "lookback", "--at", "999", "--data", data)
+    assert beyond.returncode == 2 and len(beyond.stderr.splitlines()) == 1
+    assert "has no seq 999" in beyond.stderr and "conversation id" not in beyond.stderr
+    assert "gateway's log" not in beyond.stderr

@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
-from mirror.cli.app import command_path, main
+from mirror.cli.app import command_path
 from mirror.cli.errors import GatewayRequestFailed
-
-
-def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["mirror", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    assert isinstance(code, int)
-    return code, out, err
+from tests.support.cli import run_main
 
 
 @pytest.mark.parametrize(("args", "line"), [  # line None: see the option's message below
@@ -31,9 +20,9 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *ar
 ])
 def test_a_usage_error_is_one_line_naming_the_option_and_the_help(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], line: str) -> None:
-    code, out, err = run(monkeypatch, capsys, *args)
-    assert code == 2 and out == ""
-    (printed,) = err.splitlines()
+    ran = run_main(monkeypatch, capsys, *args)
+    assert ran.code == 2 and ran.out == ""
+    (printed,) = ran.err.splitlines()
     assert "╭" not in printed and "Usage:" not in printed
     if line.startswith("mirror: error: "):
         assert printed == line
@@ -44,11 +33,10 @@ def test_a_usage_error_is_one_line_naming_the_option_and_the_help(
 
 def test_help_exits_0_and_mirror_alone_prints_the_help(monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(sys, "argv", ["mirror", "log", "--help"])
-    main()  # exit status 0: returns
-    assert "stats" in capsys.readouterr().out
-    code, out, err = run(monkeypatch, capsys)
-    assert code == 2 and "recompute" in out and err == ""  # no_args_is_help: the help, exit status 2 as click's
+    ran = run_main(monkeypatch, capsys, "log", "--help")
+    assert ran.code == 0 and "stats" in ran.out
+    ran = run_main(monkeypatch, capsys)
+    assert ran.code == 2 and "recompute" in ran.out and ran.err == ""  # no_args_is_help: the help, exit status 2 as click's
 
 
 def test_the_command_path_follows_subcommand_names() -> None:
