@@ -3,7 +3,7 @@
     MirrorError                      (mirror.events.errors)
     └── CLIError
         ├── ConfigError              a config file that is missing, not TOML, or sets an unknown or ill-typed key (also a ValueError)
-        ├── NoStackRunning           no `mirror up` stack for the data directory, and no --url
+        ├── NoStackRunning           no `mirror up` stack for the data directory, and no --url (or --nats-url)
         ├── MissingToken             a --url without a token (also a ValueError)
         ├── GatewayUnavailable       the gateway cannot be reached
         ├── GatewayRequestFailed     the gateway answered with an error status
@@ -40,10 +40,10 @@ class ConfigError(CLIError, ValueError):
 class NoStackRunning(CLIError):
     """No `mirror up` stack runs for the data directory and no --url was given."""
 
-    def __init__(self, data_dir: object) -> None:
+    def __init__(self, data_dir: object, instead: str = "pass --url and --token") -> None:
         self.data_dir = data_dir
         super().__init__(f"no Mirror stack is running for data dir {data_dir} (no live {data_dir}/stack.json); "
-                         f"start one with `mirror up --data {data_dir}`, or pass --url and --token")
+                         f"start one with `mirror up --data {data_dir}`, or {instead}")
 
 
 class MissingToken(CLIError, ValueError):

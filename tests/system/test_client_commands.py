@@ -187,6 +187,24 @@ def test_status_shows_the_stack_and_its_conversations(stack: EmbeddedStack) -> N
     assert by_url.returncode == 0 and f"Mirror gateway at {stack.url}" in by_url.stdout and "status-me" in by_url.stdout
 
 
+def test_log_stats_and_read_find_the_running_stack(stack: EmbeddedStack) -> None:
+    last_seq = converse(stack, "log-me", "hello")
+    data = str(stack.data_dir)
+    deadline = time.monotonic() + 30  # the log commands read what the ingester has committed
+    while (read := mirror("log", "read", "default", "log-me", "--data", data)).returncode != 0 or \
+            len(read.stdout.splitlines()) < last_seq:
+        assert time.monotonic() < deadline, read.stdout + read.stderr
+        time.sleep(0.2)
+    assert [json.loads(line)["seq"] for line in read.stdout.splitlines()] == list(range(1, last_seq + 1))
+    stats = mirror("log", "stats", "--data", data)
+    assert stats.returncode == 0, stats.stderr
+    figures = json.loads(stats.stdout)
+    assert figures["shard"] == "0" and figures["events"] >= last_seq and figures["conversations"] >= 1
+    # --nats-url wins over the stack's: here a port nobody serves.
+    elsewhere = mirror("log", "stats", "--data", data, "--nats-url", f"nats://127.0.0.1:{free_port()}")
+    assert elsewhere.returncode == 2 and len(elsewhere.stderr.strip().splitlines()) == 1, elsewhere.stderr
+
+
 @pytest.mark.parametrize("command", [("chat",), ("events", "tail", "c1"), ("status",)], ids=" ".join)
 def test_without_a_stack_or_url_a_command_says_so_in_one_line(command: tuple[str, ...], tmp_path: Path) -> None:
     result = mirror(*command, "--data", str(tmp_path))
