@@ -27,7 +27,7 @@ try:  # Typer ≥ 0.2x runs on its own copy of click (typer._click); older ones 
 except ImportError:  # pragma: no cover - depends on the installed Typer
     from click.exceptions import ClickException, UsageError  # type: ignore[assignment]
 
-from mirror.cli import bench, chaos, client, evals, log, memory, prompts, replay, serve, tenants
+from mirror.cli import bench, chaos, client, evals, help_layout, log, memory, prompts, replay, serve, tenants
 from mirror.cli.config_file import find_config_file, load_default_map
 from mirror.events.errors import MirrorError
 
@@ -39,6 +39,8 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     rich_markup_mode="markdown",  # docstrings are wrapped paragraphs: markdown joins their lines
 )
+
+help_layout.install()  # options panels that fit 80 columns (Typer draws them too wide for it)
 
 app.command()(serve.ingest)
 app.command()(serve.nats)

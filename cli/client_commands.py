@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from mirror.cli.errors import GatewayRequestFailed
 from mirror.cli.gateway_client import GatewayClient, StackTarget
+from mirror.cli.tables import Field, fitted
 from mirror.processes import free_port
 from mirror.stack.embedded import EmbeddedStack, StackSettings
 
@@ -381,19 +381,26 @@ def show_status(client: GatewayClient, console: Console) -> list[dict[str, Any]]
     if not conversations:
         console.print("no conversations yet for this tenant")
         return conversations
-    table = Table(title=f"conversations of tenant {target.tenant or '(this token)'}", title_justify="left")
-    for column, justify in (("conversation", "left"), ("events", "right"), ("last seq", "right"),
-                            ("branches", "left"), ("updated", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]  # the tuple above holds only "left" and "right"
-    for item in conversations:
-        updated = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["updated_at"])) if item.get("updated_at") else ""
-        table.add_row(item["id"], str(item["events"]), str(item["last_seq"]), ",".join(item.get("branches", [])), updated)
-    console.print(table)
+    console.print(status_table(console, target.tenant, conversations))
     return conversations
+
+
+STATUS_FIELDS = (Field("conversation", "id"), Field("events (all branches)", "number"),
+                 Field("last seq (main)", "number"), Field("branches", "id"), Field("updated", "id", drop=1))
+"""The log counts a conversation's events on every branch, and its last seq on ``main`` (a recompute's
+branch adds events, not seqs to main): the headers say so."""
+
+
+def status_table(console: Console, tenant: str | None, conversations: list[dict[str, Any]]) -> RenderableType:
+    """The conversations as a table that fits ``console`` (ids and branch names whole; :mod:`.tables`)."""
+    rows = [[item["id"], str(item["events"]), str(item["last_seq"]), "\n".join(item.get("branches", [])),
+             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["updated_at"])) if item.get("updated_at") else ""]
+            for item in conversations]
+    return fitted(console, f"conversations of tenant {tenant or '(this token)'}", STATUS_FIELDS, rows)
 
 
 __all__ = [
     "CHAT_HELP", "DEMO_CONSTRAINT_WORDS", "DEMO_SCRIPT", "DemoSettings", "NARRATIVE_SHOWN_CHARS",
-    "POLL_INTERVAL_S", "THOUGHT_WAIT_S", "THREADS", "demo_target", "event_line", "render_event",
-    "run_chat", "run_demo", "show_status", "tail_events", "wait_for_thoughts",
+    "POLL_INTERVAL_S", "STATUS_FIELDS", "THOUGHT_WAIT_S", "THREADS", "demo_target", "event_line", "render_event",
+    "run_chat", "run_demo", "show_status", "status_table", "tail_events", "wait_for_thoughts",
 ]
