@@ -40,8 +40,6 @@ app = typer.Typer(
     rich_markup_mode="markdown",  # docstrings are wrapped paragraphs: markdown joins their lines
 )
 
-help_layout.install()  # options panels that fit 80 columns (Typer draws them too wide for it)
-
 app.command()(serve.ingest)
 app.command()(serve.nats)
 app.command()(serve.up)
@@ -84,6 +82,8 @@ def main() -> None:
     ends with the command's ``--help``. Click runs with ``standalone_mode=False`` so that its
     errors reach this function instead of Typer's boxed rendering.
     """
+    if len(sys.argv) == 1 or "--help" in sys.argv[1:]:  # help is drawn (only then: Typer's rich help costs ~0.1 s)
+        help_layout.install()  # options panels that fit 80 columns, which Typer's do not
     try:
         result = app(prog_name="mirror", standalone_mode=False)
     except UsageError as exc:

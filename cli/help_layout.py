@@ -9,9 +9,11 @@ two columns, the names (never wrapped) and everything else — the type and rang
 line, then Typer's own help text, environment variable and default, which now have the width
 they need. Everything else of Typer's help (usage, text, commands) is unchanged.
 
-Typer's internals are used by name; with a Typer that lacks them :func:`install` leaves Typer's
-panels alone, and tests/unit/test_cli_width.py, which renders every command's help at 80
-columns, says so.
+``mirror``'s entry point installs it when help is asked for (``--help``, or no arguments): Typer's
+rich help module costs ~0.1 s to import, which the other commands need not pay. Typer's
+internals are used by name; with a Typer that lacks them :func:`install` leaves Typer's panels
+alone, and tests/unit/test_cli_width.py, which renders every command's help at 80 columns
+through that entry point, says so.
 """
 
 from __future__ import annotations

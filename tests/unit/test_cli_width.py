@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import typer.main
 from rich.console import Console, RenderableType
-from typer.testing import CliRunner
 
 from mirror.cli import memory
 from mirror.cli.app import app
 from mirror.cli.client_commands import status_table
 from mirror.cli.tables import Field, fitted
 from mirror.events.ids import MAX_IDENTIFIER_LENGTH
+from tests.support.cli import run_main
 
 WIDTH = 80
 LONGEST_ID = "c" * (MAX_IDENTIFIER_LENGTH - len("-end")) + "-end"
@@ -51,10 +51,13 @@ ALL_COMMANDS = list(commands(typer.main.get_command(app)))
 
 
 @pytest.mark.parametrize(("path", "command"), ALL_COMMANDS, ids=[" ".join(path) or "mirror" for path, _ in ALL_COMMANDS])
-def test_help_at_80_columns_keeps_option_and_environment_variable_names_whole(path: tuple[str, ...], command: Any) -> None:
-    result = CliRunner().invoke(app, [*path, "--help"], terminal_width=WIDTH, env={"COLUMNS": str(WIDTH), "TERMINAL_WIDTH": None})
-    assert result.exit_code == 0, result.output
-    text = result.output
+def test_help_at_80_columns_keeps_option_and_environment_variable_names_whole(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], path: tuple[str, ...], command: Any) -> None:
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    monkeypatch.delenv("TERMINAL_WIDTH", raising=False)
+    ran = run_main(monkeypatch, capsys, *path, "--help")
+    assert ran.code == 0, ran.err
+    text = ran.out
     assert max(len(line) for line in text.splitlines()) <= WIDTH, text
     assert re.search(r"\w…\s*│?\s*$", text, re.MULTILINE) is None, text  # a cell Rich cut short
     names: set[str] = set()
