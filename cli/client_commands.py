@@ -428,7 +428,7 @@ def status_table(console: Console, tenant: str | None, conversations: list[dict[
 
 __all__ = [
     "CHAT_HELP", "DEMO_CONSTRAINT_WORDS", "DEMO_SCRIPT", "DemoSettings", "NARRATIVE_SHOWN_CHARS",
-    "SIMULATOR_MODEL", "SIMULATOR_NOTE", "answered_by_simulator",
-    "POLL_INTERVAL_S", "STATUS_FIELDS", "THOUGHT_WAIT_S", "THREADS", "demo_target", "event_line", "render_event",
-    "run_chat", "run_demo", "show_status", "status_table", "tail_events", "wait_for_thoughts",
+    "POLL_INTERVAL_S", "SIMULATOR_MODEL", "SIMULATOR_NOTE", "STATUS_FIELDS", "THOUGHT_WAIT_S", "THREADS",
+    "answered_by_simulator", "demo_target", "event_line", "render_event", "run_chat", "run_demo", "show_status",
+    "status_table", "tail_events", "wait_for_thoughts",
 ]
