@@ -4,10 +4,11 @@ the HTTP client the client commands use.
 ``app`` (the root app and ``main``, the console entry point; it registers everything below),
 ``options`` (the options several groups share, defined once), ``serve`` (up, ingest, nats,
 sim-llm), ``client`` (demo, chat, status, events tail; what they show is in ``client_commands``),
-``replay`` (replay state|diff|verify, recompute), ``tenants``, ``bench``, ``log``, ``evals``,
+``replay`` (replay state|diff|verify, recompute), ``prompts`` (prompts export|diff), ``tenants``, ``bench``, ``log``, ``evals``,
 ``memory``, ``chaos``;
 ``config_file`` (``mirror.toml`` as click's default map), ``gateway_client`` (the HTTP client
-of a running stack), ``logging_setup``, ``errors``.
+of a running stack), ``tables`` (tables that fit the terminal with every id whole), ``help_layout``
+(``--help`` that fits 80 columns), ``logging_setup``, ``errors``.
 
 The top room: may import every room (the harness, the stack, the simulator, the gateway) and every
 layer; nothing imports it. The stack it starts is where adapters are chosen.

@@ -19,15 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from mirror.cli.errors import GatewayRequestFailed
 from mirror.cli.gateway_client import GatewayClient, StackTarget
+from mirror.cli.tables import Field, fitted
 from mirror.processes import free_port
+from mirror.sim.settings import SimSettings
 from mirror.stack.embedded import EmbeddedStack, StackSettings
 
 POLL_INTERVAL_S = 0.25
@@ -184,6 +185,7 @@ def run_demo(client: GatewayClient, console: Console, *, conversation: str | Non
             remembered.setdefault(str(payload.get("belief_id")), str(payload.get("statement", "")))
         render_event(console, event)
 
+    simulator = False
     for index, message in enumerate(script, start=1):
         console.rule(f"turn {index} of {len(script)}", style="dim")
         with console.status("[cyan]the Talker is replying…[/]"):
@@ -192,6 +194,9 @@ def run_demo(client: GatewayClient, console: Console, *, conversation: str | Non
         final_reply = answer["reply"]
         render_event(console, {"type": "turn", "seq": answer["seq"], "turn": answer["turn"],
                                "payload": {"user_message": message, "reply": answer["reply"]}})
+        if index == 1 and (simulator := answered_by_simulator(client, conversation, int(answer["seq"]))):
+            console.print(f"[yellow]  the replies come from the simulator (model {SIMULATOR_MODEL}): made-up text "
+                          "that does not read the conversation[/]")
         recalled = [remembered.get(belief, belief) for belief in turn_recall(client, conversation, answer)]
         for statement in recalled:  # what the Talker was given from memory before it replied
             console.print(Text.assemble(("  recalled  ", "bold blue"), (statement, "italic")))
@@ -206,7 +211,7 @@ def run_demo(client: GatewayClient, console: Console, *, conversation: str | Non
               "memory_holds_constraint": any(_mentions(statement, DEMO_CONSTRAINT_WORDS)
                                              for statement in remembered.values()),
               "recalled_constraint": any(_mentions(statement, DEMO_CONSTRAINT_WORDS) for statement in recalled),
-              "last_failure": summary.get("last_failure")}
+              "last_failure": summary.get("last_failure"), "simulator": simulator}
     console.rule()
     console.print(
         f"[bold]{result['turns']} turns, {result['events']} events in {conversation}; "
@@ -215,7 +220,29 @@ def run_demo(client: GatewayClient, console: Console, *, conversation: str | Non
         f"a belief holds it: {_yes(result['memory_holds_constraint'])}; "
         f"recalled for the final reply: {_yes(result['recalled_constraint'])}[/]"
     )
+    if simulator:
+        console.print(SIMULATOR_NOTE)
     return result
+
+
+SIMULATOR_MODEL = SimSettings.model  # the default of its dataclass field: "mirror-sim", the model `--llm sim` asks for
+SIMULATOR_NOTE = ("With the simulator a \"no\" is expected for the narrative and the reply: it writes them without "
+                  "reading the conversation or its memory. The belief and the recall are Mirror's own memory at work; "
+                  "a real model (`--llm local`, or `--llm URL` for an OpenAI-compatible server) reads what was recalled.")
+"""The demo's last line when the simulator answered: what its "no"s mean, for someone who has just met Mirror."""
+
+
+def answered_by_simulator(client: GatewayClient, conversation: str, seq: int) -> bool:
+    """Whether the turn at ``seq`` was answered by the simulator, as its provenance records.
+
+    The log's record of the model that answered is the one thing a stack reached over HTTP
+    (``--url``, or one started with ``mirror up --llm sim``) tells every client alike; stack.json
+    knows only a stack of this machine. A simulator run on its own (``mirror sim-llm``) answers to
+    whatever model name it is asked for, so it is recognised only under its own name.
+    """
+    turn = client.events_through(conversation, after=seq - 1, through=seq)
+    provenance = (turn[-1].get("provenance") or {}) if turn and turn[-1].get("seq") == seq else {}
+    return provenance.get("model") == SIMULATOR_MODEL
 
 
 def turn_recall(client: GatewayClient, conversation: str, answer: dict[str, Any]) -> list[str]:
@@ -381,19 +408,27 @@ def show_status(client: GatewayClient, console: Console) -> list[dict[str, Any]]
     if not conversations:
         console.print("no conversations yet for this tenant")
         return conversations
-    table = Table(title=f"conversations of tenant {target.tenant or '(this token)'}", title_justify="left")
-    for column, justify in (("conversation", "left"), ("events", "right"), ("last seq", "right"),
-                            ("branches", "left"), ("updated", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]  # the tuple above holds only "left" and "right"
-    for item in conversations:
-        updated = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["updated_at"])) if item.get("updated_at") else ""
-        table.add_row(item["id"], str(item["events"]), str(item["last_seq"]), ",".join(item.get("branches", [])), updated)
-    console.print(table)
+    console.print(status_table(console, target.tenant, conversations))
     return conversations
+
+
+STATUS_FIELDS = (Field("conversation", "id"), Field("events (all branches)", "number"),
+                 Field("last seq (main)", "number"), Field("branches", "id"), Field("updated", "id", drop=1))
+"""The log counts a conversation's events on every branch, and its last seq on ``main`` (a recompute's
+branch adds events, not seqs to main): the headers say so."""
+
+
+def status_table(console: Console, tenant: str | None, conversations: list[dict[str, Any]]) -> RenderableType:
+    """The conversations as a table that fits ``console`` (ids and branch names whole; :mod:`.tables`)."""
+    rows = [[item["id"], str(item["events"]), str(item["last_seq"]), "\n".join(item.get("branches", [])),
+             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["updated_at"])) if item.get("updated_at") else ""]
+            for item in conversations]
+    return fitted(console, f"conversations of tenant {tenant or '(this token)'}", STATUS_FIELDS, rows)
 
 
 __all__ = [
     "CHAT_HELP", "DEMO_CONSTRAINT_WORDS", "DEMO_SCRIPT", "DemoSettings", "NARRATIVE_SHOWN_CHARS",
-    "POLL_INTERVAL_S", "THOUGHT_WAIT_S", "THREADS", "demo_target", "event_line", "render_event",
-    "run_chat", "run_demo", "show_status", "tail_events", "wait_for_thoughts",
+    "POLL_INTERVAL_S", "SIMULATOR_MODEL", "SIMULATOR_NOTE", "STATUS_FIELDS", "THOUGHT_WAIT_S", "THREADS",
+    "answered_by_simulator", "demo_target", "event_line", "render_event", "run_chat", "run_demo", "show_status",
+    "status_table", "tail_events", "wait_for_thoughts",
 ]

@@ -3,11 +3,13 @@
     MirrorError                      (mirror.events.errors)
     └── CLIError
         ├── ConfigError              a config file that is missing, not TOML, or sets an unknown or ill-typed key (also a ValueError)
-        ├── NoStackRunning           no `mirror up` stack for the data directory, and no --url
+        ├── NoStackRunning           no `mirror up` stack for the data directory, and no --url (or --nats-url)
         ├── MissingToken             a --url without a token (also a ValueError)
         ├── GatewayUnavailable       the gateway cannot be reached
-        └── GatewayRequestFailed     the gateway answered with an error status
+        ├── GatewayRequestFailed     the gateway answered with an error status
+        └── PromptFilesExist         `prompts export` would overwrite templates (without --force)
 
+(A prompt directory that cannot be read is the cognition layer's ``PromptSetError``.)
 ``mirror``'s entry point prints any of them as one line on stderr (exit status 2), so each
 message names the file, key or address it is about and says how to fix the problem.
 """
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 from mirror.events.errors import MirrorError
 
-__all__ = ["CLIError", "ConfigError", "GatewayRequestFailed", "GatewayUnavailable", "MissingToken", "NoStackRunning"]
+__all__ = ["CLIError", "ConfigError", "GatewayRequestFailed", "UNKNOWN_CONVERSATION", "GatewayUnavailable", "MissingToken", "NoStackRunning",
+           "PromptFilesExist"]
 
 
 class CLIError(MirrorError):
@@ -37,10 +40,10 @@ class ConfigError(CLIError, ValueError):
 class NoStackRunning(CLIError):
     """No `mirror up` stack runs for the data directory and no --url was given."""
 
-    def __init__(self, data_dir: object) -> None:
+    def __init__(self, data_dir: object, instead: str = "pass --url and --token") -> None:
         self.data_dir = data_dir
         super().__init__(f"no Mirror stack is running for data dir {data_dir} (no live {data_dir}/stack.json); "
-                         f"start one with `mirror up --data {data_dir}`, or pass --url and --token")
+                         f"start one with `mirror up --data {data_dir}`, or {instead}")
 
 
 class MissingToken(CLIError, ValueError):
@@ -62,18 +65,42 @@ class GatewayUnavailable(CLIError):
                          f"is `mirror up` running? (`mirror status` shows what runs)")
 
 
-class GatewayRequestFailed(CLIError):
-    """The gateway answered with an error status; the message says how to fix it."""
+UNKNOWN_CONVERSATION = "no conversation "
+"""How the gateway's 404 for a conversation without events begins (``GatewayRuntime.existing``)."""
 
-    _FIXES = {401: "check --token / MIRROR_TOKEN (a revoked or mistyped token?)",
-              404: "check the conversation id (`mirror status` lists them)",
-              409: "the conversation moved on elsewhere; send the turn again",
-              503: "the event log is not answering; check the stack's ingester.log"}
+
+class GatewayRequestFailed(CLIError):
+    """The gateway answered with an error status; the message is its detail, and a fix where one is known.
+
+    The gateway's detail says what was wrong (a seq past the end, an empty message, an unknown
+    template, a fenced conversation, a model or log that does not answer), so it stands alone.
+    A fix is added only where the gateway cannot know it: a bad token (401: where the token
+    comes from), an unknown conversation (404 "no conversation …": where the ids are listed) and
+    an unhandled server error (500, a bare "Internal Server Error": the cause is in the log).
+    """
 
     def __init__(self, method: str, path: str, status: int, detail: str) -> None:
         self.method = method
         self.path = path
         self.status = status
         self.detail = detail
-        fix = self._FIXES.get(status, "see the gateway's log")
-        super().__init__(f"{method} {path} failed with HTTP {status}: {detail}; {fix}")
+        super().__init__(f"{method} {path} failed with HTTP {status}: {detail}" + "".join(f"; {fix}" for fix in self.fixes()))
+
+    def fixes(self) -> list[str]:
+        if self.status == 401:
+            return ["check --token / MIRROR_TOKEN (a revoked or mistyped token?)"]
+        if self.status == 404 and self.detail.startswith(UNKNOWN_CONVERSATION):
+            return ["check the conversation id (`mirror status` lists them)"]
+        if self.status == 500:
+            return ["see the gateway's log"]
+        return []
+
+
+class PromptFilesExist(CLIError):
+    """``mirror prompts export`` would overwrite templates already in the directory."""
+
+    def __init__(self, directory: object, names: list[str]) -> None:
+        self.directory = directory
+        self.names = names
+        super().__init__(f"{directory} already holds {', '.join(names)}; pass --force to overwrite "
+                         f"{'it' if len(names) == 1 else 'them'}, or export into another directory")

@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from rich.console import Console, RenderableType
 
 from mirror.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, gateway_client
+from mirror.cli.tables import Field, fitted
 
 __all__ = ["memory_app"]
 
@@ -57,9 +56,9 @@ def show(
         return
     console = _console()
     console.print(f"{result['conversation']} ({result['branch']}) at seq {result['seq']}")
-    console.print(_beliefs_table(result["beliefs"]))
-    console.print(_edges_table(result["edges"]))
-    console.print(_reviews_table(result["reviews"]))
+    console.print(_beliefs_table(console, result["beliefs"]))
+    console.print(_edges_table(console, result["edges"]))
+    console.print(_reviews_table(console, result["reviews"]))
 
 
 @memory_app.command("search")
@@ -77,17 +76,11 @@ def search(
         return
     console = _console()
     console.print(f"{result['conversation']} ({result['branch']}) at seq {result['seq']}: {result['query']!r}")
-    table = Table("#", "belief", "kind", "statement", "bm25", "vector", "fused", "strength", "score",
-                  title=f"recalled ({len(result['items'])})", title_justify="left")
-    for place, item in enumerate(result["items"], start=1):
-        _row(table, str(place), item["belief_id"], item["kind"], item["statement"], _rank(item["bm25_rank"]),
-                      _rank(item["vector_rank"]), f"{item['fused']:.4f}", f"{item['strength']:.3f}",
-                      f"{item['score']:.4f}")
-    console.print(table)
+    console.print(_recall_table(console, result["items"]))
     if result["reviews"]:
-        console.print(_reviews_table(result["reviews"]))
+        console.print(_reviews_table(console, result["reviews"]))
     if result["edges"]:
-        console.print(_edges_table(result["edges"]))
+        console.print(_edges_table(console, result["edges"]))
     if result["rendered"]:
         console.print("what the Talker reads:", style="bold")
         console.print(result["rendered"], markup=False)
@@ -104,42 +97,51 @@ def reviews(
     if as_json:
         _print_json(result)
         return
-    _console().print(_reviews_table(result["reviews"]))
-
-
-def _row(table: Table, *cells: str) -> None:
-    """A row of plain text: statements are what users said, so ``[brackets]`` are not Rich markup."""
-    table.add_row(*(Text(cell) for cell in cells))
+    console = _console()
+    console.print(_reviews_table(console, result["reviews"]))
 
 
 def _rank(rank: int | None) -> str:
     return "-" if rank is None else str(rank)
 
 
-def _beliefs_table(beliefs: list[dict[str, Any]]) -> Table:
-    table = Table("belief", "kind", "type", "about", "statement", "confidence", "strength", "recalls", "dims",
-                  title=f"beliefs ({len(beliefs)})", title_justify="left")
-    for belief in beliefs:
-        _row(table, belief["belief_id"], belief["kind"], belief["memory_type"], belief["about"], belief["statement"],
-                      f"{belief['confidence']:.2f}", f"{belief['strength']:.3f}", str(belief["recall_count"]),
-                      str(belief["embedding_dimensions"]))
-    return table
+# Each table fits the terminal (:mod:`.tables`): ids whole, statements wrapped; the figures a
+# reader can most spare are left out first when the terminal is narrow (--json has them all).
+BELIEF_FIELDS = (Field("belief", "id"), Field("kind", "id"), Field("type", "id", drop=4), Field("about", drop=3),
+                 Field("statement"), Field("confidence", "number", drop=2), Field("strength", "number", drop=5),
+                 Field("recalls", "number", drop=6), Field("dims", "number", drop=7))
+EDGE_FIELDS = (Field("src"), Field("relation", "id"), Field("dst"), Field("origin", "id", drop=2),
+               Field("confidence", "number", drop=3), Field("contradicted by", drop=1))
+REVIEW_FIELDS = (Field("review", "id", drop=2), Field("seq", "number", drop=1), Field("belief", "id"),
+                 Field("statement"), Field("opposes", "id"), Field("opposed statement"))
+RECALL_FIELDS = (Field("#", "number"), Field("belief", "id"), Field("kind", "id", drop=6), Field("statement"),
+                 Field("bm25", "number", drop=4), Field("vector", "number", drop=5), Field("fused", "number", drop=3),
+                 Field("strength", "number", drop=2), Field("score", "number", drop=1))
 
 
-def _edges_table(edges: list[dict[str, Any]]) -> Table:
-    table = Table("src", "relation", "dst", "origin", "confidence", "contradicted by",
-                  title=f"edges ({len(edges)})", title_justify="left")
+def _beliefs_table(console: Console, beliefs: list[dict[str, Any]]) -> RenderableType:
+    return fitted(console, f"beliefs ({len(beliefs)})", BELIEF_FIELDS, [
+        [belief["belief_id"], belief["kind"], belief["memory_type"], belief["about"], belief["statement"],
+         f"{belief['confidence']:.2f}", f"{belief['strength']:.3f}", str(belief["recall_count"]),
+         str(belief["embedding_dimensions"])] for belief in beliefs])
+
+
+def _edges_table(console: Console, edges: list[dict[str, Any]]) -> RenderableType:
+    rows = []
     for edge in edges:
         contradicted = "; ".join(" -".join(key[:2]) + "-> " + key[2] for key in edge["contradicted_by"])
-        _row(table, edge["src"], edge["relation"], edge["dst"], edge["origin"], f"{edge['confidence']:.2f}",
-                      contradicted)
-    return table
+        rows.append([edge["src"], edge["relation"], edge["dst"], edge["origin"], f"{edge['confidence']:.2f}", contradicted])
+    return fitted(console, f"edges ({len(edges)})", EDGE_FIELDS, rows)
 
 
-def _reviews_table(reviews: list[dict[str, Any]]) -> Table:
-    table = Table("review", "seq", "belief", "statement", "opposes", "opposed statement",
-                  title=f"open reviews ({len(reviews)})", title_justify="left")
-    for review in reviews:
-        _row(table, review["review_id"], str(review["seq"]), review["belief_id"], review["statement"],
-                      review["opposed_id"], review["opposed_statement"])
-    return table
+def _reviews_table(console: Console, reviews: list[dict[str, Any]]) -> RenderableType:
+    return fitted(console, f"open reviews ({len(reviews)})", REVIEW_FIELDS, [
+        [review["review_id"], str(review["seq"]), review["belief_id"], review["statement"], review["opposed_id"],
+         review["opposed_statement"]] for review in reviews])
+
+
+def _recall_table(console: Console, items: list[dict[str, Any]]) -> RenderableType:
+    return fitted(console, f"recalled ({len(items)})", RECALL_FIELDS, [
+        [str(place), item["belief_id"], item["kind"], item["statement"], _rank(item["bm25_rank"]),
+         _rank(item["vector_rank"]), f"{item['fused']:.4f}", f"{item['strength']:.3f}", f"{item['score']:.4f}"]
+        for place, item in enumerate(items, start=1)])

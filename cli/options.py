@@ -48,8 +48,8 @@ class Placement(enum.StrEnum):
 
 DATA_DIR = typer.Option(Path("data"), "--data", envvar="MIRROR_DATA", help="Data directory of the embedded stack.")
 NATS_URL = typer.Option(..., "--nats-url", envvar="MIRROR_NATS_URL", help="NATS server URL, e.g. nats://127.0.0.1:4222.")
-"""Required: the commands that talk to NATS directly (``ingest``, ``log``). Those that can find
-NATS another way (``bench ingest``, ``replay verify``) define an optional --nats-url of their own."""
+"""Required: the command that has no other way to NATS (``ingest``). Those that can find NATS another
+way (``bench ingest``, ``replay verify``, ``log``) define an optional --nats-url of their own."""
 LOG_LEVEL = typer.Option(LogLevel.INFO, "--log-level", envvar="MIRROR_LOG_LEVEL", case_sensitive=False,
                          help="Log level, to stderr.")
 QUIET_LOG_LEVEL = typer.Option(LogLevel.WARNING, "--log-level", envvar="MIRROR_LOG_LEVEL", case_sensitive=False,

@@ -17,10 +17,11 @@ from typing import Any
 
 import typer
 
-from mirror.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, SHARD_MAP, gateway_client
+from mirror.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, SHARD_MAP, Mode, gateway_client
+from mirror.cli.prompts import TEMPLATE_COUNT, read_prompt_dir
 
 # The commands import the stack, NATS, cognition, the replay layer and rich.progress in their bodies: see app.py.
-__all__ = ["recompute", "replay_app", "verify_lines"]
+__all__ = ["recompute", "recompute_templates", "replay_app", "verify_lines"]
 
 replay_app = typer.Typer(help="Look back at conversations: state at any event, diffs, deterministic replay.", rich_markup_mode="markdown")
 
@@ -135,6 +136,23 @@ def verify_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def recompute_templates(directory: Path) -> dict[str, str]:
+    """The templates a recompute sends: those in ``directory``; a file that is no template is refused
+    (``controler.md`` would otherwise be dropped without a word and the recompute run unchanged)."""
+    from mirror.cognition.errors import PromptSetError
+    from mirror.cognition.prompts import TEMPLATES
+
+    found = read_prompt_dir(directory, TEMPLATES)
+    if found.unknown:
+        raise PromptSetError(f"{directory}: {', '.join(found.unknown)} {'is' if len(found.unknown) == 1 else 'are'} "
+                             f"not a template (templates are {', '.join(TEMPLATES)}); "
+                             "rename or move it (`mirror prompts diff` compares the directory with the default set)")
+    if not found.templates:
+        raise PromptSetError(f"{directory} holds none of the templates ({', '.join(TEMPLATES)}); "
+                             f"`mirror prompts export {directory}` writes the default set there to edit")
+    return dict(found.templates)
+
+
 async def _verify(nats_url: str, shard: str, tenant: str, conversation: str | None, branch: str,
                   prompt_set: Any) -> list[Any]:
     from mirror.events.nats.infrastructure import NatsInfrastructure
@@ -148,10 +166,12 @@ async def _verify(nats_url: str, shard: str, tenant: str, conversation: str | No
 
 
 def recompute(
-    prompts: Path = typer.Option(..., "--prompts", help="Directory of the changed prompt set (all six templates)."),
+    prompts: Path = typer.Option(
+        ..., "--prompts", help=f"Directory of the changed templates: any of the {TEMPLATE_COUNT} (`mirror prompts export DIR` "
+                               "writes them all); those it lacks stay the stack's."),
     conversations: list[str] = typer.Option(None, "--conversation", help="Only these (repeatable; default: all)."),
     from_seq: int = typer.Option(1, "--from-seq", min=1, help="Re-think from this seq on (fork after from_seq - 1)."),
-    mode: str = typer.Option(None, "--mode", help="Cognitive mode on the branch (default: as recorded)."),
+    mode: Mode = typer.Option(None, "--mode", help="Thinking mode on the branch (default: as recorded)."),
     counterfactual: bool = typer.Option(False, "--counterfactual", help="Regenerate the Talker's replies too."),
     branch: str = typer.Option(None, "--branch", help="Branch name (default: derived from the prompts and options)."),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Most model calls in flight at once."),
@@ -160,17 +180,15 @@ def recompute(
 ) -> None:
     """Re-think a tenant's conversations on a branch with a changed prompt set (main is never written).
 
-    Runs on the stack's Ray cluster as tasks, with a progress bar here; interrupted runs resume
-    when started again with the same options (the branch continues, nothing is duplicated).
+    --prompts needs only the templates that change, as `POST /v1/recompute` does. Runs on the
+    stack's Ray cluster as tasks, with a progress bar here; interrupted runs resume when started
+    again with the same options (the branch continues, nothing is duplicated).
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from mirror.cognition.prompts import TEMPLATES, load_prompt_set
-
-    prompt_set = load_prompt_set(prompts)
-    body = {"prompts": {name: prompt_set.templates[name] for name in TEMPLATES},
-            "conversations": conversations or [], "from_seq": from_seq, "mode": mode,
-            "counterfactual": counterfactual, "branch": branch, "concurrency": concurrency}
+    body = {"prompts": recompute_templates(prompts), "conversations": conversations or [], "from_seq": from_seq,
+            "mode": None if mode is None else mode.value, "counterfactual": counterfactual, "branch": branch,
+            "concurrency": concurrency}
     with gateway_client(data, url, token) as client:
         status = client.start_recompute(body)
         with Progress(TextColumn("recompute → {task.fields[branch]}"), BarColumn(), MofNCompleteColumn(),

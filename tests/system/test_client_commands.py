@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mirror.cognition.prompts import DEFAULT_PROMPT_SETS
+from mirror.cli.client_commands import SIMULATOR_MODEL, SIMULATOR_NOTE
 from mirror.processes import free_port
 from mirror.stack.embedded import EmbeddedStack, StackSettings
 
@@ -42,15 +42,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:
         embedded.stop()
 
 
-def mirror(*args: str, stdin: str = "", timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def mirror(*args: str, stdin: str = "", timeout: float = 120, columns: int = 200) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mirror", *args], input=stdin, capture_output=True, text=True,
-                          timeout=timeout, env=client_env())
+                          timeout=timeout, env=client_env(columns))
 
 
-def client_env() -> dict[str, str]:
+def client_env(columns: int = 200) -> dict[str, str]:
     """This environment without the variables that would point a command elsewhere."""
     env = {name: value for name, value in os.environ.items() if name not in CLIENT_ENV}
-    env["COLUMNS"] = "200"  # rich wraps at 80 columns when not on a terminal
+    env["COLUMNS"] = str(columns)  # rich wraps at 80 columns when not on a terminal
     return env
 
 
@@ -87,9 +87,14 @@ def test_demo_uses_the_running_stack_and_shows_replies_and_thinking(stack: Embed
     assert out.count("╭─ mirror") == 5
     assert "narrative · seq" in out and "reasoning" in out
     assert "remember  One important thing before we start: I have a severe peanut allergy." in out
-    summary_line = out.strip().splitlines()[-1]
+    summary_line = next(line for line in out.splitlines() if "5 turns, " in line)
     assert re.search(rf"5 turns, \d+ events in {conversation}; final narrative mentions the peanut allergy: (yes|no)",
                      summary_line), summary_line
+    # The stack's model is the simulator: the demo says so after the first reply, and its last words say what a "no" means.
+    flat = " ".join(out.split())
+    first_turn = " ".join(out.split("turn 2 of 5")[0].split())
+    assert f"the replies come from the simulator (model {SIMULATOR_MODEL}): made-up text" in first_turn
+    assert flat.endswith(" ".join(SIMULATOR_NOTE.split())), out[-800:]
     with api(stack) as client:
         summary = client.get(f"/v1/conversations/{conversation}").json()
     assert summary["turns"] == 5 and summary["thought_turn"] == 4 and summary["narrative"]
@@ -110,6 +115,7 @@ def test_demo_starts_its_own_stack_when_none_runs_and_stops_it(tmp_path: Path) -
     assert result.returncode == 0, result.stderr[-3000:]
     assert "started an embedded stack at http://127.0.0.1:" in result.stdout
     assert "5 turns" in result.stdout
+    assert " ".join(result.stdout.split()).endswith(" ".join(SIMULATOR_NOTE.split()))
     assert not (data / "stack.json").exists()
 
 
@@ -183,9 +189,37 @@ def test_status_shows_the_stack_and_its_conversations(stack: EmbeddedStack) -> N
     assert f"Mirror stack running for data dir {stack.data_dir} at {stack.url}" in result.stdout
     row = next(line for line in result.stdout.splitlines() if "status-me" in line)
     assert re.search(rf"status-me\s+│\s+{last_seq}\s+│\s+{last_seq}\s+│\s+main", row), row
+    assert re.search(r"┃ conversation\s+┃ events \(all branches\) ┃ last seq \(main\) ┃ branches", result.stdout), result.stdout
+
+    # At 80 columns every conversation id and branch name is still whole on a line of its own.
+    with api(stack) as client:
+        listed = client.get("/v1/conversations").json()["conversations"]
+    narrow = mirror("status", "--data", str(stack.data_dir), columns=80)
+    assert narrow.returncode == 0, narrow.stderr
+    assert max(len(line) for line in narrow.stdout.splitlines()) <= 80, narrow.stdout
+    for name in {item["id"] for item in listed} | {branch for item in listed for branch in item["branches"]}:
+        assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", narrow.stdout), f"{name}:\n{narrow.stdout}"
 
     by_url = mirror("status", "--url", stack.url, "--token", stack.token)
     assert by_url.returncode == 0 and f"Mirror gateway at {stack.url}" in by_url.stdout and "status-me" in by_url.stdout
+
+
+def test_log_stats_and_read_find_the_running_stack(stack: EmbeddedStack) -> None:
+    last_seq = converse(stack, "log-me", "hello")
+    data = str(stack.data_dir)
+    deadline = time.monotonic() + 30  # the log commands read what the ingester has committed
+    while (read := mirror("log", "read", "default", "log-me", "--data", data)).returncode != 0 or \
+            len(read.stdout.splitlines()) < last_seq:
+        assert time.monotonic() < deadline, read.stdout + read.stderr
+        time.sleep(0.2)
+    assert [json.loads(line)["seq"] for line in read.stdout.splitlines()] == list(range(1, last_seq + 1))
+    stats = mirror("log", "stats", "--data", data)
+    assert stats.returncode == 0, stats.stderr
+    figures = json.loads(stats.stdout)
+    assert figures["shard"] == "0" and figures["events"] >= last_seq and figures["conversations"] >= 1
+    # --nats-url wins over the stack's: here a port nobody serves.
+    elsewhere = mirror("log", "stats", "--data", data, "--nats-url", f"nats://127.0.0.1:{free_port()}")
+    assert elsewhere.returncode == 2 and len(elsewhere.stderr.strip().splitlines()) == 1, elsewhere.stderr
 
 
 @pytest.mark.parametrize("command", [("chat",), ("events", "tail", "c1"), ("status",)], ids=" ".join)
@@ -234,8 +268,10 @@ def test_replay_state_diff_verify_and_recompute_commands(stack: EmbeddedStack, t
     assert "default/lookback/main: ok" in verify.stdout and "0 model calls" in verify.stdout
 
     prompts = tmp_path / "prompts"
-    shutil.copytree(DEFAULT_PROMPT_SETS / "default", prompts)
+    exported = mirror("prompts", "export", str(prompts))
+    assert exported.returncode == 0, exported.stderr
     (prompts / "controller.md").write_text((prompts / "controller.md").read_text() + "\nI write briefly.\n")
+    assert mirror("prompts", "diff", str(prompts)).returncode == 1
     recomputed = mirror("recompute", "--prompts", str(prompts), "--conversation", "lookback", "--json", "--data", data)
     assert recomputed.returncode == 0, recomputed.stderr
     report = json.loads(recomputed.stdout)
@@ -244,8 +280,23 @@ def test_replay_state_diff_verify_and_recompute_commands(stack: EmbeddedStack, t
     assert readable.returncode == 0 and "1 done, 0 failed" in readable.stdout  # the same branch, already complete
     assert f"- lookback: nothing re-thought: branch {report['branch']} was already complete (2 turn(s))" in readable.stdout
     assert "re-thought (resumed" not in readable.stdout
+
+    # A directory with the changed template alone is the same prompt set: the same branch, already complete.
+    changed_only = tmp_path / "changed-only"
+    changed_only.mkdir()
+    shutil.copy(prompts / "controller.md", changed_only / "controller.md")
+    partial = mirror("recompute", "--prompts", str(changed_only), "--conversation", "lookback", "--json", "--data", data)
+    assert partial.returncode == 0, partial.stderr
+    assert json.loads(partial.stdout)["branch"] == report["branch"]
+
     missing = mirror("replay", "state", "nowhere", "--data", data)
     assert missing.returncode == 2 and "404" in missing.stderr
+    assert "check the conversation id" in missing.stderr
+    # The conversation exists, the seq does not: the gateway's detail says so, with no word about the id.
+    beyond = mirror("replay", "state", "lookback", "--at", "999", "--data", data)
+    assert beyond.returncode == 2 and len(beyond.stderr.splitlines()) == 1
+    assert "has no seq 999" in beyond.stderr and "conversation id" not in beyond.stderr
+    assert "gateway's log" not in beyond.stderr
 
 
 def committed_verify(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,7 @@
 """The wheel as a user installs it: built from the checkout, installed with its dependencies into a
-fresh venv (not editable), every module imported from there, and `mirror up --llm sim` from that
-venv's `mirror` command answering a turn.
+fresh venv (not editable), every module imported from there, `mirror prompts export` writing the
+default prompt set out of it, and `mirror up --llm sim` from that venv's `mirror` command answering
+a turn.
 
 An editable install maps the repository's folders onto ``mirror.<room>`` and so hides a package
 the wheel leaves out (``mirror.actors.gateway.routes`` once was); nothing here runs from the
@@ -161,6 +162,15 @@ def test_the_wheel_installs_imports_every_module_and_serves_a_turn(tmp_path: Pat
         f"imported but not installed with the wheel (missing from pyproject's dependencies?): {imported['not_installed']}")
     missing = source_modules() - set(imported["modules"])
     assert not missing, f"modules of the tree the installed package does not have: {sorted(missing)}"
+
+    # The default prompt set, package data inside site-packages, comes out through the command to be edited.
+    prompts = elsewhere / "my_prompts"
+    exported = subprocess.run([str(venv / "bin" / "mirror"), "prompts", "export", str(prompts)], cwd=elsewhere,
+                              capture_output=True, text=True, timeout=120)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    shipped = ROOT / "cognition" / "prompt_sets" / "default"
+    assert {path.name: path.read_bytes() for path in prompts.iterdir()} == {
+        path.name: path.read_bytes() for path in shipped.glob("*.md")}
 
     # The venv's `mirror` command brings up the stack (NATS, Ray, the ingester, the simulator, the
     # gateway), which answers a turn, and stops cleanly on Ctrl-C.
