@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from mirror.cli.client_commands import SIMULATOR_MODEL, SIMULATOR_NOTE
+from mirror.cognition.prompts import DEFAULT_PROMPT_SETS
 from mirror.processes import free_port
 from mirror.stack.embedded import EmbeddedStack, StackSettings
 
