@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from mirror.actors.settings import RuntimeSettings
@@ -100,7 +100,8 @@ def test_a_server_that_is_not_there_is_given_up_on_after_one_retry() -> None:
     error, retries = asyncio.run(call())
     assert retries == 1 and error.attempts == 2 and error.status is None and type(error) is LLMUnavailable
     assert url in str(error) and "ConnectError" in str(error)
-    assert model_server_problem(settings, timeout_s=2).startswith("cannot be reached (ConnectError")
+    problem = model_server_problem(settings, timeout_s=2)  # what `mirror up` warns of at start
+    assert problem is not None and problem.startswith("cannot be reached (ConnectError"), problem
 
 
 class ActorCallFailed(Exception):
