@@ -68,9 +68,7 @@ class GatewayRequestFailed(CLIError):
     _FIXES = {401: "check --token / MIRROR_TOKEN (a revoked or mistyped token?)",
               404: "check the conversation id (`mirror status` lists them)",
               409: "the conversation moved on elsewhere; send the turn again",
-              502: "the model server answered wrongly (the detail says how); `mirror up` prints each such failure",
-              503: "what the detail names is down (the broker, the event log or the model server); "
-                   "ask again shortly, and see `mirror up`'s output for the cause"}
+              503: "the event log is not answering; check the stack's ingester.log"}
 
     def __init__(self, method: str, path: str, status: int, detail: str) -> None:
         self.method = method
