@@ -12,6 +12,7 @@ above it (``gateway``, ``stack``, ``harness``, ``cli``) import it, nothing below
 - ``directory`` — live dedicated actors per node, passivation when a node holds too many;
 - ``ingester_actor`` — each shard's log owner (the DuckDB ingester) as a supervised Ray actor;
 - ``recompute_driver`` — recompute jobs as Ray generator tasks with bounded model concurrency;
+- ``log_file`` — the warnings of the runtime's Ray processes, appended to one file the stack relays;
 - ``results`` (what crosses Ray back to callers) and ``errors``.
 
 Modules are imported by path, so importing the package never starts or imports Ray.

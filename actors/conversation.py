@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from mirror.cognition.embeddings import Embedder
+from mirror.cognition.errors import LLMError
 from mirror.cognition.memory.turn import TurnMemory, recall_for_turn, wants_recall
 from mirror.cognition.pipeline import MirrorConfig, talk
 from mirror.cognition.prompts import PromptSet
@@ -258,8 +259,12 @@ class Conversation:
         if self.config.memory and wants_recall(state):
             recalled = await recall_for_turn(state, message, self.embedder, now, memory=self.memory)
         remembered = time.perf_counter()
-        said = await talk(state, message, self.llm, self.prompts, self.config,
-                          recalled="" if recalled is None else recalled.block)
+        try:
+            said = await talk(state, message, self.llm, self.prompts, self.config,
+                              recalled="" if recalled is None else recalled.block)
+        except LLMError as failure:  # nothing was appended; the gateway answers it as a 502 or 503
+            failure.during("talker")
+            raise
         talked = time.perf_counter()
         try:
             event = await writer.append_turn(

@@ -19,6 +19,7 @@ import ray
 from mirror.actors.conversation import Conversation, RebuildReport
 from mirror.actors.directory import NAMESPACE, TOUCH_EVERY_S, directory
 from mirror.actors.errors import Passivated
+from mirror.actors.log_file import append_warnings_to
 from mirror.actors.results import ConversationSummary, TurnResult
 from mirror.actors.settings import RuntimeSettings
 from mirror.events.ids import StreamKey
@@ -34,6 +35,7 @@ class ConversationActor:
         # out of the collector's sight, so Ray's periodic collections and the one at exit do not
         # walk a million objects each (that was ~0.4 s of CPU per passivation).
         gc.freeze()
+        append_warnings_to(settings.warnings_log)
         self.key = StreamKey(tenant, conversation, branch)
         self.name = actor_name(self.key)
         self.settings = settings

@@ -50,6 +50,9 @@ class RuntimeSettings:
     max_live_actors: int = 256
     max_live_per_host: int = 5_000
     snapshot_commit_timeout_s: float = 10.0
+    warnings_log: str | None = None
+    """A file the runtime's Ray processes (gateways, conversation hosts and actors) append their
+    warnings and errors to (:mod:`mirror.actors.log_file`); ``mirror up`` relays it to its stderr."""
 
     def __post_init__(self) -> None:
         if self.placement not in PLACEMENTS:

@@ -139,6 +139,9 @@ def up(
     ray_address: str | None = typer.Option(
         None, "--ray-address", envvar="MIRROR_RAY_ADDRESS",
         help="Join the Ray cluster whose head is at HOST:PORT (started by `ray start --head`) instead of starting a local head."),
+    strict: bool = typer.Option(
+        False, "--strict", envvar="MIRROR_STRICT",
+        help="Refuse to start when the model server at a URL --llm does not answer GET /models (default: warn and start)."),
     show_config: bool = typer.Option(False, "--show-config",
                                      help="Print the settings it would run with (as JSON) and exit without starting."),
     log_level: LogLevel = LOG_LEVEL,
@@ -150,6 +153,11 @@ def up(
 
     Prints the gateway URL and a token for the default tenant; Ctrl-C stops everything; running
     it again resumes the same data. The API key of a URL endpoint is read from MIRROR_LLM_API_KEY.
+
+    Refuses, and starts nothing, when another process serves --port or --nats-port. A model
+    server at a URL is asked for its models first: a warning if it does not answer (--strict: a
+    refusal). The gateways' and conversations' warnings (a failed turn and its cause) are
+    printed here too; they are kept in DATA/warnings.log.
     """
     from mirror.events.shards import ShardMap
     from mirror.stack.embedded import EmbeddedStack, StackSettings, running_stack
@@ -160,7 +168,7 @@ def up(
         passivate_after_s=passivate_after_s, max_live_actors=max_live_actors, placement=placement.value,
         hosts=hosts, max_live_per_host=max_live_per_host,
         max_message_bytes=max_message_bytes, snapshot_every=snapshot_every, ray_address=ray_address,
-        shard_map=ShardMap.parse(shard_map).assignments,
+        shard_map=ShardMap.parse(shard_map).assignments, strict=strict,
     )
     if show_config:
         shown = dataclasses.asdict(settings) | {"data_dir": str(settings.data_dir), "log_level": log_level.value,

@@ -26,9 +26,15 @@ be reached" whatever the last failure was, and the subclass says which.
 
 No message, attribute or ``repr`` here ever holds an API key; text that came from the provider is
 passed through :func:`redact` by the adapter before it reaches an error.
+
+Every error here crosses Ray with its fields (:meth:`CognitionError.__reduce__`): a model that
+failed inside a conversation's process reaches the gateway as the same typed error, with its
+URL, status and :attr:`LLMError.stage`, and the gateway answers it as such (a 502 or 503).
 """
 
 from __future__ import annotations
+
+from typing import Self
 
 from mirror.events.errors import MirrorError
 from mirror.events.vectors import FLOAT32_BYTES
@@ -50,12 +56,38 @@ def excerpt(text: str, limit: int = EXCERPT_IN_MESSAGE) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
+def _restored(cls: type[CognitionError], args: tuple[object, ...], fields: dict[str, object]) -> CognitionError:
+    """An error as :meth:`CognitionError.__reduce__` took it apart, without calling its ``__init__``."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(fields)
+    return error
+
+
 class CognitionError(MirrorError):
     """Something went wrong deciding what to think."""
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled as its class, message and fields: the errors' constructors take their fields,
+        not the message, so the default (``cls(*args)``) would fail to unpickle them, and Ray
+        would hand the caller an ``UnserializableException`` instead."""
+        return _restored, (type(self), self.args, dict(self.__dict__))
+
 
 class LLMError(CognitionError):
-    """A call to the language model did not give a usable answer."""
+    """A call to the language model did not give a usable answer.
+
+    ``stage`` names what the call was for (``talker``, ``recall``), set by the caller that knows
+    (:meth:`during`); None where nobody said.
+    """
+
+    stage: str | None = None
+
+    def during(self, stage: str) -> Self:
+        """This error, marked with the stage whose model call failed (the first mark stays)."""
+        if self.stage is None:
+            self.stage = stage
+        return self
 
     @property
     def kind(self) -> str:
@@ -72,10 +104,14 @@ class LLMUnavailable(LLMError):
         attempts: int,
         detail: str,
         hint: str = "check that the server is running and reachable, or raise max_retries",
+        *,
+        status: int | None = None,
     ) -> None:
         self.base_url = base_url
         self.attempts = attempts
         self.detail = detail
+        self.status = status
+        """The HTTP status of the last attempt (a 5xx), or None when no server answered (refused, timed out)."""
         super().__init__(f"LLM at {base_url} unavailable after {attempts} attempt(s): {detail}; {hint}")
 
 
@@ -92,9 +128,12 @@ class LLMTimeout(LLMUnavailable):
 class LLMRateLimited(LLMUnavailable):
     """The provider kept answering 429; lower max_concurrency or wait for the quota to refill."""
 
-    def __init__(self, base_url: str, attempts: int, detail: str) -> None:
+    def __init__(self, base_url: str, attempts: int, detail: str, retry_after_s: float | None = None) -> None:
+        self.retry_after_s = retry_after_s
+        """What the provider's last ``Retry-After`` asked for, if it sent one."""
         super().__init__(
-            base_url, attempts, f"rate limited (429): {detail}", "lower max_concurrency or raise the provider's quota"
+            base_url, attempts, f"rate limited (429): {detail}", "lower max_concurrency or raise the provider's quota",
+            status=429,
         )
 
 

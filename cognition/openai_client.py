@@ -10,6 +10,13 @@ timeouts and connection errors. A 429's ``Retry-After`` is honoured, capped at
 :class:`LLMRequestRejected`. When the retries are spent the last failure is raised as
 :class:`LLMTimeout`, :class:`LLMRateLimited` or :class:`LLMUnavailable`.
 
+Two failures are retried fewer times than ``max_retries`` allows, because each retry costs the
+caller more than it is likely to win: a server that cannot be reached (connection refused, no
+connection within ``connect_timeout_s``: ``unreachable_retries``) is rarely there a moment
+later, and an attempt that timed out (``timeout_retries``) cost a whole ``timeout_s``. A user
+waiting on the Talker then gets the gateway's 503 in well under a second (a refused connection)
+rather than after seconds of backoff, and retries when its ``Retry-After`` says.
+
 The API key is sent as a bearer token and appears nowhere else: not in ``repr``, log lines,
 provenance or error messages (provider text is redacted before it reaches an error).
 """
@@ -22,14 +29,15 @@ import functools
 import logging
 import ssl
 import time
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any, Literal
 
 import httpx
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
 from mirror.events.payloads import Provenance
 
@@ -74,6 +82,10 @@ class LLMSettings:
     timeout_s: float = 60
     connect_timeout_s: float = 5
     max_retries: int = 4
+    unreachable_retries: int = 1
+    """Retries after an attempt that reached no server (refused, or no connection within ``connect_timeout_s``)."""
+    timeout_retries: int = 1
+    """Retries after an attempt that got no answer within ``timeout_s`` (each costs that long again)."""
     backoff_initial_s: float = 0.2
     backoff_max_s: float = 5
     max_concurrency: int = 16
@@ -85,8 +97,8 @@ class LLMSettings:
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url {self.base_url!r} must start with http:// or https://")
-        if self.max_retries < 0 or self.max_concurrency < 1:
-            raise ValueError("max_retries must be >= 0 and max_concurrency >= 1")
+        if min(self.max_retries, self.unreachable_retries, self.timeout_retries) < 0 or self.max_concurrency < 1:
+            raise ValueError("max_retries, unreachable_retries and timeout_retries must be >= 0 and max_concurrency >= 1")
         if self.http_transport not in ("aiohttp", "httpcore"):
             raise ValueError(f"http_transport {self.http_transport!r} is not aiohttp or httpcore")
         if self.structured_output not in ("json_schema", "json_object_schema", "json_object", "none"):
@@ -100,14 +112,16 @@ class _Transient(Exception):
 
     def __init__(
         self,
-        kind: Literal["timeout", "rate_limited", "server", "connection"],
+        kind: Literal["timeout", "rate_limited", "server", "connection", "unreachable"],
         detail: str,
         retry_after_s: float | None = None,
+        status: int | None = None,
     ) -> None:
         super().__init__(detail)
         self.kind = kind
         self.detail = detail
         self.retry_after_s = retry_after_s
+        self.status = status
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
@@ -315,7 +329,7 @@ class OpenAIChatClient:
 
     async def _post_with_retries(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.settings.max_retries + 1),
+            stop=self._stop(),
             wait=self._wait,
             retry=retry_if_exception_type(_Transient),
             before_sleep=self._before_sleep,
@@ -332,8 +346,12 @@ class OpenAIChatClient:
             try:
                 async with asyncio.timeout(settings.timeout_s):
                     response = await self._http.post(path, json=body)
+            except httpx.ConnectTimeout as exc:
+                raise _Transient("unreachable", f"no connection within {settings.connect_timeout_s:g}s") from exc
             except (httpx.TimeoutException, TimeoutError) as exc:
                 raise _Transient("timeout", f"no answer within {settings.timeout_s:g}s") from exc
+            except httpx.ConnectError as exc:
+                raise _Transient("unreachable", f"{type(exc).__name__}: {redact(str(exc), settings.api_key)}") from exc
             except httpx.TransportError as exc:
                 raise _Transient("connection", f"{type(exc).__name__}: {redact(str(exc), settings.api_key)}") from exc
         status = response.status_code
@@ -341,7 +359,7 @@ class OpenAIChatClient:
             retry_after = parse_retry_after(response.headers.get(HEADER_RETRY_AFTER))
             raise _Transient("rate_limited", self._provider_message(response), retry_after)
         if status >= HTTPStatus.INTERNAL_SERVER_ERROR:
-            raise _Transient("server", f"{status}: {self._provider_message(response)}")
+            raise _Transient("server", f"{status}: {self._provider_message(response)}", status=status)
         if not response.is_success:
             raise LLMRequestRejected(settings.base_url, status, self._provider_message(response))
         try:
@@ -365,6 +383,30 @@ class OpenAIChatClient:
             message = error
         return excerpt(redact(message.strip() or response.reason_phrase, self.settings.api_key))
 
+    def _stop(self) -> Callable[[RetryCallState], bool]:
+        """Stop after ``max_retries`` retries, or sooner for failures that rarely pass by retrying
+        (``unreachable_retries``, ``timeout_retries``; see the module docstring). One per call:
+        it counts that call's failures of each kind."""
+        settings = self.settings
+        limits = self._kind_retries()
+        failures: Counter[str] = Counter()
+
+        def stop(state: RetryCallState) -> bool:
+            if state.attempt_number > settings.max_retries:
+                return True
+            kind = getattr(state.outcome.exception() if state.outcome else None, "kind", "")
+            failures[kind] += 1
+            return kind in limits and failures[kind] > limits[kind]
+
+        return stop
+
+    def _kind_retries(self) -> dict[str, int]:
+        return {"unreachable": self.settings.unreachable_retries, "timeout": self.settings.timeout_retries}
+
+    def _most_attempts(self, kind: str) -> int:
+        """The most attempts a call makes when every one fails with ``kind``."""
+        return min(self.settings.max_retries, self._kind_retries().get(kind, self.settings.max_retries)) + 1
+
     def _wait(self, state: RetryCallState) -> float:
         failure = state.outcome.exception() if state.outcome else None
         if isinstance(failure, _Transient) and failure.retry_after_s is not None:
@@ -378,7 +420,7 @@ class OpenAIChatClient:
             "LLM %s attempt %d/%d failed (%s: %s); retrying in %.2fs",
             self.settings.base_url,
             state.attempt_number,
-            self.settings.max_retries + 1,
+            self._most_attempts(getattr(failure, "kind", "")),
             getattr(failure, "kind", "error"),
             getattr(failure, "detail", failure),
             state.upcoming_sleep,
@@ -389,8 +431,11 @@ class OpenAIChatClient:
         if failure.kind == "timeout":
             return LLMTimeout(base_url, attempts, self.settings.timeout_s)
         if failure.kind == "rate_limited":
-            return LLMRateLimited(base_url, attempts, failure.detail)
-        return LLMUnavailable(base_url, attempts, failure.detail)
+            return LLMRateLimited(base_url, attempts, failure.detail, failure.retry_after_s)
+        if failure.kind == "unreachable":
+            return LLMUnavailable(base_url, attempts, failure.detail,
+                                  "check that the model server is running and listens at that address")
+        return LLMUnavailable(base_url, attempts, failure.detail, status=failure.status)
 
 
 __all__ = ["LLMSettings", "OpenAIChatClient", "StructuredOutputMode", "parse_retry_after"]

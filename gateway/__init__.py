@@ -2,8 +2,8 @@
 
 Lives here: the FastAPI app, assembled (``app``); its routes, one module per group
 (``routes/``); what its requests share and the ``Tenant``/``Runtime`` dependencies
-(``runtime``); its settings (``settings``); the server-sent-events relay (``streaming``); the
-Ray actor that serves it in a process of its own (``actor``); and the tenant registry behind
+(``runtime``); its settings (``settings``); the server-sent-events relay (``streaming``); its
+answers to failures behind it, JSON and one log line each (``failures``); the Ray actor that serves it in a process of its own (``actor``); and the tenant registry behind
 bearer tokens (``tenants``).
 
 May import the runtime (``mirror.actors``: conversation handles, recompute driver, settings),

@@ -26,6 +26,7 @@ import uvicorn
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from mirror.actors.directory import NAMESPACE
+from mirror.actors.log_file import append_warnings_to
 from mirror.gateway.app import GatewaySettings, create_app
 from mirror.serving import bind_socket
 
@@ -37,6 +38,7 @@ class GatewayActor:
     """One gateway process: ``start()`` returns once it listens; ``stop()`` closes it."""
 
     def __init__(self, settings: GatewaySettings, host: str, port: int) -> None:
+        append_warnings_to(settings.runtime.warnings_log)  # a failed request's line reaches `mirror up`
         self.settings = settings
         self.host = host
         self.port = port

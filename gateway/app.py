@@ -13,17 +13,17 @@ are refused with a 4xx that says what was wrong, before any actor or append is i
 What lives where: this module builds the app and serves it on a thread (:class:`GatewayServer`);
 the shared state and the ``Tenant``/``Runtime`` dependencies are in :mod:`.runtime`, the
 settings in :mod:`.settings`, the routes in :mod:`.routes` (one module per group), the
-server-sent-events relay in :mod:`.streaming`.
+server-sent-events relay in :mod:`.streaming`, the answers to failures (JSON 502/503/500, each
+logged as one line) in :mod:`.failures`.
 """
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
-from mirror.events.errors import BusError, LogUnavailable
+from mirror.gateway.failures import install_failure_handlers
 from mirror.gateway.routes import ROUTERS
-from mirror.gateway.runtime import RETRY_AFTER_S, Conversations, GatewayRuntime
+from mirror.gateway.runtime import Conversations, GatewayRuntime
 from mirror.gateway.settings import DEFAULT_MAX_FINISHED_JOBS, DEFAULT_MAX_MESSAGE_BYTES, GatewaySettings
 from mirror.serving import ThreadedServer
 
@@ -40,19 +40,10 @@ def create_app(settings: GatewaySettings, conversations: Conversations | None = 
     """
     app = FastAPI(title="Mirror", summary="LLM conversations that think between turns", version="0.1.0")
     app.state.runtime = GatewayRuntime.build(settings, conversations)
-    app.add_exception_handler(LogUnavailable, _unavailable)
-    app.add_exception_handler(BusError, _unavailable)
+    install_failure_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
     return app
-
-
-async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
-    """503 with ``Retry-After`` for a dependency that is down: :class:`LogUnavailable` (the log's
-    owner did not answer) and :class:`BusError` (the broker is unreachable or failed), the
-    exceptions it is registered for (Starlette's handler type takes any ``Exception``). The
-    detail names what is down."""
-    return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
 class GatewayServer(ThreadedServer):

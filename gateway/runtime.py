@@ -28,6 +28,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from mirror.actors.errors import Fenced, SettingConflict
 from mirror.actors.handle import ConversationHandle
 from mirror.cognition.embeddings import Embedder, OpenAIEmbedder
+from mirror.cognition.errors import LLMError
 from mirror.events.bus import EventBus
 from mirror.events.errors import BusError, BusUnavailable, InvalidIdentifier, LogUnavailable
 from mirror.events.ids import StreamKey, validate_identifier
@@ -193,7 +194,10 @@ class GatewayRuntime:
         """``call(handle)`` of the conversation; a passivating or vanished one is re-activated and asked again.
 
         At most :data:`ASK_ATTEMPTS` calls; then the last error is raised as it was. A fenced
-        conversation (it moved on elsewhere) or a setting conflict is a 409 at once.
+        conversation (it moved on elsewhere) or a setting conflict is a 409 at once; the broker,
+        a log or the model failing inside the conversation's process is raised here as itself
+        (the app answers it: :mod:`mirror.gateway.failures`); no answer within the settings'
+        ``actor_timeout_s`` is a 504.
         """
         async for attempt in AsyncRetrying(retry=retry_if_exception(_passivated), wait=_ask_backoff,
                                            stop=stop_after_attempt(ASK_ATTEMPTS), reraise=True):
@@ -219,8 +223,11 @@ class GatewayRuntime:
                 raise HTTPException(409, f"conversation moved on elsewhere; retry: {cause}") from None
             if isinstance(cause, SettingConflict):
                 raise HTTPException(409, str(cause)) from None
-            if isinstance(cause, BusError | LogUnavailable):  # from inside the actor: answered as if here
+            if isinstance(cause, BusError | LogUnavailable | LLMError):  # from inside the actor: answered as if here
                 raise cause from None
+            if isinstance(exc, TimeoutError):
+                raise HTTPException(504, f"conversation {key} did not answer within {self.settings.actor_timeout_s:g} s; "
+                                         f"its process may be overloaded: ask again") from None
             raise
 
 

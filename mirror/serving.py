@@ -1,13 +1,16 @@
-"""An ASGI app served by uvicorn in a background thread on a loopback port.
+"""An ASGI app served by uvicorn in a background thread on a loopback port, and claims on ports.
 
 Shared by the LLM simulator and the gateway (tests, ``mirror up``): bind first so port 0 gives a
 known free port, start uvicorn on that socket in a daemon thread, return once ``/healthz``
-answers, and stop within a bounded time. Imports only ``mirror.events.errors`` of Mirror (its
-error is a :class:`~mirror.events.errors.MirrorError`), so every room may serve with it.
+answers, and stop within a bounded time. :func:`claim_port` reserves a port for one process's
+own listeners (the gateway processes that share it with ``SO_REUSEPORT``) against everyone
+else. Imports only ``mirror.events.errors`` of Mirror (its errors are
+subclasses of :class:`~mirror.events.errors.MirrorError`), so every room may serve with it.
 """
 
 from __future__ import annotations
 
+import errno
 import socket
 import threading
 import time
@@ -27,6 +30,95 @@ class ServerUnavailable(MirrorError):
         self.url = url
         self.reason = reason
         super().__init__(f"{name} at {url} is unavailable: {reason}; {fix}")
+
+
+class PortInUse(MirrorError):
+    """A port that another process (another Mirror stack, or any program) listens on or has claimed."""
+
+    def __init__(self, host: str, port: int, holder: str, fix: str) -> None:
+        self.host = host
+        self.port = port
+        self.holder = holder
+        super().__init__(f"port {port} on {host} is already in use by {holder}; {fix}")
+
+
+def _claim_name(host: str, port: int) -> str:
+    """The abstract Unix socket that stands for a claim on ``host:port`` (Linux: no file, and the
+    kernel frees it when the process that bound it ends, however it ends)."""
+    return f"\0mirror-port-claim/{host}:{port}"
+
+
+class PortClaim:
+    """This process's claim on a TCP port, held until :meth:`release` (or the process's end).
+
+    Made by :func:`claim_port`. While it is held, another :func:`claim_port` of the same port
+    fails at once, even before anything listens on the port, which closes the race between two
+    stacks started together.
+    """
+
+    def __init__(self, host: str, port: int, lock: socket.socket) -> None:
+        self.host = host
+        self.port = port
+        self._lock: socket.socket | None = lock
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def __enter__(self) -> PortClaim:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+def claim_port(host: str, port: int, *, what: str, fix: str) -> PortClaim:
+    """Claim ``host:port`` (0: a free port) for this process's own listeners; :class:`PortInUse` if taken.
+
+    Two checks, so that nobody else shares the port through ``SO_REUSEPORT`` (the kernel lets
+    any socket of the same user with that option join a port's listeners, and would split the
+    connections between them):
+
+    - a claim of Mirror's own, an abstract Unix socket named after the port: a second Mirror
+      process claiming the same port fails here, even while the first is still starting;
+    - an exclusive bind of the port (no ``SO_REUSEPORT``; ``SO_REUSEADDR`` so that connections
+      of an earlier run in TIME_WAIT do not count): it fails while any socket listens on it,
+      whoever holds it, with or without ``SO_REUSEPORT``. The probe is closed at once, and the
+      caller's own listeners bind next; a program that binds the port in between (with
+      ``SO_REUSEPORT``, as the same user) is the one case not caught.
+
+    ``what`` names the server that will listen there ("mirror gateway"), ``fix`` says what to do instead.
+    """
+    if port == 0:
+        port = _free_port(host)
+    lock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        lock.bind(_claim_name(host, port))
+    except OSError as exc:
+        lock.close()
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise PortInUse(host, port, "another Mirror stack", fix) from None
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+    except OSError as exc:
+        lock.close()
+        if exc.errno != errno.EADDRINUSE:
+            raise ServerUnavailable(what, f"{host}:{port}", str(exc), fix) from exc
+        raise PortInUse(host, port, "another process", fix) from None
+    finally:
+        probe.close()
+    return PortClaim(host, port, lock)
+
+
+def _free_port(host: str) -> int:
+    """A port free on ``host`` now (the kernel's choice for a bind to port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
 
 
 def bind_socket(host: str, port: int, name: str = "server", *, reuse_port: bool = False) -> socket.socket:
@@ -124,4 +216,4 @@ class ThreadedServer:
         self.stop()
 
 
-__all__ = ["ServerUnavailable", "ThreadedServer", "bind_socket"]
+__all__ = ["PortClaim", "PortInUse", "ServerUnavailable", "ThreadedServer", "bind_socket", "claim_port"]

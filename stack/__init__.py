@@ -6,6 +6,9 @@ adapters are chosen.
   runtime's infrastructure (``NatsInfrastructure``) and settings and hands them down;
 - ``processes`` — the child processes the CLI starts (an ingester per shard, the simulator);
 - ``supervisor`` — restarts a child process that died, the same way it was started;
+- ``model_check`` — the check of a model server at a URL when the stack starts (``--strict``);
+- ``log_relay`` — follows the warnings the Ray processes append to ``warnings.log`` and logs
+  them again in the stack's process (``mirror up``'s stderr);
 - ``local_model`` — the offline model's llama.cpp server (the ``[local]`` extra);
 - ``errors``.
 

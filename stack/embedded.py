@@ -40,18 +40,27 @@ from mirror.events.nats.server import EmbeddedNats
 from mirror.events.shards import DEFAULT_SHARD, Assignments, ShardMap
 from mirror.gateway.app import DEFAULT_MAX_MESSAGE_BYTES, GatewayServer, GatewaySettings, create_app
 from mirror.gateway.tenants import TenantRegistry
+from mirror.serving import PortClaim, claim_port
+from mirror.stack.errors import ModelServerUnavailable
 from mirror.stack.local_model import (
     LOCAL_TALKER_MAX_TOKENS,
     LOCAL_THINKER_MAX_TOKENS,
     STRUCTURED_OUTPUT,
     LocalLLMServer,
 )
+from mirror.stack.log_relay import LogRelay
+from mirror.stack.model_check import model_server_problem
 from mirror.stack.processes import SimProcess
 from mirror.stack.supervisor import Supervisor, Watched
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TENANT = "default"
+WARNINGS_LOG = "warnings.log"
+"""The file in the data directory where the gateways and conversation processes append their
+warnings (:mod:`mirror.actors.log_file`); the stack relays it to its own log (:mod:`.log_relay`)."""
+LISTEN_HOST = "127.0.0.1"
+"""Where the gateway and NATS listen: loopback (put a proxy in front to serve other machines)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,9 @@ class StackSettings:
     None starts a local head inside this process."""
     shard_map: Assignments = ()
     """Shards besides ``0`` and their tenants (:class:`~mirror.events.shards.ShardMap`): one ingester and file each."""
+    strict: bool = False
+    """Refuse to start (:class:`~mirror.stack.errors.ModelServerUnavailable`) when the model server at
+    a URL fails the start's check (:mod:`.model_check`), instead of a warning."""
     talker_max_tokens: int | None = None
     """The Talker's max_tokens in every mode; None: the model's default (the local model's, else 1024).
     ``mirror eval curate`` sets it so that every mode answers with the same budget."""
@@ -133,6 +145,10 @@ class EmbeddedStack:
         self.sim_pid: int | None = None
         self.ingesters: dict[str, Any] = {}
         """Each shard's :class:`~mirror.actors.ingester_actor.RayIngester`, once started."""
+        self._recorded = False
+        """Whether this stack wrote ``stack.json`` (and so removes it when it stops)."""
+        self._claims: list[PortClaim] = []
+        """The gateway's port, then each nats-server's: held while the stack runs (:meth:`_claim_ports`)."""
 
     def start(self) -> EmbeddedStack:
         # Ray (~0.5 s to import, see gateway/routes/recompute.py) only here: the client commands
@@ -147,13 +163,19 @@ class EmbeddedStack:
 
 
         settings = self.settings
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
+            gateway_port = self._claim_ports()  # before anything starts: a port in use starts nothing
+            self._check_model_server()  # with --strict, a model server that fails it starts nothing either
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            relay = LogRelay(self.data_dir / WARNINGS_LOG).start()  # before the processes that write it
+            self._closers.append(relay.stop)
             nats = EmbeddedNatsCluster(self.data_dir / "nats", settings.nats_cluster,
-                                       ports=node_ports(settings.nats_port, settings.nats_cluster)).start()
+                                       ports=[claim.port for claim in self._claims[1:]]).start()
             self._closers.append(nats.stop)
             self.nats_url = nats.url
             llm_settings = self._start_llm()
+            if settings.ray_address is None and not ray.is_initialized():
+                enable_ray_token_auth()
             ray.init(address=settings.ray_address, namespace="mirror", include_dashboard=False, log_to_driver=False,
                      ignore_reinit_error=True)
             self._closers.append(ray.shutdown)
@@ -176,6 +198,7 @@ class EmbeddedStack:
             # ingester for its log (the processes that need them open them through this recipe).
             infrastructure = NatsInfrastructure(nats.url, shard=shards.default, shard_map=shards.assignments)
             runtime = RuntimeSettings(infrastructure=infrastructure, llm=llm_settings, mode=settings.mode,
+                                      warnings_log=str(relay.path),
                                       memory=settings.memory, embedding_model=settings.embedding_model,
                                       embedder="minilm" if settings.llm == "local" else "endpoint",
                                       talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens(),
@@ -189,14 +212,15 @@ class EmbeddedStack:
             gateway_settings = GatewaySettings(runtime=runtime, tenants_file=str(tenants_file),
                                                max_message_bytes=settings.max_message_bytes)
             if settings.gateway_processes == 0:  # in this process, on a thread (comparisons, debugging)
-                server = GatewayServer(create_app(gateway_settings), port=settings.gateway_port).start()
+                server = GatewayServer(create_app(gateway_settings), port=gateway_port).start()
                 self._closers.append(server.stop)
                 self.url = server.url
             else:
                 self.url, self.gateways = start_gateways(
-                    gateway_settings, host="127.0.0.1", port=settings.gateway_port, count=settings.gateway_processes,
+                    gateway_settings, host=LISTEN_HOST, port=gateway_port, count=settings.gateway_processes,
                 )
                 self._closers.append(lambda: stop_gateways(self.gateways))
+            self._recorded = True
             stack_file(self.data_dir).write_text(json.dumps(
                 {"url": self.url, "tenant": DEFAULT_TENANT, "token": self.token, "pid": os.getpid(),
                  "nats_url": nats.url, "nats_pid": nats.pids[0], "nats_pids": nats.pids, "sim_pid": self.sim_pid, "shard": shards.default, "shard_map": shards.entries()}
@@ -208,6 +232,28 @@ class EmbeddedStack:
             self.stop()
             raise
         return self
+
+    def _claim_ports(self) -> int:
+        """Claim the gateway's port and NATS's (:func:`~mirror.serving.claim_port`) for this stack's
+        own processes, held until it stops; returns the gateway's port (port 0 resolved).
+
+        :class:`~mirror.serving.PortInUse` when another process serves one of them, or another
+        stack has claimed it: the stack's gateway processes share their port (``SO_REUSEPORT``),
+        and without the claim a second stack's gateways would join the first's and the kernel
+        would split the requests between the two."""
+        settings = self.settings
+        claims = self._claims
+        self._closers.append(self._release_claims)  # first in, last out: held until everything has stopped
+        claims.append(claim_port(LISTEN_HOST, settings.gateway_port, what="mirror gateway",
+                                 fix="stop it, or give this stack another port (mirror up --port)"))
+        for port in node_ports(settings.nats_port, settings.nats_cluster):
+            claims.append(claim_port(LISTEN_HOST, port, what="nats-server",
+                                     fix="stop it, or give this stack's NATS another port (mirror up --nats-port)"))
+        return claims[0].port
+
+    def _release_claims(self) -> None:
+        while self._claims:
+            self._claims.pop().release()
 
     def _supervise(self, nats: EmbeddedNatsCluster) -> Supervisor:
         """Watch the child processes this stack started: a dead one is started again the same way
@@ -240,7 +286,27 @@ class EmbeddedStack:
             self._closers.append(sim.stop)
             self.sim_pid = sim.pid
             return LLMSettings(base_url=sim.base_url, model="mirror-sim")
+        return self._endpoint_settings()
+
+    def _endpoint_settings(self) -> LLMSettings:
+        """The model at a URL (``--llm URL``), as the conversations call it."""
+        settings = self.settings
         return LLMSettings(base_url=settings.llm, model=settings.llm_model or "default", api_key=settings.llm_api_key)
+
+    def _check_model_server(self) -> None:
+        """Ask a model at a URL for its models once (:mod:`.model_check`): a warning if it fails,
+        :class:`ModelServerUnavailable` with ``strict``. The simulator and the local model are this
+        stack's own and are waited for when started."""
+        if self.settings.llm in ("local", "sim"):
+            return
+        llm = self._endpoint_settings()
+        problem = model_server_problem(llm)
+        if problem is None:
+            return
+        if self.settings.strict:
+            raise ModelServerUnavailable(llm.base_url, problem)
+        log.warning("the model server at %s %s; turns answer 503 or 502 until it works "
+                    "(mirror up --strict refuses to start instead)", llm.base_url, problem)
 
     def _talker_tokens(self) -> int:
         if self.settings.talker_max_tokens is not None:
@@ -261,7 +327,9 @@ class EmbeddedStack:
         return token
 
     def stop(self) -> None:
-        stack_file(self.data_dir).unlink(missing_ok=True)
+        if self._recorded:  # never another stack's record, should this one have failed to start
+            stack_file(self.data_dir).unlink(missing_ok=True)
+            self._recorded = False
         while self._closers:
             closer = self._closers.pop()
             try:
@@ -274,6 +342,28 @@ class EmbeddedStack:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+RAY_AUTH_MODE = "RAY_AUTH_MODE"
+"""Ray's switch of token authentication (``token`` or ``disabled``), read from the environment."""
+
+
+def enable_ray_token_auth() -> None:
+    """Token authentication for the local Ray head this stack starts, said explicitly.
+
+    Ray 2.60 enables it for a new local cluster when ``RAY_AUTH_MODE`` is unset, and then warns
+    "Token authentication is enabled for this Ray cluster…" on every start: a line about Ray's
+    internals that a user of ``mirror up`` can do nothing with. Setting the mode to what Ray
+    would choose anyway (before ``ray.init``; Ray's workers inherit it) keeps the protection and
+    drops the warning. A mode the user set is left alone. Ray reads its config once at import,
+    so it is read again here, as Ray itself does when it enables the mode.
+    """
+    if RAY_AUTH_MODE in os.environ:
+        return
+    from ray._raylet import Config  # type: ignore[attr-defined]  # Ray's compiled module; ray._private.authentication calls it after setting the mode
+
+    os.environ[RAY_AUTH_MODE] = "token"
+    Config.initialize("")
 
 
 def _gateway_watch(index: int, handle: Any) -> Watched:
@@ -315,4 +405,5 @@ def end_named_actors() -> None:
             pass  # gone already
 
 
-__all__ = ["DEFAULT_TENANT", "EmbeddedStack", "StackSettings", "end_named_actors", "log_file", "running_stack", "stack_file"]
+__all__ = ["DEFAULT_TENANT", "LISTEN_HOST", "WARNINGS_LOG", "EmbeddedStack", "StackSettings", "enable_ray_token_auth", "end_named_actors",
+           "log_file", "running_stack", "stack_file"]

@@ -2,17 +2,19 @@
 
     MirrorError                      (mirror.events.errors)
     └── StackError
-        └── LocalModelUnavailable    the offline llama.cpp model is missing or did not start
+        ├── LocalModelUnavailable    the offline llama.cpp model is missing or did not start
+        └── ModelServerUnavailable   the model server at --llm failed the start's check (with --strict)
 
 The ingester's own failure to start is :class:`mirror.actors.errors.IngesterUnavailable` (the
-runtime raises it); a server that cannot listen is :class:`mirror.serving.ServerUnavailable`.
+runtime raises it); a server that cannot listen is :class:`mirror.serving.ServerUnavailable`, a
+port that another process serves :class:`mirror.serving.PortInUse`.
 """
 
 from __future__ import annotations
 
 from mirror.events.errors import MirrorError
 
-__all__ = ["LocalModelUnavailable", "StackError"]
+__all__ = ["LocalModelUnavailable", "ModelServerUnavailable", "StackError"]
 
 
 class StackError(MirrorError):
@@ -21,3 +23,13 @@ class StackError(MirrorError):
 
 class LocalModelUnavailable(StackError):
     """The offline llama.cpp model is not installed or its server did not come up (see mirror.stack.local_model)."""
+
+
+class ModelServerUnavailable(StackError):
+    """The model server at ``--llm`` failed the check a stack makes when it starts (:mod:`mirror.stack.model_check`)."""
+
+    def __init__(self, base_url: str, problem: str) -> None:
+        self.base_url = base_url
+        self.problem = problem
+        super().__init__(f"the model server at {base_url} {problem}; start it or correct --llm "
+                         f"(without --strict, mirror up starts anyway and warns)")

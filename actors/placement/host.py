@@ -21,6 +21,7 @@ import ray
 
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.directory import NAMESPACE
+from mirror.actors.log_file import append_warnings_to
 from mirror.actors.results import ConversationSummary, TurnResult
 from mirror.actors.settings import RuntimeSettings
 from mirror.events.ids import StreamKey
@@ -52,6 +53,7 @@ class ConversationHost:
 
     def __init__(self, index: int, settings: RuntimeSettings) -> None:
         gc.freeze()  # as ConversationActor: what is imported lives as long as the process
+        append_warnings_to(settings.warnings_log)
         self.index = index
         self.table = HostedConversations(settings, name=host_name(index, settings))
 

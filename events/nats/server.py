@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -42,6 +43,25 @@ def _port_open(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.settimeout(0.2)
         return probe.connect_ex((host, port)) == 0
+
+
+_ERROR_LINE = re.compile(rb"\[(?:FTL|ERR)\] (.*)")
+
+
+def _last_error(log_file: Path) -> str:
+    """The last fatal or error line of a nats-server log (the reason it exited), else its last line.
+
+    One line, so that a port in use reads as one line (``listen tcp 127.0.0.1:4222: bind:
+    address already in use``), not as the 24 lines of the server's start-up banner."""
+    try:
+        lines = log_file.read_bytes()[-65536:].splitlines()
+    except FileNotFoundError:
+        return "no log written"
+    for line in reversed(lines):
+        found = _ERROR_LINE.search(line)
+        if found:
+            return found.group(1).decode(errors="replace").strip()
+    return lines[-1].decode(errors="replace").strip() if lines else "an empty log"
 
 
 class EmbeddedNats:
@@ -127,8 +147,8 @@ class EmbeddedNats:
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
-                raise BusError(f"nats-server exited with {process.returncode}: {tail}")
+                raise BusError(f"nats-server for {self.url} exited with {process.returncode}: "
+                               f"{_last_error(log_file)} (its log: {log_file})")
             if _port_open(self.host, self.port) and self.logged(b"Server is ready"):
                 log.info("nats-server ready at %s (pid %s)", self.url, process.pid)
                 return self
