@@ -204,10 +204,14 @@ class Thought:
 
 @dataclass(frozen=True, slots=True)
 class Thinking:
-    """What one thinking step produced for ``turn``; ``ok`` when nothing failed."""
+    """What one thinking step produced for ``turn``; ``ok`` when nothing failed.
+
+    ``monologue_seq``: where the step's monologue already is, when it finishes a step cut between
+    its two events (:func:`threads_of_a_cut_step`); its narrative points there."""
 
     turn: int
     thoughts: tuple[Thought, ...]
+    monologue_seq: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -222,7 +226,7 @@ class Thinking:
         rebuilds exactly that state (a new turn may have landed while the step ran).
         """
         events: list[Event] = []
-        monologue_seq: int | None = None
+        monologue_seq = self.monologue_seq
         for offset, thought in enumerate(self.thoughts):
             seq = first_seq + offset
             payload = thought.payload
@@ -272,18 +276,39 @@ def _reply_of(content: str) -> str:
     return reply
 
 
+def threads_of_a_cut_step(state: ConversationState) -> Threads | None:
+    """The threads of a full step that was cut between its two events, else None.
+
+    A ``full`` step appends its monologue and its narrative (or the controller's failure) in one
+    append, but the bus stores them one message at a time: a crash between the two leaves the
+    monologue alone. That is the only way a monologue is the newest thinking event of the latest
+    turn, so the next step finishes that one — the controller, from the threads the log holds —
+    rather than thinking the turn over again (a resumed run then writes what an uninterrupted one
+    would have)."""
+    threads_seq = state.threads_seq
+    if state.threads is None or threads_seq is None or not state.recent_turns:
+        return None
+    after_the_turn = threads_seq > state.recent_turns[-1].seq
+    narrated = state.narrative_seq is not None and state.narrative_seq > threads_seq
+    failed = state.last_failure is not None and state.last_failure.seq > threads_seq
+    return state.threads if after_the_turn and not narrated and not failed else None
+
+
 async def think(
     state: ConversationState, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempt: int = 1
 ) -> Thinking:
-    """One thinking step about the latest turn of ``state`` (the state after its ``turn`` event)."""
+    """One thinking step about the latest turn of ``state`` (the state after its ``turn`` event);
+    in ``full`` mode after a step cut between its two events, the rest of that step
+    (:func:`threads_of_a_cut_step`)."""
     if not state.recent_turns:
         raise ValueError("there is no turn to think about")
     turn = state.turn_count - 1
     thoughts: list[Thought] = []
     if config.mode == "baseline":
         return Thinking(turn, ())
-    threads: Threads | None = None
-    if config.mode in ("threads_only", "full"):
+    threads: Threads | None = threads_of_a_cut_step(state) if config.mode == "full" else None
+    cut_monologue_seq = state.threads_seq if threads is not None else None
+    if config.mode in ("threads_only", "full") and threads is None:
         request = monologue_request(state, prompts, config)
         response: ChatResponse | None = None
         try:
@@ -304,11 +329,11 @@ async def think(
             narrative = _usable_narrative(response.content, config)
         except LLMError as exc:
             thoughts.append(_failure("controller", exc, attempt, turn, request, response))
-            return Thinking(turn, tuple(thoughts))
+            return Thinking(turn, tuple(thoughts), cut_monologue_seq)
         written = Narrative(narrative)
         provenance = one_copy(written, response.provenance, lambda text: Narrative(_usable_narrative(text, config)))
         thoughts.append(Thought(written, provenance))
-    return Thinking(turn, tuple(thoughts))
+    return Thinking(turn, tuple(thoughts), cut_monologue_seq)
 
 
 def _monologue_of(content: str) -> Monologue:
@@ -356,5 +381,5 @@ def _failure(stage: ThinkerStage, exc: LLMError, attempt: int, turn: int, reques
 __all__ = [
     "MODES", "MONOLOGUE_SCHEMA", "MirrorConfig", "THREAD_MAX_CHARS", "Talk", "Thinking", "Thought",
     "UnusableOutput", "controller_only_request", "controller_request", "conversation_messages",
-    "monologue_request", "talk", "talker_request", "think", "thinking_behind",
+    "monologue_request", "talk", "talker_request", "think", "thinking_behind", "threads_of_a_cut_step",
 ]

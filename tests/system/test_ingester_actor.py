@@ -20,6 +20,7 @@ from mirror.actors.ingester_actor import RayIngester
 from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.openai_client import LLMSettings
 from mirror.events.codec import decode
+from mirror.events.errors import LogUnavailable
 from mirror.events.ids import StreamKey
 from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.events.nats.jetstream import JetStreamBus
@@ -90,10 +91,18 @@ async def converse(settings: RuntimeSettings, ingester: RayIngester
         """Wait for a commit newer than the last kill's, so a restart has an offset to resume after."""
         floor = committed_before_kills[-1] if committed_before_kills else 0
         deadline = asyncio.get_running_loop().time() + 60
-        while (offset := await log_client.committed_offset()) <= floor:
+        while (offset := await committed_offset()) <= floor:
             assert asyncio.get_running_loop().time() < deadline, "the ingester committed nothing"
             await asyncio.sleep(0.05)
         committed_before_kills.append(offset)
+
+    async def committed_offset() -> int:
+        """The log's committed offset, or 0 while its owner is restarting (a 2 s read budget runs
+        out on a loaded machine: not yet is what that means here)."""
+        try:
+            return await log_client.committed_offset()
+        except LogUnavailable:
+            return 0
 
     async def answered_again(more: int = 2) -> None:
         """Until every conversation has answered ``more`` turns after this call; a talker ends only
@@ -172,7 +181,9 @@ def test_one_ingester_per_shard_and_per_file(ray_cluster: None, nats_url: str, t
         started = time.monotonic()
         with pytest.raises(IngesterUnavailable, match="another process holds its lock"):
             RayIngester(nats_url, db, shard="two").start(timeout=3)  # another shard, the same file
-        assert time.monotonic() - started < 30
+        # It gives up rather than hangs: 3 s of waiting, plus a Ray worker's start, which takes
+        # half a minute on a loaded two-core machine (seen: 32 s at load 9).
+        assert time.monotonic() - started < 120
     finally:
         first.stop()
 
