@@ -101,6 +101,25 @@ def _belief_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@register_upcaster("turn", 3)
+def _turn_v3_to_v4(payload: dict[str, Any]) -> dict[str, Any]:
+    # Version 3 did not record whether reflection was on: unknown (None), so the stack's setting applies.
+    return {**payload, "reflection": None}
+
+
+@register_upcaster("insight", 1)
+def _insight_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    # Version 1 did not say which turn the insight was about: unknown.
+    return {**payload, "for_turn": None}
+
+
+@register_upcaster("reflection", 1)
+def _reflection_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    # Version 1 called the portrait "snapshot" and recorded no triggers, decisions or decay call.
+    upcast = {key: value for key, value in payload.items() if key != "snapshot"}
+    return {**upcast, "portrait": payload.get("snapshot", "")}
+
+
 @register_upcaster("fork", 1)
 def _fork_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     # Version 1 recorded the prompt set's version alone: its templates are unknown (empty maps).

@@ -14,9 +14,10 @@ from typing import ClassVar, Literal
 MemoryType = Literal["standard", "emotional", "operational", "location"]
 EdgeOrigin = Literal["conversation", "world", "data", "user_confirmed"]
 BeliefOperation = Literal["assert", "reinforce", "recall", "consistent", "contradict"]
+DecayVerdict = Literal["retain", "decay", "forget"]
 EdgeOperation = Literal["assert", "reinforce", "contradict"]
 BeliefKind = Literal["belief", "open_loop"]
-ThinkerStage = Literal["monologue", "controller", "reflection", "talker", "memory"]
+ThinkerStage = Literal["monologue", "controller", "reflection", "talker", "memory", "insight"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,19 +30,22 @@ class Payload:
 class Turn(Payload):
     """The user said something and the Talker answered, seeing the narrative at ``narrative_seq``.
 
-    ``mode`` and ``memory`` are how the conversation thinks (a MIRROR mode; whether the memory
-    stage runs and the Talker recalls): its first turn fixes them, so a restarted conversation
-    goes on as it began. Version 1 (the prototype) stored ``user`` and ``assistant`` and no
-    narrative reference; version 2 did not record ``memory`` (``None``: the stack's setting).
+    ``mode``, ``memory`` and ``reflection`` are how the conversation thinks (a MIRROR mode;
+    whether the memory stage runs and the Talker recalls; whether insights are drawn and
+    reflection runs): its first turn fixes them, so a restarted conversation goes on as it
+    began. Version 1 (the prototype) stored ``user`` and ``assistant`` and no narrative
+    reference; version 2 did not record ``memory``, version 3 not ``reflection`` (``None``:
+    the stack's setting).
     """
 
     TYPE: ClassVar[str] = "turn"
-    VERSION: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 4
     user_message: str
     reply: str
     narrative_seq: int | None = None
     mode: str = "full"
     memory: bool | None = True
+    reflection: bool | None = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,22 +173,58 @@ class MemoryStep(Payload):
 
 @dataclass(frozen=True, slots=True)
 class Insight(Payload):
-    """A one-sentence insight from one interaction, pending the next reflection."""
+    """A one-sentence insight about the interaction of ``for_turn``, pending the next reflection.
+
+    Drawn by one model call per thinking step (its provenance); the projection keeps the
+    pending ones (bounded) and marks the turn's insight done (``insight_turn``). Version 1 had
+    no ``for_turn`` (``None``: nothing emitted version 1 but hand-made logs).
+    """
 
     TYPE: ClassVar[str] = "insight"
+    VERSION: ClassVar[int] = 2
     text: str
+    for_turn: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Reflection(Payload):
-    """A reflection ran: ``accepted`` says whether ``snapshot`` replaced the previous one."""
+    """A reflection ran after ``for_turn``: the whole of it, in one event (never half of one).
+
+    ``portrait`` is what the consolidation call wrote; ``accepted`` says whether it passed
+    validation and replaced the previous portrait (``reason`` says why not). ``unique_ratio`` is
+    the health check's vocabulary diversity and ``warning`` what it found ("" when healthy).
+    ``triggers`` name why it ran (``periodic``, ``review``, ``belief_burst``, ``forced``).
+
+    ``decisions`` are the decay step's, one ``(belief_id, proposed, applied, rule)`` per belief
+    it looked at: the model proposes (``retain`` / ``decay`` / ``forget``; a parse failure
+    proposes ``retain`` for all), the rules dispose; ``rule`` names the rule that overruled the
+    proposal ("" when none did). The projection applies every ``applied`` ``decay`` and
+    ``forget``: a forgotten belief leaves the state, never the log.
+
+    The event rests on two calls. Its provenance is the consolidation call's; the decay call's
+    fingerprint, raw answer, tokens and milliseconds sit on the payload (``decay_*``; all empty
+    when no belief was old enough to ask about), as a belief's embedding does, so replay
+    answers both from the log and one message holds the whole reflection: a crash cannot leave
+    a decay without its reflection. ``insights_used`` / ``episodes_used`` count what the
+    consolidation was given. Version 1 (nothing emitted it) called the portrait ``snapshot``.
+    """
 
     TYPE: ClassVar[str] = "reflection"
-    snapshot: str
+    VERSION: ClassVar[int] = 2
+    portrait: str
     accepted: bool
     reason: str = ""
     unique_ratio: float = 1.0
+    warning: str = ""
     insights_used: int = 0
+    episodes_used: int = 0
+    for_turn: int | None = None
+    triggers: tuple[str, ...] = ()
+    decisions: tuple[tuple[str, str, str, str], ...] = ()
+    decay_fingerprint: str = ""
+    decay_answer: str = ""
+    decay_tokens: int = 0
+    decay_ms: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +314,7 @@ __all__ = [
     "EdgeOrigin",
     "BeliefOperation",
     "BeliefKind",
+    "DecayVerdict",
     "EdgeOperation",
     "ThinkerStage",
     "Payload",

@@ -53,6 +53,13 @@ class FrozenMap(Mapping[K, V], Generic[K, V]):
         data.update(pairs)
         return FrozenMap(data)
 
+    def remove_many(self, keys: Iterable[K]) -> FrozenMap[K, V]:
+        """A new map without ``keys`` (absent ones ignored); ``self`` is unchanged."""
+        data = dict(self._data)
+        for key in keys:
+            data.pop(key, None)
+        return FrozenMap(data)
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, FrozenMap):
             return self._data == other._data

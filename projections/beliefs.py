@@ -10,7 +10,8 @@ Invariants:
 * ``0 <= confidence <= CONFIDENCE_CAP`` for every belief, whatever the payload says.
 * A contradiction never overwrites: the new belief and the beliefs it opposes are all kept,
   and an open review item records each opposed pair with the seq that found it.
-* A belief, once in state, stays: no operation removes one (a contradiction least of all).
+* No belief event removes a belief (a contradiction least of all); only a reflection's applied
+  ``forget`` decision does (:func:`apply_decisions`), and the log keeps every event of it.
 * Decay is never stored. ``strength(belief, now)`` is computed from ``last_reinforced`` when
   asked, so folding is independent of wall-clock time and decay is monotone in ``now``.
 """
@@ -33,6 +34,7 @@ from .constants import (
     CONSISTENT_BOOST,
     RECALLED_HALF_LIFE_FACTOR,
     RECALLS_TO_EXTEND_HALF_LIFE,
+    REFLECTION_DECAY_FACTOR,
     REINFORCE_STEP,
     SECONDS_PER_DAY,
 )
@@ -48,7 +50,10 @@ class BeliefState:
     :class:`~mirror.events.payloads.Recall` events. ``about``, ``kind``, ``source_turn``,
     ``embedding`` and ``embedding_model`` are what the event that created the belief said
     (the vector kept as given, little-endian float32); later events never change them, so a
-    vector stays the one its statement was embedded to.
+    vector stays the one its statement was embedded to. ``last_touched_turn`` is the envelope
+    turn of the latest event that asserted, reinforced or supported it, ``last_recalled_turn``
+    of the latest recall that named it (``None``: never, or not known): reflection's decay step
+    asks about beliefs not touched for a while and protects those recently recalled.
     """
 
     belief_id: str
@@ -63,6 +68,8 @@ class BeliefState:
     source_turn: int | None = None
     embedding: bytes = b""
     embedding_model: str = ""
+    last_touched_turn: int | None = None
+    last_recalled_turn: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +157,7 @@ def effective_confidence(belief: BeliefState, now: float) -> float:
 # ------------------------------------------------------------------------------- operations
 
 
-def _new_belief(payload: Belief, timestamp: float) -> BeliefState:
+def _new_belief(payload: Belief, timestamp: float, turn: int | None) -> BeliefState:
     return BeliefState(
         belief_id=payload.belief_id,
         statement=payload.statement,
@@ -163,24 +170,26 @@ def _new_belief(payload: Belief, timestamp: float) -> BeliefState:
         source_turn=payload.source_turn,
         embedding=payload.embedding,
         embedding_model=payload.embedding_model,
+        last_touched_turn=turn,
     )
 
 
-def _reinforced(belief: BeliefState, timestamp: float) -> BeliefState:
+def _reinforced(belief: BeliefState, timestamp: float, turn: int | None) -> BeliefState:
     return replace(
         belief,
         confidence=clamp_confidence(belief.confidence + REINFORCE_STEP),
         last_reinforced=timestamp,
+        last_touched_turn=turn,
     )
 
 
-def _assert_or_reinforce(beliefs: Beliefs, payload: Belief, timestamp: float) -> Beliefs:
+def _assert_or_reinforce(beliefs: Beliefs, payload: Belief, timestamp: float, turn: int | None) -> Beliefs:
     # The dedup gate may send "assert" for a belief that already exists, and "reinforce" for
     # one this branch never saw (e.g. after a fork): both mean "this belief, once more".
     existing = beliefs.get(payload.belief_id)
     if existing is None:
-        return beliefs.set(payload.belief_id, _new_belief(payload, timestamp))
-    return beliefs.set(payload.belief_id, _reinforced(existing, timestamp))
+        return beliefs.set(payload.belief_id, _new_belief(payload, timestamp, turn))
+    return beliefs.set(payload.belief_id, _reinforced(existing, timestamp, turn))
 
 
 def _others(payload: Belief) -> tuple[str, ...]:
@@ -188,22 +197,23 @@ def _others(payload: Belief) -> tuple[str, ...]:
     return tuple(i for i in dict.fromkeys(payload.related) if i != payload.belief_id)
 
 
-def _on_assert(beliefs: Beliefs, reviews: ReviewItems, payload: Belief, seq: int, timestamp: float):
-    return _assert_or_reinforce(beliefs, payload, timestamp), reviews
+def _on_assert(beliefs: Beliefs, reviews: ReviewItems, payload: Belief, seq: int, timestamp: float, turn: int | None):
+    return _assert_or_reinforce(beliefs, payload, timestamp, turn), reviews
 
 
-def _on_recall(beliefs: Beliefs, reviews: ReviewItems, payload: Belief, seq: int, timestamp: float):
+def _on_recall(beliefs: Beliefs, reviews: ReviewItems, payload: Belief, seq: int, timestamp: float, turn: int | None):
     # Recalling an unknown belief changes nothing: there is nothing to make last longer.
     existing = beliefs.get(payload.belief_id)
     if existing is None:
         return beliefs, reviews
-    return beliefs.set(payload.belief_id, replace(existing, recall_count=existing.recall_count + 1)), reviews
+    recalled = replace(existing, recall_count=existing.recall_count + 1, last_recalled_turn=turn)
+    return beliefs.set(payload.belief_id, recalled), reviews
 
 
-def _on_consistent(beliefs: Beliefs, reviews: ReviewItems, payload: Belief, seq: int, timestamp: float):
+def _on_consistent(beliefs: Beliefs, reviews: ReviewItems, payload: Belief, seq: int, timestamp: float, turn: int | None):
     # The boost raises confidence but does not reset the related beliefs' decay clocks: they
     # were supported, not observed again.
-    beliefs = _assert_or_reinforce(beliefs, payload, timestamp)
+    beliefs = _assert_or_reinforce(beliefs, payload, timestamp, turn)
     boosted = [
         (other, replace(beliefs[other], confidence=clamp_confidence(beliefs[other].confidence + CONSISTENT_BOOST)))
         for other in _others(payload)
@@ -212,10 +222,10 @@ def _on_consistent(beliefs: Beliefs, reviews: ReviewItems, payload: Belief, seq:
     return beliefs.set_many(boosted), reviews
 
 
-def _on_contradict(beliefs: Beliefs, reviews: ReviewItems, payload: Belief, seq: int, timestamp: float):
+def _on_contradict(beliefs: Beliefs, reviews: ReviewItems, payload: Belief, seq: int, timestamp: float, turn: int | None):
     # Never last-write-wins: keep the new belief, leave the opposed ones untouched, and open
     # one review item per opposed belief. A contradiction seen again keeps its first item.
-    beliefs = _assert_or_reinforce(beliefs, payload, timestamp)
+    beliefs = _assert_or_reinforce(beliefs, payload, timestamp, turn)
     opened = [
         ((payload.belief_id, other), ReviewItem(payload.belief_id, other, seq))
         for other in _others(payload)
@@ -234,9 +244,9 @@ _OPERATIONS: dict[str, Callable[..., tuple[Beliefs, ReviewItems]]] = {
 
 
 def apply_belief(
-    beliefs: Beliefs, reviews: ReviewItems, payload: Belief, *, seq: int, timestamp: float
+    beliefs: Beliefs, reviews: ReviewItems, payload: Belief, *, seq: int, timestamp: float, turn: int | None = None
 ) -> tuple[Beliefs, ReviewItems]:
-    """The beliefs and review items after one belief event at ``seq`` stamped ``timestamp``."""
+    """The beliefs and review items after one belief event at ``seq`` (of ``turn``) stamped ``timestamp``."""
     try:
         operation = _OPERATIONS[payload.operation]
     except KeyError:
@@ -244,10 +254,10 @@ def apply_belief(
             f"belief operation {payload.operation!r} (seq {seq}) has no handler; "
             f"known operations are {sorted(_OPERATIONS)}"
         ) from None
-    return operation(beliefs, reviews, payload, seq, timestamp)
+    return operation(beliefs, reviews, payload, seq, timestamp, turn)
 
 
-def apply_recall(beliefs: Beliefs, payload: Recall) -> Beliefs:
+def apply_recall(beliefs: Beliefs, payload: Recall, turn: int | None = None) -> Beliefs:
     """The beliefs after the Talker was given ``payload.belief_ids``: each recalled once more.
 
     An id named twice in one recall counts once (one recall, one use); an id this branch does
@@ -255,15 +265,42 @@ def apply_recall(beliefs: Beliefs, payload: Recall) -> Beliefs:
     clocks are untouched: being recalled is not evidence, only a reason to forget more slowly.
     """
     recalled = [
-        (belief_id, replace(beliefs[belief_id], recall_count=beliefs[belief_id].recall_count + 1))
+        (belief_id, replace(beliefs[belief_id], recall_count=beliefs[belief_id].recall_count + 1,
+                            last_recalled_turn=turn))
         for belief_id in dict.fromkeys(payload.belief_ids)
         if belief_id in beliefs
     ]
     return beliefs.set_many(recalled) if recalled else beliefs
 
 
+def apply_decisions(
+    beliefs: Beliefs, decisions: tuple[tuple[str, str, str, str], ...]
+) -> tuple[Beliefs, int, int]:
+    """The beliefs after a reflection's decay decisions, with how many were decayed and forgotten.
+
+    Each ``(belief_id, proposed, applied, rule)`` whose ``applied`` is ``decay`` multiplies the
+    belief's confidence by ``REFLECTION_DECAY_FACTOR`` (its decay clock untouched); ``forget``
+    drops it from the state (the log keeps it: time travel before this event still shows it).
+    ``retain``, and a decision naming a belief this branch does not hold, change nothing.
+    """
+    decayed = forgotten = 0
+    for belief_id, _proposed, applied, _rule in decisions:
+        existing = beliefs.get(belief_id)
+        if existing is None:
+            continue
+        if applied == "decay":
+            confidence = clamp_confidence(existing.confidence * REFLECTION_DECAY_FACTOR)
+            beliefs = beliefs.set(belief_id, replace(existing, confidence=confidence))
+            decayed += 1
+        elif applied == "forget":
+            beliefs = beliefs.remove_many((belief_id,))
+            forgotten += 1
+    return beliefs, decayed, forgotten
+
+
 __all__ = [
     "BeliefState",
+    "apply_decisions",
     "ReviewItem",
     "ReviewKey",
     "review_id",

@@ -42,6 +42,9 @@ RECALLS_TO_EXTEND_HALF_LIFE = 3
 RECALLED_HALF_LIFE_FACTOR = 2.0
 """... its half-life is multiplied by this."""
 
+REFLECTION_DECAY_FACTOR = 0.5
+"""A reflection's applied ``decay`` decision multiplies the belief's confidence by this."""
+
 # ------------------------------------------------------------------------------------- edges
 
 EDGE_INITIAL_CONFIDENCE: Mapping[str, float] = MappingProxyType(
@@ -67,6 +70,7 @@ __all__ = [
     "DEDUP_COSINE",
     "RECALLS_TO_EXTEND_HALF_LIFE",
     "RECALLED_HALF_LIFE_FACTOR",
+    "REFLECTION_DECAY_FACTOR",
     "EDGE_INITIAL_CONFIDENCE",
     "EDGE_DECAY_EXEMPT_DAYS",
     "EDGE_HALF_LIFE_DAYS",

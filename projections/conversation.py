@@ -7,7 +7,8 @@ handler per event type), then records the bookkeeping every event shares: ``last
 
 Invariants: ``apply`` is pure and total over valid events; it never mutates ``state``;
 ``fold(b, fold(a, s)) == fold(a + b, s)`` for any split of a valid sequence; a failed
-thinking step (``ThinkerFailed``) never replaces the narrative, threads or reflection.
+thinking step (``ThinkerFailed``) never replaces the narrative, threads or portrait; a
+rejected reflection never replaces the portrait.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from mirror.events.payloads import (
     Turn,
 )
 
-from .beliefs import apply_belief, apply_recall
+from .beliefs import apply_belief, apply_decisions, apply_recall
 from .edges import apply_edge
 from .errors import EmptyFold, OutOfOrderEvent, UnhandledEvent
 from .monologue import MonologueEntry, Threads, append_bounded
@@ -123,6 +124,7 @@ def _on_turn(payload: Turn, state: ConversationState, event: Event) -> Conversat
         first_user_message=payload.user_message if state.first_user_message is None else state.first_user_message,
         mode=payload.mode,
         memory=state.memory if payload.memory is None else payload.memory,
+        reflection=state.reflection if payload.reflection is None else payload.reflection,
         recent_turns=keep_last((*state.recent_turns, record), state.limits.recent_turns),
         counters=replace(counters, turns_since_reflection=counters.turns_since_reflection + 1),
     )
@@ -161,15 +163,24 @@ def _later(current: int | None, turn: int) -> int:
 @_apply_payload.register
 def _on_belief(payload: Belief, state: ConversationState, event: Event) -> ConversationState:
     beliefs, reviews = apply_belief(
-        state.beliefs, state.review_items, payload, seq=event.seq, timestamp=event.timestamp
+        state.beliefs, state.review_items, payload, seq=event.seq, timestamp=event.timestamp, turn=event.turn
     )
-    return replace(state, beliefs=beliefs, review_items=reviews)
+    counters = state.counters
+    new_beliefs = len(beliefs) - len(state.beliefs)
+    opened = len(reviews) - len(state.review_items)
+    if new_beliefs or opened:
+        counters = replace(
+            counters,
+            beliefs_since_reflection=counters.beliefs_since_reflection + new_beliefs,
+            reviews_since_reflection=counters.reviews_since_reflection + opened,
+        )
+    return replace(state, beliefs=beliefs, review_items=reviews, counters=counters)
 
 
 @_apply_payload.register
 def _on_recall(payload: Recall, state: ConversationState, event: Event) -> ConversationState:
     # Only the recall counts change: what was recalled is in the log, not worth a copy in state.
-    beliefs = apply_recall(state.beliefs, payload)
+    beliefs = apply_recall(state.beliefs, payload, event.turn)
     return state if beliefs is state.beliefs else replace(state, beliefs=beliefs)
 
 
@@ -187,24 +198,40 @@ def _on_memory_step(payload: MemoryStep, state: ConversationState, event: Event)
 @_apply_payload.register
 def _on_insight(payload: Insight, state: ConversationState, event: Event) -> ConversationState:
     pending = (*state.pending_insights, PendingInsight(event.seq, payload.text))
-    return replace(state, pending_insights=keep_last(pending, state.limits.pending_insights))
+    done = state.insight_turn if payload.for_turn is None else _later(state.insight_turn, payload.for_turn)
+    return replace(state, pending_insights=keep_last(pending, state.limits.pending_insights), insight_turn=done)
 
 
 @_apply_payload.register
 def _on_reflection(payload: Reflection, state: ConversationState, event: Event) -> ConversationState:
-    # A reflection that ran consumed the pending insights and restarts the cooldown whether
-    # or not its snapshot passed validation; only an accepted one replaces the snapshot.
+    # A reflection that ran consumed the pending insights, applied its decay decisions and
+    # restarts the cooldown whether or not its portrait passed validation; only an accepted
+    # one replaces the portrait.
     record = ReflectionRecord(
-        event.seq, payload.accepted, payload.reason, payload.unique_ratio, payload.insights_used
+        event.seq, payload.accepted, payload.reason, payload.unique_ratio, payload.insights_used,
+        payload.for_turn, payload.triggers, payload.warning,
     )
+    beliefs, decayed, forgotten = apply_decisions(state.beliefs, payload.decisions)
+    counters = state.counters
     state = replace(
         state,
+        beliefs=beliefs,
         pending_insights=(),
         last_reflection=record,
-        counters=replace(state.counters, turns_since_reflection=0),
+        reflection_times=keep_last((*state.reflection_times, event.timestamp), state.limits.reflection_times),
+        counters=replace(
+            counters,
+            turns_since_reflection=0,
+            beliefs_since_reflection=0,
+            reviews_since_reflection=0,
+            reflections=counters.reflections + 1,
+            reflections_rejected=counters.reflections_rejected + (0 if payload.accepted else 1),
+            beliefs_decayed=counters.beliefs_decayed + decayed,
+            beliefs_forgotten=counters.beliefs_forgotten + forgotten,
+        ),
     )
     if payload.accepted:
-        state = replace(state, reflection_snapshot=payload.snapshot, reflection_snapshot_seq=event.seq)
+        state = replace(state, portrait=payload.portrait, portrait_seq=event.seq)
     return state
 
 

@@ -38,8 +38,12 @@ from .state import (
     TurnRecord,
 )
 
-PROJECTION_VERSION = 6
+PROJECTION_VERSION = 7
 """Bump on any change to what the conversation projection computes or how it is stored.
+
+7: reflection — ``reflection``, ``insight_turn``, ``portrait`` (was ``reflection_snapshot``),
+``reflection_times``, the reflection counters; beliefs record the turns they were last touched
+and recalled; a reflection's ``forget`` decisions drop beliefs.
 
 6: ``memory`` (whether the conversation's memory is on), from ``turn`` events.
 
@@ -88,6 +92,13 @@ def _edge_from(values: Any) -> EdgeState:
     return EdgeState(*scalars, tuple(tuple(key) for key in contradicted_by))  # type: ignore[call-arg]  # _checked fixed the arity; mypy assumes a starred list fills every parameter
 
 
+def _reflection_from(values: Any) -> ReflectionRecord | None:
+    if values is None:
+        return None
+    *before, triggers, warning = _checked(ReflectionRecord, values)
+    return ReflectionRecord(*before, tuple(triggers), warning)  # type: ignore[call-arg]  # _checked fixed the arity
+
+
 def _state_record(state: ConversationState) -> dict[str, Any]:
     return {
         "key": [state.key.tenant, state.key.conversation, state.key.branch],
@@ -98,8 +109,10 @@ def _state_record(state: ConversationState) -> dict[str, Any]:
         "first_user_message": state.first_user_message,
         "mode": state.mode,
         "memory": state.memory,
+        "reflection": state.reflection,
         "thought_turn": state.thought_turn,
         "memory_turn": state.memory_turn,
+        "insight_turn": state.insight_turn,
         "recent_turns": [_flat(turn) for turn in state.recent_turns],
         "narrative": state.narrative,
         "narrative_seq": state.narrative_seq,
@@ -111,14 +124,11 @@ def _state_record(state: ConversationState) -> dict[str, Any]:
         "review_items": [_flat(item) for item in state.review_items.values()],
         "edges": [_edge_record(edge) for edge in state.edges.values()],
         "pending_insights": [_flat(insight) for insight in state.pending_insights],
-        "reflection_snapshot": state.reflection_snapshot,
-        "reflection_snapshot_seq": state.reflection_snapshot_seq,
+        "portrait": state.portrait,
+        "portrait_seq": state.portrait_seq,
         "last_reflection": _flat(state.last_reflection),
-        "counters": [
-            dict(state.counters.events_by_type),
-            state.counters.thinker_failures,
-            state.counters.turns_since_reflection,
-        ],
+        "reflection_times": list(state.reflection_times),
+        "counters": [dict(state.counters.events_by_type), *_values(state.counters)[1:]],
         "last_failure": _flat(state.last_failure),
         "fork": _flat(state.fork),
     }
@@ -129,7 +139,7 @@ def _state_from(record: dict[str, Any]) -> ConversationState:
     beliefs = (_unflat(BeliefState, values) for values in record["beliefs"])
     reviews = (_unflat(ReviewItem, values) for values in record["review_items"])
     edges = (_edge_from(values) for values in record["edges"])
-    by_type, failures, since_reflection = record["counters"]
+    by_type, *counts = _checked(Counters, record["counters"])
     return ConversationState(
         key=StreamKey(*record["key"]),
         limits=_unflat(Limits, record["limits"]),
@@ -139,8 +149,10 @@ def _state_from(record: dict[str, Any]) -> ConversationState:
         first_user_message=record["first_user_message"],
         mode=record["mode"],
         memory=record["memory"],
+        reflection=record["reflection"],
         thought_turn=record["thought_turn"],
         memory_turn=record["memory_turn"],
+        insight_turn=record["insight_turn"],
         recent_turns=tuple(_unflat(TurnRecord, values) for values in record["recent_turns"]),
         narrative=record["narrative"],
         narrative_seq=record["narrative_seq"],
@@ -152,10 +164,11 @@ def _state_from(record: dict[str, Any]) -> ConversationState:
         review_items=FrozenMap((item.key, item) for item in reviews),
         edges=FrozenMap((edge.key, edge) for edge in edges),
         pending_insights=tuple(_unflat(PendingInsight, values) for values in record["pending_insights"]),
-        reflection_snapshot=record["reflection_snapshot"],
-        reflection_snapshot_seq=record["reflection_snapshot_seq"],
-        last_reflection=_unflat(ReflectionRecord, record["last_reflection"]),
-        counters=Counters(FrozenMap(by_type), failures, since_reflection),
+        portrait=record["portrait"],
+        portrait_seq=record["portrait_seq"],
+        last_reflection=_reflection_from(record["last_reflection"]),
+        reflection_times=tuple(record["reflection_times"]),
+        counters=Counters(FrozenMap(by_type), *counts),
         last_failure=_unflat(FailureInfo, record["last_failure"]),
         fork=_unflat(ForkInfo, record["fork"]),
     )

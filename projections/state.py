@@ -39,6 +39,7 @@ class Limits:
     monologue_trim_above_percent: int = 90
     monologue_trim_to_percent: int = 80
     pending_insights: int = 50
+    reflection_times: int = 64
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -70,13 +71,16 @@ class PendingInsight:
 
 @dataclass(frozen=True, slots=True)
 class ReflectionRecord:
-    """The last reflection that ran, whether or not its snapshot was accepted."""
+    """The last reflection that ran, whether or not its portrait was accepted."""
 
     seq: int
     accepted: bool
     reason: str
     unique_ratio: float
     insights_used: int
+    for_turn: int | None = None
+    triggers: tuple[str, ...] = ()
+    warning: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +108,21 @@ class ForkInfo:
 
 @dataclass(frozen=True, slots=True)
 class Counters:
-    """Running counts. ``turns_since_reflection`` resets when any reflection runs (cooldown)."""
+    """Running counts. ``turns_since_reflection`` resets when any reflection runs (cooldown), as do
+    ``beliefs_since_reflection`` (beliefs new to the state) and ``reviews_since_reflection``
+    (contradiction reviews opened): the event triggers read them. ``reflections`` counts the
+    reflections that ran, ``reflections_rejected`` those whose portrait failed validation;
+    ``beliefs_decayed`` / ``beliefs_forgotten`` what their decisions applied."""
 
     events_by_type: FrozenMap[str, int] = field(default_factory=FrozenMap)
     thinker_failures: int = 0
     turns_since_reflection: int = 0
+    beliefs_since_reflection: int = 0
+    reviews_since_reflection: int = 0
+    reflections: int = 0
+    reflections_rejected: int = 0
+    beliefs_decayed: int = 0
+    beliefs_forgotten: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +138,11 @@ class ConversationState:
     ``memory_turn`` is the latest turn whose memory stage completed (a ``memory_step`` event):
     the memory stage is retried on its own, without thinking again, until it reaches the newest turn.
     ``narrative_seq`` / ``threads_seq`` are the seqs of the events that produced the current
-    narrative and threads (``None`` until one exists). ``reflection_snapshot`` is the last
-    *accepted* reflection; ``last_reflection`` the last one that ran.
+    narrative and threads (``None`` until one exists). ``reflection`` is whether the
+    conversation draws insights and reflects (``None``: no turn recorded it); ``insight_turn`` the
+    latest turn whose insight was drawn. ``portrait`` is the last *accepted* reflection's portrait
+    (``portrait_seq`` its event); ``last_reflection`` the last one that ran, accepted or not;
+    ``reflection_times`` the timestamps of the latest reflections that ran (the hourly cap).
     """
 
     key: StreamKey
@@ -136,8 +153,10 @@ class ConversationState:
     first_user_message: str | None = None
     mode: str | None = None
     memory: bool | None = None
+    reflection: bool | None = None
     thought_turn: int | None = None
     memory_turn: int | None = None
+    insight_turn: int | None = None
     recent_turns: tuple[TurnRecord, ...] = ()
     narrative: str | None = None
     narrative_seq: int | None = None
@@ -149,9 +168,10 @@ class ConversationState:
     review_items: FrozenMap[ReviewKey, ReviewItem] = field(default_factory=FrozenMap)
     edges: FrozenMap[EdgeKey, EdgeState] = field(default_factory=FrozenMap)
     pending_insights: tuple[PendingInsight, ...] = ()
-    reflection_snapshot: str | None = None
-    reflection_snapshot_seq: int | None = None
+    portrait: str | None = None
+    portrait_seq: int | None = None
     last_reflection: ReflectionRecord | None = None
+    reflection_times: tuple[float, ...] = ()
     counters: Counters = field(default_factory=Counters)
     last_failure: FailureInfo | None = None
     fork: ForkInfo | None = None

@@ -43,7 +43,7 @@ def state_view(state: ConversationState) -> dict[str, Any]:
         "beliefs": [belief_view(belief) for belief in state.beliefs.values()],
         "review_items": [review_view(item) for item in state.review_items.values()],
         "edges": [_edge_view(edge) for edge in state.edges.values()],
-        "reflection": state.reflection_snapshot,
+        "reflection": state.portrait,
         "last_failure": None if state.last_failure is None else asdict(state.last_failure),
         "fork": None if state.fork is None else asdict(state.fork),
         "events_by_type": dict(state.counters.events_by_type),

@@ -92,7 +92,9 @@ optional_seqs = st.none() | st.integers(1, 10_000)
 
 def turn_payloads(text: st.SearchStrategy[str] = texts) -> st.SearchStrategy[Turn]:
     modes = st.sampled_from(["full", "baseline", "threads_only", "controller_only"]) | text
-    return st.builds(Turn, user_message=text, reply=text, narrative_seq=optional_seqs, mode=modes)
+    flags = st.none() | st.booleans()
+    return st.builds(Turn, user_message=text, reply=text, narrative_seq=optional_seqs, mode=modes, memory=flags,
+                     reflection=flags)
 
 
 def monologue_payloads(text: st.SearchStrategy[str] = texts) -> st.SearchStrategy[Monologue]:
@@ -107,7 +109,7 @@ MEMORY_TYPES = ("standard", "emotional", "operational", "location")
 BELIEF_OPERATIONS = ("assert", "reinforce", "recall", "consistent", "contradict")
 EDGE_OPERATIONS = ("assert", "reinforce", "contradict")
 EDGE_ORIGINS = ("conversation", "world", "data", "user_confirmed")
-THINKER_STAGES = ("monologue", "controller", "reflection", "talker", "memory")
+THINKER_STAGES = ("monologue", "controller", "reflection", "talker", "memory", "insight")
 BELIEF_KINDS = ("belief", "open_loop")
 
 vector_bytes = st.binary(max_size=64)
@@ -170,17 +172,32 @@ def edge_payloads(
 
 
 def insight_payloads(text: st.SearchStrategy[str] = texts) -> st.SearchStrategy[Insight]:
-    return st.builds(Insight, text=text)
+    return st.builds(Insight, text=text, for_turn=st.none() | st.integers(0, 10_000))
 
 
-def reflection_payloads(text: st.SearchStrategy[str] = texts) -> st.SearchStrategy[Reflection]:
+DECAY_VERDICTS = ("retain", "decay", "forget")
+
+
+def reflection_payloads(
+    text: st.SearchStrategy[str] = texts, ids: st.SearchStrategy[str] = texts
+) -> st.SearchStrategy[Reflection]:
+    decisions = st.tuples(ids, st.sampled_from(DECAY_VERDICTS), st.sampled_from(DECAY_VERDICTS), text)
     return st.builds(
         Reflection,
-        snapshot=text,
+        portrait=text,
         accepted=st.booleans(),
         reason=text,
         unique_ratio=finite_floats,
+        warning=text,
         insights_used=st.integers(0, 1_000),
+        episodes_used=st.integers(0, 10),
+        for_turn=st.none() | st.integers(0, 10_000),
+        triggers=st.lists(text, max_size=3).map(tuple),
+        decisions=st.lists(decisions, max_size=4).map(tuple),
+        decay_fingerprint=fingerprints,
+        decay_answer=text,
+        decay_tokens=st.integers(0, 2**31),
+        decay_ms=st.floats(min_value=0, allow_nan=False, allow_infinity=False),
     )
 
 
@@ -285,7 +302,7 @@ sequence_payloads: st.SearchStrategy[Payload] = st.one_of(
     monologue_payloads(monologue_texts),
     narrative_payloads(short_texts),
     insight_payloads(short_texts),
-    reflection_payloads(short_texts),
+    reflection_payloads(short_texts, ids=st.sampled_from(BELIEF_POOL)),
     thinker_failed_payloads(short_texts),
     fork_payloads(short_texts),
     recall_payloads(ids=st.sampled_from(RECALLED_POOL), nodes=st.sampled_from(NODE_POOL), text=short_texts),
@@ -352,6 +369,7 @@ def limits(draw: st.DrawFn) -> Limits:
         monologue_trim_above_percent=trim_above,
         monologue_trim_to_percent=draw(st.integers(1, trim_above)),
         pending_insights=draw(st.integers(0, 5)),
+        reflection_times=draw(st.integers(0, 5)),
     )
 
 

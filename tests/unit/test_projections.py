@@ -177,8 +177,8 @@ def model(log: list[Event], limits: Limits) -> dict[str, Any]:
     edges: dict[tuple[str, str, str], dict[str, Any]] = {}
     out: dict[str, Any] = {
         "narrative": None, "narrative_seq": None, "threads": None, "threads_seq": None,
-        "reflection_snapshot": None, "last_reflection_seq": None, "failure_seq": None, "fork_seq": None,
-        "turns_since_reflection": 0,
+        "portrait": None, "last_reflection_seq": None, "failure_seq": None, "fork_seq": None,
+        "turns_since_reflection": 0, "reflection_times": [], "forgotten": 0, "decayed": 0,
     }
     for event in log:
         payload = event.payload
@@ -201,8 +201,16 @@ def model(log: list[Event], limits: Limits) -> dict[str, Any]:
             insights.clear()
             out["turns_since_reflection"] = 0
             out["last_reflection_seq"] = event.seq
+            out["reflection_times"].append(event.timestamp)
             if payload.accepted:
-                out["reflection_snapshot"] = payload.snapshot
+                out["portrait"] = payload.portrait
+            for belief_id, _proposed, applied, _rule in payload.decisions:
+                if belief_id in beliefs and applied == "decay":
+                    beliefs[belief_id]["confidence"] = _clamp(beliefs[belief_id]["confidence"] * 0.5)
+                    out["decayed"] += 1
+                elif belief_id in beliefs and applied == "forget":
+                    del beliefs[belief_id]
+                    out["forgotten"] += 1
         elif isinstance(payload, ThinkerFailed):
             out["failure_seq"] = event.seq
         elif isinstance(payload, Fork):
@@ -280,7 +288,10 @@ def test_state_agrees_with_a_model_of_the_log(log: list[Event], limits: Limits) 
     assert state.monologue_history == expected["monologue_history"]
     assert state.monologue_tokens == history_tokens(state.monologue_history)
     assert state.pending_insights == expected["pending_insights"]
-    assert state.reflection_snapshot == expected["reflection_snapshot"]
+    assert state.portrait == expected["portrait"]
+    times = expected["reflection_times"]
+    assert state.reflection_times == tuple(times[max(0, len(times) - limits.reflection_times):])
+    assert (state.counters.beliefs_decayed, state.counters.beliefs_forgotten) == (expected["decayed"], expected["forgotten"])
     assert (state.last_reflection.seq if state.last_reflection else None) == expected["last_reflection_seq"]
     assert (state.last_failure.seq if state.last_failure else None) == expected["failure_seq"]
     assert (state.fork.seq if state.fork else None) == expected["fork_seq"]
@@ -404,7 +415,7 @@ def test_a_thinker_failure_changes_nothing_but_the_failure_record(log: list[Even
     assert (after.narrative, after.narrative_seq) == (state.narrative, state.narrative_seq)
     assert (after.threads, after.threads_seq) == (state.threads, state.threads_seq)
     assert after.monologue_history == state.monologue_history
-    assert after.reflection_snapshot == state.reflection_snapshot
+    assert after.portrait == state.portrait
     assert after.last_failure is not None and after.last_failure.seq == state.next_seq
     assert after.last_failure.stage == failure.stage
     assert after.counters.thinker_failures == state.counters.thinker_failures + 1
