@@ -219,13 +219,6 @@ def test_a_v3_turn_did_not_record_reflection() -> None:
     assert upcast("turn", 3, payload) == {**payload, "reflection": None}
 
 
-def test_insight_and_reflection_of_version_1_upcast() -> None:
-    assert upcast("insight", 1, {"text": "t"}) == {"text": "t", "for_turn": None}
-    old = {"snapshot": "a portrait", "accepted": True, "reason": "", "unique_ratio": 0.9, "insights_used": 2}
-    assert upcast("reflection", 1, old) == {"portrait": "a portrait", "accepted": True, "reason": "",
-                                            "unique_ratio": 0.9, "insights_used": 2}
-
-
 def test_upcast_is_a_no_op_at_the_current_version() -> None:
     payload = {"user_message": "u", "reply": "r", "narrative_seq": 1, "mode": "full", "memory": False,
                "reflection": True}

@@ -31,6 +31,7 @@ from mirror.cognition.reflection import (
     validate,
 )
 from mirror.cognition.reflection.policy import PROTECTED_TERMS, SECONDS_PER_HOUR
+from mirror.events.codec import upcast
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
 from mirror.events.memory_log import InMemoryEventLog
@@ -92,6 +93,16 @@ class Log:
 def _reflection(triggers: tuple[str, ...], portrait: str = "a portrait that is long enough to pass.",
                 accepted: bool = True, decisions: tuple[tuple[str, str, str, str], ...] = ()) -> Reflection:
     return Reflection(portrait=portrait, accepted=accepted, triggers=triggers, decisions=decisions)
+
+
+# ---------------------------------------------------------------------------------- events
+
+
+def test_insight_and_reflection_of_version_1_upcast() -> None:
+    assert upcast("insight", 1, {"text": "t"}) == {"text": "t", "for_turn": None}
+    old = {"snapshot": "a portrait", "accepted": True, "reason": "", "unique_ratio": 0.9, "insights_used": 2}
+    assert upcast("reflection", 1, old) == {"portrait": "a portrait", "accepted": True, "reason": "",
+                                            "unique_ratio": 0.9, "insights_used": 2}
 
 
 # ---------------------------------------------------------------------------------- policy
