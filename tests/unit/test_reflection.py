@@ -322,3 +322,30 @@ async def test_an_insight_names_its_turn_and_an_unusable_one_fails_on_its_own() 
     (failure,) = bad.thoughts
     assert isinstance(failure.payload, ThinkerFailed) and (failure.payload.stage, failure.payload.attempt) == ("insight", 2)
     assert fold(good.events(KEY, 2), log.state).insight_turn == 0
+
+
+def test_a_refusal_and_a_failure_cross_processes_with_their_fields() -> None:
+    import pickle
+
+    from mirror.cognition.errors import ReflectionFailed, ReflectionRefused
+
+    refused = pickle.loads(pickle.dumps(ReflectionRefused("acme/c/main", "cooldown", "3 more turn(s) first", turns_left=3)))
+    assert isinstance(refused, ReflectionRefused) and (refused.reason, refused.turns_left, refused.next_slot) == (
+        "cooldown", 3, None) and "3 more turn(s) first" in str(refused)
+    failed = pickle.loads(pickle.dumps(ReflectionFailed("acme/c/main", 41, "LLMUnavailable", "down")))
+    assert isinstance(failed, ReflectionFailed) and (failed.seq, failed.error_type) == (41, "LLMUnavailable")
+
+
+def test_the_talker_reads_the_portrait_bounded_and_nothing_without_one() -> None:
+    from dataclasses import replace
+
+    from mirror.cognition.pipeline import PORTRAIT_MAX_CHARS, talker_request
+
+    log = Log()
+    log.turn(T0, "I moved to Porto.")
+    plain = talker_request(log.state, "Hello?", PROMPTS, CONFIG).messages[0].content
+    assert "How I have come to see this person" not in plain
+    long_portrait = "They love the sea. " * 200
+    shown = talker_request(replace(log.state, portrait=long_portrait), "Hello?", PROMPTS, CONFIG).messages[0].content
+    assert "How I have come to see this person" in shown and "They love the sea." in shown
+    assert len(shown) - len(plain) < PORTRAIT_MAX_CHARS + 200  # bounded, whatever the portrait's length
