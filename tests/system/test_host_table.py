@@ -114,7 +114,8 @@ async def test_a_fenced_conversation_is_dropped_and_rebuilt_while_its_neighbour_
 def slow_runtime(nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[tuple[RuntimeSettings, SimLLMServer]]:
     """A runtime whose simulator can be told to hang a call (4 s, then a 504)."""
     with SimLLMServer(SimSettings(latency="fixed:5", timeout_hang_s=4.0)) as sim, \
-            conversation_runtime(nats_server.url, tmp_path, shard="slow", mode="baseline", memory=False) as base:
+            conversation_runtime(nats_server.url, tmp_path, shard="slow", mode="baseline", memory=False,
+                                 reflection=False) as base:  # the Talker's calls alone: the script's fault is the slow turn's
         yield replace(base, llm=replace(base.llm, base_url=sim.base_url, max_retries=0, timeout_s=10.0)), sim
 
 
