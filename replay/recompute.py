@@ -235,7 +235,7 @@ async def _rethink(
     inherited_turns = sum(1 for event in recorded_events if isinstance(event.payload, Turn) and event.seq <= fork_seq)
     done = writer.state.turn_count - inherited_turns
     replies: list[dict[str, Any]] = []
-    forced = {event.payload.for_turn for event in recorded_events  # type: ignore[attr-defined]  # Reflection events alone
+    forced = {event.payload.for_turn for event in recorded_events
               if isinstance(event.payload, Reflection) and FORCED in event.payload.triggers and event.seq > fork_seq}
 
     async def think_until_current(upcoming: int) -> None:

@@ -7,7 +7,7 @@ recompute with a changed ``reflect.md`` gives a branch whose portraits differ an
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -23,7 +23,7 @@ from mirror.events.ids import StreamKey
 from mirror.events.memory_infrastructure import InMemoryInfrastructure
 from mirror.events.payloads import Reflection, ThinkerFailed, Turn
 from mirror.projections.conversation import apply
-from mirror.projections.state import initial_state
+from mirror.projections.state import ConversationState, initial_state
 from mirror.replay import History, RecomputePlan, recompute_conversation
 from mirror.replay.verify_log import verify_branch
 from mirror.sim.server import SimLLMServer, SimSettings
@@ -42,7 +42,7 @@ ATTEMPTS = 3
 
 
 @pytest.fixture
-def faulty_sim() -> SimLLMServer:
+def faulty_sim() -> Iterator[SimLLMServer]:
     """A simulator that fails a quarter of reflection's calls (and none of the others)."""
     with SimLLMServer(SimSettings(fault_rates=(("500", 0.25),), fault_schemas=REFLECTION_SCHEMAS, seed=5)) as server:
         yield server
@@ -61,7 +61,7 @@ async def stack(faulty_sim: SimLLMServer) -> AsyncIterator[tuple[LocalPlacement,
         await local.close()
 
 
-def _settled_states(events: list[Event]) -> list[tuple[int, object]]:
+def _settled_states(events: list[Event]) -> list[tuple[int, ConversationState]]:
     """The state just before each turn after the first (the previous turn's stages all done: the
     turns were sync), with that previous turn's number."""
     state, settled = initial_state(KEY), []
@@ -94,6 +94,7 @@ async def test_a_hundred_turns_reflect_where_due_replay_without_calls_and_recomp
 
     events = await infrastructure.event_log.read(KEY)
     reflections = [e for e in events if isinstance(e.payload, Reflection)]
+    outcomes = [e.payload for e in reflections if isinstance(e.payload, Reflection)]  # typed, for what follows
     failures = [e.payload for e in events if isinstance(e.payload, ThinkerFailed)]
     assert {f.stage for f in failures} <= {"insight", "reflection"}  # the faults hit reflection's calls only
     assert any(f.stage == "reflection" for f in failures) and any(f.stage == "insight" for f in failures)
@@ -114,7 +115,7 @@ async def test_a_hundred_turns_reflect_where_due_replay_without_calls_and_recomp
         elif isinstance(event.payload, Reflection):
             assert turns_since >= DEFAULT_POLICY.cooldown
             turns_since = 0
-    portrait = [e.payload.portrait for e in reflections if e.payload.accepted][-1]  # type: ignore[attr-defined]
+    portrait = [payload.portrait for payload in outcomes if payload.accepted][-1]
     assert "They told me: I am allergic to peanuts" in portrait  # it mentions what the user said
 
     # replay verify: every insight and reflection re-run, no divergence, no call to the model or the embedder.
@@ -131,18 +132,18 @@ async def test_a_hundred_turns_reflect_where_due_replay_without_calls_and_recomp
     prompts = PromptSet("brief", {**default.templates, "reflect.md": changed})
     llm, embedder = OpenAIChatClient(settings.llm), memory_embedder(settings)
     try:
-        result = await recompute_conversation(KEY, RecomputePlan(prompts, branch="brief"),
+        recomputed = await recompute_conversation(KEY, RecomputePlan(prompts, branch="brief"),
                                               history=History(infrastructure.event_log, materialize=False),
                                               bus=infrastructure.bus, live=llm, embedder=embedder)
     finally:
         await llm.aclose()
         if embedder is not None:
             await embedder.aclose()
-    assert result.error is None
+    assert recomputed.error is None
     branch = await infrastructure.event_log.read(StreamKey(KEY.tenant, KEY.conversation, "brief"))
-    parent_turns = [(e.payload.user_message, e.payload.reply) for e in events if isinstance(e.payload, Turn)]  # type: ignore[attr-defined]
-    branch_turns = [(e.payload.user_message, e.payload.reply) for e in branch if isinstance(e.payload, Turn)]  # type: ignore[attr-defined]
+    parent_turns = [(e.payload.user_message, e.payload.reply) for e in events if isinstance(e.payload, Turn)]
+    branch_turns = [(e.payload.user_message, e.payload.reply) for e in branch if isinstance(e.payload, Turn)]
     assert branch_turns == parent_turns  # recorded replies are kept
-    branch_portraits = [e.payload.portrait for e in branch if isinstance(e.payload, Reflection)]  # type: ignore[attr-defined]
+    branch_portraits = [e.payload.portrait for e in branch if isinstance(e.payload, Reflection)]
     assert branch_portraits and all(len(p.split()) <= 12 for p in branch_portraits)
-    assert branch_portraits != [e.payload.portrait for e in reflections]  # type: ignore[attr-defined]
+    assert branch_portraits != [payload.portrait for payload in outcomes]

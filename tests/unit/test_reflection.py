@@ -115,7 +115,7 @@ def test_the_policy_holds_the_issues_numbers_and_refuses_bad_ones() -> None:
     for bad in ({"every": 0}, {"cooldown": -1}, {"max_per_hour": 0}, {"strong_confidence": 1.5},
                 {"protected_terms": ("",)}, {"min_chars": 7000}):
         with pytest.raises(ReflectionPolicyError):
-            ReflectionPolicy(**bad)  # type: ignore[arg-type]
+            ReflectionPolicy(**bad)
 
 
 # ---------------------------------------------------------------------------------- gates
@@ -151,7 +151,7 @@ def test_reflection_never_fires_inside_the_cooldown_or_above_the_hourly_cap(poli
             log.add(Belief(f"c{log.state.last_seq}", "contradict", "not a fact", related=(f"b{value}",)), timestamp=now)
         elif refusal(log.state, policy) is None:  # a forced reflection passes the same gates
             log.add(_reflection(forced_triggers(log.state, policy)), timestamp=now)
-    turns_since, times = 0, []
+    turns_since, times = 0, list[float]()
     for event in log.events:
         if isinstance(event.payload, Turn):
             turns_since += 1
