@@ -62,10 +62,14 @@ def portrait_lines(text: str | None) -> list[str]:
 
 
 def portrait_diff(before: str | None, after: str | None, *, labels: tuple[str, str] = ("before", "after")) -> tuple[str, ...]:
-    """The unified diff (one line of context) of two portraits, a line per sentence; () when equal."""
+    """The unified diff (one line of context) of two portraits, a line per sentence; () when equal.
+    A change of spacing alone is shown as the two texts whole (quoted), never as no change."""
     if (before or "") == (after or ""):
         return ()
-    return tuple(difflib.unified_diff(portrait_lines(before), portrait_lines(after), *labels, lineterm="", n=1))
+    old, new = portrait_lines(before), portrait_lines(after)
+    if old == new:  # only the spacing changed: show the texts whole, so the change is not hidden
+        old, new = [repr(before or "")], [repr(after or "")]
+    return tuple(difflib.unified_diff(old, new, *labels, lineterm="", n=1))
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,17 @@ from mirror.projections.conversation import fold
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes
 from mirror.replay import History, UnknownPosition, UnknownReflection
 from mirror.replay.reflections import portrait_diff, portrait_lines, read_reflections, reflection_history
-from tests.support.strategies import event_sequences
+from tests.support.strategies import (
+    BELIEF_POOL,
+    belief_payloads,
+    event_sequences,
+    insight_payloads,
+    recall_payloads,
+    reflection_payloads,
+    short_texts,
+    thinker_failed_payloads,
+    turn_payloads,
+)
 
 KEY = StreamKey("acme", "kitchen")
 T0 = 1_763_000_000.0
@@ -128,6 +138,7 @@ def test_portrait_lines_cut_sentences_and_the_diff_is_empty_when_nothing_changed
     assert portrait_lines("One. Two!  Three?\nFour") == ["One.", "Two!", "Three?", "Four"]
     assert portrait_lines(None) == [] and portrait_diff("same.", "same.") == ()
     assert portrait_diff(None, "New.")[-1] == "+New."
+    assert portrait_diff("Same.", "Same. ")[-2:] == ("-'Same.'", "+'Same. '")  # spacing alone is a change too
 
 
 async def test_read_reflections_reads_a_branch_with_what_it_inherited() -> None:
@@ -156,7 +167,17 @@ async def test_read_reflections_reads_a_branch_with_what_it_inherited() -> None:
         await read_reflections(history, KEY, 12)
 
 
-reflecting_sequences = event_sequences(KEY, min_size=1, max_size=25)
+portraits = st.sampled_from([FIRST, SECOND, SHORT, "One. Two.", "One.  Two.", ""]) | short_texts
+reflecting_sequences = event_sequences(KEY, min_size=1, max_size=25, payload=st.one_of(
+    turn_payloads(short_texts),
+    belief_payloads(ids=st.sampled_from(BELIEF_POOL), confidence=st.floats(0.0, 1.0), text=short_texts),
+    insight_payloads(short_texts),
+    reflection_payloads(portraits, ids=st.sampled_from(BELIEF_POOL)),
+    reflection_payloads(portraits, ids=st.sampled_from(BELIEF_POOL)),
+    thinker_failed_payloads(short_texts),
+    recall_payloads(ids=st.sampled_from(BELIEF_POOL), text=short_texts),
+))
+"""Logs the codec stores (finite confidences) in which reflections are common."""
 
 
 @settings(max_examples=80, deadline=None)
@@ -178,3 +199,27 @@ async def test_the_portrait_at_any_seq_equals_the_one_time_travel_shows(log: lis
         assert all(change.belief_id not in after.beliefs for change in view.forgotten)
         assert all(before is not None and change.belief_id in before.beliefs for change in (*view.forgotten, *view.decayed))
         assert (view.diff == ()) == ((view.portrait_before or "") == (view.portrait_after or ""))
+
+
+def test_a_diff_across_a_reflection_shows_the_portrait_and_the_beliefs_decayed_and_forgotten() -> None:
+    from mirror.replay import diff
+    from mirror.replay.diff import diff_lines, state_view
+
+    log = events()
+    change = diff(fold(log[:7]), fold(log[:9]))  # across reflection 2 (and the failure before it)
+    data = json.loads(json.dumps(change.as_dict()))
+    assert data["portrait_changed"] and data["reflections"] == 1
+    assert (data["beliefs_decayed"], data["beliefs_forgotten"]) == (1, 1)
+    assert data["portrait_before"] == FIRST and data["portrait_after"] == SECOND
+    assert [belief["belief_id"] for belief in data["beliefs_removed"]] == ["b-jazz"]
+    assert [(c["key"], c["before"], c["after"]) for c in data["beliefs_changed"]] == [("b-tea", 0.5, pytest.approx(0.25))]
+    text = "\n".join(diff_lines(data))
+    assert "  reflections: +1 (+1 belief(s) decayed, +1 forgotten)" in text
+    assert "  portrait:\n    --- main@7\n    +++ main@9" in text
+    assert "    +They host dinners on Saturdays and care about their guests." in text
+    assert "- b-jazz  The user listens to jazz" in text and "~ b-tea  The user likes green tea" in text
+    rejected = diff(fold(log[:10]), fold(log[:11])).as_dict()  # the rejected third: it ran, changed nothing else
+    assert rejected["reflections"] == 1 and not rejected["portrait_changed"] and rejected["changed"]
+    view = state_view(fold(log))
+    assert view["portrait"] == SECOND and view["portrait_seq"] == 9 and view["reflections"] == 3
+    assert view["last_reflection"]["seq"] == 11 and view["pending_insights"] == []
