@@ -31,16 +31,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from mirror.cognition.embeddings import Embedder
-from mirror.cognition.errors import LLMError
+from mirror.cognition.errors import LLMError, ReflectionRefused
 from mirror.cognition.memory.turn import TurnMemory, recall_for_turn, wants_recall
 from mirror.cognition.pipeline import MirrorConfig, talk
 from mirror.cognition.prompts import PromptSet
+from mirror.cognition.reflection.insight import insight_behind
+from mirror.cognition.reflection.policy import DEFAULT_POLICY
+from mirror.cognition.reflection.triggers import due
 from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import EventBus, Head
 from mirror.events.envelope import Event
 from mirror.events.errors import AppendConflict, LogError
 from mirror.events.ids import StreamKey, event_id
 from mirror.events.log import LogAccess, Snapshot
+from mirror.events.payloads import Reflection
 from mirror.projections.conversation import apply
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes
 from mirror.projections.state import ConversationState, initial_state
@@ -48,7 +52,7 @@ from mirror.replay.history import History
 
 from .clients import ConversationClients
 from .errors import Fenced, Passivated, SettingConflict
-from .results import ConversationSummary, TurnResult
+from .results import ConversationSummary, ReflectionResult, TurnResult
 from .settings import RuntimeSettings, settings_prompts
 
 log = logging.getLogger(__name__)
@@ -99,8 +103,11 @@ class Conversation:
         self.config = MirrorConfig(
             model=settings.llm.model, mode=settings.mode,  # type: ignore[arg-type]  # a str setting; MirrorConfig refuses one outside MODES
             talker_max_tokens=settings.talker_max_tokens, thinker_max_tokens=settings.thinker_max_tokens,
-            memory=settings.memory,
+            memory=settings.memory, reflection=settings.reflection,
         )
+        self.policy = DEFAULT_POLICY
+        """When this conversation reflects (:class:`~mirror.cognition.reflection.policy.ReflectionPolicy`)."""
+        self._reflecting: asyncio.Task[ReflectionResult] | None = None
         self.embedder: Embedder | None = None
         self.memory = TurnMemory()
         """The recall index kept between turns: a cache of the state's beliefs and edges."""
@@ -137,18 +144,28 @@ class Conversation:
                 await clients.close()
             raise
         if writer.state.turn_count:  # how its first turn fixed it to think, whatever the stack's default is now
-            recorded = writer.state.memory
+            recorded, reflects = writer.state.memory, writer.state.reflection
             self.config = replace(self.config, mode=writer.state.mode,  # type: ignore[arg-type]  # a recorded Mode
-                                  memory=self.config.memory if recorded is None else recorded)
-        if writer.behind(self.config.mode) or (self.config.memory and writer.memory_behind()):
+                                  memory=self.config.memory if recorded is None else recorded,
+                                  reflection=self.config.reflection if reflects is None else reflects)
+        if self._unfinished(writer.state):
             self._start_thinking()  # a step left unthought by the previous incarnation
         return self
 
-    def _choose(self, state: ConversationState, *, mode: str | None, memory: bool | None) -> None:
-        """A first turn's mode and memory become the conversation's; a later turn's must match them.
+    def _unfinished(self, state: ConversationState) -> bool:
+        """Is a thinking stage left to do for the newest turn (thinking, memory, insight, a due reflection)?"""
+        writer = self._writer()
+        return writer.behind(self.config.mode) or (self.config.memory and writer.memory_behind()) or (
+            self.config.reflection and (insight_behind(state) or bool(due(state, self.policy))))
+
+    def _choose(self, state: ConversationState, *, mode: str | None, memory: bool | None,
+                reflection: bool | None = None) -> None:
+        """A first turn's mode, memory and reflection become the conversation's; a later turn's
+        must match them.
 
         Memory can be turned off for a conversation, but not on where the stack runs without it
-        (``--no-memory``: no embedder was made).
+        (``--no-memory``: no embedder was made). Reflection can be turned on or off by a first
+        turn whatever the stack's default.
         """
         if memory and not self.settings.memory:
             raise SettingConflict(self.key, "memory", memory, False,
@@ -161,6 +178,10 @@ class Conversation:
             if state.turn_count:
                 raise SettingConflict(self.key, "memory", memory, self.config.memory)
             self.config = replace(self.config, memory=memory)
+        if reflection is not None and reflection != self.config.reflection:
+            if state.turn_count:
+                raise SettingConflict(self.key, "reflection", reflection, self.config.reflection)
+            self.config = replace(self.config, reflection=reflection)
 
     async def passivate(self) -> None:
         """Finish the thinking in progress, write a snapshot, stop (the next message re-activates).
@@ -171,6 +192,8 @@ class Conversation:
         """
         self.passivating = True
         await self._idle.wait()
+        if self._reflecting is not None:
+            await asyncio.gather(self._reflecting, return_exceptions=True)
         if self.writer is not None:
             async with self.writer.lock:
                 if self.state.last_seq and self.state.last_seq != self._snapshot_seq:
@@ -236,10 +259,10 @@ class Conversation:
     # ------------------------------------------------------------------------ turns
 
     async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None) -> TurnResult:
+                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
         """Reply to ``message``; the ``turn`` event is acknowledged before this returns.
 
-        ``mode`` and ``memory``: how this conversation thinks. The first turn fixes them (the
+        ``mode``, ``memory`` and ``reflection``: how this conversation thinks. The first turn fixes them (the
         stack's defaults when not given; the ``turn`` event records them); asking a later turn
         for other ones is :class:`SettingConflict`, and changes nothing.
         """
@@ -249,7 +272,7 @@ class Conversation:
         if sync:
             await self._idle.wait()
         writer = self._writer()
-        self._choose(writer.state, mode=mode, memory=memory)
+        self._choose(writer.state, mode=mode, memory=memory, reflection=reflection)
         started = time.perf_counter()
         state = writer.state
         # One clock reading: the recall's ``now`` and both events' timestamp, so replay
@@ -338,7 +361,7 @@ class Conversation:
     # ------------------------------------------------------------------------ thinking
 
     def _start_thinking(self) -> None:
-        nothing_to_do = self.config.mode == "baseline" and not self.config.memory
+        nothing_to_do = self.config.mode == "baseline" and not self.config.memory and not self.config.reflection
         if nothing_to_do or (self._thinker is not None and not self._thinker.done()):
             return
         self._idle.clear()
@@ -350,7 +373,7 @@ class Conversation:
         try:
             await self._writer().think_until_current(
                 self.llm, self.prompts, self.config, attempts=self.settings.thinking_attempts,
-                embedder=self.embedder,
+                embedder=self.embedder, policy=self.policy,
             )
         except AppendConflict as conflict:
             self._fenced_off(conflict)
@@ -358,6 +381,49 @@ class Conversation:
             log.exception("%s thinker crashed", self.key)
         finally:
             self._idle.set()
+
+    async def reflect(self) -> ReflectionResult:
+        """Force a reflection now, once the thinker is current; its ``reflection`` event's seq and what it did.
+
+        Raises :class:`~mirror.cognition.errors.ReflectionRefused` (nothing written) within the
+        cooldown (``turns_left``), at the hourly cap (``next_slot``), with reflection off or
+        before the first turn; :class:`~mirror.cognition.errors.ReflectionFailed` when its model
+        calls failed every attempt (each failure recorded, the portrait unchanged). It never
+        races the think loop (:meth:`~mirror.cognition.writer.ConversationWriter.reflect_now`)
+        and a passivation waits for it.
+        """
+        self._check_not_fenced()
+        if self.passivating:
+            raise Passivated(self.key)
+        writer = self._writer()
+        if not self.config.reflection:
+            raise ReflectionRefused(str(self.key), "off", "reflection is off for this conversation "
+                                    "(its first turn, or the stack's --no-reflection, turned it off)")
+        task = asyncio.create_task(self._reflect(writer), name=f"reflect-{self.key}")
+        self._reflecting = task
+        try:
+            return await asyncio.shield(task)
+        except AppendConflict as conflict:
+            raise self._fenced_off(conflict) from conflict
+        finally:
+            if self._reflecting is task and task.done():
+                self._reflecting = None
+
+    async def _reflect(self, writer: ConversationWriter) -> ReflectionResult:
+        event = await writer.reflect_now(self.llm, self.prompts, self.config, attempts=self.settings.thinking_attempts,
+                                         embedder=self.embedder, policy=self.policy)
+        payload = event.payload
+        assert isinstance(payload, Reflection)  # reflect_now returns the reflection event
+        provenance = event.provenance
+        tokens = payload.decay_tokens + (0 if provenance is None else provenance.prompt_tokens + provenance.completion_tokens)
+        return ReflectionResult(
+            seq=event.seq, for_turn=payload.for_turn, accepted=payload.accepted, reason=payload.reason,
+            triggers=payload.triggers, portrait=writer.state.portrait, warning=payload.warning,
+            decayed=sum(1 for decision in payload.decisions if decision[2] == "decay"),
+            forgotten=sum(1 for decision in payload.decisions if decision[2] == "forget"),
+            overruled=sum(1 for decision in payload.decisions if decision[3]),
+            tokens=tokens, ms=round(payload.decay_ms + (0.0 if provenance is None else provenance.latency_ms), 3),
+        )
 
     async def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no thinking is running (tests, sync mode, passivation)."""

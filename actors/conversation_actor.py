@@ -20,7 +20,7 @@ from mirror.actors.conversation import Conversation, RebuildReport
 from mirror.actors.directory import NAMESPACE, TOUCH_EVERY_S, directory
 from mirror.actors.errors import Passivated
 from mirror.actors.log_file import append_warnings_to
-from mirror.actors.results import ConversationSummary, TurnResult
+from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings
 from mirror.events.ids import StreamKey
 from mirror.projections.snapshot import snapshot_bytes
@@ -69,8 +69,11 @@ class ConversationActor:
                 return
 
     async def turn(self, message: str, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None) -> TurnResult:
-        return await (await self._ready()).turn(message, sync=sync, mode=mode, memory=memory)
+                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
+        return await (await self._ready()).turn(message, sync=sync, mode=mode, memory=memory, reflection=reflection)
+
+    async def reflect(self) -> ReflectionResult:
+        return await (await self._ready()).reflect()
 
     async def summary(self) -> ConversationSummary:
         return (await self._ready()).summary()

@@ -10,8 +10,8 @@ named by a string.
 
 Errors: what the conversation raises reaches the caller as itself or, across Ray, as a Ray
 error whose ``cause`` is it (:class:`~mirror.actors.errors.Fenced`,
-:class:`~mirror.actors.errors.Passivated`, :class:`~mirror.actors.errors.SettingConflict`, a bus
-or log error); a process that is gone for good raises Ray's actor errors, after which
+:class:`~mirror.actors.errors.Passivated`, :class:`~mirror.actors.errors.SettingConflict`,
+:class:`~mirror.cognition.errors.ReflectionRefused`, a bus or log error); a process that is gone for good raises Ray's actor errors, after which
 :meth:`ConversationHandle.forget` lets the next call make it again.
 """
 
@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 from mirror.events.ids import StreamKey
 
 from .conversation import RebuildReport
-from .results import ConversationSummary, TurnResult
+from .results import ConversationSummary, ReflectionResult, TurnResult
 
 
 @runtime_checkable
@@ -33,10 +33,16 @@ class ConversationHandle(Protocol):
     def key(self) -> StreamKey: ...
 
     async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None) -> TurnResult:
+                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
         """Reply to ``message``; its ``turn`` event is acknowledged before this returns.
-        ``sync`` waits for the previous turn's thinking first; ``mode`` and ``memory`` are
-        fixed by the first turn (a later one asking for others is ``SettingConflict``)."""
+        ``sync`` waits for the previous turn's thinking first; ``mode``, ``memory`` and
+        ``reflection`` are fixed by the first turn (a later one asking for others is ``SettingConflict``)."""
+        ...
+
+    async def reflect(self) -> ReflectionResult:
+        """Force a reflection once the thinker is current: its event's seq and what it did.
+        Raises ``ReflectionRefused`` (cooldown: ``turns_left``; hourly cap: ``next_slot``;
+        reflection off; no turn yet) or ``ReflectionFailed`` (every attempt failed)."""
         ...
 
     async def summary(self) -> ConversationSummary: ...

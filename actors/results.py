@@ -59,6 +59,31 @@ class ConversationSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class ReflectionResult:
+    """A forced reflection's outcome: where its ``reflection`` event landed and what it did.
+
+    ``accepted`` says whether its portrait replaced the old one (``reason`` says why not; then
+    ``portrait`` is still the old one, ``None`` before any); ``decayed`` / ``forgotten`` /
+    ``overruled`` count its decisions; ``tokens`` and ``ms`` are both its calls together."""
+
+    seq: int
+    for_turn: int | None
+    accepted: bool
+    reason: str
+    triggers: tuple[str, ...]
+    portrait: str | None
+    warning: str
+    decayed: int
+    forgotten: int
+    overruled: int
+    tokens: int
+    ms: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "triggers": list(self.triggers)}
+
+
+@dataclass(frozen=True, slots=True)
 class RecomputeFailure:
     """One conversation of a recompute job that failed (the others go on)."""
 
@@ -89,4 +114,4 @@ class RecomputeStatus:
         return asdict(self)
 
 
-__all__ = ["ConversationSummary", "RecomputeFailure", "RecomputeStatus", "TurnResult"]
+__all__ = ["ConversationSummary", "RecomputeFailure", "RecomputeStatus", "ReflectionResult", "TurnResult"]

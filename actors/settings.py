@@ -42,6 +42,9 @@ class RuntimeSettings:
     snapshot_every: int = 200
     thinking_attempts: int = 3
     memory: bool = True
+    reflection: bool = True
+    """Insights after each turn and reflection when due (:mod:`mirror.cognition.reflection`);
+    the stack's default for conversations whose first turn does not say."""
     embedder: Literal["endpoint", "minilm"] = "endpoint"
     embedding_model: str = "text-embedding-3-small"
     passivate_after_s: float = 300.0

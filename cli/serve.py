@@ -113,6 +113,9 @@ def up(
     mode: Mode = MODE,
     memory: bool = typer.Option(True, "--memory/--no-memory", envvar="MIRROR_MEMORY",
                                 help="Run the memory stage (beliefs and causal edges after each turn), in any mode."),
+    reflection: bool = typer.Option(True, "--reflection/--no-reflection", envvar="MIRROR_REFLECTION",
+                                    help="Draw an insight after each turn and reflect when due (a portrait of the user "
+                                         "the Talker reads); a conversation's first turn may say otherwise."),
     passivate_after_s: float = typer.Option(
         300.0, "--passivate-after-s", min=1.0, envvar="MIRROR_PASSIVATE_AFTER_S",
         help="Seconds a conversation actor may sit idle before it snapshots and exits."),
@@ -164,7 +167,8 @@ def up(
 
     settings = StackSettings(
         data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
-        gateway_port=port, nats_port=nats_port, nats_cluster=nats_cluster, mode=mode.value, memory=memory, sim_latency=sim_latency,
+        gateway_port=port, nats_port=nats_port, nats_cluster=nats_cluster, mode=mode.value, memory=memory,
+        reflection=reflection, sim_latency=sim_latency,
         passivate_after_s=passivate_after_s, max_live_actors=max_live_actors, placement=placement.value,
         hosts=hosts, max_live_per_host=max_live_per_host,
         max_message_bytes=max_message_bytes, snapshot_every=snapshot_every, ray_address=ray_address,

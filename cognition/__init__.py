@@ -6,7 +6,8 @@ runtime. ``pipeline`` (the MIRROR Talker, Inner Monologue and Cognitive Controll
 API), ``structured`` (schema-constrained output), ``prompts`` and ``prompt_sets/`` (versioned
 prompt sets), ``history`` (bounded conversation views), ``embeddings/`` (the embedder port and
 its adapters: OpenAI-compatible endpoints and offline MiniLM), ``memory/`` (the memory stage:
-extraction, the dedup and contradiction gates, recall), ``writer`` (the one writer: fenced
+extraction, the dedup and contradiction gates, recall), ``reflection/`` (insights, the portrait
+and the decay of old beliefs: the slow loop between turns), ``writer`` (the one writer: fenced
 appends and the think loop, for the live conversation and recompute), ``responses`` (parsing
 what the models answer), ``errors``.
 """

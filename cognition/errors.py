@@ -10,6 +10,9 @@
             ├── LLMBadResponse           a 2xx whose envelope is unreadable, or whose content is empty
             └── StructuredOutputError    content that is not the requested JSON object
         PromptSetError                   a prompt-set directory is missing, incomplete or malformed
+        ReflectionPolicyError            a reflection policy number out of its range
+        ReflectionRefused                a forced reflection the policy does not allow now (cooldown, hourly cap, off)
+        ReflectionFailed                 a forced reflection whose model calls failed every attempt
         UnknownAnalyzer                  a recall names a keyword analyzer this version does not have
         EmbeddingError                   an embedder could not give usable vectors
         ├── EmbedderNotInstalled         the offline embedder's packages (the [local] extra) are missing
@@ -194,6 +197,9 @@ __all__ = [
     "EmbeddingShapeError",
     "PackedVectorInvalid",
     "UnknownAnalyzer",
+    "ReflectionPolicyError",
+    "ReflectionRefused",
+    "ReflectionFailed",
 ]
 
 
@@ -258,3 +264,43 @@ class PackedVectorInvalid(EmbeddingError, ValueError):
                   else f"a multiple of {FLOAT32_BYTES} bytes")
         super().__init__(f"a packed vector of {size} bytes is not {wanted}; was it written by pack_vector?")
 
+
+
+class ReflectionPolicyError(CognitionError, ValueError):
+    """A :class:`~mirror.cognition.reflection.policy.ReflectionPolicy` number out of its range."""
+
+    def __init__(self, name: str, value: object, expected: str) -> None:
+        self.name = name
+        self.value = value
+        self.expected = expected
+        super().__init__(f"reflection policy: {name} = {value!r}, expected {expected}")
+
+
+class ReflectionRefused(CognitionError):
+    """A forced reflection the policy does not allow now; nothing was written.
+
+    ``reason`` is ``cooldown`` (``turns_left`` more turns before one may run), ``hourly_cap``
+    (``next_slot``: the timestamp, seconds since the epoch, from which one may run again),
+    ``off`` (the conversation does not reflect) or ``no_turns`` (nothing to reflect on yet).
+    """
+
+    def __init__(self, conversation: str, reason: str, detail: str, *, turns_left: int = 0,
+                 next_slot: float | None = None) -> None:
+        self.conversation = conversation
+        self.reason = reason
+        self.turns_left = turns_left
+        self.next_slot = next_slot
+        super().__init__(f"conversation {conversation}: no reflection now: {detail}")
+
+
+class ReflectionFailed(CognitionError):
+    """A forced reflection failed every attempt: each failure is a ``thinker_failed`` event
+    (stage ``reflection``, the last at ``seq``) and the portrait is unchanged; try again later."""
+
+    def __init__(self, conversation: str, seq: int, error_type: str, message: str) -> None:
+        self.conversation = conversation
+        self.seq = seq
+        self.error_type = error_type
+        self.detail = message
+        super().__init__(f"conversation {conversation}: the reflection failed ({error_type}: {excerpt(message)}); "
+                         f"recorded at seq {seq}, the portrait is unchanged; check the model and try again")

@@ -45,6 +45,9 @@ from mirror.projections.state import ConversationState
 Mode = Literal["baseline", "threads_only", "controller_only", "full"]
 MODES: tuple[str, ...] = ("baseline", "threads_only", "controller_only", "full")
 THREAD_MAX_CHARS = 1200
+PORTRAIT_MAX_CHARS = 1200
+"""How much of the portrait the Talker reads: reflection bounds what it writes, this bounds what
+every turn's request carries."""
 
 MONOLOGUE_SCHEMA = JsonSchema(
     "monologue_threads",
@@ -68,6 +71,8 @@ class MirrorConfig:
 
     ``memory``: run the memory stage (:mod:`mirror.cognition.memory`) after the controller, in
     any mode (baseline included): orthogonal to ``mode``, on by default.
+    ``reflection``: draw an insight after each turn's thinking and reflect when due
+    (:mod:`mirror.cognition.reflection`); off by default here (the stack turns it on).
     """
 
     model: str
@@ -79,6 +84,7 @@ class MirrorConfig:
     history_tokens: int = THINKER_HISTORY_TOKENS
     seed: int | None = None
     memory: bool = True
+    reflection: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -120,17 +126,33 @@ def _render_threads(threads: Threads | None) -> str:
     return f"Reasoning: {threads.reasoning}\nMemory: {threads.memory}\nGoal: {threads.goal}"
 
 
-def _memory_section(recalled: str, prompts: PromptSet) -> str:
-    """The Talker's memory section, or nothing: with nothing recalled its request is the one a
-    conversation without memory sends (so logs written before recall still replay unchanged)."""
-    return prompts.render("talker_memory.md", recalled=recalled) if recalled else ""
+def bounded_portrait(portrait: str | None) -> str:
+    """The part of the portrait the Talker reads: at most :data:`PORTRAIT_MAX_CHARS`, cut at a word."""
+    text = (portrait or "").strip()
+    if len(text) <= PORTRAIT_MAX_CHARS:
+        return text
+    cut = text[:PORTRAIT_MAX_CHARS].rsplit(" ", 1)[0]
+    return cut + " …"
+
+
+def _memory_section(recalled: str, prompts: PromptSet, portrait: str | None = None) -> str:
+    """The Talker's memory section, or nothing: with nothing recalled and no portrait its request
+    is the one a conversation without memory sends (so logs written before recall and reflection
+    still replay unchanged). The portrait, when there is one, comes first (bounded)."""
+    parts = []
+    shown = bounded_portrait(portrait)
+    if shown:
+        parts.append(prompts.render("talker_portrait.md", portrait=shown))
+    if recalled:
+        parts.append(prompts.render("talker_memory.md", recalled=recalled))
+    return "\n\n".join(parts)
 
 
 def talker_request(state: ConversationState, user_message: str, prompts: PromptSet, config: MirrorConfig,
                    recalled: str = "") -> ChatRequest:
     """The Talker's request; ``recalled`` is the turn's recall block (part of the request, so of
     its fingerprint: a replay that recalls differently asks differently)."""
-    memory = _memory_section(recalled, prompts)
+    memory = _memory_section(recalled, prompts, state.portrait)
     if config.mode == "baseline":
         system = prompts.render("talker_baseline.md", memory=memory)
     elif config.mode == "threads_only":
@@ -264,7 +286,8 @@ async def talk(state: ConversationState, user_message: str, llm: LLM, prompts: P
         seen = state.threads_seq
     else:
         seen = state.narrative_seq
-    turn = Turn(user_message, reply, narrative_seq=seen, mode=config.mode, memory=config.memory)
+    turn = Turn(user_message, reply, narrative_seq=seen, mode=config.mode, memory=config.memory,
+                reflection=config.reflection)
     provenance = one_copy(turn, response.provenance, lambda text: replace(turn, reply=_reply_of(text)))
     return Talk(reply, turn, provenance)
 
@@ -315,7 +338,7 @@ async def think(
             response = await llm.chat(request)
             monologue = _monologue_of(response.content)
         except LLMError as exc:
-            return Thinking(turn, (_failure("monologue", exc, attempt, turn, request, response),))
+            return Thinking(turn, (failure_thought("monologue", exc, attempt, turn, request, response),))
         threads = Threads(monologue.reasoning, monologue.memory, monologue.goal)
         thoughts.append(Thought(monologue, one_copy(monologue, response.provenance, _monologue_of)))
     if config.mode in ("controller_only", "full"):
@@ -328,7 +351,7 @@ async def think(
             response = await llm.chat(request)
             narrative = _usable_narrative(response.content, config)
         except LLMError as exc:
-            thoughts.append(_failure("controller", exc, attempt, turn, request, response))
+            thoughts.append(failure_thought("controller", exc, attempt, turn, request, response))
             return Thinking(turn, tuple(thoughts), cut_monologue_seq)
         written = Narrative(narrative)
         provenance = one_copy(written, response.provenance, lambda text: Narrative(_usable_narrative(text, config)))
@@ -361,7 +384,7 @@ def _usable_narrative(content: str, config: MirrorConfig) -> str:
     return narrative
 
 
-def _failure(stage: ThinkerStage, exc: LLMError, attempt: int, turn: int, request: ChatRequest,
+def failure_thought(stage: ThinkerStage, exc: LLMError, attempt: int, turn: int, request: ChatRequest,
              response: ChatResponse | None) -> Thought:
     """The failure, with what the model answered (or, if nothing came back, which request failed).
 
@@ -379,7 +402,7 @@ def _failure(stage: ThinkerStage, exc: LLMError, attempt: int, turn: int, reques
 
 
 __all__ = [
-    "MODES", "MONOLOGUE_SCHEMA", "MirrorConfig", "THREAD_MAX_CHARS", "Talk", "Thinking", "Thought",
-    "UnusableOutput", "controller_only_request", "controller_request", "conversation_messages",
+    "MODES", "MONOLOGUE_SCHEMA", "MirrorConfig", "PORTRAIT_MAX_CHARS", "bounded_portrait", "THREAD_MAX_CHARS", "Talk", "Thinking", "Thought",
+    "UnusableOutput", "controller_only_request", "failure_thought", "controller_request", "conversation_messages",
     "monologue_request", "talk", "talker_request", "think", "thinking_behind", "threads_of_a_cut_step",
 ]

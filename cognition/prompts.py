@@ -27,6 +27,10 @@ TEMPLATES = (
     "controller_only.md",
     "memory.md",
     "contradiction.md",
+    "insight.md",
+    "decay.md",
+    "reflect.md",
+    "talker_portrait.md",
 )
 DEFAULT_PROMPT_SETS = Path(__file__).with_name("prompt_sets")
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from mirror.events.envelope import Event
-from mirror.events.payloads import Monologue, Narrative, Payload, Provenance, Turn
+from mirror.events.payloads import Insight, Monologue, Narrative, Payload, Provenance, Reflection, Turn
 
 from .errors import LLMError
 
@@ -50,6 +50,10 @@ def response_from_payload(payload: Payload) -> str | None:
         return json.dumps(
             {"reasoning": payload.reasoning, "memory": payload.memory, "goal": payload.goal}, ensure_ascii=False
         )
+    if isinstance(payload, Insight):
+        return json.dumps({"insight": payload.text}, ensure_ascii=False)
+    if isinstance(payload, Reflection):
+        return json.dumps({"portrait": payload.portrait}, ensure_ascii=False)
     return None
 
 
@@ -103,6 +107,34 @@ def recorded_response(event: Event) -> str | None:
     return rebuilt
 
 
+@dataclass(frozen=True, slots=True)
+class SideAnswer:
+    """A model call an event rests on besides the one its provenance records (a reflection's decay
+    call): the answer, under a provenance of its own, for replay to serve by fingerprint."""
+
+    provenance: Provenance
+    response: str
+
+
+def side_answers(event: Event) -> tuple[SideAnswer, ...]:
+    """The answers of the calls ``event`` records on its payload (none for most events).
+
+    A :class:`~mirror.events.payloads.Reflection` carries its decay call's fingerprint, raw answer,
+    tokens and milliseconds: the rebuilt provenance gives them back exactly (``decay_tokens`` as
+    prompt tokens), so a replayed reflection records the same ``decay_*`` fields."""
+    payload = event.payload
+    if not isinstance(payload, Reflection) or not payload.decay_fingerprint:
+        return ()
+    main = event.provenance
+    provenance = Provenance(
+        model="" if main is None else main.model, prompt_set="" if main is None else main.prompt_set,
+        request_fingerprint=payload.decay_fingerprint, parameters={} if main is None else dict(main.parameters),
+        latency_ms=payload.decay_ms, prompt_tokens=payload.decay_tokens, completion_tokens=0,
+        response=payload.decay_answer,
+    )
+    return (SideAnswer(provenance, payload.decay_answer),)
+
+
 __all__ = [
     "Reparse",
     "PayloadDoesNotMatch",
@@ -110,4 +142,6 @@ __all__ = [
     "response_digest",
     "one_copy",
     "recorded_response",
+    "SideAnswer",
+    "side_answers",
 ]

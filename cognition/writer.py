@@ -31,15 +31,20 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from mirror.cognition.embeddings.port import Embedder
+from mirror.cognition.errors import ReflectionFailed, ReflectionRefused
 from mirror.cognition.llm import LLM
 from mirror.cognition.memory.stage import memory_behind, remember, same_memory_inputs
 from mirror.cognition.pipeline import MirrorConfig, Thinking, think, thinking_behind
 from mirror.cognition.prompts import PromptSet
+from mirror.cognition.reflection.insight import draw_insight, insight_behind
+from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
+from mirror.cognition.reflection.step import reflect
+from mirror.cognition.reflection.triggers import due, forced_triggers, refusal
 from mirror.events.bus import EventBus, Head
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import AppendConflict
 from mirror.events.ids import StreamKey, event_id
-from mirror.events.payloads import Provenance, Recall, Turn
+from mirror.events.payloads import Provenance, Recall, ThinkerFailed, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState
 
@@ -68,6 +73,8 @@ class ConversationWriter:
         head that agree (e.g. for a snapshot)."""
         self._on_appended = on_appended
         self._sending: asyncio.Future[None] | None = None
+        self.stages = asyncio.Lock()
+        """Held while the think loop or a forced reflection runs: one at a time, never racing."""
 
     # ------------------------------------------------------------------------ appending
 
@@ -164,16 +171,19 @@ class ConversationWriter:
 
     async def think_until_current(
         self, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempts: int, embedder: Embedder | None = None,
-        overlap_memory: bool = False,
+        overlap_memory: bool = False, policy: ReflectionPolicy = DEFAULT_POLICY,
     ) -> None:
         """Think about the newest turn until it is thought through, then (``config.memory``, with
-        an ``embedder``) remember it; each stage is given up for that turn once ``attempts``
-        steps in a row failed (then the next turn, a re-activation or a resumed run tries again).
+        an ``embedder``) remember it, then (``config.reflection``) draw its insight and reflect
+        when a reflection is due (:func:`~mirror.cognition.reflection.triggers.due`); each stage
+        is given up for that turn once ``attempts`` steps in a row failed (then the next turn, a
+        re-activation or a resumed run tries again).
 
-        The memory stage's events follow the controller's and it is retried on its own: a failed
-        memory step never re-runs a monologue or controller that succeeded. A turn appended
-        meanwhile (live) is thought about by the next step. Raises what stops the writer (see
-        :meth:`check`); LLM failures do not raise, they are ``thinker_failed``.
+        Each stage's events follow the previous stage's and each is retried on its own: a failed
+        memory step, insight or reflection never re-runs a monologue or controller that
+        succeeded. A turn appended meanwhile (live) is thought about by the next step. Raises
+        what stops the writer (see :meth:`check`); LLM failures do not raise, they are
+        ``thinker_failed``. One loop at a time (:attr:`stages`), a forced reflection included.
 
         ``overlap_memory``: the memory step for the turn starts beside its thinking instead of
         after it, since it reads nothing a thinking step writes
@@ -184,8 +194,16 @@ class ConversationWriter:
         conversation does not: a turn arriving mid-thought would waste the early step's calls,
         and the calls reach the model in the one order a scripted simulator expects.
         """
+        async with self.stages:
+            await self._think_until_current(llm, prompts, config, attempts=attempts, embedder=embedder,
+                                            overlap_memory=overlap_memory, policy=policy)
+
+    async def _think_until_current(
+        self, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempts: int, embedder: Embedder | None,
+        overlap_memory: bool, policy: ReflectionPolicy,
+    ) -> None:
         remembering = config.memory and embedder is not None
-        attempt = memory_attempt = 0
+        attempt = memory_attempt = insight_attempt = reflection_attempt = 0
         gave_up: dict[str, int] = {}  # stage -> the turn count it was given up at
         early: _EarlyStep | None = None  # the memory step started beside the thinking
         try:
@@ -227,10 +245,67 @@ class ConversationWriter:
                     elif memory_attempt >= attempts and self.state.turn_count == target:
                         gave_up["memory"], memory_attempt = target, 0
                     continue
+                if config.reflection and insight_behind(basis) and gave_up.get("insight") != target:
+                    insight_attempt += 1
+                    step = await draw_insight(basis, llm, prompts, config, attempt=insight_attempt)
+                    await self.append(_after(step, self.key, cause))
+                    if step.ok:
+                        insight_attempt = 0
+                    elif insight_attempt >= attempts and self.state.turn_count == target:
+                        gave_up["insight"], insight_attempt = target, 0
+                    continue
+                triggers = due(basis, policy) if config.reflection and gave_up.get("reflection") != target else ()
+                if triggers:
+                    reflection_attempt += 1
+                    step = await reflect(basis, llm, prompts, config, policy, triggers=triggers,
+                                         attempt=reflection_attempt)
+                    await self.append(_after(step, self.key, cause))
+                    if step.ok:
+                        reflection_attempt = 0
+                    elif reflection_attempt >= attempts and self.state.turn_count == target:
+                        gave_up["reflection"], reflection_attempt = target, 0
+                    continue
                 return
         finally:
             if early is not None:
                 await early.drop()
+
+    async def reflect_now(
+        self, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempts: int, embedder: Embedder | None = None,
+        policy: ReflectionPolicy = DEFAULT_POLICY,
+    ) -> Event:
+        """Force a reflection now; returns its ``reflection`` event.
+
+        The thinker is brought up to date first (thinking, memory, insight, and any reflection
+        already due, which may itself start the cooldown), under :attr:`stages`, so this never
+        races the think loop. The policy's gates hold for a forced reflection too: within the
+        cooldown or at the hourly cap it raises :class:`ReflectionRefused` (``turns_left`` /
+        ``next_slot``) and writes nothing; with reflection off, too. A reflection that fails is
+        recorded (``thinker_failed``) and tried again, up to ``attempts`` in all; then
+        :class:`ReflectionFailed`."""
+        async with self.stages:
+            await self._think_until_current(llm, prompts, config, attempts=attempts, embedder=embedder,
+                                            overlap_memory=False, policy=policy)
+            conversation = str(self.key)
+            if not config.reflection:
+                raise ReflectionRefused(conversation, "off", "reflection is off for this conversation")
+            refused = refusal(self.state, policy)
+            if refused is not None:
+                raise ReflectionRefused(conversation, refused.reason, refused.detail, turns_left=refused.turns_left,
+                                        next_slot=refused.next_slot)
+            failure: Event | None = None
+            for attempt in range(1, attempts + 1):
+                self.check()
+                basis = self.state
+                cause = event_id(self.key.tenant, self.key.conversation, self.key.branch, basis.last_seq)
+                step = await reflect(basis, llm, prompts, config, policy, triggers=forced_triggers(basis, policy),
+                                     attempt=attempt)
+                events = await self.append(_after(step, self.key, cause))
+                if step.ok:
+                    return events[-1]
+                failure = events[-1]
+            assert failure is not None and isinstance(failure.payload, ThinkerFailed)  # attempts >= 1, all failed
+            raise ReflectionFailed(conversation, failure.seq, failure.payload.error_type, failure.payload.message)
 
 
 class _EarlyStep:

@@ -33,10 +33,12 @@ TEMPLATE_DIGEST_BYTES = 8
 """blake2b-64: 16 hex digits per template, enough to tell an edited template from its default."""
 
 STAGE_TEMPLATES: Mapping[str, tuple[str, ...]] = {
-    "talker": ("talker.md", "talker_baseline.md", "talker_memory.md"),
+    "talker": ("talker.md", "talker_baseline.md", "talker_memory.md", "talker_portrait.md"),
     "monologue": ("monologue.md", "monologue_continue.md"),
     "controller": ("controller.md", "controller_only.md"),
     "memory": ("memory.md", "contradiction.md"),
+    "insight": ("insight.md",),
+    "reflection": ("decay.md", "reflect.md"),
 }
 """The templates each stage of the pipeline renders (a ``thinker_failed`` event's ``stage``)."""
 

@@ -29,6 +29,16 @@ differ from the parent's, so what is recalled may too. The message's vector come
 branch recalls; ``counterfactual`` gives the branch's block to the Talker, which is asked again
 only when that changed its request.
 
+Reflection re-runs on the branch when the conversation reflects (its turns recorded it): the
+insight after each turn and a reflection wherever the branch's own state makes one due, so a
+changed ``reflect.md`` or ``decay.md`` gives the branch other portraits and decisions while its
+kept turns stay the parent's. The hourly cap counts the branch's own event timestamps (a
+recompute runs faster than the conversation did, so a cap the parent never met can hold a
+branch's reflection back). A reflection the user **forced** in the parent is a user action,
+like a turn: the branch forces one after the same turn (``for_turn``), if the branch's
+policy allows it there (within the branch's cooldown or cap it is skipped, and the diff shows
+the difference). An unchanged prompt set reproduces the parent's reflections exactly.
+
 Resumable: the branch is written with fenced appends, and a run that finds a half-done branch
 rebuilds its state and carries on from the first recorded turn it does not hold yet — nothing
 is duplicated, nothing skipped. Two runs on one branch at once cannot fork it: the second
@@ -45,15 +55,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mirror.cognition.embeddings.port import Embedder, Embeddings
+from mirror.cognition.errors import ReflectionFailed, ReflectionRefused
 from mirror.cognition.llm import LLM
 from mirror.cognition.memory.turn import recall_for_turn, wants_recall, wants_vector
 from mirror.cognition.pipeline import MirrorConfig, talk
 from mirror.cognition.prompts import PromptSet
+from mirror.cognition.reflection.triggers import FORCED
 from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import EventBus, Head
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey, event_id, validate_identifier
-from mirror.events.payloads import Monologue, Narrative, Recall, Turn
+from mirror.events.payloads import Monologue, Narrative, Recall, Reflection, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
 
@@ -223,15 +235,26 @@ async def _rethink(
     inherited_turns = sum(1 for event in recorded_events if isinstance(event.payload, Turn) and event.seq <= fork_seq)
     done = writer.state.turn_count - inherited_turns
     replies: list[dict[str, Any]] = []
+    forced = {event.payload.for_turn for event in recorded_events  # type: ignore[attr-defined]  # Reflection events alone
+              if isinstance(event.payload, Reflection) and FORCED in event.payload.triggers and event.seq > fork_seq}
 
     async def think_until_current(upcoming: int) -> None:
         """Think about the newest turn; meanwhile embed the message of turn ``upcoming`` for its
         recall, when there will be a vector to compare it with (one now, or a memory step to come)."""
         if ahead is not None and upcoming < len(turns) and (wants_vector(writer.state) or writer.memory_behind()):
             ahead.start(messages[upcoming])
-        config = config_from(thinker_provenance, plan.mode or writer.state.mode or "full", talker=False)
+        config = replace(config_from(thinker_provenance, plan.mode or writer.state.mode or "full", talker=False),
+                         reflection=bool(writer.state.reflection))
         await writer.think_until_current(llm, plan.prompts, config, attempts=plan.thinking_attempts, embedder=vectors,
                                          overlap_memory=True)
+        turn = writer.state.turn_count - 1
+        last = writer.state.last_reflection
+        if turn in forced and config.reflection and not (last is not None and last.for_turn == turn
+                                                         and FORCED in last.triggers):
+            try:  # the parent's user forced one after this turn: so does the branch, if its policy allows
+                await writer.reflect_now(llm, plan.prompts, config, attempts=plan.thinking_attempts, embedder=vectors)
+            except (ReflectionRefused, ReflectionFailed):
+                pass  # refused: nothing written; failed: each attempt is on the branch as a thinker_failed
 
     recall_vectors: Embedder | None = ahead if ahead is not None else vectors
     try:

@@ -5,7 +5,9 @@ model's answer (or, for a call that got no answer, the fingerprint and the failu
 ``thinker_failed`` event recorded). Where the provenance points at the payload
 (``response_in_payload``: one copy of each model output), the answer is rebuilt from the
 payload (:func:`mirror.cognition.responses.response_from_payload`), which the pipeline parses
-to the same payload, so old-form and new-form logs replay alike. Replaying the same pipeline over the same states asks the
+to the same payload, so old-form and new-form logs replay alike. A call an event keeps on its
+payload besides (a reflection's decay call: :func:`~mirror.cognition.responses.side_answers`)
+is answered the same way. Replaying the same pipeline over the same states asks the
 same requests, so each is answered from the recording — zero model calls, identical events.
 
 A request whose fingerprint was never recorded is a :class:`RecordingMiss` (an ``LLMError``, so
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 from mirror.cognition.errors import LLMError
 from mirror.cognition.llm import LLM, ChatRequest, ChatResponse
-from mirror.cognition.responses import PayloadDoesNotMatch, recorded_response
+from mirror.cognition.responses import PayloadDoesNotMatch, recorded_response, side_answers
 from mirror.events.envelope import Event
 from mirror.events.payloads import Provenance, ThinkerFailed
 
@@ -67,6 +69,9 @@ class RecordedLLM:
 
     def add(self, events: Iterable[Event]) -> None:
         for event in events:
+            for side in side_answers(event):  # e.g. a reflection's decay call, kept on its payload
+                self._answers.setdefault(side.provenance.request_fingerprint, deque()).append(
+                    _Recorded(side.provenance, None, side.response))
             provenance = event.provenance
             if provenance is None:
                 continue

@@ -25,6 +25,14 @@ vector it records (none: keyword-only, as the live turn did when its embedder fa
 timestamp, and what it names — beliefs, review items, edges — is compared. The ``turn`` right
 after it is then replayed with the replayed recall's block in the Talker's request: zero model
 and zero embedding calls, and a recall that now comes out differently shows in both places.
+
+Reflection's events are verified like thinking steps, each on its own: an ``insight``, a
+``reflection`` or a ``thinker_failed`` of stage ``insight`` / ``reflection`` is made again from
+the state its causation names (a reflection with the triggers due there, or ``forced`` first if
+it was forced: a reflection that would no longer be due shows as a divergence in its triggers).
+The reflection's decay call is answered from its payload (``decay_fingerprint`` /
+``decay_answer``, through :class:`RecordedLLM`), its consolidation from its provenance: zero
+model calls. A failed step is re-run with the calls the log does not answer failing as recorded.
 """
 
 from __future__ import annotations
@@ -36,20 +44,26 @@ from typing import Any, cast
 from mirror.cognition.llm import LLM, ChatRequest, ChatResponse
 from mirror.cognition.memory.stage import RecordedStepFailure, remember
 from mirror.cognition.memory.turn import replay_recall
-from mirror.cognition.pipeline import MirrorConfig, Mode, talk, think
+from mirror.cognition.pipeline import MirrorConfig, Mode, Thinking, talk, think
 from mirror.cognition.prompts import PromptSet
+from mirror.cognition.reflection.insight import draw_insight
+from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
+from mirror.cognition.reflection.step import reflect
+from mirror.cognition.reflection.triggers import FORCED, due, forced_triggers
 from mirror.events.codec import to_json_ready
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey, event_id
 from mirror.events.payloads import (
     Belief,
     Edge,
+    Insight,
     MemoryStep,
     Monologue,
     Narrative,
     Payload,
     Provenance,
     Recall,
+    Reflection,
     ThinkerFailed,
     Turn,
 )
@@ -149,7 +163,7 @@ def thinking_steps(events: Sequence[Event]) -> list[list[Event]]:
     current: list[Event] = []
     for event in events:
         payload = event.payload
-        if not isinstance(payload, THINKING_TYPES) or _memory_failure(payload):
+        if not isinstance(payload, THINKING_TYPES) or _memory_failure(payload) or _reflection_event(payload):
             if current:
                 steps.append(current)
                 current = []
@@ -168,6 +182,20 @@ def thinking_steps(events: Sequence[Event]) -> list[list[Event]]:
 
 def _memory_failure(payload: Payload) -> bool:
     return isinstance(payload, ThinkerFailed) and payload.stage == "memory"
+
+
+REFLECTION_STAGES = ("insight", "reflection")
+
+
+def _reflection_event(payload: Payload) -> bool:
+    return isinstance(payload, (Insight, Reflection)) or (
+        isinstance(payload, ThinkerFailed) and payload.stage in REFLECTION_STAGES)
+
+
+def reflection_steps(events: Sequence[Event]) -> list[list[Event]]:
+    """The recorded insight and reflection steps: each ``insight``, ``reflection`` and
+    ``thinker_failed`` of stage ``insight`` or ``reflection``, one event each."""
+    return [[event] for event in events if _reflection_event(event.payload)]
 
 
 def memory_steps(events: Sequence[Event]) -> list[list[Event]]:
@@ -297,13 +325,16 @@ async def verify_events(
     state = base
     steps = {step[0].seq: step for step in thinking_steps(events)}
     remembered = {step[0].seq: step for step in memory_steps(events)}
+    reflected = {step[0].seq: step for step in reflection_steps(events)}
     block = ""  # the replayed recall's block, for the turn right after its recall event
     index = 0
     while index < len(events):
         event = events[index]
-        step = steps.get(event.seq) or remembered.get(event.seq)
+        step = steps.get(event.seq) or remembered.get(event.seq) or reflected.get(event.seq)
         if step is not None:
-            if event.seq in remembered:
+            if event.seq in reflected:
+                await _verify_reflection_step(key, event, states, prompts, llm, report, comparison)
+            elif event.seq in remembered:
                 await _verify_memory_step(key, step, states, prompts, llm, vectors, model, report, comparison)
             else:
                 await _verify_step(key, step, states, prompts, llm, report, comparison)
@@ -370,6 +401,8 @@ async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, p
     config = config_from(event.provenance, payload.mode, talker=True)
     if payload.memory is not None:
         config = replace(config, memory=payload.memory)
+    if payload.reflection is not None:
+        config = replace(config, reflection=payload.reflection)
     try:
         said = await talk(state, payload.user_message, llm, prompts, config, recalled=recalled)
     except RecordingMiss:
@@ -383,6 +416,8 @@ async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, p
         return
     # A version-2 turn did not record whether memory was on; its replay does not claim to know either.
     turn = said.turn if payload.memory is not None else replace(said.turn, memory=None)
+    if payload.reflection is None:  # nor did a version-3 turn record whether reflection was on
+        turn = replace(turn, reflection=None)
     replayed = make_event(key, event.seq, turn, turn=state.turn_count, provenance=said.provenance,
                           timestamp=event.timestamp, causation=event.causation)
     _compare([event], [replayed], report, comparison)
@@ -453,6 +488,39 @@ async def _verify_memory_step(key: StreamKey, step: list[Event], states: dict[in
              comparison)
 
 
+async def _verify_reflection_step(key: StreamKey, event: Event, states: dict[int, ConversationState],
+                                  prompts: PromptSet, llm: RecordedLLM, report: VerifyReport,
+                                  comparison: PromptComparison | None = None,
+                                  policy: ReflectionPolicy = DEFAULT_POLICY) -> None:
+    if event.provenance is None:
+        report.unverifiable += 1
+        return
+    basis = _basis(key, event, states)
+    if basis is None:
+        report.divergences.append(Divergence(event.seq, f"the state this step started from ({event.causation}) is unknown"))
+        return
+    report.steps += 1
+    thinking = await replay_reflection_step(event, basis, llm, prompts, policy)
+    _compare([event], thinking.events(key, event.seq, timestamp=event.timestamp, causation=event.causation), report,
+             comparison)
+
+
+async def replay_reflection_step(event: Event, basis: ConversationState, llm: RecordedLLM, prompts: PromptSet,
+                                 policy: ReflectionPolicy = DEFAULT_POLICY) -> Thinking:
+    """The insight or reflection step ``event`` records, made again from ``basis`` over the recorded answers."""
+    payload = event.payload
+    failure = payload if isinstance(payload, ThinkerFailed) else None
+    asked: LLM = llm if failure is None else _FailsAsRecorded(llm, failure)
+    config = replace(config_from(event.provenance, basis.mode, talker=False), reflection=True)
+    attempt = failure.attempt if failure is not None else 1
+    if isinstance(payload, Insight) or (failure is not None and failure.stage == "insight"):
+        return await draw_insight(basis, asked, prompts, config, attempt=attempt)
+    forced = isinstance(payload, Reflection) and FORCED in payload.triggers
+    # A failure records no triggers (nor do they change it): those due, or forced when none is.
+    triggers = forced_triggers(basis, policy) if forced else (due(basis, policy) or forced_triggers(basis, policy))
+    return await reflect(basis, asked, prompts, config, policy, triggers=triggers, attempt=attempt)
+
+
 def _basis(key: StreamKey, first: Event, states: dict[int, ConversationState]) -> ConversationState | None:
     if first.causation is None:  # recorded without causation: the step saw the state just before it
         return states.get(first.seq - 1)
@@ -463,6 +531,6 @@ def _basis(key: StreamKey, first: Event, states: dict[int, ConversationState]) -
 
 
 __all__ = [
-    "Divergence", "RECORDING_MISS", "VerifyReport", "config_from", "memory_steps", "thinking_steps",
-    "verify_events",
+    "Divergence", "RECORDING_MISS", "REFLECTION_STAGES", "VerifyReport", "config_from", "memory_steps",
+    "reflection_steps", "replay_reflection_step", "thinking_steps", "verify_events",
 ]

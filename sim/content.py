@@ -23,6 +23,7 @@ from typing import Any
 from mirror.projections.monologue import estimate_tokens  # the simulator counts usage as Mirror estimates it
 from mirror.sim import curate as sim_curate
 from mirror.sim import memory as sim_memory
+from mirror.sim import reflection as sim_reflection
 from mirror.sim.errors import UnsatisfiableSchema
 
 # The request fields that decide the content; anything else (user, stream_options, ...) does not.
@@ -132,6 +133,10 @@ def chat_completion(body: Mapping[str, Any], digest: bytes, model: str) -> dict[
     finish_reason = "stop"
     memory_kind = sim_memory.schema_kind(response_format)
     remembered = None if memory_kind is None else sim_memory.answer(memory_kind, last_user_text(body["messages"]))
+    reflection_kind = sim_reflection.schema_kind(response_format) if remembered is None else None
+    if reflection_kind is not None:  # Mirror's reflection: content read from the request (see sim.reflection)
+        remembered = sim_reflection.answer(reflection_kind, last_user_text(body["messages"]),
+                                           system_text(body["messages"]))
     if remembered is None:  # the CuRaTe eval's judge: a rating read from the request (see sim.curate)
         remembered = sim_curate.answer(response_format, last_user_text(body["messages"]))
     if remembered is not None:  # Mirror's memory stage: content read from the request (see sim.memory)
@@ -187,6 +192,11 @@ def last_user_text(messages: list[Mapping[str, Any]]) -> str:
         if message.get("role") == "user":
             return _text_of(message.get("content"))
     return ""
+
+
+def system_text(messages: list[Mapping[str, Any]]) -> str:
+    """The text of the system messages run together ("" when there is none): the instructions."""
+    return "\n".join(_text_of(message.get("content")) for message in messages if message.get("role") == "system")
 
 
 def prompt_text(messages: list[Mapping[str, Any]]) -> str:
@@ -417,6 +427,6 @@ def embedding(text: str, dimensions: int) -> list[float]:
 
 __all__ = [
     "CONTENT_FIELDS", "GARBAGE_BODY", "MAX_SCHEMA_DEPTH", "chat_completion", "embedding", "garble",
-    "instance", "json_object", "last_user_text", "prompt_text", "prose", "request_digest",
+    "instance", "json_object", "last_user_text", "prompt_text", "prose", "request_digest", "system_text",
     "rng_for", "sentence", "voice_for", "with_content", "without_usage",
 ]

@@ -21,7 +21,9 @@ they sent no `response_format`), so its values add up to `chat_calls`; `last_res
 is the last chat call's `response_format` exactly as received (null when absent). Together they
 let a test see what a client sends for structured output.
 
-Faults (by `--script`/`/_sim/script` or `--fault KIND=RATE`), each taken by one chat call:
+Faults (by `--script`/`/_sim/script` or `--fault KIND=RATE`), each taken by one chat call
+(drawn faults only by calls asking for one of `settings.fault_schemas`, when given: a test can
+fail one stage, e.g. reflection's `reflection_decay` and `reflection_portrait` calls):
 
     429         HTTP 429 rate_limit_error, with `Retry-After` when settings.retry_after_s is set
     500         HTTP 500 server_error

@@ -82,6 +82,11 @@ class SimSettings:
     retry_after_s: float | None = None  # when set, `429` faults carry a Retry-After header saying this
     model: str = "mirror-sim"
     embedding_dim: int = 64
+    fault_schemas: tuple[str, ...] = ()
+    """Only chat calls whose ``response_format`` is one of these schemas (by name, e.g.
+    ``reflection_portrait``; a nameless llama-cpp schema by what it asks for) take the faults
+    ``fault_rates`` draw; empty: every chat call. Lets a test fail one stage (reflection's calls,
+    say) and leave the others alone. The script is not filtered: it goes to the next calls."""
     embedding_latency: str | None = None
     """The latency of embedding calls, when it should differ from chat's (``None``: the same).
     A real embedding call of one short message takes a few milliseconds, a chat call hundreds:
@@ -105,6 +110,8 @@ class SimSettings:
             raise InvalidSimSetting("timeout_hang_s", self.timeout_hang_s, "a finite number of seconds >= 0")
         if self.retry_after_s is not None and not (math.isfinite(self.retry_after_s) and self.retry_after_s >= 0):
             raise InvalidSimSetting("retry_after_s", self.retry_after_s, "None or a finite number of seconds >= 0")
+        if not all(isinstance(name, str) and name for name in self.fault_schemas):
+            raise InvalidSimSetting("fault_schemas", self.fault_schemas, "a tuple of schema names")
         if not self.model:
             raise InvalidSimSetting("model", self.model, "a non-empty model name")
         if not 1 <= self.embedding_dim <= MAX_EMBEDDING_DIM:

@@ -14,6 +14,8 @@ from typing import Any
 
 from starlette.requests import Request
 
+from mirror.sim import memory as sim_memory
+from mirror.sim import reflection as sim_reflection
 from mirror.sim.settings import (
     FAULT_KINDS,
     NO_FAULT,
@@ -24,9 +26,19 @@ from mirror.sim.settings import (
     stream_rng,
 )
 
-__all__ = ["NO_RESPONSE_FORMAT", "SimState"]
+__all__ = ["NO_RESPONSE_FORMAT", "SimState", "schema_name"]
 
 NO_RESPONSE_FORMAT = "none"  # the `response_formats` key of chat calls that sent none
+
+
+def schema_name(response_format: Mapping[str, Any] | None) -> str | None:
+    """The schema a chat call asks for: its name, or for a nameless schema the Mirror schema it is."""
+    if not response_format:
+        return None
+    spec = response_format.get("json_schema")
+    if isinstance(spec, Mapping) and spec.get("name"):
+        return str(spec["name"])
+    return sim_memory.schema_kind(response_format) or sim_reflection.schema_kind(response_format)
 
 
 @dataclass
@@ -71,7 +83,12 @@ class SimState:
         kind = response_format["type"] if response_format is not None else NO_RESPONSE_FORMAT  # checked by routes._check_chat
         self.response_formats[kind] = self.response_formats.get(kind, 0) + 1
         self.last_response_format = response_format
-        fault = self.script.popleft() if self.script else drawn_fault(self.settings, self.chat_calls)
+        if self.script:
+            fault = self.script.popleft()
+        elif self.settings.fault_schemas and schema_name(response_format) not in self.settings.fault_schemas:
+            fault = NO_FAULT
+        else:
+            fault = drawn_fault(self.settings, self.chat_calls)
         self.chat_calls += 1
         if fault != NO_FAULT:
             self.faults[fault] += 1

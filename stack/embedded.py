@@ -79,6 +79,8 @@ class StackSettings:
     memory: bool = True
     """The memory stage; its vectors come from the offline MiniLM with ``llm="local"``, else from
     the endpoint's ``/v1/embeddings`` (the simulator's with ``llm="sim"``) for ``embedding_model``."""
+    reflection: bool = True
+    """Insights after each turn and reflection when due, for conversations whose first turn does not say."""
     embedding_model: str = "text-embedding-3-small"
     sim_latency: str = "fixed:50"
     passivate_after_s: float = 300.0
@@ -199,7 +201,8 @@ class EmbeddedStack:
             infrastructure = NatsInfrastructure(nats.url, shard=shards.default, shard_map=shards.assignments)
             runtime = RuntimeSettings(infrastructure=infrastructure, llm=llm_settings, mode=settings.mode,
                                       warnings_log=str(relay.path),
-                                      memory=settings.memory, embedding_model=settings.embedding_model,
+                                      memory=settings.memory, reflection=settings.reflection,
+                                      embedding_model=settings.embedding_model,
                                       embedder="minilm" if settings.llm == "local" else "endpoint",
                                       talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens(),
                                       snapshot_every=settings.snapshot_every, passivate_after_s=settings.passivate_after_s,

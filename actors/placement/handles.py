@@ -16,7 +16,7 @@ from typing import Any
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.conversation_actor import actor_name, conversation_actor
 from mirror.actors.handle import ConversationHandle
-from mirror.actors.results import ConversationSummary, TurnResult
+from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings
 from mirror.events.ids import StreamKey
 
@@ -43,8 +43,13 @@ class HostedConversation:
         return self.placement.host(self.slot)
 
     async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None) -> TurnResult:
-        result: TurnResult = await self.host.turn.remote(self.key, message, sync=sync, mode=mode, memory=memory)
+                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
+        result: TurnResult = await self.host.turn.remote(self.key, message, sync=sync, mode=mode, memory=memory,
+                                                         reflection=reflection)
+        return result
+
+    async def reflect(self) -> ReflectionResult:
+        result: ReflectionResult = await self.host.reflect.remote(self.key)
         return result
 
     async def summary(self) -> ConversationSummary:
@@ -81,8 +86,13 @@ class DedicatedConversation:
     """The actor's Ray handle (to kill it in a test)."""
 
     async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None) -> TurnResult:
-        result: TurnResult = await self.actor.turn.remote(message, sync=sync, mode=mode, memory=memory)
+                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
+        result: TurnResult = await self.actor.turn.remote(message, sync=sync, mode=mode, memory=memory,
+                                                          reflection=reflection)
+        return result
+
+    async def reflect(self) -> ReflectionResult:
+        result: ReflectionResult = await self.actor.reflect.remote()
         return result
 
     async def summary(self) -> ConversationSummary:

@@ -22,7 +22,7 @@ import ray
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.directory import NAMESPACE
 from mirror.actors.log_file import append_warnings_to
-from mirror.actors.results import ConversationSummary, TurnResult
+from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings
 from mirror.events.ids import StreamKey
 
@@ -58,8 +58,11 @@ class ConversationHost:
         self.table = HostedConversations(settings, name=host_name(index, settings))
 
     async def turn(self, key: StreamKey, message: str, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None) -> TurnResult:
-        return await self.table.turn(key, message, sync=sync, mode=mode, memory=memory)
+                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
+        return await self.table.turn(key, message, sync=sync, mode=mode, memory=memory, reflection=reflection)
+
+    async def reflect(self, key: StreamKey) -> ReflectionResult:
+        return await self.table.reflect(key)
 
     async def summary(self, key: StreamKey) -> ConversationSummary:
         return await self.table.summary(key)

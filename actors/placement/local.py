@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.handle import ConversationHandle
-from mirror.actors.results import ConversationSummary, TurnResult
+from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings
 from mirror.events.ids import StreamKey
 
@@ -29,8 +29,11 @@ class LocalConversation:
     key: StreamKey
 
     async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None) -> TurnResult:
-        return await self.table.turn(self.key, message, sync=sync, mode=mode, memory=memory)
+                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
+        return await self.table.turn(self.key, message, sync=sync, mode=mode, memory=memory, reflection=reflection)
+
+    async def reflect(self) -> ReflectionResult:
+        return await self.table.reflect(self.key)
 
     async def summary(self) -> ConversationSummary:
         return await self.table.summary(self.key)

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 from mirror.actors.clients import ConversationClients
 from mirror.actors.conversation import Conversation, RebuildReport
 from mirror.actors.errors import Fenced
-from mirror.actors.results import ConversationSummary, TurnResult
+from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings, settings_prompts
 from mirror.events.ids import StreamKey
 from mirror.projections.snapshot import snapshot_bytes
@@ -138,8 +138,14 @@ class HostedConversations:
     # a turn in the mailbox; the reads beside it, on the state as it is.
 
     async def turn(self, key: StreamKey, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None) -> TurnResult:
-        return await self.call(key, lambda conversation: conversation.turn(message, sync=sync, mode=mode, memory=memory))
+                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
+        return await self.call(key, lambda conversation: conversation.turn(message, sync=sync, mode=mode, memory=memory,
+                                                                           reflection=reflection))
+
+    async def reflect(self, key: StreamKey) -> ReflectionResult:
+        """A forced reflection, beside the mailbox: it waits for the thinker, not for the turns
+        queued behind it (the writer keeps it from racing the think loop)."""
+        return await self.call(key, _reflect, mailbox=False)
 
     async def summary(self, key: StreamKey) -> ConversationSummary:
         return await self.call(key, _summary, mailbox=False)
@@ -238,6 +244,10 @@ class HostedConversations:
             "failed_activations": stats.failed_activations,
             "activation_ms_mean": round(stats.activation_ms_total / stats.activations, 3) if stats.activations else None,
         }
+
+
+async def _reflect(conversation: Conversation) -> ReflectionResult:
+    return await conversation.reflect()
 
 
 async def _summary(conversation: Conversation) -> ConversationSummary:

@@ -27,6 +27,8 @@ class TurnIn(BaseModel):
     the stack's default when not given; a later turn asking for another is a 409."""
     memory: bool | None = None
     """Whether this conversation's memory is on (the memory stage runs, the Talker recalls): fixed like ``mode``."""
+    reflection: bool | None = None
+    """Whether this conversation draws insights and reflects (a portrait the Talker reads): fixed like ``mode``."""
 
 
 class TurnOut(BaseModel):
@@ -51,8 +53,9 @@ async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Run
     limit = runtime.settings.max_message_bytes
     if size > limit:
         raise HTTPException(413, f"message is {size} bytes; the limit is {limit}")
-    message, mode, memory = body.message, body.mode, body.memory
-    result = await runtime.ask(key, lambda conversation: conversation.turn(message, sync=sync, mode=mode, memory=memory))
+    message, mode, memory, reflection = body.message, body.mode, body.memory, body.reflection
+    result = await runtime.ask(key, lambda conversation: conversation.turn(message, sync=sync, mode=mode, memory=memory,
+                                                                           reflection=reflection))
     response.headers["Server-Timing"] = server_timing(result, (time.perf_counter() - started) * 1000)
     return result.as_dict()
 
