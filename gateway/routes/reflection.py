@@ -18,23 +18,31 @@ unchanged); a broker or log that is down is the usual 503 (:mod:`mirror.gateway.
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import asdict
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import JSONResponse
 
+from mirror.cognition.errors import ReflectionFailed, ReflectionRefused
 from mirror.events.ids import StreamKey
 from mirror.gateway.runtime import GatewayRuntime, Runtime, Tenant, branch_key, key_of
 from mirror.projections.state import ConversationState
 from mirror.replay import ReplayError
 from mirror.replay.reflections import ReflectionHistory, read_reflections
 
-__all__ = ["MAX_LIMIT", "router"]
+__all__ = ["FAILED_RETRY_AFTER_S", "MAX_LIMIT", "portrait_view", "refusal_response", "router"]
 
 router = APIRouter()
 
 MAX_LIMIT = 200
 """Most reflections one page lists (a conversation of 1,000 turns reflects about 50 times)."""
+
+FAILED_RETRY_AFTER_S = 30
+"""What a 503 for a reflection whose model calls all failed tells the client to wait, in seconds."""
 
 _AT = Query(None, ge=0, description="the seq to look at (default: the last)")
 _BRANCH = Query("main", description="the branch to look at")
@@ -84,6 +92,46 @@ async def get_reflection(conversation: str, number: int, owner: Tenant, runtime:
     except ReplayError as exc:
         raise HTTPException(404, str(exc)) from None
     return {**_where(found.state), **view.as_dict()}
+
+
+@router.post("/v1/conversations/{conversation}/reflect")
+async def post_reflect(conversation: str, owner: Tenant, runtime: Runtime) -> Any:
+    """Force a reflection now, through the live conversation, once its thinking is current.
+
+    200: where its ``reflection`` event landed (``seq``) and what it did (accepted, the portrait,
+    how many beliefs it decayed, forgot and kept against the model's proposal, tokens and ms);
+    ``GET …/reflections`` says the rest. 409 during the cooldown (``turns_left``), with reflection
+    off or before the first turn; 429 with ``Retry-After`` at the hourly cap (``next_slot``: from
+    when); 503 with ``Retry-After`` when its model calls failed every attempt (recorded in the log,
+    the portrait unchanged)."""
+    key = key_of(owner, conversation)
+    await runtime.existing(key)  # an unknown conversation is a 404, never a new empty one
+    try:
+        result = await runtime.ask(key, lambda live: live.reflect())
+    except Exception as exc:
+        cause = getattr(exc, "cause", None) or exc  # across Ray: the conversation's own error
+        if isinstance(cause, ReflectionRefused):
+            return refusal_response(cause)
+        if isinstance(cause, ReflectionFailed):
+            raise HTTPException(503, str(cause), headers={"Retry-After": str(FAILED_RETRY_AFTER_S)}) from None
+        raise
+    return result.as_dict()
+
+
+def refusal_response(refused: ReflectionRefused, now: float | None = None) -> JSONResponse:
+    """A refused forced reflection as an answer: 429 with ``Retry-After`` (seconds from ``now``,
+    default the clock) at the hourly cap, 409 otherwise; the body says why and, for the cooldown,
+    how many turns are left, for the cap from when (an ISO time and the timestamp)."""
+    body: dict[str, Any] = {"detail": str(refused), "reason": refused.reason}
+    if refused.reason == "hourly_cap" and refused.next_slot is not None:
+        wait = max(1, math.ceil(refused.next_slot - (time.time() if now is None else now)))
+        when = datetime.fromtimestamp(refused.next_slot, UTC).isoformat(timespec="seconds")
+        body.update(detail=f"{refused}; try again after {when} (in {wait} s)", next_slot=refused.next_slot,
+                    next_slot_iso=when)
+        return JSONResponse(body, status_code=429, headers={"Retry-After": str(wait)})
+    if refused.reason == "cooldown":
+        body["turns_left"] = refused.turns_left
+    return JSONResponse(body, status_code=409)
 
 
 def portrait_view(state: ConversationState) -> dict[str, Any]:
