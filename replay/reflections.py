@@ -9,7 +9,9 @@ the projection (:func:`~mirror.projections.conversation.apply`, the one fold) an
 reflection, records both sides in a :class:`ReflectionView`: a pure function of the events, so
 the same log always reads the same, on a live conversation or a recompute branch alike.
 :func:`read_reflections` reads a branch (inherited events included) through
-:class:`~mirror.replay.History` and folds it.
+:class:`~mirror.replay.History` and folds it; :func:`read_reflection` reads one reflection, folding
+only from the snapshot before it (:meth:`History.rebuild`), so asking about reflection N of a long
+conversation costs what time travel to it costs.
 
 Invariants: ``number`` is the reflection's place on its branch (1-based, the ones inherited from
 a parent branch included), equal to ``counters.reflections`` of the state after it;
@@ -49,6 +51,7 @@ __all__ = [
     "ReflectionView",
     "portrait_diff",
     "portrait_lines",
+    "read_reflection",
     "read_reflections",
     "reflection_history",
 ]
@@ -254,6 +257,27 @@ def reflection_history(events: Iterable[Event], state: ConversationState | None 
     if state is None:
         raise ValueError("reflection_history needs at least one event or a state to start from")
     return ReflectionHistory(state, tuple(reflections), tuple(failures))
+
+
+async def read_reflection(history: History, key: StreamKey, number: int) -> tuple[ReflectionView, Event]:
+    """Reflection ``number`` of ``key`` (1-based, inherited ones included) and the branch's last event.
+
+    The same view :func:`read_reflections` gives, without folding the whole branch: the state
+    before it is rebuilt as time travel rebuilds one (:meth:`History.rebuild`: snapshot + tail),
+    then its event applied. :class:`UnknownReflection` when the branch has had fewer.
+    """
+    await history.last_seq(key)  # an unknown branch is UnknownBranch, as for time travel
+    events = await history.events(key)
+    reflections = [event for event in events if isinstance(event.payload, Reflection)]
+    if not 1 <= number <= len(reflections):
+        raise UnknownReflection(key, number, len(reflections))
+    event = reflections[number - 1]
+    before = (await history.rebuild(key, event.seq - 1)).state
+    if before.key != event.key:  # the parent's reflection, seen from the branch
+        before = replace(before, key=event.key)
+    payload = event.payload
+    assert isinstance(payload, Reflection)
+    return _view(before, apply(before, event), event, payload), events[-1]
 
 
 async def read_reflections(history: History, key: StreamKey, until_seq: int | None = None) -> ReflectionHistory:

@@ -32,7 +32,7 @@ from mirror.events.ids import StreamKey
 from mirror.gateway.runtime import GatewayRuntime, Runtime, Tenant, branch_key, key_of
 from mirror.projections.state import ConversationState
 from mirror.replay import ReplayError
-from mirror.replay.reflections import ReflectionHistory, read_reflections
+from mirror.replay.reflections import ReflectionHistory, read_reflection, read_reflections
 
 __all__ = ["FAILED_RETRY_AFTER_S", "MAX_LIMIT", "portrait_view", "refusal_response", "router"]
 
@@ -86,12 +86,13 @@ async def get_reflection(conversation: str, number: int, owner: Tenant, runtime:
                          branch: str = _BRANCH) -> dict[str, Any]:
     """What reflection ``number`` (1-based, on the branch) changed: the portrait's diff, the beliefs
     decayed and forgotten, the decisions and the overruled ones, and what it cost."""
-    found = await _reflections(runtime, owner, conversation, branch, None)
+    key = await _key(runtime, owner, conversation, branch)
     try:
-        view = found.number(number)
-    except ReplayError as exc:
+        view, last = await read_reflection(await runtime.history(key.tenant), key, number)
+    except ReplayError as exc:  # no such reflection yet, a branch with no events
         raise HTTPException(404, str(exc)) from None
-    return {**_where(found.state), **view.as_dict()}
+    return {"conversation": key.conversation, "branch": key.branch, "seq": last.seq, "timestamp": last.timestamp,
+            **view.as_dict()}
 
 
 @router.post("/v1/conversations/{conversation}/reflect")

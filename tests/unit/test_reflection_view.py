@@ -20,7 +20,13 @@ from mirror.events.payloads import Belief, Fork, Insight, Payload, Provenance, R
 from mirror.projections.conversation import fold
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes
 from mirror.replay import History, UnknownPosition, UnknownReflection
-from mirror.replay.reflections import portrait_diff, portrait_lines, read_reflections, reflection_history
+from mirror.replay.reflections import (
+    portrait_diff,
+    portrait_lines,
+    read_reflection,
+    read_reflections,
+    reflection_history,
+)
 from tests.support.strategies import (
     BELIEF_POOL,
     belief_payloads,
@@ -223,3 +229,22 @@ def test_a_diff_across_a_reflection_shows_the_portrait_and_the_beliefs_decayed_a
     view = state_view(fold(log))
     assert view["portrait"] == SECOND and view["portrait_seq"] == 9 and view["reflections"] == 3
     assert view["last_reflection"]["seq"] == 11 and view["pending_insights"] == []
+
+
+async def test_one_reflection_read_from_the_snapshot_before_it_is_the_one_the_whole_fold_reads() -> None:
+    main = events()
+    branch_key = replace(KEY, branch="rc-1")
+    own = [make_event(branch_key, 10, Fork("main", 9), turn=1, timestamp=T0 + 100),
+           make_event(branch_key, 11, Reflection(SECOND + " Also jazz.", accepted=True), turn=1, timestamp=T0 + 101)]
+    log = InMemoryEventLog()
+    log.add([*main, *own])
+    log.put_snapshot(Snapshot(KEY, 7, PROJECTION_VERSION, snapshot_bytes(fold(main[:7]))))
+    history = History(log, snapshots=log, materialize=False)
+    for key, count in ((KEY, 3), (branch_key, 3)):
+        whole = await read_reflections(history, key)
+        for number in range(1, count + 1):
+            view, last = await read_reflection(history, key, number)
+            assert view == whole.number(number), (key, number)
+            assert last.seq == whole.state.last_seq
+        with pytest.raises(UnknownReflection):
+            await read_reflection(history, key, count + 1)
