@@ -3,7 +3,7 @@
 This module is the table of contents: the root app, its ``--config`` callback, and every
 command and group registered in the order ``mirror --help`` lists them. The commands live one
 module per group (:mod:`.serve`, :mod:`.client`, :mod:`.replay`, :mod:`.tenants`,
-:mod:`.bench`, :mod:`.log`, :mod:`.evals`, :mod:`.memory`, :mod:`.prompts`, :mod:`.chaos`); the options they share are defined once in :mod:`.options`.
+:mod:`.bench`, :mod:`.log`, :mod:`.evals`, :mod:`.memory`, :mod:`.reflection`, :mod:`.prompts`, :mod:`.chaos`); the options they share are defined once in :mod:`.options`.
 
 Commands import what they run inside their bodies, not at the top of their modules: importing
 the stack, Ray and the pipelines up front would make every command, ``mirror --help`` included,
@@ -27,7 +27,20 @@ try:  # Typer ≥ 0.2x runs on its own copy of click (typer._click); older ones 
 except ImportError:  # pragma: no cover - depends on the installed Typer
     from click.exceptions import ClickException, UsageError  # type: ignore[assignment]
 
-from mirror.cli import bench, chaos, client, evals, help_layout, log, memory, prompts, replay, serve, tenants
+from mirror.cli import (
+    bench,
+    chaos,
+    client,
+    evals,
+    help_layout,
+    log,
+    memory,
+    prompts,
+    reflection,
+    replay,
+    serve,
+    tenants,
+)
 from mirror.cli.config_file import find_config_file, load_default_map
 from mirror.events.errors import MirrorError
 
@@ -48,6 +61,9 @@ app.command()(client.demo)
 app.command()(client.chat)
 app.command()(client.status)
 app.command("recompute")(replay.recompute)
+app.command()(reflection.portrait)
+app.command()(reflection.reflections)
+app.command()(reflection.reflect)
 app.command()(chaos.chaos)
 app.add_typer(tenants.tenants_app, name="tenants")
 app.add_typer(bench.bench_app, name="bench")

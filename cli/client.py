@@ -43,7 +43,8 @@ def demo(
     conversation: str = typer.Option(None, "--conversation", help="Conversation id (default: a fresh demo-RANDOM)."),
     log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
-    """Play a short conversation that tests memory of a safety constraint, showing the thinking after each turn.
+    """Play a short conversation that tests memory of a safety constraint, showing the thinking after each turn
+    and the portrait at the end.
 
     Uses the stack running for --data (or --url); otherwise starts an embedded one on free ports
     and stops it at the end. Turns are synchronous: each turn's thinking is done before the next.

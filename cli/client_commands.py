@@ -92,6 +92,13 @@ def render_event(console: Console, event: dict[str, Any]) -> None:
         console.print(Text.assemble(("  recalled  ", "bold blue"),
                                     f"{len(beliefs)} belief(s) {', '.join(map(str, beliefs))}; {len(edges)} edge(s)",
                                     (f"  (before turn {event.get('turn')}{vector})", "dim")))
+    elif kind == "insight":
+        console.print(Text.assemble(("  insight   ", "bold blue"), (str(payload.get("text", "")), "italic")))
+    elif kind == "reflection":
+        outcome = "portrait rewritten" if payload.get("accepted") else f"portrait kept: {payload.get('reason')}"
+        console.print(Text.assemble(("  reflected ", "bold blue"), outcome,
+                                    (f"  ({', '.join(payload.get('triggers') or ()) or 'no trigger'}; "
+                                     f"{len(payload.get('decisions') or ())} decay decision(s))", "dim")))
     elif kind == "thinker_failed":
         console.print(Text(f"  thinker failed at {payload.get('stage')}: {payload.get('error_type')}: "
                            f"{payload.get('message')}", style="bold red"))
@@ -171,7 +178,8 @@ def run_demo(client: GatewayClient, console: Console, *, conversation: str | Non
     """Play ``script`` in a fresh conversation, one synchronous turn at a time, showing the thinking.
 
     Returns what the summary line reports; it does not judge the model, it only reports whether
-    the final narrative and reply still mention the constraint stated in the first message.
+    the final narrative and reply still mention the constraint stated in the first message. Before
+    that line it shows the portrait (:func:`demo_portrait`), and returns it too.
     """
     conversation = conversation or f"demo-{secrets.token_hex(3)}"
     console.rule(f"[bold]Mirror demo · conversation {conversation}")
@@ -203,6 +211,7 @@ def run_demo(client: GatewayClient, console: Console, *, conversation: str | Non
         console.print(f"[dim]  replied in {time.monotonic() - started:.1f} s; the Thinker follows…[/]")
         last_seq = wait_for_thoughts(client, console, conversation, after=answer["seq"],
                                      on_event=shown)
+    portrait = demo_portrait(client, console, conversation)["portrait"]
     summary = client.summary(conversation)
     narrative = summary.get("narrative") or ""
     result = {"conversation": conversation, "turns": summary["turns"], "events": max(last_seq, summary["last_seq"]),
@@ -211,7 +220,7 @@ def run_demo(client: GatewayClient, console: Console, *, conversation: str | Non
               "memory_holds_constraint": any(_mentions(statement, DEMO_CONSTRAINT_WORDS)
                                              for statement in remembered.values()),
               "recalled_constraint": any(_mentions(statement, DEMO_CONSTRAINT_WORDS) for statement in recalled),
-              "last_failure": summary.get("last_failure"), "simulator": simulator}
+              "last_failure": summary.get("last_failure"), "simulator": simulator, "portrait": portrait}
     console.rule()
     console.print(
         f"[bold]{result['turns']} turns, {result['events']} events in {conversation}; "
@@ -223,6 +232,27 @@ def run_demo(client: GatewayClient, console: Console, *, conversation: str | Non
     if simulator:
         console.print(SIMULATOR_NOTE)
     return result
+
+
+def demo_portrait(client: GatewayClient, console: Console, conversation: str) -> dict[str, Any]:
+    """Show the conversation's portrait (``GET …/portrait``), forcing a reflection first if it has not
+    reflected; a refusal (the cooldown after the start, the hourly cap) is shown, not raised."""
+    from mirror.cli.reflection import portrait_text
+
+    answer = client.portrait(conversation)
+    if answer["reflections"] == 0 and answer.get("reflection") is not False:
+        try:
+            with console.status("[magenta]reflecting: a portrait of the conversation so far…[/]"):
+                client.reflect(conversation)
+        except GatewayRequestFailed as refused:
+            if refused.status not in (409, 429):
+                raise
+            console.print(Text(f"no reflection yet: {refused.detail}", style="yellow"))
+        else:
+            answer = client.portrait(conversation)
+    console.rule("portrait", style="dim")
+    console.print(portrait_text(answer))
+    return answer
 
 
 SIMULATOR_MODEL = SimSettings.model  # the default of its dataclass field: "mirror-sim", the model `--llm sim` asks for
@@ -429,6 +459,6 @@ def status_table(console: Console, tenant: str | None, conversations: list[dict[
 __all__ = [
     "CHAT_HELP", "DEMO_CONSTRAINT_WORDS", "DEMO_SCRIPT", "DemoSettings", "NARRATIVE_SHOWN_CHARS",
     "POLL_INTERVAL_S", "SIMULATOR_MODEL", "SIMULATOR_NOTE", "STATUS_FIELDS", "THOUGHT_WAIT_S", "THREADS",
-    "answered_by_simulator", "demo_target", "event_line", "render_event", "run_chat", "run_demo", "show_status",
+    "answered_by_simulator", "demo_portrait", "demo_target", "event_line", "render_event", "run_chat", "run_demo", "show_status",
     "status_table", "tail_events", "wait_for_thoughts",
 ]

@@ -3,7 +3,8 @@
 ``mirror up`` (and ``mirror demo`` when it starts its own stack) records the gateway in
 ``<data dir>/stack.json``; :func:`find_stack` reads it, or takes an explicit ``--url`` and
 ``--token``. :class:`GatewayClient` is a small synchronous httpx client of the public API —
-turns, summaries, paged events, the server-sent event stream — that turns every transport or
+turns, summaries, paged events, the server-sent event stream, time travel, memory, the portrait
+and reflections — that turns every transport or
 HTTP failure into one typed error saying what to do, so the CLI prints one line, not a trace.
 
 Errors (``MirrorError`` → ``CLIError`` → …, in :mod:`mirror.cli.errors`):
@@ -32,6 +33,7 @@ TURN_TIMEOUT_S = 660.0  # a sync turn waits for the previous thinking (minutes o
 REQUEST_TIMEOUT_S = 30.0
 STREAM_READ_TIMEOUT_S = 60.0  # the gateway sends a keep-alive comment every 15 s
 PAGE_LIMIT = 1000  # the events API's largest page
+REFLECTIONS_PAGE = 200  # the reflections API's largest page
 CONNECTED_COMMENT = ": connected"
 
 
@@ -144,6 +146,31 @@ class GatewayClient:
         """The projected ``beliefs``, ``edges`` or ``reviews`` at seq ``at`` (default: the last)."""
         return self._request("GET", f"/v1/conversations/{conversation}/{what}", params=_given(branch=branch, at=at))
 
+    def portrait(self, conversation: str, *, at: int | None = None, branch: str = "main") -> dict[str, Any]:
+        """The portrait at seq ``at`` (default: the last), with the last reflection and the counts."""
+        return self._request("GET", f"/v1/conversations/{conversation}/portrait", params=_given(branch=branch, at=at))
+
+    def reflections(self, conversation: str, *, at: int | None = None, branch: str = "main") -> dict[str, Any]:
+        """Every reflection up to seq ``at`` (page after page, joined) and the failed attempts."""
+        path = f"/v1/conversations/{conversation}/reflections"
+        answer = self._request("GET", path, params=_given(branch=branch, at=at, limit=REFLECTIONS_PAGE))
+        while len(answer["reflections"]) < answer["count"]:
+            page = self._request("GET", path, params=_given(branch=branch, at=answer["seq"], limit=REFLECTIONS_PAGE,
+                                                            after=answer["reflections"][-1]["number"]))
+            if not page["reflections"]:
+                break
+            answer["reflections"] += page["reflections"]
+        return answer
+
+    def reflection(self, conversation: str, number: int, *, branch: str = "main") -> dict[str, Any]:
+        """What reflection ``number`` (1-based) changed."""
+        return self._request("GET", f"/v1/conversations/{conversation}/reflections/{number}",
+                             params=_given(branch=branch))
+
+    def reflect(self, conversation: str) -> dict[str, Any]:
+        """Force a reflection now (it waits for the thinking behind it, then makes two model calls)."""
+        return self._request("POST", f"/v1/conversations/{conversation}/reflect", timeout=TURN_TIMEOUT_S)
+
     def start_recompute(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._request("POST", "/v1/recompute", json=body)
 
@@ -228,6 +255,6 @@ def _reason(exc: httpx.TransportError) -> str:
 
 
 __all__ = [
-    "CONNECTED_COMMENT", "EventStream", "GatewayClient", "PAGE_LIMIT", "REQUEST_TIMEOUT_S",
+    "CONNECTED_COMMENT", "EventStream", "GatewayClient", "PAGE_LIMIT", "REFLECTIONS_PAGE", "REQUEST_TIMEOUT_S",
     "STREAM_READ_TIMEOUT_S", "StackTarget", "TURN_TIMEOUT_S", "find_stack",
 ]

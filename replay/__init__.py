@@ -6,6 +6,9 @@ May import ``mirror.cognition``, ``mirror.projections`` and ``mirror.events``; t
 - ``history``: :class:`History` — the one rebuild path (:meth:`History.rebuild`: snapshot + tail,
   skipping an unusable snapshot), and ``state_at`` any seq or time on any branch;
 - ``diff``: :func:`diff` / :class:`StateDiff` — what changed between two states (seqs or branches);
+- ``reflections``: :func:`read_reflections` / :func:`reflection_history` — each reflection of a
+  branch with what it changed (the portrait's diff, the beliefs decayed and forgotten, the
+  overruled decisions) and what it cost;
 - ``recorded``: :class:`RecordedLLM` — the LLM port answered from the log by request fingerprint;
 - ``recorded_vectors``: :class:`RecordedVectors` — the embeddings memory events recorded, by
   fingerprint or text; :class:`RecordedEmbedder` — the embedder port answered from them (zero
@@ -31,12 +34,14 @@ from .errors import (
     UnknownConversation,
     UnknownPosition,
     UnknownPromptSet,
+    UnknownReflection,
 )
 from .history import History, Rebuilt
 from .prompt_record import PromptComparison, prompts_of_fork, recorded_fork
 from .recompute import Recomputation, RecomputePlan, recompute_conversation
 from .recorded import RecordedLLM
 from .recorded_vectors import RecordedEmbedder, RecordedVectors
+from .reflections import ReflectionHistory, ReflectionView, read_reflections, reflection_history
 from .verify import Divergence, VerifyReport, verify_events
 from .verify_log import verify_conversations
 
@@ -53,17 +58,22 @@ __all__ = [
     "RecordedVectors",
     "Rebuilt",
     "RecordingMiss",
+    "ReflectionHistory",
+    "ReflectionView",
     "ReplayError",
     "StateDiff",
     "UnknownBranch",
     "UnknownConversation",
     "UnknownPosition",
     "UnknownPromptSet",
+    "UnknownReflection",
     "VerifyReport",
     "diff",
     "prompts_of_fork",
     "recompute_conversation",
+    "read_reflections",
     "recorded_fork",
+    "reflection_history",
     "state_view",
     "verify_conversations",
     "verify_events",

@@ -1,5 +1,6 @@
-"""What changed between two states: the narrative as a text diff; beliefs, edges and review items
-as sets, each added, removed or changed item listed with the fields that changed.
+"""What changed between two states: the narrative and the portrait as text diffs; beliefs, edges and
+review items as sets, each added, removed or changed item listed with the fields that changed;
+the reflections that ran in between, with how many beliefs they decayed and forgot.
 
 ``diff(a, b)`` works across seqs and across branches alike (a branch's state at the fork point
 equals its parent's). Confidences are compared as stored by the projection; a change smaller
@@ -7,6 +8,12 @@ than ``CONFIDENCE_EPSILON`` is not a change. Timestamps are not compared (``BELI
 ``EDGE_FIELDS``, ``REVIEW_FIELDS`` say what is): a recompute branch re-derives its beliefs later
 than main did, and that alone is no change. :func:`diff_lines` renders a diff for people — the
 CLI's ``replay diff`` and the recompute report print it.
+
+Across a reflection on one branch, the portrait's diff (by sentence:
+:func:`~mirror.replay.reflections.portrait_diff`) shows what it rewrote, ``beliefs_removed`` are
+the beliefs it forgot (nothing else removes one) and the confidence changes in
+``beliefs_changed`` include those it decayed; ``reflections``, ``beliefs_decayed`` and
+``beliefs_forgotten`` count them (the projection's counters, after minus before).
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from typing import Any
 from mirror.events.vectors import dimensions
 from mirror.projections.beliefs import BeliefState, ReviewItem
 from mirror.projections.state import ConversationState
+
+from .reflections import portrait_diff
 
 CONFIDENCE_EPSILON = 1e-9
 
@@ -43,7 +52,13 @@ def state_view(state: ConversationState) -> dict[str, Any]:
         "beliefs": [belief_view(belief) for belief in state.beliefs.values()],
         "review_items": [review_view(item) for item in state.review_items.values()],
         "edges": [_edge_view(edge) for edge in state.edges.values()],
-        "reflection": state.portrait,
+        "memory": state.memory,
+        "reflection": state.reflection,
+        "portrait": state.portrait,
+        "portrait_seq": state.portrait_seq,
+        "pending_insights": [insight.text for insight in state.pending_insights],
+        "last_reflection": None if state.last_reflection is None else asdict(state.last_reflection),
+        "reflections": state.counters.reflections,
         "last_failure": None if state.last_failure is None else asdict(state.last_failure),
         "fork": None if state.fork is None else asdict(state.fork),
         "events_by_type": dict(state.counters.events_by_type),
@@ -109,17 +124,27 @@ class StateDiff:
     reviews_added: tuple[dict[str, Any], ...] = ()
     reviews_removed: tuple[dict[str, Any], ...] = ()
     reviews_changed: tuple[Change, ...] = ()
+    portrait_changed: bool = False
+    portrait_diff: tuple[str, ...] = ()
+    reflections: int = 0
+    """Reflections that ran from the source to the target (after minus before: negative across
+    branches when the source's branch reflected more)."""
+    beliefs_decayed: int = 0
+    beliefs_forgotten: int = 0
     narratives: tuple[str | None, str | None] = field(default=(None, None), repr=False)
+    portraits: tuple[str | None, str | None] = field(default=(None, None), repr=False)
 
     @property
     def changed(self) -> bool:
-        return any((self.narrative_changed, self.threads_changed, self.turns_added, self.beliefs_added,
+        return any((self.narrative_changed, self.portrait_changed, self.reflections, self.threads_changed,
+                    self.turns_added, self.beliefs_added,
                     self.beliefs_removed, self.beliefs_changed, self.edges_added, self.edges_removed,
                     self.edges_changed, self.reviews_added, self.reviews_removed, self.reviews_changed))
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["narrative_before"], data["narrative_after"] = data.pop("narratives")
+        data["portrait_before"], data["portrait_after"] = data.pop("portraits")
         data["changed"] = self.changed
         return data
 
@@ -210,6 +235,12 @@ def diff(a: ConversationState, b: ConversationState) -> StateDiff:
         reviews_removed=tuple(_review_entry(reviews_a[k], a) for k in reviews_a if k not in reviews_b),
         reviews_changed=tuple(reviews_changed),
         narratives=(a.narrative, b.narrative),
+        portrait_changed=a.portrait != b.portrait,
+        portrait_diff=portrait_diff(a.portrait, b.portrait, labels=(_label(a), _label(b))),
+        reflections=b.counters.reflections - a.counters.reflections,
+        beliefs_decayed=b.counters.beliefs_decayed - a.counters.beliefs_decayed,
+        beliefs_forgotten=b.counters.beliefs_forgotten - a.counters.beliefs_forgotten,
+        portraits=(a.portrait, b.portrait),
     )
 
 
@@ -254,9 +285,10 @@ def _change_line(change: dict[str, Any]) -> str:
 
 def diff_lines(data: Mapping[str, Any], *, narrative_lines: int | None = None) -> list[str]:
     """A diff (:meth:`StateDiff.as_dict`, or the diff API's answer) as a person reads it: the two
-    states, then each section that changed, listing every belief, edge and review item added,
-    removed or changed (its id, statement or edge, and the fields that changed). The narrative's
-    unified diff is cut after ``narrative_lines`` lines when given. Ids are never shortened."""
+    states, then each section that changed, listing the reflections that ran, the portrait's diff
+    and every belief, edge and review item added, removed or changed (its id, statement or edge,
+    and the fields that changed). The narrative's and the portrait's unified diffs are cut after
+    ``narrative_lines`` lines when given. Ids are never shortened."""
     header = f"{data['source']} → {data['target']}"
     if not data.get("changed"):
         return [f"{header}: no change"]
@@ -271,6 +303,15 @@ def diff_lines(data: Mapping[str, Any], *, narrative_lines: int | None = None) -
             lines.append(f"    … {len(narrative) - len(shown)} more line(s) (`mirror replay diff` shows them all)")
     if data.get("threads_changed"):
         lines.append("  threads: changed")
+    if data.get("reflections"):
+        lines.append(f"  reflections: {data['reflections']:+d} ({data.get('beliefs_decayed', 0):+d} belief(s) decayed, "
+                     f"{data.get('beliefs_forgotten', 0):+d} forgotten)")
+    if data.get("portrait_changed"):
+        portrait = list(data.get("portrait_diff") or ())
+        shown = portrait if narrative_lines is None else portrait[:narrative_lines]
+        lines += ["  portrait:", *(f"    {line}" for line in shown)]
+        if len(shown) < len(portrait):
+            lines.append(f"    … {len(portrait) - len(shown)} more line(s) (`mirror replay diff` shows them all)")
     sections: tuple[tuple[str, str, Any], ...] = (
         ("beliefs", "added", lambda item: _belief_line("+", item)),
         ("beliefs", "removed", lambda item: _belief_line("-", item)),

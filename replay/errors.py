@@ -5,6 +5,7 @@
         ├── UnknownPosition        a seq or time outside what the conversation has
         ├── UnknownConversation    a conversation the tenant's log does not hold
         ├── UnknownBranch          a branch with no events (or a fork whose parent is missing)
+        ├── UnknownReflection      a reflection number the branch has not reached
         ├── UnknownPromptSet       a branch's prompt set cannot be rebuilt from what its fork recorded
         ├── RecordingMiss          RecordedLLM has no recorded answer for a request (LLMError too)
         ├── NonDeterminism         re-thinking produced other events than the log holds
@@ -56,6 +57,15 @@ class UnknownBranch(ReplayError, LookupError):
         super().__init__(f"{where}: {detail}")
 
 
+class UnknownReflection(ReplayError, LookupError):
+    """Asked for reflection ``number`` of a branch that has had fewer (numbers start at 1)."""
+
+    def __init__(self, key: StreamKey, number: Any, count: int) -> None:
+        self.key, self.number, self.count = key, number, count
+        which = f"ask for 1..{count}" if count else "it has not reflected yet"
+        super().__init__(f"{key} has no reflection {number}: it has had {count} ({which})")
+
+
 class UnknownPromptSet(ReplayError, LookupError):
     """The prompt set a branch was made with cannot be rebuilt here; ``--prompts`` can name it."""
 
@@ -93,5 +103,5 @@ class RecomputeError(ReplayError, ValueError):
 
 __all__ = [
     "NonDeterminism", "RecomputeError", "RecordingMiss", "ReplayError", "UnknownBranch",
-    "UnknownConversation", "UnknownPosition", "UnknownPromptSet",
+    "UnknownConversation", "UnknownPosition", "UnknownPromptSet", "UnknownReflection",
 ]

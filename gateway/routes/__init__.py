@@ -3,15 +3,16 @@
 ``health`` (liveness), ``turns`` (a user message → the conversation's actor), ``conversations``
 (list, summary, paged events), ``replay`` (time travel: state at a seq or time, diff),
 ``recompute`` (re-think on a branch in a driver actor), ``stream`` (server-sent events),
-``memory`` (beliefs, edges, review items, and what a message recalls).
+``memory`` (beliefs, edges, review items, and what a message recalls), ``reflection`` (the
+portrait, each reflection and what it changed, a forced reflection).
 Each route takes the tenant and the shared :class:`~mirror.gateway.runtime.GatewayRuntime`
 as dependencies (``Tenant``, ``Runtime``) and keeps no state of its own.
 """
 
-from mirror.gateway.routes import conversations, health, memory, recompute, replay, stream, turns
+from mirror.gateway.routes import conversations, health, memory, recompute, reflection, replay, stream, turns
 
 ROUTERS = (health.router, turns.router, conversations.router, replay.router, recompute.router, stream.router,
-           memory.router)
+           memory.router, reflection.router)
 """In the order the routes were declared (so is ``/openapi.json``); newer groups last."""
 
 __all__ = ["ROUTERS"]
