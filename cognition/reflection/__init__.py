@@ -12,8 +12,9 @@ Modules:
   or DECAY (:func:`decide`);
 - ``consolidate`` — the consolidation call, validation and the health check;
 - ``step`` — :func:`reflect`, one whole reflection or one failure;
-- ``calls`` — what the calls share (request building, :class:`UnusableReflection`);
-- ``view`` — the portrait at a state and what a reflection changed, as plain data.
+- ``calls`` — what the calls share (request building, :class:`UnusableReflection`).
+
+What a reflection changed, read back from the log, is :mod:`mirror.replay.reflections`.
 
 Pure given an LLM, like :mod:`mirror.cognition.pipeline` and :mod:`mirror.cognition.memory`:
 each function takes the projected state and returns what happened (a
@@ -31,7 +32,6 @@ from .insight import INSIGHT_SCHEMA, draw_insight, insight_behind
 from .policy import DEFAULT_POLICY, ReflectionPolicy
 from .step import reflect
 from .triggers import Refusal, due, forced_triggers, refusal
-from .view import portrait_view, reflection_changes
 
 __all__ = [
     "DECAY_SCHEMA",
@@ -50,9 +50,7 @@ __all__ = [
     "insight_behind",
     "is_protected",
     "overruling_rule",
-    "portrait_view",
     "reflect",
-    "reflection_changes",
     "refusal",
     "unique_ratio",
     "validate",

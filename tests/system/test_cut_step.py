@@ -14,7 +14,7 @@ from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import Head, InMemoryBus
 from mirror.events.envelope import Event
 from mirror.events.ids import StreamKey
-from mirror.events.payloads import Monologue, Narrative
+from mirror.events.payloads import Monologue, Narrative, Provenance, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import initial_state
 from mirror.replay.verify import verify_events
@@ -92,7 +92,7 @@ async def test_a_monologue_is_a_cut_step_only_when_nothing_came_after_it(after: 
     assert threads_of_a_cut_step(state) is None
 
 
-async def _talked(writer: ConversationWriter, llm: object, message: str) -> tuple[object, object]:
+async def _talked(writer: ConversationWriter, llm: object, message: str) -> tuple[Turn, Provenance]:
     from mirror.cognition.pipeline import talk
 
     said = await talk(writer.state, message, llm, PROMPTS, CONFIG)  # type: ignore[arg-type]  # the sim's client is an LLM
