@@ -27,6 +27,7 @@ from rich.text import Text
 from mirror.cli.errors import GatewayRequestFailed
 from mirror.cli.gateway_client import GatewayClient, StackTarget
 from mirror.cli.tables import Field, fitted
+from mirror.cognition.reflection.policy import ReflectionPolicy
 from mirror.processes import free_port
 from mirror.sim.settings import SimSettings
 from mirror.stack.embedded import EmbeddedStack, StackSettings
@@ -153,6 +154,11 @@ def wait_for_thoughts(client: GatewayClient, console: Console, conversation: str
 # ---------------------------------------------------------------------------- demo
 
 
+DEMO_REFLECTION_POLICY = ReflectionPolicy(cooldown=len(DEMO_SCRIPT) - 1)
+"""The stack the demo starts lets a reflection run after the demo's turns (the default cooldown is 10
+turns from the start, longer than the demo), so its end shows a portrait; a running stack keeps its own."""
+
+
 @contextlib.contextmanager
 def demo_target(settings: DemoSettings, target: StackTarget | None, console: Console) -> Iterator[StackTarget]:
     """The given stack, or an embedded one on free ports that stops when the demo ends."""
@@ -162,7 +168,8 @@ def demo_target(settings: DemoSettings, target: StackTarget | None, console: Con
         yield target
         return
     stack_settings = StackSettings(data_dir=settings.data_dir, llm=settings.llm, llm_model=settings.llm_model,
-                                   llm_api_key=settings.llm_api_key, gateway_port=free_port(), nats_port=free_port())
+                                   llm_api_key=settings.llm_api_key, gateway_port=free_port(), nats_port=free_port(),
+                                   reflection_policy=DEMO_REFLECTION_POLICY)
     with console.status(f"[cyan]starting an embedded stack (llm {settings.llm}) in {settings.data_dir}…[/]"):
         stack = EmbeddedStack(stack_settings).start()
     try:

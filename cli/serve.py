@@ -116,6 +116,14 @@ def up(
     reflection: bool = typer.Option(True, "--reflection/--no-reflection", envvar="MIRROR_REFLECTION",
                                     help="Draw an insight after each turn and reflect when due (a portrait of the user "
                                          "the Talker reads); a conversation's first turn may say otherwise."),
+    reflect_every: int = typer.Option(20, "--reflect-every", min=1, envvar="MIRROR_REFLECT_EVERY",
+                                      help="Reflect once this many turns passed since the last reflection."),
+    reflect_cooldown: int = typer.Option(
+        10, "--reflect-cooldown", min=0, envvar="MIRROR_REFLECT_COOLDOWN",
+        help="Never reflect within this many turns of the last reflection (or of the start), forced included."),
+    reflections_per_hour: int = typer.Option(
+        6, "--reflections-per-hour", min=1, envvar="MIRROR_REFLECTIONS_PER_HOUR",
+        help="The runaway guard: at most this many reflections per conversation per hour."),
     passivate_after_s: float = typer.Option(
         300.0, "--passivate-after-s", min=1.0, envvar="MIRROR_PASSIVATE_AFTER_S",
         help="Seconds a conversation actor may sit idle before it snapshots and exits."),
@@ -162,13 +170,15 @@ def up(
     refusal). The gateways' and conversations' warnings (a failed turn and its cause) are
     printed here too; they are kept in DATA/warnings.log.
     """
+    from mirror.cognition.reflection.policy import ReflectionPolicy
     from mirror.events.shards import ShardMap
     from mirror.stack.embedded import EmbeddedStack, StackSettings, running_stack
 
+    policy = ReflectionPolicy(every=reflect_every, cooldown=reflect_cooldown, max_per_hour=reflections_per_hour)
     settings = StackSettings(
         data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
         gateway_port=port, nats_port=nats_port, nats_cluster=nats_cluster, mode=mode.value, memory=memory,
-        reflection=reflection, sim_latency=sim_latency,
+        reflection=reflection, reflection_policy=policy, sim_latency=sim_latency,
         passivate_after_s=passivate_after_s, max_live_actors=max_live_actors, placement=placement.value,
         hosts=hosts, max_live_per_host=max_live_per_host,
         max_message_bytes=max_message_bytes, snapshot_every=snapshot_every, ray_address=ray_address,
