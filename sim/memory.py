@@ -53,8 +53,10 @@ _RELATION = re.compile(r"^(?P<src>.+?)\s+(?P<relation>causes|prevents|increases|
                        re.IGNORECASE)
 
 
-def schema_kind(response_format: Mapping[str, Any]) -> str | None:
-    """``EXTRACTION``, ``CONTRADICTION`` or ``None`` for a request's ``response_format``."""
+def schema_kind_of(response_format: Mapping[str, Any], by_property: Mapping[frozenset[str], str]) -> str | None:
+    """The kind of answer a request's ``response_format`` asks for: its schema's name when that is
+    a kind of ``by_property``, else the kind whose property names the schema's are; ``None``
+    for a request without a schema or with another one."""
     if response_format.get("type") == "json_schema":
         spec = response_format.get("json_schema") or {}
         name, schema = spec.get("name"), spec.get("schema") or {}
@@ -62,14 +64,18 @@ def schema_kind(response_format: Mapping[str, Any]) -> str | None:
         name, schema = None, response_format.get("schema") or {}
     else:
         return None
-    if name in (EXTRACTION, CONTRADICTION):
+    if name in by_property.values():
         return str(name)
-    properties = set((schema.get("properties") or {}) if isinstance(schema, Mapping) else ())
-    if properties == {"beliefs", "edges"}:
-        return EXTRACTION
-    if properties == {"verdicts"}:
-        return CONTRADICTION
-    return None
+    properties = frozenset((schema.get("properties") or {}) if isinstance(schema, Mapping) else ())
+    return by_property.get(properties)
+
+
+_PROPERTIES = {frozenset({"beliefs", "edges"}): EXTRACTION, frozenset({"verdicts"}): CONTRADICTION}
+
+
+def schema_kind(response_format: Mapping[str, Any]) -> str | None:
+    """``EXTRACTION``, ``CONTRADICTION`` or ``None`` for a request's ``response_format``."""
+    return schema_kind_of(response_format, _PROPERTIES)
 
 
 def answer(kind: str, last_user_text: str) -> dict[str, Any] | None:
@@ -146,4 +152,4 @@ def verdict(new: str, existing: str) -> str:
     return "CONTRADICTS" if a_negated != b_negated else "CONSISTENT"
 
 
-__all__ = ["CONTRADICTION", "EXTRACTION", "answer", "extraction", "schema_kind", "verdict"]
+__all__ = ["CONTRADICTION", "EXTRACTION", "answer", "extraction", "schema_kind", "schema_kind_of", "verdict"]

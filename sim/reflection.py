@@ -27,6 +27,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .memory import schema_kind_of
+
 INSIGHT = "reflection_insight"
 DECAY = "reflection_decay"
 PORTRAIT = "reflection_portrait"
@@ -43,17 +45,7 @@ _WORD_LIMIT = re.compile(r"at most (\d+) words", re.IGNORECASE)
 
 def schema_kind(response_format: Mapping[str, Any]) -> str | None:
     """``INSIGHT``, ``DECAY``, ``PORTRAIT`` or ``None`` for a request's ``response_format``."""
-    if response_format.get("type") == "json_schema":
-        spec = response_format.get("json_schema") or {}
-        name, schema = spec.get("name"), spec.get("schema") or {}
-    elif response_format.get("type") == "json_object":
-        name, schema = None, response_format.get("schema") or {}
-    else:
-        return None
-    if name in KINDS:
-        return str(name)
-    properties = frozenset((schema.get("properties") or {}) if isinstance(schema, Mapping) else ())
-    return _PROPERTIES.get(properties)
+    return schema_kind_of(response_format, _PROPERTIES)
 
 
 def _first_sentence(text: str) -> str:
