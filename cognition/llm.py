@@ -143,7 +143,18 @@ class LLM(Protocol):
     async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
+def unanswered_provenance(request: ChatRequest) -> Provenance:
+    """The provenance of a call that got no answer: its fingerprint and the run-time parameters
+    replay rebuilds the request from (without the seed it would ask another one)."""
+    parameters: dict[str, float | int | str] = {"temperature": float(request.temperature), "max_tokens": request.max_tokens}
+    if request.seed is not None:
+        parameters["seed"] = request.seed
+    return Provenance(model=request.model, prompt_set=request.prompt_set, request_fingerprint=request.fingerprint(),
+                      parameters=parameters)
+
+
 __all__ = [
+    "unanswered_provenance",
     "Role",
     "ChatMessage",
     "JsonSchema",

@@ -32,7 +32,7 @@ from typing import Literal
 
 from mirror.cognition.errors import LLMError
 from mirror.cognition.history import THINKER_HISTORY_TOKENS, bound_history
-from mirror.cognition.llm import LLM, ChatMessage, ChatRequest, ChatResponse, JsonSchema
+from mirror.cognition.llm import LLM, ChatMessage, ChatRequest, ChatResponse, JsonSchema, unanswered_provenance
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.responses import one_copy
 from mirror.cognition.structured import parse_json_object
@@ -391,13 +391,7 @@ def failure_thought(stage: ThinkerStage, exc: LLMError, attempt: int, turn: int,
     Either way replay can find it by fingerprint: a recorded answer is parsed again, and a
     recorded non-answer is raised again as the same kind of error.
     """
-    parameters: dict[str, float | int | str] = {"temperature": float(request.temperature), "max_tokens": request.max_tokens}
-    if request.seed is not None:  # replay rebuilds the request from these: without the seed it asks another one
-        parameters["seed"] = request.seed
-    provenance = response.provenance if response is not None else Provenance(
-        model=request.model, prompt_set=request.prompt_set, request_fingerprint=request.fingerprint(),
-        parameters=parameters,
-    )
+    provenance = response.provenance if response is not None else unanswered_provenance(request)
     return Thought(ThinkerFailed(stage, exc.kind, str(exc)[:500], attempt, turn), provenance)
 
 

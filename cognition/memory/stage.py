@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from mirror.cognition.embeddings.port import Embedder, Embeddings
 from mirror.cognition.errors import EmbeddingError, LLMError
-from mirror.cognition.llm import LLM, ChatRequest, ChatResponse
+from mirror.cognition.llm import LLM, ChatRequest, ChatResponse, unanswered_provenance
 from mirror.cognition.pipeline import MirrorConfig, Thinking, Thought
 from mirror.cognition.prompts import PromptSet
 from mirror.events.payloads import MemoryStep, Payload, Provenance, ThinkerFailed
@@ -83,21 +83,13 @@ class _StepFailed(Exception):
         self.error_type, self.message, self.provenance = error_type, message, provenance
 
 
-def _request_provenance(request: ChatRequest) -> Provenance:
-    parameters: dict[str, float | int | str] = {"temperature": float(request.temperature), "max_tokens": request.max_tokens}
-    if request.seed is not None:
-        parameters["seed"] = request.seed
-    return Provenance(model=request.model, prompt_set=request.prompt_set, request_fingerprint=request.fingerprint(),
-                      parameters=parameters)
-
-
 async def _ask(llm: LLM, request: ChatRequest, evidence: Provenance | None) -> ChatResponse:
     """The answer to ``request``; a failure is recorded with ``evidence`` (an earlier answer) when
     given, else with this call's answer or, if none came, this request's fingerprint."""
     try:
         return await llm.chat(request)
     except LLMError as exc:
-        raise _StepFailed(exc.kind, str(exc)[:500], evidence or _request_provenance(request)) from exc
+        raise _StepFailed(exc.kind, str(exc)[:500], evidence or unanswered_provenance(request)) from exc
 
 
 async def _embed(embedder: Embedder, texts: Sequence[str], evidence: Provenance) -> Embeddings:

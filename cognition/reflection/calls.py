@@ -15,7 +15,6 @@ from mirror.cognition.errors import LLMError
 from mirror.cognition.llm import ChatMessage, ChatRequest, JsonSchema
 from mirror.cognition.pipeline import MirrorConfig
 from mirror.cognition.prompts import PromptSet
-from mirror.events.payloads import Provenance
 
 
 class UnusableReflection(LLMError):
@@ -31,18 +30,9 @@ def request(system: str, data: object, schema: JsonSchema, prompts: PromptSet, c
     )
 
 
-def request_provenance(chat: ChatRequest) -> Provenance:
-    """The provenance of a call that got no answer: enough for replay to ask it again."""
-    parameters: dict[str, float | int | str] = {"temperature": float(chat.temperature), "max_tokens": chat.max_tokens}
-    if chat.seed is not None:
-        parameters["seed"] = chat.seed
-    return Provenance(model=chat.model, prompt_set=chat.prompt_set, request_fingerprint=chat.fingerprint(),
-                      parameters=parameters)
-
-
 def clean(text: str) -> str:
     """Whitespace runs as single spaces, ends stripped."""
     return " ".join(text.split())
 
 
-__all__ = ["UnusableReflection", "clean", "request", "request_provenance"]
+__all__ = ["UnusableReflection", "clean", "request"]

@@ -19,14 +19,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mirror.cognition.errors import LLMError
-from mirror.cognition.llm import LLM, ChatResponse
+from mirror.cognition.llm import LLM, ChatResponse, unanswered_provenance
 from mirror.cognition.pipeline import MirrorConfig, Thinking, Thought
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.responses import one_copy
 from mirror.events.payloads import Provenance, Reflection, ThinkerFailed
 from mirror.projections.state import ConversationState
 
-from .calls import request_provenance
 from .consolidate import consolidation_request, health_warning, parse_portrait, unique_ratio, validate
 from .decay import decay_candidates, decay_request, decide, parse_proposals
 from .policy import ReflectionPolicy
@@ -63,7 +62,7 @@ async def _reflection(state: ConversationState, llm: LLM, prompts: PromptSet, co
         try:
             answer = await llm.chat(chat)
         except LLMError as exc:
-            raise _Failed(exc, request_provenance(chat)) from exc
+            raise _Failed(exc, unanswered_provenance(chat)) from exc
         evidence = answer.provenance
         proposals = parse_proposals(answer.content, candidates)  # unreadable: None, retain all
         decay_call = {
@@ -78,7 +77,7 @@ async def _reflection(state: ConversationState, llm: LLM, prompts: PromptSet, co
         response = await llm.chat(chat)
         portrait = parse_portrait(response.content)
     except LLMError as exc:
-        recorded = evidence or (response.provenance if response is not None else request_provenance(chat))
+        recorded = evidence or (response.provenance if response is not None else unanswered_provenance(chat))
         raise _Failed(exc, recorded) from exc
     accepted, reason = validate(state.portrait, portrait, policy)
     ratio = unique_ratio(portrait)
