@@ -143,11 +143,12 @@ def test_a_model_server_that_cannot_be_reached_is_a_warning_then_a_prompt_503_wh
 
 
 def test_a_model_that_answers_garbage_500s_or_429s_is_a_502_or_503_and_turns_resume_when_it_heals(tmp_path: Path) -> None:
-    """The simulator's scripted faults, for the Talker's calls (baseline mode, no memory: the
-    Talker is the only caller of the model, so each fault meets it)."""
+    """The simulator's scripted faults, for the Talker's calls (baseline mode, no memory, no
+    reflection: the Talker is the only caller of the model, so each fault meets it)."""
     data, log = tmp_path / "data", tmp_path / "up.log"
     with SimLLMServer(SimSettings()) as sim:
-        process, stack = start_up(data, log, "--llm", sim.base_url, "--mode", "baseline", "--no-memory")
+        process, stack = start_up(data, log, "--llm", sim.base_url, "--mode", "baseline", "--no-memory",
+                                  "--no-reflection")
         try:
             assert "the model server at" not in log.read_text()  # it answered the check at start
             first = turn(stack, "hello")
