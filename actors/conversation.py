@@ -36,7 +36,6 @@ from mirror.cognition.memory.turn import TurnMemory, recall_for_turn, wants_reca
 from mirror.cognition.pipeline import MirrorConfig, talk
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.reflection.insight import insight_behind
-from mirror.cognition.reflection.policy import DEFAULT_POLICY
 from mirror.cognition.reflection.triggers import due
 from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import EventBus, Head
@@ -105,7 +104,7 @@ class Conversation:
             talker_max_tokens=settings.talker_max_tokens, thinker_max_tokens=settings.thinker_max_tokens,
             memory=settings.memory, reflection=settings.reflection,
         )
-        self.policy = DEFAULT_POLICY
+        self.policy = settings.reflection_policy
         """When this conversation reflects (:class:`~mirror.cognition.reflection.policy.ReflectionPolicy`)."""
         self._reflecting: asyncio.Task[ReflectionResult] | None = None
         self.embedder: Embedder | None = None

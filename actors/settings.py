@@ -12,6 +12,7 @@ from typing import Literal
 
 from mirror.cognition.openai_client import LLMSettings
 from mirror.cognition.prompts import PromptSet, default_prompt_set, load_prompt_set
+from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
 from mirror.events.infrastructure import Infrastructure
 
 PLACEMENTS = ("hosted", "dedicated")
@@ -45,6 +46,10 @@ class RuntimeSettings:
     reflection: bool = True
     """Insights after each turn and reflection when due (:mod:`mirror.cognition.reflection`);
     the stack's default for conversations whose first turn does not say."""
+    reflection_policy: ReflectionPolicy = DEFAULT_POLICY
+    """When the conversations reflect and what their decay step may change (the defaults: every
+    20 interactions, a cooldown of 10, at most 6 an hour); ``mirror bench reflection`` lifts the
+    hourly cap, a wall-clock guard its compressed hours would otherwise hit."""
     embedder: Literal["endpoint", "minilm"] = "endpoint"
     embedding_model: str = "text-embedding-3-small"
     passivate_after_s: float = 300.0

@@ -34,6 +34,7 @@ from typing import Any
 
 from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.openai_client import LLMSettings
+from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
 from mirror.events.nats.cluster import EmbeddedNatsCluster, node_ports, server_name
 from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.events.nats.server import EmbeddedNats
@@ -81,6 +82,8 @@ class StackSettings:
     the endpoint's ``/v1/embeddings`` (the simulator's with ``llm="sim"``) for ``embedding_model``."""
     reflection: bool = True
     """Insights after each turn and reflection when due, for conversations whose first turn does not say."""
+    reflection_policy: ReflectionPolicy = DEFAULT_POLICY
+    """When the conversations reflect (:class:`~mirror.cognition.reflection.policy.ReflectionPolicy`)."""
     embedding_model: str = "text-embedding-3-small"
     sim_latency: str = "fixed:50"
     passivate_after_s: float = 300.0
@@ -202,6 +205,7 @@ class EmbeddedStack:
             runtime = RuntimeSettings(infrastructure=infrastructure, llm=llm_settings, mode=settings.mode,
                                       warnings_log=str(relay.path),
                                       memory=settings.memory, reflection=settings.reflection,
+                                      reflection_policy=settings.reflection_policy,
                                       embedding_model=settings.embedding_model,
                                       embedder="minilm" if settings.llm == "local" else "endpoint",
                                       talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens(),
