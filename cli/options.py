@@ -55,8 +55,8 @@ LOG_LEVEL = typer.Option(LogLevel.INFO, "--log-level", envvar="MIRROR_LOG_LEVEL"
 QUIET_LOG_LEVEL = typer.Option(LogLevel.WARNING, "--log-level", envvar="MIRROR_LOG_LEVEL", case_sensitive=False,
                                help="Log level, to stderr.")
 """For commands whose output is the point (benchmarks, the demo): only warnings interleave with it."""
-MODE = typer.Option(Mode.full, "--mode", envvar="MIRROR_MODE",
-                    help="Thinking mode: the Talker alone, threads only, controller only, or both.")
+MODE = typer.Option(Mode.full, "--mode", envvar="MIRROR_MODE", metavar="MODE",
+                    help="Thinking mode: baseline (the Talker alone), threads_only, controller_only, or full (both).")
 LLM_MODEL = typer.Option("", "--model", envvar="MIRROR_LLM_MODEL", help="Model name for a URL endpoint.")
 BRANCH = typer.Option("main", "--branch")
 SHARD_MAP = typer.Option(

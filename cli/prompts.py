@@ -23,7 +23,7 @@ from mirror.cli.errors import CLIError, PromptFilesExist
 # The commands import cognition (~0.4 s, for the templates' names and texts) in their bodies: see app.py.
 __all__ = ["PromptDir", "TEMPLATE_COUNT", "changed_templates", "prompts_app", "read_prompt_dir", "template_diff"]
 
-TEMPLATE_COUNT = 9
+TEMPLATE_COUNT = 13
 """``len(mirror.cognition.prompts.TEMPLATES)``, spelt out for help texts as options.Mode spells
 out the modes (importing cognition costs every command 0.4 s); tests/unit/test_cli_prompts.py checks it."""
 

@@ -17,6 +17,9 @@ same request, gets the rebuilt text, parses it to the same payload and so append
 event: ``replay verify`` finds no divergence and makes no model call. When the check fails (a
 payload the parser would not give back, or a failure whose raw answer is the evidence) the raw
 response stays in the provenance, as in record format 1.
+
+An event may rest on a second call whose answer it keeps on its payload (a reflection's decay
+call): :func:`side_answers` gives replay those answers too, so one event holds its whole step.
 """
 
 from __future__ import annotations

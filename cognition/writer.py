@@ -9,7 +9,7 @@ through :class:`ConversationWriter`, so the think loop and the "is thinking behi
 (:func:`~mirror.cognition.pipeline.thinking_behind`) exist once.
 
 It lives in ``cognition/`` because it needs nothing above it: the bus port (``events``), the
-fold (``projections``) and the pipeline (here) are all it touches, and its ports (bus, LLM,
+fold (``projections``) and the pipeline, memory and reflection stages (here) are all it touches, and its ports (bus, LLM,
 prompts, config) come in as arguments. In ``replay/`` the live actor would depend on the
 replay layer for every write; in ``actors/`` replay could not reach it.
 
@@ -23,6 +23,11 @@ Two ways to append, one per caller:
   each send behind the previous one (the fence), so the next model call does not wait for
   the acknowledgement. A failed send fails every later one: nothing is written past a failure,
   which the next append, :meth:`ConversationWriter.flush` or the think loop raises.
+
+The stages of a turn run in one order: thinking, memory, the insight, and a reflection when one
+is due (:mod:`mirror.cognition.reflection`). A forced reflection
+(:meth:`ConversationWriter.reflect_now`) takes the same lock as the think loop
+(:attr:`ConversationWriter.stages`), so the two never run at once.
 """
 
 from __future__ import annotations

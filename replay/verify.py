@@ -462,6 +462,26 @@ class _FailsAsRecorded:
         return await self.llm.embed(texts)
 
 
+class _OnlyTheRecordedCall:
+    """A failed insight or reflection step, asked again: the call its provenance names is answered
+    by the recording (the failure's own: recordings of one fingerprint are served in order), every
+    other call fails as the step recorded it failing.
+
+    A later attempt may have asked the failed call again and got an answer (a consolidation that
+    failed once, then worked): the failed attempt must not be served that answer."""
+
+    def __init__(self, event: Event, failure: ThinkerFailed, llm: RecordedLLM) -> None:
+        self.provenance, self.failure, self.llm = event.provenance, failure, llm
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        if self.provenance is not None and request.fingerprint() == self.provenance.request_fingerprint:
+            return await self.llm.chat(request)
+        raise ReplayedFailure(self.failure.error_type, self.failure.message)
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.llm.embed(texts)
+
+
 async def _verify_memory_step(key: StreamKey, step: list[Event], states: dict[int, ConversationState],
                               prompts: PromptSet, llm: RecordedLLM, vectors: RecordedVectors, model: str,
                               report: VerifyReport, comparison: PromptComparison | None = None) -> None:
@@ -510,7 +530,7 @@ async def replay_reflection_step(event: Event, basis: ConversationState, llm: Re
     """The insight or reflection step ``event`` records, made again from ``basis`` over the recorded answers."""
     payload = event.payload
     failure = payload if isinstance(payload, ThinkerFailed) else None
-    asked: LLM = llm if failure is None else _FailsAsRecorded(llm, failure)
+    asked: LLM = llm if failure is None else _OnlyTheRecordedCall(event, failure, llm)
     config = replace(config_from(event.provenance, basis.mode, talker=False), reflection=True)
     attempt = failure.attempt if failure is not None else 1
     if isinstance(payload, Insight) or (failure is not None and failure.stage == "insight"):

@@ -7,8 +7,9 @@ These answers are a pure function of the request:
 - **insight** (schema ``reflection_insight``): the exchange arrives as JSON; the insight
   repeats the first sentence of the person's message ("They told me: …").
 - **decay** (schema ``reflection_decay``): per numbered belief, ``FORGET`` for an open
-  question (a statement ending in "?") or a belief untouched for 40 turns or more, ``DECAY``
-  below confidence 0.7, else ``RETAIN`` — so the rules that overrule a FORGET get exercised.
+  question (a statement ending in "?"), ``DECAY`` below confidence 0.7, ``FORGET`` for one
+  untouched for 20 turns or more, else ``RETAIN``: a careless model, so the rules that
+  overrule a FORGET (a protected allergy, a strong or recently recalled belief) get exercised.
 - **portrait** (schema ``reflection_portrait``): the current portrait, then one sentence per
   episode repeating what the person said (a sentence the portrait already holds is not added
   again), the oldest sentences dropped beyond :data:`MAX_PORTRAIT` characters. It obeys a word
@@ -32,7 +33,7 @@ PORTRAIT = "reflection_portrait"
 KINDS: tuple[str, ...] = (INSIGHT, DECAY, PORTRAIT)
 MAX_PORTRAIT = 1500
 MAX_QUOTE = 160
-FORGET_AFTER_TURNS = 40
+FORGET_AFTER_TURNS = 20
 OPENING = "I am getting to know the person I talk with."
 
 _PROPERTIES = {frozenset({"insight"}): INSIGHT, frozenset({"decisions"}): DECAY, frozenset({"portrait"}): PORTRAIT}
@@ -77,10 +78,12 @@ def decay(beliefs: list[Any]) -> dict[str, Any]:
         statement = str(item.get("statement", "")).strip()
         turns_ago = item.get("turns_ago")
         confidence = item.get("confidence")
-        if statement.endswith("?") or (isinstance(turns_ago, int) and turns_ago >= FORGET_AFTER_TURNS):
+        if statement.endswith("?"):
             verdict = "FORGET"
         elif isinstance(confidence, (int, float)) and confidence < 0.7:
             verdict = "DECAY"
+        elif isinstance(turns_ago, int) and turns_ago >= FORGET_AFTER_TURNS:
+            verdict = "FORGET"
         else:
             verdict = "RETAIN"
         decisions.append({"belief": item["belief"], "verdict": verdict})

@@ -17,6 +17,13 @@ script writes new ``conversation``, ``prototype`` and ``divergent`` logs and the
 results of every log in ``LOGS``.
 The script drives the real MIRROR pipeline against the simulator, so every LLM-produced event
 carries the provenance ``replay verify`` re-runs it by.
+
+A log for a new event type alone is added with ``python -m tests.support.golden NAME`` (see
+:func:`add_log`; the other logs stay as they are). When the projection computes something new
+from the same events (``PROJECTION_VERSION``), the logs stay and only their expected states are
+folded again: ``python -m tests.support.golden --expected`` (:func:`refresh_expected`). Issue 23
+did both: the logs of turn schema 3 stayed, their expected states gained the reflection fields,
+and ``reflection`` (turn v4, insight v2, reflection v2) was added.
 """
 
 from __future__ import annotations
@@ -36,11 +43,12 @@ from mirror.cognition.memory import remember
 from mirror.cognition.openai_client import LLMSettings
 from mirror.cognition.pipeline import MirrorConfig, Thinking, talk, think
 from mirror.cognition.prompts import PromptSet, default_prompt_set
+from mirror.cognition.reflection import DEFAULT_POLICY, draw_insight, due, reflect
 from mirror.events.codec import decode, encode
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import MAIN_BRANCH, StreamKey
 from mirror.events.memory_log import InMemoryEventLog
-from mirror.events.payloads import Belief, Edge, Fork, Insight, Narrative, Payload, Provenance
+from mirror.events.payloads import Belief, Edge, Fork, Insight, Narrative, Payload, Provenance, Reflection
 from mirror.projections._frozen import FrozenMap
 from mirror.projections.conversation import apply
 from mirror.projections.state import ConversationState, initial_state
@@ -51,7 +59,7 @@ from tests.support.sim import SIM_MODEL, sim_client
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 EXPECTED = GOLDEN / "expected.json"
-LOGS = ("conversation", "prototype", "memory", "recompute")
+LOGS = ("conversation", "prototype", "memory", "recompute", "reflection")
 """Logs that must fold to their expected states and verify with no divergence."""
 DIVERGENT = "divergent"
 """A log whose recorded narrative was edited after the fact: verify must find it."""
@@ -161,13 +169,24 @@ class _Writer:
     async def think(self, attempt: int = 1) -> bool:
         return self._step(await think(self.state, self.llm, self.prompts, self.config, attempt=attempt))
 
+    async def insight(self, attempt: int = 1) -> bool:
+        return self._step(await draw_insight(self.state, self.llm, self.prompts, self.config, attempt=attempt))
+
+    async def reflect(self, triggers: tuple[str, ...], attempt: int = 1) -> bool:
+        return self._step(await reflect(self.state, self.llm, self.prompts, self.config, DEFAULT_POLICY,
+                                        triggers=triggers, attempt=attempt))
+
     async def remember(self, embedder: Embedder, attempt: int = 1) -> bool:
         return self._step(await remember(self.state, self.llm, embedder, self.prompts, self.config, attempt=attempt))
 
     def _step(self, thinking: Thinking) -> bool:
         seen = self.events[-1].id if self.events else None
         for event in thinking.events(self.key, self.state.last_seq + 1, causation=seen):
-            self._apply(dataclasses.replace(event, timestamp=START + event.seq, provenance=_steady(event.provenance)))
+            payload = event.payload
+            if isinstance(payload, Reflection) and payload.decay_ms:  # the decay call's latency, as _steady's
+                payload = dataclasses.replace(payload, decay_ms=1.0)
+            self._apply(dataclasses.replace(event, payload=payload, timestamp=START + event.seq,
+                                            provenance=_steady(event.provenance)))
         return thinking.ok
 
 
@@ -267,6 +286,44 @@ async def _recompute(sim: SimLLMServer) -> list[Event]:
     return writer.events + branch.events
 
 
+async def _reflection(sim: SimLLMServer) -> list[Event]:
+    """Reflection (``turn`` v4, ``insight`` v2, ``reflection`` v2): two turns remembered (an
+    allergy, a hobby, an open question), then twenty with an insight each (one insight fails once
+    and is retried); at the 22nd turn a periodic reflection is due: its decay call answers, its
+    consolidation fails once (a ``thinker_failed`` carrying the decay call's answer), then the
+    whole reflection runs — the careless simulator proposes FORGET for all three old beliefs, the
+    ``protected`` rule keeps the allergy — and a last turn's Talker reads the portrait."""
+    key = StreamKey("golden", "reflection")
+    embedder = OpenAIEmbedder(LLMSettings(base_url=sim.base_url, model="sim-embed", max_retries=0),
+                              dimensions=MEMORY_DIMENSIONS)
+    async with sim_client(sim) as llm:
+        writer = _Writer(key, llm)
+        writer.config = dataclasses.replace(writer.config, mode="baseline", reflection=True)
+        for message in ("I am allergic to peanuts. Can you suggest a snack?", "I play chess on weekends."):
+            await writer.turn(message)
+            assert await writer.remember(embedder)
+            assert await writer.insight()
+        for index in range(20):
+            await writer.turn(f"Tell me something new, number {index}.")
+            if index == 3:
+                sim.script("malformed")
+                assert not await writer.insight(), "the scripted malformed answer must fail the insight"
+                assert await writer.insight(attempt=2)
+            else:
+                assert await writer.insight()
+        triggers = due(writer.state, DEFAULT_POLICY)
+        assert triggers == ("periodic",), triggers
+        sim.script("ok", "500")
+        assert not await writer.reflect(triggers), "the scripted 500 must fail the consolidation"
+        assert await writer.reflect(due(writer.state, DEFAULT_POLICY), attempt=2)
+        await writer.turn("What do you know about me?")
+    await embedder.aclose()
+    reflection = next(e.payload for e in writer.events if isinstance(e.payload, Reflection))
+    assert reflection.accepted and reflection.decay_fingerprint, reflection
+    assert [(d[1], d[2], d[3]) for d in reflection.decisions].count(("forget", "retain", "protected")) == 1, reflection
+    return writer.events
+
+
 def _log_of(events: Iterable[Event]) -> InMemoryEventLog:
     log = InMemoryEventLog()
     log.add(events)
@@ -311,13 +368,28 @@ async def add_log(name: str) -> None:
     """Write one new golden log and add its expected results, leaving every other log and its
     results as they are (what a new event type needs: the old logs are the past)."""
     with SimLLMServer(SimSettings()) as sim:
-        events = {"memory": _memory, "recompute": _recompute}[name]
+        events = {"memory": _memory, "recompute": _recompute, "reflection": _reflection}[name]
         write_log(name, await events(sim))
     expected = json.loads(EXPECTED.read_text())
     for branch, result in (await fold_and_verify([decode(record) for record in read_log(name)])).items():
         report: VerifyReport = result["report"]
         assert report.ok and report.model_calls == 0, f"{name}/{branch} does not verify: {report.as_dict()}"
         expected.setdefault(name, {})[branch] = {"state": result["state"], "verify": verify_counts(report)}
+    EXPECTED.write_text(json.dumps(expected, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+async def refresh_expected() -> None:
+    """Fold every log in ``LOGS`` again and write its expected results, the logs untouched (for a
+    change of what the projection computes from the same events)."""
+    expected = json.loads(EXPECTED.read_text())
+    for name in LOGS:
+        for branch, result in (await fold_and_verify([decode(record) for record in read_log(name)])).items():
+            report: VerifyReport = result["report"]
+            assert report.ok and report.model_calls == 0, f"{name}/{branch} does not verify: {report.as_dict()}"
+            expected.setdefault(name, {})[branch] = {"state": result["state"], "verify": verify_counts(report)}
+    divergent = (await fold_and_verify([decode(record) for record in read_log(DIVERGENT)]))[MAIN_BRANCH]["report"]
+    assert not divergent.ok
+    expected[DIVERGENT] = {MAIN_BRANCH: {"diverges_at": [d.seq for d in divergent.divergences]}}
     EXPECTED.write_text(json.dumps(expected, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
@@ -348,4 +420,7 @@ async def regenerate() -> None:
 if __name__ == "__main__":
     import sys
 
-    asyncio.run(add_log(sys.argv[1]) if len(sys.argv) > 1 else regenerate())
+    if sys.argv[1:] == ["--expected"]:
+        asyncio.run(refresh_expected())
+    else:
+        asyncio.run(add_log(sys.argv[1]) if len(sys.argv) > 1 else regenerate())

@@ -85,17 +85,19 @@ def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency:
 
 @contextlib.contextmanager
 def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str, placement: str = "hosted",
-                  shard_map: tuple[str, ...] = (),
+                  shard_map: tuple[str, ...] = (), reflection: bool = True,
                   **gateway: Any) -> Iterator[tuple[str, dict[str, str]]]:
     """A conversation runtime and the gateway on a free port, with tenants acme and globex, on
     the Ray cluster the caller started (fixture ``ray_cluster``); yields the gateway's URL and
-    each tenant's token. ``gateway``: GatewaySettings fields."""
+    each tenant's token. ``gateway``: GatewaySettings fields; ``reflection``: the stack's default
+    (off for tests that count the thinking's events or calls)."""
     from mirror.gateway.app import GatewayServer, GatewaySettings, create_app
     from mirror.gateway.tenants import TenantRegistry
 
     registry = TenantRegistry(directory / "tenants.json")
     tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
-    with conversation_runtime(nats_url, directory, shard=shard, latency=latency, placement=placement, shard_map=shard_map) as runtime:
+    with conversation_runtime(nats_url, directory, shard=shard, latency=latency, placement=placement, shard_map=shard_map,
+                              reflection=reflection) as runtime:
         app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json"), **gateway))
         with GatewayServer(app) as server:
             yield server.url, tokens

@@ -135,6 +135,12 @@ def test_the_documented_example_file_is_valid(tmp_path: Path) -> None:
     assert settings["max_live_actors"] == 256 and settings["log_level"] == "INFO"
 
 
+def test_reflection_is_on_by_default_and_can_be_turned_off(tmp_path: Path) -> None:
+    assert shown(mirror("up", "--show-config", cwd=tmp_path))["reflection"] is True
+    assert shown(mirror("up", "--show-config", "--no-reflection", cwd=tmp_path))["reflection"] is False
+    assert shown(mirror("up", "--show-config", cwd=tmp_path, env={"MIRROR_REFLECTION": "false"}))["reflection"] is False
+
+
 def test_memory_is_on_by_default_and_can_be_turned_off(tmp_path: Path) -> None:
     assert shown(mirror("up", "--show-config", cwd=tmp_path))["memory"] is True
     assert shown(mirror("up", "--show-config", "--no-memory", cwd=tmp_path))["memory"] is False

@@ -25,7 +25,9 @@ from tests.support.stack import conversation_runtime, nats_of
 
 @pytest.fixture
 def runtime(nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:
-    with conversation_runtime(nats_server.url, tmp_path, shard="conv", latency="fixed:20") as settings:
+    # Reflection off: these tests count the thinking and memory stages' events and calls
+    # (tests/system/test_reflection.py drives reflection).
+    with conversation_runtime(nats_server.url, tmp_path, shard="conv", latency="fixed:20", reflection=False) as settings:
         yield settings
 
 
@@ -191,7 +193,7 @@ async def test_a_stated_fact_becomes_a_belief_a_restatement_reinforces_it_and_re
 
 @pytest.fixture
 def runtime_without_memory(nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:
-    with conversation_runtime(nats_server.url, tmp_path, shard="conv", memory=False) as settings:
+    with conversation_runtime(nats_server.url, tmp_path, shard="conv", memory=False, reflection=False) as settings:
         yield settings
 
 

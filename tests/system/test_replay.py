@@ -48,7 +48,8 @@ from tests.support.stack import conversation_runtime, nats_of
 @pytest.fixture(scope="module")
 def runtime(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeSettings]:
     directory = tmp_path_factory.mktemp("replay")
-    with conversation_runtime(nats_server.url, directory, shard="replay", snapshot_every=5) as settings:
+    # Reflection off: these tests count thinking and memory steps (test_reflection.py replays reflection).
+    with conversation_runtime(nats_server.url, directory, shard="replay", snapshot_every=5, reflection=False) as settings:
         yield settings
 
 

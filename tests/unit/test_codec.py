@@ -166,14 +166,15 @@ def v1_turn_record(payload: dict[str, Any], **changes: Any) -> dict[str, Any]:
 def test_golden_v1_turn_is_upcast_to_the_current_version() -> None:
     data = pack(v1_turn_record({"user": "what is 2+2?", "assistant": "4"}))
     event = decode(data)
-    assert event.payload == Turn(user_message="what is 2+2?", reply="4", narrative_seq=None, mode="full", memory=None)
+    assert event.payload == Turn(user_message="what is 2+2?", reply="4", narrative_seq=None, mode="full", memory=None,
+                                 reflection=None)
     assert (event.conversation, event.seq, event.turn, event.timestamp) == ("legacy-1", 3, 2, 1_600_000_000.0)
-    assert event.schema_version == Turn.VERSION == 3
+    assert event.schema_version == Turn.VERSION == 4
     # Read once, the event is written back at the current version, never as v1.
     rewritten = unpack(encode(event))
-    assert rewritten["schema"] == 3
+    assert rewritten["schema"] == 4
     assert rewritten["payload"] == {"user_message": "what is 2+2?", "reply": "4", "narrative_seq": None, "mode": "full",
-                                    "memory": None}
+                                    "memory": None, "reflection": None}
     assert check(data).payload == rewritten["payload"]
 
 
@@ -187,7 +188,7 @@ def test_v1_turn_keeps_its_mode() -> None:
 @settings(max_examples=50, deadline=None)
 def test_any_v1_turn_upcasts(user: str, assistant: str) -> None:
     event = decode(pack(v1_turn_record({"user": user, "assistant": assistant})))
-    assert event.payload == Turn(user, assistant, None, "full", None)
+    assert event.payload == Turn(user, assistant, None, "full", None, None)
 
 
 @pytest.mark.parametrize(
@@ -207,14 +208,21 @@ def test_malformed_v1_turn_is_corrupt(payload: dict[str, Any]) -> None:
     assert caught.value.seq == 3
 
 
-def test_a_v2_turn_did_not_record_memory() -> None:
+def test_a_v2_turn_did_not_record_memory_nor_reflection() -> None:
     payload = {"user_message": "u", "reply": "r", "narrative_seq": 1, "mode": "baseline"}
-    assert upcast("turn", 2, payload) == {**payload, "memory": None}  # unknown: the stack's setting applies
+    # unknown, both: the stack's setting applies
+    assert upcast("turn", 2, payload) == {**payload, "memory": None, "reflection": None}
+
+
+def test_a_v3_turn_did_not_record_reflection() -> None:
+    payload = {"user_message": "u", "reply": "r", "narrative_seq": 1, "mode": "full", "memory": False}
+    assert upcast("turn", 3, payload) == {**payload, "reflection": None}
 
 
 def test_upcast_is_a_no_op_at_the_current_version() -> None:
-    payload = {"user_message": "u", "reply": "r", "narrative_seq": 1, "mode": "full", "memory": False}
-    assert upcast("turn", 3, payload) == payload
+    payload = {"user_message": "u", "reply": "r", "narrative_seq": 1, "mode": "full", "memory": False,
+               "reflection": True}
+    assert upcast("turn", 4, payload) == payload
 
 
 # -------------------------------------------------------------------- unknown types, versions

@@ -13,12 +13,12 @@ import json
 import msgpack
 import pytest
 
-from mirror.cognition.prompts import default_prompt_set
+from mirror.cognition.prompts import PromptSet, default_prompt_set
 from mirror.events.codec import RECORD_FORMAT, decode, encode
 from mirror.events.envelope import Event
 from mirror.events.ids import MAIN_BRANCH, StreamKey
 from mirror.events.memory_log import InMemoryEventLog
-from mirror.events.payloads import Belief, Fork, Narrative, ThinkerFailed, Turn
+from mirror.events.payloads import Belief, Fork, Insight, Narrative, Reflection, ThinkerFailed, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import initial_state
 from mirror.replay import History
@@ -62,9 +62,9 @@ def test_prototype_turns_are_upcast_to_the_current_schema() -> None:
     assert [(record["type"], record["schema"]) for record in records] == [
         ("belief", 1), ("turn", 1), ("turn", 1), ("edge", 1)]
     turns = [event.payload for event in golden_events("prototype") if isinstance(event.payload, Turn)]
-    # Neither version recorded whether memory was on: unknown, not guessed.
-    assert turns == [Turn("Hello.", "Hello! How are you?", narrative_seq=None, mode="full", memory=None),
-                     Turn("I like tea.", "Noted: tea.", narrative_seq=None, mode="full", memory=None)]
+    # Neither version recorded whether memory (or reflection) was on: unknown, not guessed.
+    assert turns == [Turn("Hello.", "Hello! How are you?", narrative_seq=None, mode="full", memory=None, reflection=None),
+                     Turn("I like tea.", "Noted: tea.", narrative_seq=None, mode="full", memory=None, reflection=None)]
 
 
 @pytest.mark.parametrize("name", LOGS)
@@ -101,6 +101,29 @@ async def test_the_divergent_log_is_reported_as_non_determinism() -> None:
     assert "diverges at seq 3" in str(caught.value)
 
 
+async def test_the_reflection_log_covers_insights_and_a_reflection_and_replays_them_without_a_call() -> None:
+    events = golden_events("reflection")
+    assert {event.schema_version for event in events if isinstance(event.payload, Turn)} == {Turn.VERSION}
+    assert sum(isinstance(event.payload, Insight) for event in events) == 22
+    failures = [event.payload for event in events if isinstance(event.payload, ThinkerFailed)]
+    assert [(failure.stage, failure.attempt) for failure in failures] == [("insight", 1), ("reflection", 1)]
+    (reflection,) = [event for event in events if isinstance(event.payload, Reflection)]
+    payload = reflection.payload
+    assert isinstance(payload, Reflection) and payload.accepted and payload.triggers == ("periodic",)
+    assert payload.decay_fingerprint and payload.decay_answer  # the decay call, answered from here on replay
+    rules = {(applied, rule) for _, _, applied, rule in payload.decisions}
+    assert ("retain", "protected") in rules and ("forget", "") in rules
+    before, after = fold(events[: reflection.seq - 1]), fold(events[: reflection.seq])
+    assert after.portrait == payload.portrait and before.portrait is None and not after.pending_insights
+    forgotten = {belief_id for belief_id, _, applied, _ in payload.decisions if applied == "forget"}
+    assert forgotten <= set(before.beliefs) and not forgotten & set(after.beliefs)  # dropped from the state...
+    assert all(any(isinstance(e.payload, Belief) and e.payload.belief_id == b for e in events) for b in forgotten)
+    last = events[-1]  # ...never from the log; and the next turn's Talker read the portrait
+    assert isinstance(last.payload, Turn) and last.provenance is not None
+    report = (await fold_and_verify(events))[MAIN_BRANCH]["report"]
+    assert report.ok and report.model_calls == 0 and report.embedding_calls == 0
+
+
 async def test_the_memory_log_covers_the_memory_stage_and_replays_it_without_embedding() -> None:
     events = golden_events("memory")
     beliefs = [event.payload for event in events if isinstance(event.payload, Belief)]
@@ -118,7 +141,10 @@ async def test_the_recompute_log_records_its_prompt_set_with_the_branch_and_veri
     events = golden_events("recompute")
     fork = next(event for event in events if event.type == "fork")
     assert isinstance(fork.payload, Fork) and fork.schema_version == 2
-    prompts = recompute_prompts()
+    # The set as it was: the templates the fork recorded (the built-in set has gained some since).
+    current = recompute_prompts()
+    prompts = PromptSet("custom", {name: text for name, text in current.templates.items()
+                                   if name in fork.payload.template_digests})
     assert fork.payload.prompt_set == prompts.version
     assert fork.payload.changed_templates == {"controller.md": prompts.templates["controller.md"]}
     results = await fold_and_verify(events)  # the branch's prompt set found from its fork, none given

@@ -207,7 +207,7 @@ GOLDEN_FORMAT_2 = {
 
 def golden_events() -> dict[str, Event]:
     return {
-        "turn_with_digest": make_event(KEY, 1, Turn("I am allergic to nuts.", "Noted.", memory=None), timestamp=1_700_000_000.0,
+        "turn_with_digest": make_event(KEY, 1, Turn("I am allergic to nuts.", "Noted.", memory=None, reflection=None), timestamp=1_700_000_000.0,
                                        provenance=Provenance("gemma", "v1", "beef", {"temperature": 0.7}, 2.0, 8, 2,
                                                              None, "0123456789abcdef")),
         "belief_v2": make_event(KEY, 2, Belief("b1", "assert", "Ann is allergic to nuts", "standard", 0.7, (), "Ann",

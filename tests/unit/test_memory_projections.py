@@ -19,6 +19,7 @@ from mirror.events.payloads import (
     Belief,
     Edge,
     Insight,
+    Reflection,
 )
 from mirror.projections.beliefs import (
     BeliefState,
@@ -203,11 +204,15 @@ def test_contradiction_keeps_both_beliefs_and_opens_a_review() -> None:
 
 @given(event_sequences(max_size=40))
 @PROPERTY
-def test_beliefs_and_reviews_are_never_dropped(log: list[Event]) -> None:
+def test_beliefs_leave_only_by_a_reflections_forget_and_reviews_never(log: list[Event]) -> None:
     state = initial_state(log[0].key)
     for event in log:
         after = apply(state, event)
-        assert set(state.beliefs) <= set(after.beliefs)
+        payload = event.payload
+        forgotten = {decision[0] for decision in payload.decisions if decision[2] == "forget"} \
+            if isinstance(payload, Reflection) else set()
+        assert set(state.beliefs) - forgotten <= set(after.beliefs)
+        assert not forgotten & set(after.beliefs)  # an applied forget drops the belief from the state (not the log)
         assert all(after.review_items[key] == item for key, item in state.review_items.items())
         assert set(state.edges) <= set(after.edges)
         state = after

@@ -152,11 +152,14 @@ def test_a_recall_of_unknown_ids_changes_nothing_but_counters(payloads: list[Any
 @PROPERTY
 def test_a_recall_counts_once_per_known_belief_and_touches_nothing_else(payloads: list[Any], recall: Recall) -> None:
     before = fold(log_of(*payloads))
-    after = apply(before, make_event(KEY, before.last_seq + 1, recall, timestamp=T0 + 10 * DAY))
+    event = make_event(KEY, before.last_seq + 1, recall, timestamp=T0 + 10 * DAY)
+    after = apply(before, event)
     assert set(after.beliefs) == set(before.beliefs)
     for belief_id, belief in before.beliefs.items():
         bump = 1 if belief_id in recall.belief_ids else 0
-        assert after.beliefs[belief_id] == replace(belief, recall_count=belief.recall_count + bump)
+        recalled = event.turn if bump else belief.last_recalled_turn  # the turn it was last recalled at
+        assert after.beliefs[belief_id] == replace(belief, recall_count=belief.recall_count + bump,
+                                                   last_recalled_turn=recalled)
     assert after.review_items == before.review_items and after.edges == before.edges
 
 
