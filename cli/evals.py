@@ -46,7 +46,7 @@ def eval_memory(
     reflection_model: str = typer.Option("", "--reflection-model", help="The model name for a --reflection-llm URL."),
     turns_after: int = typer.Option(40, "--reflect-after-turns", min=0,
                                     help="Turns between the last stated sentence and the reflection (20 or more: every "
-                                         "belief is a decay candidate; the simulator proposes to forget from 40)."),
+                                         "belief is a decay candidate, and the simulator proposes to forget it)."),
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
 ) -> None:
     """Recall@5 of keyword, vector and fused retrieval over the shipped memory dialogues.

@@ -33,7 +33,8 @@ def test_the_reflection_column_scores_what_the_projection_still_holds_after_the_
     column = report["reflection"]
     assert column["llm"] == "sim" and column["model"] == "mirror-sim" and not column["failed"]
     assert column["recall_at_5_before"] == report["recall_at_5"]  # the beliefs recall as the eval's items do
-    # 40 turns on, the simulator proposes to forget every belief: the rules keep the safety constraints alone.
+    # 40 turns on, the simulator (a careless model) proposes to forget every belief: the rules keep
+    # the safety constraints alone.
     items = sum(len(dialogue.items()) for dialogue in load_dialogues())
     assert column["decisions"] == items and column["proposed"] == {"forget": items}
     assert column["overruled_by_rule"].get("protected", 0) == column["applied"]["retain"] > 0
@@ -44,11 +45,10 @@ def test_the_reflection_column_scores_what_the_projection_still_holds_after_the_
     assert epipen not in allergy["needed_forgotten"]
 
 
-def test_a_reflection_before_beliefs_age_keeps_every_needed_fact() -> None:
-    column = run_memory_eval("sim", ReflectionEvalSettings(turns_after=25))["reflection"]
-    assert not column["lost"] and column["applied"].get("decay", 0) == 0
-    # Only open questions among the small talk are forgotten: recall can only rise.
-    assert all(column["recall_at_5_after"][name] >= column["recall_at_5_before"][name] for name in RETRIEVERS)
-    report = run_memory_evals(("sim",), ReflectionEvalSettings(turns_after=25))
-    assert set(report["reflection_figures"]) == {f"sim_{name}_recall_at_5_{when}" for name in RETRIEVERS
-                                                 for when in ("before", "after")}
+def test_a_reflection_before_beliefs_age_decides_nothing_and_keeps_every_fact() -> None:
+    report = run_memory_evals(("sim",), ReflectionEvalSettings(turns_after=0))
+    column = report["runs"]["sim"]["reflection"]
+    assert column["decisions"] == 0 and not column["lost"] and not column["failed"]
+    assert column["recall_at_5_after"] == column["recall_at_5_before"] == report["runs"]["sim"]["recall_at_5"]
+    assert report["reflection_figures"] == {f"sim_{name}_recall_at_5_{when}": column[f"recall_at_5_{when}"][name]
+                                            for name in RETRIEVERS for when in ("before", "after")}

@@ -12,10 +12,11 @@ simulator by default, or any OpenAI-compatible endpoint), and the projection fol
 
 Recall@5 is then asked of the beliefs the state holds, before and after: before equals the
 eval's own figures (same sentences, same vectors, the same recall), after shows what the
-reflection lost. The simulator's decay answer proposes FORGET for every belief untouched for 40
-turns or more (:mod:`mirror.sim.reflection`), so at the default ``turns_after`` it is the
-worst-case forgetter and "after" shows what the rules alone keep (a safety constraint,
-``protected``); a real model's figure shows what that model forgets.
+reflection lost. The simulator's decay answer proposes FORGET for every belief untouched for 20
+turns or more (:mod:`mirror.sim.reflection`: a careless model), so with it "after" shows what
+the rules alone keep (here a safety constraint, ``protected``: no statement is strong, recalled
+or under review); a real model's figure shows what that model forgets, told each belief's age
+(``turns_after`` and more turns).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ from mirror.sim.server import SimLLMServer, SimSettings
 from .dialogues import NOW, RETRIEVERS, TOP, Dialogue
 
 TURNS_AFTER = 40
-"""Filler turns between the last stated sentence and the reflection (the simulator forgets from 40)."""
+"""Filler turns between the last stated sentence and the reflection: the question comes later
+still (20 or more make every belief a decay candidate; the simulator proposes to forget them all)."""
 CONFIDENCE = 0.8
 """The confidence of an asserted statement (the simulator's extraction gives a statement 0.8)."""
 FILLER = "Okay, let us move on."
