@@ -150,6 +150,12 @@ class CpuSpent:
         """Milliseconds of CPU per second of the window, by role (with ``mirror`` and ``all``)."""
         return {role: round(ms / self.wall_s, 2) for role, ms in self.ms_per(1).items()} if self.wall_s else {}
 
+    def plus(self, other: CpuSpent) -> CpuSpent:
+        """Two windows as one (their seconds and their lengths added): idle samples pooled."""
+        roles = self.seconds_by_role.keys() | other.seconds_by_role.keys()
+        return CpuSpent({role: self.seconds_by_role.get(role, 0.0) + other.seconds_by_role.get(role, 0.0) for role in roles},
+                        self.exited + other.exited, self.wall_s + other.wall_s)
+
     def above(self, idle: CpuSpent) -> CpuSpent:
         """This window less what each role spends idle (``idle``'s rate over this window's length)."""
         rate = {role: seconds / idle.wall_s if idle.wall_s else 0.0 for role, seconds in idle.seconds_by_role.items()}

@@ -94,6 +94,9 @@ def test_cpu_spent_per_turn_and_above_the_idle_rate() -> None:
     idle = CpuSpent({"conversations": 0.1, "gateway": 0.0, "ingester": 0.05, "nats": 0.0, "simulator": 0.0,
                      OTHER: 0.4, "load_generator": 0.0}, exited=0, wall_s=10.0)
     assert idle.ms_per_second()["conversations"] == 10.0
+    pooled = idle.plus(CpuSpent({"conversations": 0.3, "gateway": 0.0, "ingester": 0.05, "nats": 0.0, "simulator": 0.0,
+                                 OTHER: 0.4, "load_generator": 0.0}, exited=1, wall_s=10.0))
+    assert pooled.wall_s == 20.0 and pooled.exited == 1 and pooled.ms_per_second()["conversations"] == 20.0
     active = spent.above(idle).ms_per(100)
     assert active["conversations"] == pytest.approx(20.0) and active["ingester"] == pytest.approx(15.0)
     assert active[OTHER] == pytest.approx(0.0) and active["mirror"] == pytest.approx(50.0)
@@ -162,26 +165,49 @@ def test_latency_figures_take_the_talkers_call_out_of_the_overhead() -> None:
     assert figures["overhead_p50_ms"] == 14.5 and figures["llm_call_p50_ms"] == 100.0
 
 
-def _run(mirror: float, active: float, latency: float, calls: float, events: float) -> dict[str, object]:
-    roles = {"conversations": active / 2, "gateway": 0.0, "ingester": active / 4, "nats": active / 4}
+def _run(roles: dict[str, float], idle: dict[str, float], latency: float, calls: float, events: float) -> dict[str, object]:
+    """A run's figures: CPU ms per turn by role over 100 turns in 50 s, idle ms per second by role."""
+    mirror = sum(roles.values())
     return {
-        "cpu_ms_per_turn": {**roles, "mirror": mirror}, "cpu_ms_per_turn_above_idle": {**roles, "mirror": active},
+        "turns": 100, "cpu_window_s": 50.0, "cpu_ms_per_turn": {**roles, "mirror": mirror},
+        "cpu_idle_ms_per_s": {**idle, "mirror": sum(idle.values())},
         "latency_p50_ms": latency, "latency_p90_ms": latency * 1.5, "overhead_p50_ms": latency - 100.0,
         "chat_calls_per_turn": calls, "embedding_calls_per_turn": 1.0, "events_per_turn": events,
     }
 
 
-def test_the_comparison_judges_cpu_on_the_share_above_idle_and_latency_on_p50() -> None:
-    met = comparison(_run(120.0, 88.0, 121.5, 5.5, 7.0), _run(110.0, 80.0, 120.0, 4.4, 6.0))
-    assert met["cpu_added_share"] == round(10 / 110, 3) and met["cpu_added_share_above_idle"] == 0.1
-    assert met["latency_added_p50_ms"] == 1.5 and met["added_per_turn"]["chat_calls"] == 1.1
-    assert met["added_per_turn"]["events"] == 1.0 and met["added_per_turn"]["cpu_ms_by_role"]["conversations"] == 4.0
-    assert met["unit_costs_above_idle"]["off"] == {"ingester_ms_per_event": round(20 / 6, 2), "nats_ms_per_event": round(20 / 6, 2),
-                                                   "conversations_ms_per_chat_call": round(40 / 4.4, 2)}
-    assert met["targets"]["cpu_met"] and met["targets"]["latency_met"]
-    missed = comparison(_run(125.0, 100.0, 123.0, 5.5, 7.0), _run(110.0, 80.0, 120.0, 4.4, 6.0))
-    assert missed["cpu_added_share"] < 0.2 < missed["cpu_added_share_above_idle"]  # idle work dilutes the plain share
-    assert not missed["targets"]["cpu_met"] and not missed["targets"]["latency_met"]
+OFF_ROLES = {"conversations": 40.0, "gateway": 20.0, "ingester": 30.0, "nats": 10.0}
+IDLE = {"conversations": 10.0, "gateway": 40.0, "ingester": 20.0, "nats": 0.0}  # ms/s: at 0.5 s a turn, half that a turn
+
+
+def test_the_comparison_takes_the_pooled_idle_rate_off_both_runs() -> None:
+    on = _run({"conversations": 44.0, "gateway": 20.0, "ingester": 40.0, "nats": 12.0}, IDLE, 121.5, 5.4, 7.0)
+    off = _run(OFF_ROLES, {role: rate / 2 for role, rate in IDLE.items()}, 120.0, 4.4, 6.0)
+    met = comparison(on, off)
+    assert met["idle_cpu_ms_per_s"]["gateway"] == 30.0 and met["idle_cpu_ms_per_s"]["mirror"] == 52.5  # pooled
+    assert met["cpu_ms_per_turn_on"] == 116.0 and met["cpu_ms_per_turn_off"] == 100.0 and met["cpu_added_share"] == 0.16
+    assert met["cpu_ms_per_turn_above_idle_off"] == 100.0 - 52.5 / 2 and met["cpu_ms_per_turn_above_idle_on"] == 116.0 - 52.5 / 2
+    assert met["cpu_added_share_above_idle"] == round(16.0 / 73.75, 3)  # the difference as measured, over less
+    added = met["added_per_turn"]
+    assert added["cpu_ms_by_role"] == {"conversations": 4.0, "gateway": 0.0, "ingester": 10.0, "nats": 2.0, "mirror": 16.0}
+    assert added["chat_calls"] == 1.0 and added["events"] == 1.0
+    cost = met["added_cost"]
+    assert cost["ingester_ms_per_added_event"] == 10.0 and cost["nats_ms_per_added_event"] == 2.0
+    assert cost["conversations_ms_per_added_chat_call"] == 4.0 and cost["insight_floor_ms_per_turn"] == 16.0
+    assert cost["insight_floor_share_above_idle"] == round(16.0 / 73.75, 3)
+    assert met["latency_added_p50_ms"] == 1.5 and met["targets"]["latency_met"]
+    assert met["targets"]["cpu_met_as_measured"] and not met["targets"]["cpu_met"]  # 0.16 as measured, 0.217 above idle
+
+
+def test_the_targets_are_missed_when_reflection_adds_too_much() -> None:
+    on = _run({"conversations": 60.0, "gateway": 20.0, "ingester": 40.0, "nats": 12.0}, IDLE, 123.0, 5.4, 7.0)
+    missed = comparison(on, _run(OFF_ROLES, IDLE, 120.0, 4.4, 6.0))
+    assert missed["cpu_added_share"] > 0.2 and missed["cpu_added_share_above_idle"] > missed["cpu_added_share"]
+    assert not missed["targets"]["cpu_met"] and not missed["targets"]["cpu_met_as_measured"]
+    assert not missed["targets"]["latency_met"]
+    nothing_added = comparison(_run(OFF_ROLES, IDLE, 120.0, 4.4, 6.0), _run(OFF_ROLES, IDLE, 120.0, 4.4, 6.0))
+    assert nothing_added["added_cost"]["insight_floor_ms_per_turn"] is None  # no added call or event to price
+    assert nothing_added["targets"]["cpu_met"] and nothing_added["cpu_added_share"] == 0.0
 
 
 def test_the_bench_lifts_only_the_hourly_cap_of_the_default_policy() -> None:
