@@ -1,4 +1,4 @@
-"""``mirror bench ingest|turns|timetravel|recompute|actors|recovery|pipeline|embed|recall|storage``.
+"""``mirror bench ingest|turns|timetravel|recompute|actors|recovery|pipeline|embed|recall|storage|reflection``.
 
 Each command builds its benchmark's frozen config from the options, runs it from
 :mod:`mirror.harness.bench` (one module per benchmark) and prints its one JSON object; a
@@ -306,4 +306,46 @@ def bench_storage(
     _print_result(result, as_json)
     runs = (result["memory_off"], result["memory_on"])
     if any(run["thinking_unfinished"] or not run["log_caught_up"] for run in runs):
+        raise typer.Exit(1)
+
+
+@bench_app.command("reflection")
+def bench_reflection(
+    turns: int = typer.Option(1_000, "--turns", "-t", min=1, help="Turns of the one conversation (after a warm-up turn)."),
+    latency: float = typer.Option(100.0, "--llm-latency-ms", min=0, help="The simulator's fixed latency."),
+    pause: float = typer.Option(800.0, "--pause-ms", min=0,
+                                help="The user's mean pause before each turn (0.5–1.5 × this, seeded)."),
+    wait_for_thinking: bool = typer.Option(False, "--wait-for-thinking",
+                                           help="Wait until each turn is thought through before the pause."),
+    max_per_hour: int = typer.Option(1_000, "--max-per-hour", min=1,
+                                     help="The policy's hourly cap for this run: the run squeezes hours into "
+                                          "minutes (the default policy's 6 would stop it at 6 reflections)."),
+    compare: bool = typer.Option(True, "--compare/--no-compare",
+                                 help="Also run the same script with reflection off, on a fresh stack, and compare."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the scripted user and the pauses."),
+    mode: Mode = MODE,
+    placement: Placement = typer.Option("hosted", "--placement", case_sensitive=False,
+                                        help="hosted: many conversations per host; dedicated: a Ray actor each."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="A progress bar on stderr."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """One long conversation with memory and reflection on, then off: what reflection costs per turn.
+
+    Prints reflections, rejected, warnings, overruled, the thinking backlog at the end, CPU ms
+    per turn on and off (cpu_added_share, target ≤ 0.20) and turn latency p50/p90 on and off
+    (latency_added_p50_ms, target ≤ 2 ms), with each run's figures. Exits 1 if a run's thinking
+    did not drain.
+    """
+    from mirror.harness.bench.reflection import ReflectionBenchConfig, run_reflection_bench
+
+    configure_logging(log_level.value)
+    config = ReflectionBenchConfig(turns=turns, llm_latency_ms=latency, pause_ms=pause, wait_for_thinking=wait_for_thinking,
+                                   mode=mode.value, seed=seed, max_per_hour=max_per_hour, compare=compare,
+                                   placement=placement.value, show_progress=progress)
+    with contextlib.redirect_stdout(sys.stderr):  # Ray's driver may print on stdout: stdout is the JSON alone
+        result = run_reflection_bench(config)
+    _print_result(result, as_json)
+    runs = [result[name] for name in ("reflection_on", "reflection_off") if name in result]
+    if not all(run["drained"] for run in runs):
         raise typer.Exit(1)

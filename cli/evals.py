@@ -38,14 +38,28 @@ class EvalEmbedder(StrEnum):
 def eval_memory(
     embedder: EvalEmbedder = typer.Option(EvalEmbedder.both, "--embedder", case_sensitive=False,
                                           help="Whose embeddings: the simulator's, the offline MiniLM, or both."),
+    reflection: bool = typer.Option(True, "--reflection/--no-reflection",
+                                    help="Also score recall after a reflection's decay step on each dialogue's beliefs."),
+    reflection_llm: str = typer.Option("sim", "--reflection-llm",
+                                       help="The model that reflects: sim (a loopback simulator) or an OpenAI-compatible "
+                                            "base URL (key from MIRROR_LLM_API_KEY)."),
+    reflection_model: str = typer.Option("", "--reflection-model", help="The model name for a --reflection-llm URL."),
+    turns_after: int = typer.Option(40, "--reflect-after-turns", min=0,
+                                    help="Turns between the last stated sentence and the reflection (20 or more: every "
+                                         "belief is a decay candidate, and the simulator proposes to forget it)."),
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
 ) -> None:
     """Recall@5 of keyword, vector and fused retrieval over the shipped memory dialogues.
 
     Prints the figures (e.g. ``minilm_fused_recall_at_5``) and, per embedder, the questions each
-    retriever missed.
+    retriever missed. With reflection (the default), the same before and after one reflection
+    on each dialogue's beliefs (``reflection_figures``, e.g. ``sim_fused_recall_at_5_after``),
+    its decisions and the dialogues whose needed facts it forgot.
     """
+    import os
+
     from mirror.cognition.embeddings import minilm_installed
+    from mirror.harness.evals.memory.reflection import ReflectionEvalSettings
     from mirror.harness.evals.memory.run import run_memory_evals
 
     names: tuple[str, ...] = ("sim", "minilm") if embedder is EvalEmbedder.both else (embedder.value,)
@@ -55,7 +69,9 @@ def eval_memory(
             raise typer.Exit(2)
         typer.echo("note: the offline embedder is not installed ([local] extra); scoring the simulator's only", err=True)
         names = ("sim",)
-    result = run_memory_evals(names)  # type: ignore[arg-type]  # names are EmbedderName literals, checked above
+    settings = ReflectionEvalSettings(llm=reflection_llm, model=reflection_model, turns_after=turns_after,
+                                      api_key=os.environ.get("MIRROR_LLM_API_KEY")) if reflection else None
+    result = run_memory_evals(names, settings)  # type: ignore[arg-type]  # names are EmbedderName literals, checked above
     typer.echo(json.dumps(result, indent=None if as_json else 2))
 
 

@@ -4,8 +4,10 @@ measured against taken in the same run where one exists.
 ``ingest`` (bench ingest), ``turns`` (bench turns), ``timetravel`` (bench timetravel),
 ``recompute`` (bench recompute), ``live_actors`` (bench actors), ``live_hold`` (bench actors
 --hold), ``recovery`` (bench recovery), ``storage`` (bench storage), ``recall`` (bench recall),
-``embed`` (bench embed), ``pipeline`` (bench pipeline); ``_stacks`` (the stacks they start),
-``_hosts`` (conversation hosts' figures) and ``_stats`` (percentiles) are theirs to share.
+``embed`` (bench embed), ``pipeline`` (bench pipeline), ``reflection`` (bench reflection, with
+``_script``, its scripted user); ``_stacks`` (the stacks they start), ``_hosts`` (conversation
+hosts' figures and the progress line), ``_cpu`` (CPU time by process role, waiting for a quiet
+machine) and ``_stats`` (percentiles) are theirs to share.
 
 Part of the harness (see :mod:`mirror.harness`): may import the stack, the simulator, the
 runtime and the layers below. Nothing in the runtime imports a benchmark.

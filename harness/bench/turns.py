@@ -47,6 +47,7 @@ from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.http_transport import AiohttpTransport
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import nats_servers
+from mirror.harness.bench._cpu import settle
 from mirror.harness.bench._stats import percentile
 from mirror.processes import free_port
 from mirror.stack.embedded import EmbeddedStack, StackSettings
@@ -248,44 +249,12 @@ def _run_once(config: TurnsBenchConfig) -> dict[str, Any]:
         return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url, stack.runtime))
 
 
-def _cpu_busy_share(window_s: float = 1.0) -> float | None:
-    """The machine's busy CPU share over ``window_s`` (/proc/stat), ``None`` where there is none."""
-    def sample() -> tuple[int, int]:
-        with open("/proc/stat") as stat:
-            fields = [int(value) for value in stat.readline().split()[1:]]
-        return sum(fields), fields[3] + fields[4]  # total, idle + iowait
-
-    try:
-        total_before, idle_before = sample()
-        time.sleep(window_s)
-        total_after, idle_after = sample()
-    except OSError:
-        return None
-    total = total_after - total_before
-    return 1.0 - (idle_after - idle_before) / total if total else 0.0
-
-
-def _settle(busy_below: float = 0.15, at_most_s: float = 90.0) -> float:
-    """Wait until the first run's stack has really gone (its Ray workers, NATS, the ingester
-    finishing): measured straight after it, the second run paid for the first's teardown (its
-    floor 50% higher, its overhead p50 tripled). Returns the seconds waited."""
-    started = time.monotonic()
-    while time.monotonic() - started < at_most_s:
-        busy = _cpu_busy_share()
-        if busy is None:
-            time.sleep(15)
-            break
-        if busy < busy_below:
-            break
-    return round(time.monotonic() - started, 1)
-
-
 def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
     """One run (memory as ``config.memory``), or with ``compare_memory`` both, off then on."""
     if not config.compare_memory:
         return _run_once(config)
     off = _run_once(replace(config, memory=False, compare_memory=False))
-    settled_s = _settle()
+    settled_s = settle()
     on = _run_once(replace(config, memory=True, compare_memory=False))
     return {
         "benchmark": "turns",

@@ -14,17 +14,18 @@ items, as a long-lived conversation would hold): the per-dialogue memories have 
 their top 5 is nearly half of everything and says little about ranking. Embedders: ``sim`` (the simulator's ``/v1/embeddings`` through a real
 loopback server and :class:`OpenAIEmbedder`, 64 dimensions: fast, for tests) and ``minilm``
 (the offline all-MiniLM-L6-v2 from the ``[local]`` extra, 384 dimensions: the meaningful one).
+
+``reflection`` (unless turned off) is the same per-dialogue recall@5 before and after one
+reflection's decay step has been applied to each dialogue's beliefs, by the simulator or a
+given model (:mod:`.reflection`): a reflection that loses facts shows there.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from importlib import resources
 from typing import Any, Literal
 
 import numpy as np
@@ -34,48 +35,11 @@ from mirror.cognition.memory import DEFAULT_ANALYZER, MemoryIndex, MemoryItem
 from mirror.cognition.openai_client import LLMSettings
 from mirror.sim.server import SimLLMServer, SimSettings
 
+from .dialogues import NOW, RETRIEVERS, TOP, Dialogue, load_dialogues
+from .reflection import ReflectionEvalSettings, reflection_column
+
 EmbedderName = Literal["sim", "minilm"]
 EMBEDDERS: tuple[EmbedderName, ...] = ("sim", "minilm")
-TOP = 5
-NOW = 1_800_000_000.0
-RETRIEVERS = ("keyword", "vector", "fused")
-
-
-@dataclass(frozen=True, slots=True)
-class Dialogue:
-    """One labelled dialogue: ``turns`` (its own sentences), ``small_talk`` (distractors added to
-    it), the later ``question`` and ``needed`` (indices into ``turns`` the question depends on)."""
-
-    dialogue_id: str
-    turns: tuple[str, ...]
-    small_talk: tuple[str, ...]
-    question: str
-    needed: tuple[int, ...]
-
-    def items(self) -> list[tuple[str, str]]:
-        """``(item id, sentence)`` for every sentence the dialogue stated."""
-        return [(f"t{index:02d}", text) for index, text in enumerate(self.turns)] + [
-            (f"c{index:02d}", text) for index, text in enumerate(self.small_talk)
-        ]
-
-    @property
-    def needed_ids(self) -> frozenset[str]:
-        return frozenset(f"t{index:02d}" for index in self.needed)
-
-
-def load_dialogues() -> list[Dialogue]:
-    """The shipped set; each dialogue gets small talk picked by its position (deterministic)."""
-    data = json.loads(resources.files(__package__).joinpath("dialogues.json").read_text(encoding="utf-8"))
-    chitchat, per_dialogue = data["chitchat"], data["chitchat_per_dialogue"]
-    dialogues = []
-    for position, entry in enumerate(data["dialogues"]):
-        start = position * per_dialogue
-        small_talk = tuple(chitchat[(start + offset) % len(chitchat)] for offset in range(per_dialogue))
-        needed = tuple(entry["needed"])
-        if not needed or not all(0 <= index < len(entry["turns"]) for index in needed):
-            raise ValueError(f"dialogue {entry['id']!r}: 'needed' must name turns by index, got {needed}")
-        dialogues.append(Dialogue(entry["id"], tuple(entry["turns"]), small_talk, entry["question"], needed))
-    return dialogues
 
 
 @contextmanager
@@ -101,8 +65,9 @@ def _recall_at(found: Iterable[str], needed: frozenset[str]) -> float:
     return len(needed & set(list(found)[:TOP])) / len(needed)
 
 
-def run_memory_eval(embedder_name: EmbedderName = "sim") -> dict[str, Any]:
-    """Recall@5 for keyword-only, vector-only and fused retrieval over the shipped dialogues."""
+def run_memory_eval(embedder_name: EmbedderName = "sim", reflection: ReflectionEvalSettings | None = None) -> dict[str, Any]:
+    """Recall@5 for keyword-only, vector-only and fused retrieval over the shipped dialogues;
+    with ``reflection``, the same before and after a reflection's decay step (``reflection``)."""
     dialogues = load_dialogues()
     texts = sorted({text for dialogue in dialogues for _, text in dialogue.items()} | {d.question for d in dialogues})
     started = time.perf_counter()
@@ -127,6 +92,7 @@ def run_memory_eval(embedder_name: EmbedderName = "sim") -> dict[str, Any]:
     count = len(dialogues)
     figures = {name: round(totals[name] / count, 4) for name in RETRIEVERS}
     pooled = _pooled(dialogues, vectors)
+    reflected = {} if reflection is None else {"reflection": reflection_column(dialogues, vectors, reflection)}
     return {
         "embedder": embedder_name,
         "model": model,
@@ -140,6 +106,7 @@ def run_memory_eval(embedder_name: EmbedderName = "sim") -> dict[str, Any]:
         "pooled": pooled,
         "embed_s": round(embed_s, 2),
         "fused_misses": missed,
+        **reflected,
     }
 
 
@@ -162,16 +129,23 @@ def _pooled(dialogues: Sequence[Dialogue], vectors: dict[str, np.ndarray]) -> di
     return {"items": len(items), "recall_at_5": {name: round(totals[name] / len(dialogues), 4) for name in RETRIEVERS}}
 
 
-def run_memory_evals(embedders: Sequence[EmbedderName] = EMBEDDERS) -> dict[str, Any]:
-    """:func:`run_memory_eval` for each embedder, with the figures side by side (six for both)."""
-    runs = {name: run_memory_eval(name) for name in embedders}
+def run_memory_evals(embedders: Sequence[EmbedderName] = EMBEDDERS,
+                     reflection: ReflectionEvalSettings | None = None) -> dict[str, Any]:
+    """:func:`run_memory_eval` for each embedder, with the figures side by side (six for both);
+    with ``reflection``, its column's figures before and after too."""
+    runs = {name: run_memory_eval(name, reflection) for name in embedders}
+    reflected = {} if reflection is None else {"reflection_figures": {
+        f"{name}_{retriever}_recall_at_5_{when}": runs[name]["reflection"][f"recall_at_5_{when}"][retriever]
+        for name in embedders for retriever in RETRIEVERS for when in ("before", "after")}}
     return {
         "figures": {f"{name}_{retriever}_recall_at_5": runs[name]["recall_at_5"][retriever]
                     for name in embedders for retriever in RETRIEVERS},
         "pooled_figures": {f"{name}_{retriever}_recall_at_5": runs[name]["pooled"]["recall_at_5"][retriever]
                            for name in embedders for retriever in RETRIEVERS},
+        **reflected,
         "runs": runs,
     }
 
 
-__all__ = ["EMBEDDERS", "Dialogue", "EmbedderName", "load_dialogues", "run_memory_eval", "run_memory_evals"]
+__all__ = ["EMBEDDERS", "Dialogue", "EmbedderName", "ReflectionEvalSettings", "load_dialogues", "run_memory_eval",
+           "run_memory_evals"]
