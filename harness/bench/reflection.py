@@ -209,9 +209,9 @@ def comparison(on: dict[str, Any], off: dict[str, Any]) -> dict[str, Any]:
     added_cpu = {role: round(active_on[role] - active_off.get(role, 0.0), 2) for role in active_on}
     added_calls = round(on["chat_calls_per_turn"] - off["chat_calls_per_turn"], 3)
     added_events = round(on["events_per_turn"] - off["events_per_turn"], 3)
-    per_event = [_per(added_cpu[role], added_events) for role in ("ingester", "nats")]
+    ingester, nats = (_per(added_cpu[role], added_events) for role in ("ingester", "nats"))
     per_call = _per(added_cpu["conversations"], added_calls)
-    floor = None if None in (*per_event, per_call) else round(sum(per_event) + per_call, 2)  # type: ignore[arg-type]  # None excluded
+    floor = None if ingester is None or nats is None or per_call is None else round(ingester + nats + per_call, 2)
     return {
         "cpu_ms_per_turn_on": cpu_on["mirror"],
         "cpu_ms_per_turn_off": cpu_off["mirror"],
@@ -230,7 +230,7 @@ def comparison(on: dict[str, Any], off: dict[str, Any]) -> dict[str, Any]:
         "added_per_turn": {"cpu_ms_by_role": added_cpu, "chat_calls": added_calls, "events": added_events,
                            "embedding_calls": round(on["embedding_calls_per_turn"] - off["embedding_calls_per_turn"], 3)},
         "added_cost": {
-            "ingester_ms_per_added_event": per_event[0], "nats_ms_per_added_event": per_event[1],
+            "ingester_ms_per_added_event": ingester, "nats_ms_per_added_event": nats,
             "conversations_ms_per_added_chat_call": per_call,
             "insight_floor_ms_per_turn": floor,
             "insight_floor_share_above_idle": None if floor is None or not active_off["mirror"] else round(floor / active_off["mirror"], 3),

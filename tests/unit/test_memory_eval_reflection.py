@@ -72,7 +72,7 @@ class _Model:
 
 async def _reflect(dialogue: Dialogue, verdict: str | None, turns_after: int = 40) -> tuple[DialogueReflection, int]:
     model = _Model(verdict)
-    result = await reflect_on_dialogue(dialogue, _vectors(dialogue), model, "double",  # type: ignore[arg-type]  # a port double
+    result = await reflect_on_dialogue(dialogue, _vectors(dialogue), model, "double",
                                        ReflectionEvalSettings(turns_after=turns_after))
     return result, model.calls
 
