@@ -428,14 +428,9 @@ async def _verify_step(key: StreamKey, step: list[Event], states: dict[int, Conv
                        comparison: PromptComparison | None = None) -> None:
     first = step[0]
     provenance = next((event.provenance for event in step if event.provenance is not None), None)
-    if provenance is None:
-        report.unverifiable += 1  # recorded before steps kept their provenance: nothing to ask with
-        return
-    basis = _basis(key, first, states)
+    basis = _step_basis(key, first, provenance, states, report)
     if basis is None:
-        report.divergences.append(Divergence(first.seq, f"the state this step started from ({first.causation}) is unknown"))
         return
-    report.steps += 1
     failure = next((event.payload for event in step if isinstance(event.payload, ThinkerFailed)), None)
     attempt = failure.attempt if failure is not None else 1
     config = config_from(provenance, basis.mode, talker=False)
@@ -482,18 +477,30 @@ class _OnlyTheRecordedCall:
         return await self.llm.embed(texts)
 
 
+def _step_basis(key: StreamKey, first: Event, provenance: Provenance | None, states: dict[int, ConversationState],
+                report: VerifyReport) -> ConversationState | None:
+    """The state a recorded step (starting at ``first``) started from, counted as a verified step;
+    ``None`` (counted as unverifiable, or reported as a divergence) when it cannot be replayed:
+    no provenance (recorded before steps kept theirs: nothing to ask with), or its causation's
+    state unknown."""
+    if provenance is None:
+        report.unverifiable += 1
+        return None
+    basis = _basis(key, first, states)
+    if basis is None:
+        report.divergences.append(Divergence(first.seq, f"the state this step started from ({first.causation}) is unknown"))
+        return None
+    report.steps += 1
+    return basis
+
+
 async def _verify_memory_step(key: StreamKey, step: list[Event], states: dict[int, ConversationState],
                               prompts: PromptSet, llm: RecordedLLM, vectors: RecordedVectors, model: str,
                               report: VerifyReport, comparison: PromptComparison | None = None) -> None:
     first, last = step[0], step[-1]
-    if last.provenance is None:
-        report.unverifiable += 1
-        return
-    basis = _basis(key, first, states)
+    basis = _step_basis(key, first, last.provenance, states, report)
     if basis is None:
-        report.divergences.append(Divergence(first.seq, f"the state this step started from ({first.causation}) is unknown"))
         return
-    report.steps += 1
     failure = last.payload if isinstance(last.payload, ThinkerFailed) else None
     step_model = next((e.payload.embedding_model for e in step if isinstance(e.payload, Belief) and e.payload.embedding_model),
                       model)
@@ -512,14 +519,9 @@ async def _verify_reflection_step(key: StreamKey, event: Event, states: dict[int
                                   prompts: PromptSet, llm: RecordedLLM, report: VerifyReport,
                                   comparison: PromptComparison | None = None,
                                   policy: ReflectionPolicy = DEFAULT_POLICY) -> None:
-    if event.provenance is None:
-        report.unverifiable += 1
-        return
-    basis = _basis(key, event, states)
+    basis = _step_basis(key, event, event.provenance, states, report)
     if basis is None:
-        report.divergences.append(Divergence(event.seq, f"the state this step started from ({event.causation}) is unknown"))
         return
-    report.steps += 1
     thinking = await replay_reflection_step(event, basis, llm, prompts, policy)
     _compare([event], thinking.events(key, event.seq, timestamp=event.timestamp, causation=event.causation), report,
              comparison)
