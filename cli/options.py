@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AFTER_SEQ", "BRANCH", "DATA_DIR", "GATEWAY_TOKEN", "GATEWAY_URL", "LLM_MODEL", "LOG_LEVEL", "LogLevel",
-    "MODE", "Mode", "NATS_URL", "Placement", "QUIET_LOG_LEVEL", "SHARD_MAP", "gateway_client",
+    "MODE", "Mode", "NATS_URL", "Placement", "QUIET_LOG_LEVEL", "SHARD_MAP", "SYNC_HELP", "gateway_client",
+    "sync_interval",
 ]
 
 
@@ -63,6 +64,23 @@ SHARD_MAP = typer.Option(
     [], "--shard-map", help="SHARD=TENANT,TENANT: tenants whose log is that shard's (repeatable); "
                             "tenants listed nowhere are on shard 0. In mirror.toml: shard_map = [\"1=acme,globex\"].")
 AFTER_SEQ = typer.Option(0, "--after", min=0, help="Only events with a greater seq.")
+
+SYNC_HELP = ("JetStream's sync_interval: 'always' fsyncs before every acknowledgement (an acknowledged turn survives "
+             "a power failure); a duration such as 2m fsyncs that often: faster, but an OS crash or power failure "
+             "loses up to that window of acknowledged writes (docs/operations.md, Durability).")
+
+
+def sync_interval(value: str) -> str:
+    """The callback of ``--nats-sync`` / ``--sync``: 'always' or a duration, else a usage error naming the value
+    (the config file's check runs it too, so a bad ``nats_sync`` in mirror.toml is refused with its key)."""
+    from mirror.events.errors import InvalidSyncInterval
+    from mirror.events.nats.server import validate_sync_interval
+
+    try:
+        return validate_sync_interval(value)
+    except InvalidSyncInterval as exc:
+        raise typer.BadParameter(str(exc)) from None
+
 
 # The client commands reach a stack only over HTTP: the one recorded in --data (by `mirror up`), or --url/--token.
 GATEWAY_URL = typer.Option(None, "--url", envvar="MIRROR_URL",

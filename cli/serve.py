@@ -26,9 +26,11 @@ from mirror.cli.options import (
     MODE,
     NATS_URL,
     SHARD_MAP,
+    SYNC_HELP,
     LogLevel,
     Mode,
     Placement,
+    sync_interval,
 )
 from mirror.events.ids import validate_identifier
 from mirror.events.nats.cluster import EmbeddedNatsCluster, node_ports
@@ -86,15 +88,16 @@ def nats(
                              help="Client port on 127.0.0.1; a cluster's nodes take the ports after it. 0: free ports."),
     cluster: int = typer.Option(1, "--cluster", min=1, max=9,
                                 help="nats-servers to run as one JetStream cluster (routes on free loopback ports); 1: a single server."),
+    sync: str = typer.Option("always", "--sync", envvar="MIRROR_NATS_SYNC", callback=sync_interval, help=SYNC_HELP),
     log_level: LogLevel = LOG_LEVEL,
 ) -> None:
     """Run the embedded nats-server (JetStream), or a cluster of them, in the foreground, for development.
 
     Prints the URL list to give --nats-url (clients fail over between its servers)."""
     configure_logging(log_level.value)
-    with EmbeddedNatsCluster(store, cluster, ports=node_ports(port, cluster)) as servers:
+    with EmbeddedNatsCluster(store, cluster, ports=node_ports(port, cluster), sync_interval=sync) as servers:
         what = "nats-server with JetStream" if cluster == 1 else f"a JetStream cluster of {cluster} nats-servers"
-        typer.echo(f"{what} at {servers.url} (store {store}); Ctrl-C stops it")
+        typer.echo(f"{what} at {servers.url} (store {store}, sync_interval {servers.sync_interval}); Ctrl-C stops it")
         _run_until_signal(lambda stop: stop.wait())
 
 
@@ -110,6 +113,8 @@ def up(
         1, "--nats-cluster", min=1, max=9, envvar="MIRROR_NATS_CLUSTER",
         help="nats-servers to run: 1, a single server; N ≥ 2, a JetStream cluster on loopback whose stream keeps "
              "min(3, N) replicas (3 survives any one node's crash)."),
+    nats_sync: str = typer.Option("always", "--nats-sync", envvar="MIRROR_NATS_SYNC", callback=sync_interval,
+                                  help=SYNC_HELP),
     mode: Mode = MODE,
     memory: bool = typer.Option(True, "--memory/--no-memory", envvar="MIRROR_MEMORY",
                                 help="Run the memory stage (beliefs and causal edges after each turn), in any mode."),
@@ -177,7 +182,7 @@ def up(
     policy = ReflectionPolicy(every=reflect_every, cooldown=reflect_cooldown, max_per_hour=reflections_per_hour)
     settings = StackSettings(
         data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
-        gateway_port=port, nats_port=nats_port, nats_cluster=nats_cluster, mode=mode.value, memory=memory,
+        gateway_port=port, nats_port=nats_port, nats_cluster=nats_cluster, nats_sync=nats_sync, mode=mode.value, memory=memory,
         reflection=reflection, reflection_policy=policy, sim_latency=sim_latency,
         passivate_after_s=passivate_after_s, max_live_actors=max_live_actors, placement=placement.value,
         hosts=hosts, max_live_per_host=max_live_per_host,

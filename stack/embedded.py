@@ -16,6 +16,8 @@ drains it and closes its file before Ray shuts down.
 NATS is one embedded nats-server, or with ``nats_cluster`` N ≥ 2 a JetStream cluster of N on
 loopback (:mod:`mirror.events.nats.cluster`): every client is given all N URLs and fails over,
 the stream keeps min(3, N) replicas, and the supervisor starts a dead node again as itself.
+Every node fsyncs before it acknowledges (``nats_sync="always"``) unless ``nats_sync`` relaxes it
+to a duration between fsyncs (docs/operations.md, "Durability").
 
 ``mirror up`` runs it in the foreground; ``mirror demo`` starts one when none is running. The
 stack writes ``<data dir>/stack.json`` (gateway URL, default tenant and its token, pid, shard
@@ -37,7 +39,7 @@ from mirror.cognition.openai_client import LLMSettings
 from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
 from mirror.events.nats.cluster import EmbeddedNatsCluster, node_ports, server_name
 from mirror.events.nats.infrastructure import NatsInfrastructure
-from mirror.events.nats.server import EmbeddedNats
+from mirror.events.nats.server import SYNC_ALWAYS, EmbeddedNats, validate_sync_interval
 from mirror.events.shards import DEFAULT_SHARD, Assignments, ShardMap
 from mirror.gateway.app import DEFAULT_MAX_MESSAGE_BYTES, GatewayServer, GatewaySettings, create_app
 from mirror.gateway.tenants import TenantRegistry
@@ -76,6 +78,11 @@ class StackSettings:
     nats_cluster: int = 1
     """nats-servers to run: 1 is a single server; N ≥ 2 a JetStream cluster on loopback
     (:class:`~mirror.events.nats.cluster.EmbeddedNatsCluster`), the stream with min(3, N) replicas."""
+    nats_sync: str = SYNC_ALWAYS
+    """JetStream's ``sync_interval`` on every nats-server: ``"always"`` fsyncs before each
+    acknowledgement (an acknowledged turn survives a power failure); a duration such as ``"2m"``
+    (nats-server's own default) fsyncs that often, and an OS crash or power failure loses up to
+    that window of acknowledged writes. Checked when the settings are made."""
     mode: str = "full"
     memory: bool = True
     """The memory stage; its vectors come from the offline MiniLM with ``llm="local"``, else from
@@ -110,6 +117,9 @@ class StackSettings:
     talker_max_tokens: int | None = None
     """The Talker's max_tokens in every mode; None: the model's default (the local model's, else 1024).
     ``mirror eval curate`` sets it so that every mode answers with the same budget."""
+
+    def __post_init__(self) -> None:
+        validate_sync_interval(self.nats_sync)  # InvalidSyncInterval before anything starts
 
 
 def log_file(data_dir: Path, shard: str) -> Path:
@@ -175,7 +185,8 @@ class EmbeddedStack:
             relay = LogRelay(self.data_dir / WARNINGS_LOG).start()  # before the processes that write it
             self._closers.append(relay.stop)
             nats = EmbeddedNatsCluster(self.data_dir / "nats", settings.nats_cluster,
-                                       ports=[claim.port for claim in self._claims[1:]]).start()
+                                       ports=[claim.port for claim in self._claims[1:]],
+                                       sync_interval=settings.nats_sync).start()
             self._closers.append(nats.stop)
             self.nats_url = nats.url
             llm_settings = self._start_llm()
@@ -230,7 +241,8 @@ class EmbeddedStack:
             self._recorded = True
             stack_file(self.data_dir).write_text(json.dumps(
                 {"url": self.url, "tenant": DEFAULT_TENANT, "token": self.token, "pid": os.getpid(),
-                 "nats_url": nats.url, "nats_pid": nats.pids[0], "nats_pids": nats.pids, "sim_pid": self.sim_pid, "shard": shards.default, "shard_map": shards.entries()}
+                 "nats_url": nats.url, "nats_pid": nats.pids[0], "nats_pids": nats.pids, "nats_sync": nats.sync_interval,
+                 "sim_pid": self.sim_pid, "shard": shards.default, "shard_map": shards.entries()}
             ))
             os.chmod(stack_file(self.data_dir), 0o600)
             self.supervisor = self._supervise(nats)

@@ -15,6 +15,12 @@ store, so it rejoins as the same Raft peer and catches up from the others. Clien
 hands them to nats-py, which fails over between them (and learns the cluster's other URLs from
 the servers it reaches).
 
+Every node runs with the same ``sync_interval`` (default ``"always"``: each fsyncs before it
+acknowledges, see :mod:`mirror.events.nats.server`). Replicas alone are no substitute: Jepsen
+(NATS 2.12.1) saw replicated streams lose acknowledged writes after a power failure of every
+node at once, and after one node's OS crash combined with pauses or a partition; and an
+embedded cluster's nodes all share one machine's power.
+
 Size 1 is the plain single server of today, in ``store_root`` itself with no cluster flags, so a
 data directory made by a single embedded server stays readable and one code path serves both.
 """
@@ -28,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 
 from mirror.events.errors import BusError
-from mirror.events.nats.server import EmbeddedNats
+from mirror.events.nats.server import SYNC_ALWAYS, EmbeddedNats, validate_sync_interval
 from mirror.processes import free_port
 
 log = logging.getLogger(__name__)
@@ -60,6 +66,8 @@ class EmbeddedNatsCluster:
 
     ``ports`` are the client ports (default: free ones); ``route_ports`` the cluster ports
     (default: free ones). Both are chosen once, so a node started again listens where it did.
+    ``sync_interval`` is every node's (:class:`~mirror.events.nats.server.EmbeddedNats`), checked
+    before anything starts.
     """
 
     def __init__(
@@ -72,6 +80,7 @@ class EmbeddedNatsCluster:
         route_ports: list[int] | None = None,
         start_timeout: float = 30.0,
         stop_timeout: float = 10.0,
+        sync_interval: str = SYNC_ALWAYS,
     ) -> None:
         if size < 1:
             raise ValueError(f"a NATS cluster needs at least one node, not {size}")
@@ -80,6 +89,7 @@ class EmbeddedNatsCluster:
         if len(ports) != size or len(route_ports) != size:
             raise ValueError(f"{size} nodes need {size} client ports and {size} route ports, "
                              f"got {ports} and {route_ports}")
+        self.sync_interval = validate_sync_interval(sync_interval)
         self.store_root = Path(store_root)
         self.size = size
         self.host = host
@@ -88,7 +98,7 @@ class EmbeddedNatsCluster:
         self.nodes = [
             EmbeddedNats(node_store(self.store_root, size, index), host=host, port=ports[index],
                          start_timeout=start_timeout, stop_timeout=stop_timeout,
-                         extra_args=() if size == 1 else (
+                         sync_interval=self.sync_interval, extra_args=() if size == 1 else (
                              "--server_name", server_name(index),
                              "--cluster_name", CLUSTER_NAME,
                              "--cluster", routes[index],
@@ -125,7 +135,7 @@ class EmbeddedNatsCluster:
         except BaseException:
             self.stop()
             raise
-        log.info("NATS cluster of %d ready at %s", self.size, self.url)
+        log.info("NATS cluster of %d ready at %s (JetStream sync_interval %s)", self.size, self.url, self.sync_interval)
         return self
 
     def _check_layout(self) -> None:
