@@ -5,7 +5,9 @@ A writer here is what a conversation is to the bus: it appends one event, fenced
 before, and waits for the acknowledgement before the next. ``writers_per_s`` is N such writers
 at once on one connection (events per second in all), ``ack_p50_ms``/``ack_p99_ms`` one writer
 alone, per acknowledged append. With ``always`` the server fsyncs before each ack, so those
-waits include the disk's flush; relaxed, they end at the page cache.
+waits include the disk's flush; relaxed, they end at the page cache. With ``servers`` ≥ 2 both
+run on a JetStream cluster of that many on loopback (the stream with min(3, N) replicas), where
+nats-server syncs a replicated stream per Raft batch rather than per message.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any
 from mirror.events.envelope import Event
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
-from mirror.events.nats.server import SYNC_ALWAYS, EmbeddedNats, validate_sync_interval
+from mirror.events.nats.cluster import EmbeddedNatsCluster
+from mirror.events.nats.server import SYNC_ALWAYS, validate_sync_interval
 from mirror.harness.bench._stats import percentile
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,8 @@ class SyncCostConfig:
     """Appends by each writer, and by the one writer timed alone."""
     relaxed: str = "2m"
     """The interval compared with ``always`` (nats-server's own default: two minutes)."""
+    servers: int = 1
+    """nats-servers each comparison runs: 1, or a JetStream cluster of that many."""
 
     def __post_init__(self) -> None:
         validate_sync_interval(self.relaxed)
@@ -72,8 +77,9 @@ async def _measure(url: str, config: SyncCostConfig,
 def _on_fresh_server(sync_interval: str, config: SyncCostConfig,
                      workload: list[tuple[StreamKey, list[Event]]]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mirror-bench-sync-") as workdir, \
-            EmbeddedNats(Path(workdir) / "nats", sync_interval=sync_interval) as server:
-        return {"sync_interval": server.sync_interval} | asyncio.run(_measure(server.url, config, workload))
+            EmbeddedNatsCluster(Path(workdir) / "nats", config.servers, sync_interval=sync_interval) as servers:
+        return ({"sync_interval": servers.sync_interval, "servers": servers.size}
+                | asyncio.run(_measure(servers.url, config, workload)))
 
 
 def sync_cost(config: SyncCostConfig, workload: list[tuple[StreamKey, list[Event]]]) -> dict[str, Any]:

@@ -93,6 +93,7 @@ def test_bench_ingest_commits_everything_and_prints_the_figures() -> None:
     assert abs(figures["ratio"] - figures["events_per_s"] / figures["raw_publish_per_s"]) < 0.01
     always, relaxed = figures["sync_always"], figures["sync_relaxed"]
     assert (always["sync_interval"], relaxed["sync_interval"]) == ("always", "1m")
+    assert always["servers"] == relaxed["servers"] == 1
     assert always["writers"] == relaxed["writers"] == 4 and always["appends"] == relaxed["appends"] == 80
     assert all(side[figure] > 0 for side in (always, relaxed) for figure in ("writers_per_s", "ack_p50_ms"))
     ratio = figures["sync_always_over_relaxed"]
