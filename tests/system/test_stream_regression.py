@@ -24,6 +24,7 @@ from mirror.events.duckdb.log import DuckDBEventLog
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import AppendConflict
 from mirror.events.ids import StreamKey
+from mirror.events.log import LogStats
 from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats, ensure_stream
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Turn
@@ -98,9 +99,9 @@ def log_seqs(db_path: Path) -> dict[str, list[int]]:
     return {conversation: list(seqs) for conversation, seqs in rows}
 
 
-async def all_committed(ingester: Ingester, upto: int) -> bool:
+async def all_committed(ingester: Ingester, upto: int) -> LogStats | None:
     stats = await ingester.log.stats()
-    return stats.events == upto * len(KEYS)
+    return stats if stats.events == upto * len(KEYS) else None
 
 
 async def test_a_stream_restored_older_is_reread_and_every_event_stored_once(server: EmbeddedNats,
