@@ -299,7 +299,8 @@ def test_a_broker_whose_disk_comes_back_older_loses_no_acknowledged_turn(
         "retried_details": [vars(failed) for failed in load.failed_then_retried[:10]],
     }
     (tmp_path / "report.json").write_text(json.dumps(report, indent=1))
-    print("\n" + json.dumps({key: value for key, value in report.items() if key != "conversations"}, indent=1))
+    print("\n" + json.dumps({key: value for key, value in report.items()
+                             if key not in ("conversations", "server_error_details", "retried_details")}, indent=1))
     print("\n".join(f"{name}: {json.dumps(check.as_dict())}" for name, check in final.items() if not check.ok))
     # What the stack's logs said about it, for the failure messages.
     said = {"ingester.log": lines(data / "ingester.log", r"WARNING|ERROR|backwards|regress"),
