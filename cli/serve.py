@@ -34,7 +34,7 @@ from mirror.cli.options import (
 )
 from mirror.events.ids import validate_identifier
 from mirror.events.nats.cluster import CLUSTER_NAME, EmbeddedNatsCluster, cluster_member, knows_meta_leader, node_ports
-from mirror.stack.addresses import check_bind, check_reachable, nats_urls
+from mirror.stack.addresses import check_bind, check_reachable, is_loopback, nats_urls
 from mirror.stack.errors import InvalidSettings
 
 # The commands import the ingester, the stack and the simulator in their bodies: see app.py.
@@ -228,6 +228,9 @@ def up(
 
     With --ray-address it joins a running Ray cluster instead of starting a head, and the
     conversation actors spread over the cluster's nodes (docs/operations.md, "Several nodes").
+    Over several machines (docs/operations.md, "Several machines"): --bind an address the others
+    reach, --nats-url a NATS cluster with a server on each machine, --ingest the shards whose
+    files are here; the other machines run `mirror node`.
 
     Prints the gateway URL and a token for the default tenant; Ctrl-C stops everything; running
     it again resumes the same data. The API key of a URL endpoint is read from MIRROR_LLM_API_KEY.
@@ -271,6 +274,9 @@ def up(
         typer.echo(f"tenant 'default', token: {stack.token}")
         typer.echo(f"try: curl -H 'Authorization: Bearer {stack.token}' -d '{{\"message\": \"hello\"}}' "
                    f"-H 'Content-Type: application/json' {stack.url}/v1/conversations/first/turns")
+        if settings.ray_address is not None or not is_loopback(settings.bind):
+            typer.echo(f"other machines join with: mirror node --ray-address {stack.ray_address} "
+                       f"(after `ray start --address {stack.ray_address}` there)")
         typer.echo("Ctrl-C stops everything")
         _run_until_signal(lambda stop: stop.wait())
 

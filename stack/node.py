@@ -15,6 +15,7 @@ records ``mirror up``.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mirror.events.nats.cluster import wait_jetstream
 from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.events.shards import Assignments, ShardMap
 from mirror.serving import claim_port
@@ -66,6 +68,8 @@ class NodeSettings:
     gateway_processes: int = 1
     head_timeout_s: float = 120.0
     """How long to wait for the head's ``mirror up`` to publish its settings."""
+    nats_wait_s: float = 600.0
+    """How long to wait for the JetStream its ingesters consume from to answer."""
 
     def __post_init__(self) -> None:
         self.advertised  # noqa: B018  # checks bind and advertise
@@ -143,6 +147,8 @@ class MirrorNode:
             shards = infrastructure.shards
             self._check_shards(shards)
             nats_url = settings.nats_url or infrastructure.url
+            if settings.ingest:
+                asyncio.run(wait_jetstream(nats_url, timeout_s=settings.nats_wait_s))
             for shard in settings.ingest:
                 ingester = start_ingester(nats_url, self.data_dir, shards, shard)
                 self.ingesters[shard] = ingester

@@ -1,6 +1,7 @@
 """A deployment's pieces on one machine (loopback), as the several-machines recipe runs them:
-``mirror up --nats-url`` on a NATS it did not start, and ``mirror node`` joined to its Ray cluster
-with a gateway of its own and the ingester of a shard whose file is in the node's data directory.
+``mirror nats --routes`` members forming one JetStream cluster, ``mirror up --nats-url`` on a NATS
+it did not start, and ``mirror node`` joined to its Ray cluster with a gateway of its own and the
+ingester of a shard whose file is in the node's data directory.
 
 The network-namespace tests (``test_machines.py``) run the same commands on three "machines";
 these check, in the default suite, that each command does its part.
@@ -8,6 +9,7 @@ these check, in the default suite, that each command does its part.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -22,6 +24,8 @@ import duckdb
 import httpx
 import pytest
 
+from mirror.events.errors import BusError
+from mirror.events.nats.cluster import wait_jetstream
 from mirror.events.nats.server import EmbeddedNats
 from mirror.processes import free_port
 from tests.support.cluster import processes_named
@@ -137,3 +141,38 @@ def test_a_node_joins_the_cluster_serves_turns_from_its_gateway_and_ingests_its_
     answer = httpx.get(f"{stack['url']}/v1/conversations/on-shard-1/events", timeout=30,
                        headers={"Authorization": f"Bearer {acme}"})
     assert answer.status_code == 503 and time.monotonic() - asked < 10, answer.text
+
+
+def test_three_nats_members_with_the_same_routes_form_one_jetstream_cluster(tmp_path: Path) -> None:
+    """`mirror nats --routes` as each machine runs it: alone, a member has no JetStream to offer
+    (no majority); with the other two it does, and every member says so."""
+    clients, routes = [free_port() for _ in range(3)], [free_port() for _ in range(3)]
+    route_list = ",".join(f"nats://127.0.0.1:{port}" for port in routes)  # every member's, its own included
+    url = ",".join(f"nats://127.0.0.1:{port}" for port in clients)
+    members: list[subprocess.Popen[bytes]] = []
+
+    def start(index: int) -> None:
+        command = [sys.executable, "-m", "mirror", "nats", "--store", str(tmp_path / f"m{index}"),
+                   "--port", str(clients[index]), "--cluster-port", str(routes[index]), "--name", f"mirror-m{index}",
+                   "--routes", route_list]
+        members.append(subprocess.Popen(command, stdout=(tmp_path / f"m{index}.log").open("ab"),
+                                        stderr=subprocess.STDOUT, start_new_session=True))
+
+    def said(index: int, words: str) -> bool:
+        assert members[index].poll() is None, (tmp_path / f"m{index}.log").read_text()
+        return words in (tmp_path / f"m{index}.log").read_text()
+
+    try:
+        start(0)
+        until(lambda: said(0, "a member of cluster 'mirror'"), "the first member listens", poll_s=0.1)
+        with pytest.raises(BusError, match="did not answer within"):
+            asyncio.run(wait_jetstream(url.split(",")[0], timeout_s=2))
+        start(1)
+        start(2)
+        for index in range(3):
+            until(lambda index=index: said(index, "has a meta leader"), f"member {index} knows the meta leader",  # type: ignore[misc]
+                  poll_s=0.1)
+        asyncio.run(wait_jetstream(url, timeout_s=30))
+    finally:
+        codes = [ctrl_c(member) for member in members]
+    assert codes == [0] * len(members)
