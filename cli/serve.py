@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import re
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -54,6 +55,8 @@ def _run_until_signal(coroutine_factory: Callable[[asyncio.Event], Awaitable[obj
     asyncio.run(main())
 
 
+SERVER_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+"""A NATS cluster member's name (``--name``): no spaces or wildcards; dots allowed, so an address can be in it."""
 EMBEDDED_NATS_OPTIONS = {"nats_port": "--nats-port", "nats_cluster": "--nats-cluster"}
 """``up``'s options about the broker it starts: given with ``--nats-url`` (which says to start none) they are an error."""
 
@@ -134,7 +137,9 @@ def nats(
     if name is None:
         raise InvalidSettings("--name", "a member of a cluster needs a name, unique in the cluster and the same at "
                                         "every start (e.g. --name mirror-w1)")
-    validate_identifier("server name", name)
+    if not SERVER_NAME.fullmatch(name):
+        raise InvalidSettings("--name", f"{name!r} is not a server name: 1-64 characters from [A-Za-z0-9._-] "
+                                        "(e.g. mirror-10.0.0.11)")
     route_urls = nats_urls(routes, "--routes")
     check_reachable(route_urls, "--routes", bind)
     with cluster_member(store, name=name, routes=route_urls, host=bind, port=port, cluster_port=cluster_port) as server:

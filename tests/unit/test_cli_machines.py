@@ -34,6 +34,7 @@ CLUSTER = "nats://10.0.0.10:4222,nats://10.0.0.11:4222,nats://10.0.0.12:4222"
     (("nats", "--cluster-port", "7222"), "--cluster-port", "give --routes too"),
     (("nats", "--routes", "nats://10.0.0.10:6222", "--name", "h", "--cluster", "3"), "--cluster", "one or the other"),
     (("nats", "--routes", "10.0.0.10:6222", "--name", "h"), "--routes", "nats://HOST:PORT"),
+    (("nats", "--routes", "nats://10.0.0.10:6222", "--name", "mirror h"), "--name", "not a server name"),
     (("nats", "--bind", "10.0.0.10", "--routes", "nats://127.0.0.1:6222", "--name", "h"), "--routes", "loopback"),
     (("node", "--ray-address", "10.0.0.10"), "--ray-address", "not HOST:PORT"),
     (("node", "--ray-address", "10.0.0.10:6379", "--ingest", "1", "--ingest", "1"), "--ingest", "given twice"),
