@@ -331,8 +331,8 @@ class EmbeddedStack:
         supervisor = Supervisor()
         for index, node in enumerate(nats.nodes if nats else ()):
             supervisor.watch(_watched_nats("nats-server" if nats.size == 1 else f"nats-server {server_name(index)}", node))  # type: ignore[union-attr]  # nodes only when nats
-        for index, handle in enumerate(self.gateways):
-            supervisor.watch(gateway_watch(index, handle))
+        for index in range(len(self.gateways)):
+            supervisor.watch(gateway_watch(index, self.gateways))
         for ingester in self.ingesters.values():
             supervisor.watch(ingester_watch(ingester))
         local = self._local_llm

@@ -10,6 +10,7 @@ these check, in the default suite, that each command does its part.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -81,6 +82,40 @@ def events(url: str, token: str, conversation: str, at_least: int) -> list[dict]
     return found
 
 
+REPUBLISH = """
+import dataclasses, sys, time
+import ray
+from mirror.stack.published import PUBLISHED_NAME, publish_settings
+ray.init(address=sys.argv[1], namespace="mirror", log_to_driver=False)
+actor = ray.get_actor(PUBLISHED_NAME)
+settings, head = ray.get(actor.get.remote())
+ray.kill(actor)
+runtime = dataclasses.replace(settings.runtime, snapshot_every=settings.runtime.snapshot_every + 1)
+while True:
+    try:
+        held = publish_settings(dataclasses.replace(settings, runtime=runtime), head)  # Ray ends it once unheld
+        break
+    except ValueError:  # the killed one's name is not free yet
+        time.sleep(0.1)
+print("published", flush=True)
+sys.stdin.read()  # the actor is this driver's: held until the test closes stdin
+"""
+
+
+@contextlib.contextmanager
+def republished(ray_address: str, env: dict[str, str]) -> Iterator[None]:
+    """The head's published settings replaced by others (another ``snapshot_every``), from a driver of its own."""
+    child = subprocess.Popen([sys.executable, "-c", REPUBLISH, ray_address], env=env, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "published"
+        yield
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(60)
+
+
 def test_up_with_a_nats_url_starts_no_broker_and_answers_over_http(head: Head) -> None:
     stack = head.stack
     assert stack["nats_url"] == head.nats.url and stack["nats_pids"] == [] and stack["nats_pid"] is None
@@ -129,6 +164,13 @@ def test_a_node_joins_the_cluster_serves_turns_from_its_gateway_and_ingests_its_
         seen = events(stack["url"], acme, "on-shard-1", seq)[:seq]
         assert seen == events(record["url"], acme, "on-shard-1", seq)[:seq]
         assert seen[0]["payload"]["user_message"] == "hello from the node's gateway"
+
+        # The head publishes other settings (as a restarted `mirror up` would): the node follows,
+        # with new gateways on the same port, so that every gateway hands out the same hosts.
+        with republished(stack["ray_address"], env):
+            until(lambda: "the head's settings are this node's gateways' after" in log.read_text(), "the node follows the head",
+                  timeout=60, poll_s=0.2)
+            assert post_turn(record["url"], acme, "on-shard-1", "after the change").status_code == 200
     finally:
         assert ctrl_c(node) == 0, log.read_text()[-3000:]
     assert not (node_data / "node.json").exists()
