@@ -14,12 +14,14 @@ import contextlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import duckdb
 import httpx
@@ -32,6 +34,15 @@ from mirror.processes import free_port
 from tests.support.cluster import processes_named
 from tests.support.up import ctrl_c, start_up
 from tests.support.waits import until
+
+
+BIND = "127.0.0.2"
+"""Where the head listens: an address of this machine other than 127.0.0.1 (all of 127/8 is loopback)."""
+
+
+def refused(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex((host, port)) != 0
 
 
 @dataclass
@@ -52,7 +63,7 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Head]:
     data = root / "head"
     try:
         process, stack = start_up(data, root / "up.log", "--nats-url", nats.url, "--shard-map", "1=acme",
-                                  "--ingest", "0")
+                                  "--ingest", "0", "--bind", BIND)
         try:
             yield Head(process, stack, data, nats, root)
         finally:
@@ -114,6 +125,15 @@ def republished(ray_address: str, env: dict[str, str]) -> Iterator[None]:
         assert child.stdin is not None
         child.stdin.close()
         child.wait(60)
+
+
+def test_up_listens_on_its_bind_address_and_hands_out_urls_there(head: Head) -> None:
+    gateway, model = urlsplit(head.stack["url"]), urlsplit(head.stack["llm_url"])
+    assert gateway.hostname == model.hostname == BIND  # the simulator too: conversations anywhere call it there
+    assert gateway.port is not None and model.port is not None
+    assert refused("127.0.0.1", gateway.port) and refused("127.0.0.1", model.port)
+    assert httpx.get(f"{head.stack['url']}/healthz", timeout=10).status_code == 200
+    assert httpx.get(f"http://{BIND}:{model.port}/healthz", timeout=10).status_code == 200
 
 
 def test_up_with_a_nats_url_starts_no_broker_and_answers_over_http(head: Head) -> None:
