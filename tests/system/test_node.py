@@ -35,7 +35,6 @@ from tests.support.cluster import processes_named
 from tests.support.up import ctrl_c, start_up
 from tests.support.waits import until
 
-
 BIND = "127.0.0.2"
 """Where the head listens: an address of this machine other than 127.0.0.1 (all of 127/8 is loopback)."""
 
@@ -238,3 +237,17 @@ def test_three_nats_members_with_the_same_routes_form_one_jetstream_cluster(tmp_
     finally:
         codes = [ctrl_c(member) for member in members]
     assert codes == [0] * len(members)
+
+
+def test_a_node_that_cannot_join_says_why_in_one_line_at_once(tmp_path: Path) -> None:
+    """No tenants file, or nothing at --ray-address (Ray itself would try for minutes): one line, status 2."""
+    node = [sys.executable, "-m", "mirror", "node", "--data", str(tmp_path), "--port", "0"]
+    ran = subprocess.run([*node, "--ray-address", "127.0.0.1:6379"], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 2 and ran.stderr.startswith("mirror: error: --tenants: "), ran.stderr
+    (tmp_path / "tenants.json").write_text("{}")
+    started = time.monotonic()
+    ran = subprocess.run([*node, "--ray-address", f"127.0.0.1:{free_port()}"], capture_output=True, text=True,
+                         timeout=60)
+    assert ran.returncode == 2 and "mirror: error: cannot reach Ray at 127.0.0.1:" in ran.stderr, ran.stderr
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "node.json").exists()
