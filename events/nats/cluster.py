@@ -15,11 +15,15 @@ store, so it rejoins as the same Raft peer and catches up from the others. Clien
 hands them to nats-py, which fails over between them (and learns the cluster's other URLs from
 the servers it reaches).
 
+:func:`cluster_member` is one server of a cluster spread over machines (``mirror nats --routes``):
+each machine runs one, with its own name and store, routes to every member, and the same
+cluster name; the cluster forms, and elects its meta leader, once a majority of them run.
+
 Every node runs with the same ``sync_interval`` (default ``"always"``: each fsyncs before it
 acknowledges, see :mod:`mirror.events.nats.server`). Replicas alone are no substitute: Jepsen
 (NATS 2.12.1) saw replicated streams lose acknowledged writes after a power failure of every
-node at once, and after one node's OS crash combined with pauses or a partition; and an
-embedded cluster's nodes all share one machine's power.
+node at once, and after one node's OS crash combined with pauses or a partition; and the
+loopback cluster's nodes all share one machine's power.
 
 Size 1 is the plain single server of today, in ``store_root`` itself with no cluster flags, so a
 data directory made by a single embedded server stays readable and one code path serves both.
@@ -27,6 +31,7 @@ data directory made by a single embedded server stays readable and one code path
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -179,4 +184,76 @@ class EmbeddedNatsCluster:
         self.stop()
 
 
-__all__ = ["CLUSTER_NAME", "EmbeddedNatsCluster", "node_ports", "node_store", "server_name"]
+def cluster_member(
+    store_dir: str | os.PathLike[str],
+    *,
+    name: str,
+    routes: tuple[str, ...],
+    host: str = "127.0.0.1",
+    port: int = 4222,
+    cluster_port: int = 6222,
+    start_timeout: float = 30.0,
+    stop_timeout: float = 10.0,
+    sync_interval: str = SYNC_ALWAYS,
+) -> EmbeddedNats:
+    """One nats-server of a JetStream cluster whose members run on several machines.
+
+    It listens for clients on ``host:port`` and for the other members' routes on
+    ``host:cluster_port``, and dials ``routes`` (every member's route URL; nats-server ignores a
+    route to itself, so one list serves every machine). ``name`` must be unique in the cluster
+    and the same at every start: it is the member's Raft identity, so a restarted member with its
+    store rejoins as itself and catches up. Ready (:meth:`EmbeddedNats.start`) once it listens;
+    the JetStream meta leader comes when a majority of members run (:func:`knows_meta_leader`).
+    ``sync_interval`` as :class:`EmbeddedNats` takes it: every member should have the same.
+    """
+    return EmbeddedNats(store_dir, host=host, port=port, start_timeout=start_timeout, stop_timeout=stop_timeout,
+                        sync_interval=sync_interval, extra_args=(
+                            "--server_name", name,
+                            "--cluster_name", CLUSTER_NAME,
+                            "--cluster", f"nats://{host}:{cluster_port}",
+                            "--routes", ",".join(routes),
+                        ))
+
+
+async def wait_jetstream(url: str, *, timeout_s: float, report_every_s: float = 10.0) -> None:
+    """Return once the JetStream at ``url`` answers (a cluster: once it has a meta leader, which needs
+    a majority of its servers running); :class:`BusError` after ``timeout_s``. Logs what it waits
+    for every ``report_every_s``: the machines of a deployment start in any order."""
+    import nats.errors
+    import nats.js.errors
+
+    from mirror.events.nats.jetstream import connect_nats
+
+    started = time.monotonic()
+    reported = started
+    reason = "not asked yet"
+    while True:
+        try:
+            nc = await connect_nats(url, name="mirror-wait-jetstream", first_connect_timeout_s=5.0)
+            try:
+                await nc.jetstream(timeout=2.0).account_info()
+                return
+            finally:
+                await nc.close()
+        except (BusError, nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
+            reason = repr(exc)
+        now = time.monotonic()
+        if now - started > timeout_s:
+            raise BusError(f"the NATS JetStream at {url} did not answer within {timeout_s:.0f} s ({reason}); start "
+                           "its servers (a cluster answers once a majority of them run)")
+        if now - reported >= report_every_s:
+            log.warning("waiting for the NATS JetStream at %s (%.0f s so far): %s; a cluster answers once a "
+                        "majority of its servers run", url, now - started, reason)
+            reported = now
+        await asyncio.sleep(0.5)
+
+
+def knows_meta_leader(node: EmbeddedNats) -> bool:
+    """Whether this run of a clustered server has logged its JetStream meta leader."""
+    return any(node.logged(line) for line in META_LEADER_LINES)
+
+
+__all__ = [
+    "CLUSTER_NAME", "EmbeddedNatsCluster", "cluster_member", "knows_meta_leader", "node_ports", "node_store",
+    "server_name", "wait_jetstream",
+]
