@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from mirror.events.errors import InvalidSyncInterval
-from mirror.events.nats.cluster import EmbeddedNatsCluster
+from mirror.events.nats.cluster import EmbeddedNatsCluster, cluster_member
 from mirror.events.nats.server import EmbeddedNats
 from mirror.processes import free_port
 
@@ -60,6 +60,16 @@ def test_every_node_of_a_cluster_syncs_always_and_keeps_it_when_started_again(tm
         cluster.kill(1)
         cluster.start_node(1)  # as the supervisor does: the same node, its config written again
         assert jetstream_config(ports[1]).get("sync_always") is True
+
+
+def test_a_member_of_a_cluster_over_machines_syncs_always_too(tmp_path: Path) -> None:
+    """`mirror nats --routes` (one member per machine): alone here, it listens without a meta leader."""
+    cluster_port = free_port()
+    member = cluster_member(tmp_path / "nats", name="mirror-m0", routes=(f"nats://127.0.0.1:{cluster_port}",),
+                            port=free_port(), cluster_port=cluster_port)
+    port = monitored(member)
+    with member:
+        assert jetstream_config(port).get("sync_always") is True
 
 
 @pytest.mark.parametrize("bad", ["soon", "10", "0s"])
