@@ -21,10 +21,11 @@ from typing import Any
 
 from mirror.events.envelope import Event
 from mirror.events.ids import StreamKey
-from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.cluster import EmbeddedNatsCluster
+from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.server import SYNC_ALWAYS, validate_sync_interval
 from mirror.harness.bench._stats import percentile
+
 
 @dataclass(frozen=True, slots=True)
 class SyncCostConfig:
