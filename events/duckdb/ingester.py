@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -137,6 +138,8 @@ class Ingester:
         self._reconnects_seen = 0
         self.regressions = 0
         """Stream regressions this ingester found and recovered from since it started."""
+        self.checks = 0
+        """Checks of the stream against the log's mark since it started."""
 
     async def start(self) -> None:
         await retry_transient(ensure_stream, self.js, self.stream, servers=len(self.nc.server_urls),
@@ -169,6 +172,7 @@ class Ingester:
         """Check the stream against the log's mark; on a regression, note it and move the offset
         back to the stream's first message. True if it found one (the caller re-reads)."""
         self._checked_at = asyncio.get_running_loop().time()
+        self.checks += 1
         self._reconnects_seen = self.nc.stats.get("reconnects", 0)
         try:
             checked = await retry_transient(check_stream, self.js, self.stream.name, self._mark,
@@ -286,6 +290,9 @@ class Ingester:
             )
             self.committed_offset = decoded.newest
             self.committed_events += result.inserted
+            if decoded.batch.anchor is not None:  # as the log now holds it: the newest message stored
+                anchor_seq, anchor_id = decoded.batch.anchor
+                self._mark = dataclasses.replace(self._mark, anchor_seq=anchor_seq, anchor_id=anchor_id)
             self._to_compact.update(decoded.batch.newest_by_subject)
             async with self._progress:
                 self._progress.notify_all()

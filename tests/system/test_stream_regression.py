@@ -186,3 +186,31 @@ async def test_a_recreated_stream_is_detected_and_its_new_events_stored(server: 
     finally:
         await bus.close()
     assert log_seqs(db_path) == {key.conversation: list(range(1, 7)) for key in KEYS}
+
+
+async def test_compaction_after_a_restart_is_not_taken_for_a_stream_gone_backwards(server: EmbeddedNats,
+                                                                                  tmp_path: Path) -> None:
+    """The newest message stored before a restart is compacted away once newer ones of its
+    subject are committed: the ingester must check the stream against the newest it has stored
+    since, not against the one it started with."""
+    db_path = tmp_path / "log.duckdb"
+    bus = await JetStreamBus.connect(server.url, StreamSettings())
+    heads = {key: Head(0, 0) for key in KEYS}
+    try:
+        async with ingesting(server.url, db_path) as ingester:
+            await append_all(bus, heads, 1, 2)
+            await until_async(lambda: all_committed(ingester, 2), "2 events of each committed")
+        async with ingesting(server.url, db_path) as ingester:
+            for first in range(3, 9):  # one round at a time, compaction (every 0.5 s) in between
+                await append_all(bus, heads, first, 1)
+                await until_async(lambda: all_committed(ingester, first), f"{first} events of each committed")
+            started_anchor = (await ingester.log.stream_mark(SETTINGS.consumer)).anchor_seq
+            await ingester.compact()  # whatever is left to purge, checked first
+            target = ingester.checks + 2
+            await until_async(lambda: ingester.checks >= target, "two more checks of the stream")
+            stats = await ingester.log.stats()
+            assert stats.stream_regressions == 0 and ingester.regressions == 0, stats.last_stream_regression
+            assert started_anchor > 0
+    finally:
+        await bus.close()
+    assert log_seqs(db_path) == {key.conversation: list(range(1, 9)) for key in KEYS}
