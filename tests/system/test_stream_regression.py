@@ -9,6 +9,7 @@ trust its committed offset over such a stream, and a writer must re-fence from t
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -203,7 +204,7 @@ async def test_compaction_after_a_restart_is_not_taken_for_a_stream_gone_backwar
         async with ingesting(server.url, db_path) as ingester:
             for first in range(3, 9):  # one round at a time, compaction (every 0.5 s) in between
                 await append_all(bus, heads, first, 1)
-                await until_async(lambda upto=first: all_committed(ingester, upto), f"{first} events of each committed")
+                await until_async(functools.partial(all_committed, ingester, first), f"{first} events of each committed")
             started_anchor = (await ingester.log.stream_mark(SETTINGS.consumer)).anchor_seq
             await ingester.compact()  # whatever is left to purge, checked first
             target = ingester.checks + 2
