@@ -30,7 +30,7 @@ be reached" whatever the last failure was, and the subclass says which.
 No message, attribute or ``repr`` here ever holds an API key; text that came from the provider is
 passed through :func:`redact` by the adapter before it reaches an error.
 
-Every error here crosses Ray with its fields (:meth:`CognitionError.__reduce__`): a model that
+Every error here crosses Ray with its fields (:meth:`~mirror.events.errors.MirrorError.__reduce__`): a model that
 failed inside a conversation's process reaches the gateway as the same typed error, with its
 URL, status and :attr:`LLMError.stage`, and the gateway answers it as such (a 502 or 503).
 """
@@ -59,22 +59,8 @@ def excerpt(text: str, limit: int = EXCERPT_IN_MESSAGE) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
-def _restored(cls: type[CognitionError], args: tuple[object, ...], fields: dict[str, object]) -> CognitionError:
-    """An error as :meth:`CognitionError.__reduce__` took it apart, without calling its ``__init__``."""
-    error = cls.__new__(cls)
-    error.args = args
-    error.__dict__.update(fields)
-    return error
-
-
 class CognitionError(MirrorError):
     """Something went wrong deciding what to think."""
-
-    def __reduce__(self) -> tuple[object, ...]:
-        """Pickled as its class, message and fields: the errors' constructors take their fields,
-        not the message, so the default (``cls(*args)``) would fail to unpickle them, and Ray
-        would hand the caller an ``UnserializableException`` instead."""
-        return _restored, (type(self), self.args, dict(self.__dict__))
 
 
 class LLMError(CognitionError):

@@ -21,8 +21,22 @@ Every error carries the identifiers it is about and says how to fix the problem.
 from __future__ import annotations
 
 
+def _restored(cls: type[MirrorError], args: tuple[object, ...], fields: dict[str, object]) -> MirrorError:
+    """An error as :meth:`MirrorError.__reduce__` took it apart, without calling its ``__init__``."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(fields)
+    return error
+
+
 class MirrorError(Exception):
     """Root of every error Mirror raises on purpose."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled as its class, message and fields: most errors' constructors take their fields,
+        not the message, so the default (``cls(*args)``) would fail to unpickle them, and Ray
+        would hand the caller an ``UnserializableException`` (answered 500) instead of the error."""
+        return _restored, (type(self), self.args, dict(self.__dict__))
 
 
 class EventError(MirrorError):

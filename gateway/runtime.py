@@ -204,7 +204,9 @@ class GatewayRuntime:
     async def ask(self, key: StreamKey, call: Callable[[ConversationHandle], Awaitable[T]]) -> T:
         """``call(handle)`` of the conversation; a passivating or vanished one is re-activated and asked again.
 
-        At most :data:`ASK_ATTEMPTS` calls; then the last error is raised as it was. A fenced
+        At most :data:`ASK_ATTEMPTS` calls; then the last error is raised as it was, but a
+        conversation still passivating or whose process is unavailable is a 503 with
+        ``Retry-After``. A fenced
         conversation (another writer moved on, or the stream went backwards under it) is asked
         again too — its next incarnation rebuilds from the log and re-fences — and is a 503 with
         ``Retry-After`` if it is still fenced after the last attempt; a setting conflict is a 409 at once; the broker,
@@ -219,6 +221,13 @@ class GatewayRuntime:
                     return await self._ask_once(key, call)
         except Fenced as fenced:
             raise HTTPException(503, f"conversation {key} is being re-fenced after losing its fence ({fenced}); "
+                                     "ask again", headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+        except Exception as exc:
+            if not _passivated(exc):
+                raise
+            # Still passivating, or its process unavailable (a machine cut off or gone, and Ray
+            # not yet done restarting its actors elsewhere): a dependency that is down, not a bug.
+            raise HTTPException(503, f"conversation {key} has no live process yet ({type(exc).__name__}); "
                                      "ask again", headers={"Retry-After": str(RETRY_AFTER_S)}) from None
         raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 

@@ -103,6 +103,16 @@ def _stream_seq(reply: bytes) -> int:
     return Msg.Metadata._from_reply(reply.decode()).sequence.stream
 
 
+def _sequences(reply: bytes) -> tuple[int, int]:
+    """(stream seq, consumer seq) from the ack subject. The consumer seq counts every delivery
+    (redeliveries too), so a jump in it means a delivery that never arrived."""
+    tokens = reply.split(b".")
+    if len(tokens) == 9 and tokens[1] == b"ACK":
+        return int(tokens[5]), int(tokens[6])
+    sequence = Msg.Metadata._from_reply(reply.decode()).sequence
+    return sequence.stream, sequence.consumer
+
+
 class Ingester:
     def __init__(
         self,
@@ -140,6 +150,10 @@ class Ingester:
         """Stream regressions this ingester found and recovered from since it started."""
         self.checks = 0
         """Checks of the stream against the log's mark since it started."""
+        self._delivered: int | None = None
+        """The consumer seq of the newest delivery taken (a jump in it: a delivery went missing)."""
+        self._reconsume: str | None = None
+        """Why the consumer must be made again from the committed offset, until it has been."""
 
     async def start(self) -> None:
         await retry_transient(ensure_stream, self.js, self.stream, servers=len(self.nc.server_urls),
@@ -200,15 +214,25 @@ class Ingester:
 
     async def _recover_if_regressed(self) -> bool:
         """Under the stream lock, after the batches in hand are committed: check, and if the stream
-        went backwards start reading it again from its first message. True if it did."""
+        went backwards, or a delivery went missing, consume again from the committed offset (after
+        a regression: the stream's first message). True if it did. A step that fails leaves the
+        reason set, so the next round of the decode loop tries again."""
         await self._batches.join()
         async with self._stream_lock:
-            if not await self._check_stream():
+            if await self._check_stream():
+                self._reconsume = "the stream went backwards"
+            if self._reconsume is None:
                 return False
-            await self._feed.stop()
-            await self._recreate_consumer()
+            with contextlib.suppress(nats.errors.Error):
+                await self._feed.stop()
+            await retry_transient(self._recreate_consumer, deadline_s=self.stream.retry_deadline_s)
+            self._decoded_offset = self.committed_offset  # what was decoded and not committed comes again
+            self._delivered = None  # a new consumer counts its deliveries from 1
             self._feed = self._new_feed()
             await self._feed.start()
+            log.info("ingester %s consumes again from stream seq %d: %s",
+                     self.settings.shard, self.committed_offset + 1, self._reconsume)
+            self._reconsume = None
         async with self._progress:
             self._progress.notify_all()
         return True
@@ -238,7 +262,7 @@ class Ingester:
     async def _decode_loop(self) -> None:
         """Take what the feed has, decode it, hand it to the commit loop (overlapping DuckDB)."""
         while not self._stopping.is_set():
-            if self._check_due():
+            if self._reconsume is not None or self._check_due():
                 await self._checked(self._recover_if_regressed())
             messages = await self._feed.take(self.settings.batch_size, self.settings.fetch_timeout_s)
             if messages and len(messages) < min(self.settings.batch_size, self.settings.linger_below) \
@@ -249,7 +273,9 @@ class Ingester:
                     and await self._checked(self._recover_if_regressed()):
                 continue  # the stream went backwards: these come again from the re-read
             if messages:
-                await self._batches.put(self._decode(messages))
+                decoded = self._decode(messages)
+                if decoded is not None:
+                    await self._batches.put(decoded)
 
     async def _checked(self, check: Awaitable[bool]) -> bool:
         """A check that could not reach the broker is tried again on the next round, not fatal."""
@@ -259,12 +285,24 @@ class Ingester:
             log.warning("ingester %s could not check its stream (%r); trying again shortly", self.settings.shard, exc)
             return False
 
-    def _decode(self, messages: list[Delivery]) -> _Decoded:
+    def _decode(self, messages: list[Delivery]) -> _Decoded | None:
+        """The batch of ``messages`` up to the first delivery gap, if any (then nothing after it is
+        decoded or acknowledged, and the consumer is made again: with AckAll, acknowledging a later
+        message would acknowledge the missing one too). None if nothing before the gap."""
         batch = IngestBatch()
         newest = self._decoded_offset
         skip = self._skip
+        last_reply = b""
         for subject, reply, data in messages:
-            stream_seq = _stream_seq(reply)
+            stream_seq, delivered = _sequences(reply)
+            if self._delivered is not None and delivered > self._delivered + 1:
+                self._reconsume = (f"deliveries {self._delivered + 1}..{delivered - 1} of its consumer never arrived "
+                                   "(its leader moved or died)")
+                log.warning("ingester %s: %s; consuming again from the committed offset", self.settings.shard,
+                            self._reconsume)
+                break
+            self._delivered = delivered if self._delivered is None else max(self._delivered, delivered)
+            last_reply = reply
             if stream_seq <= newest:
                 continue  # committed before a crash and redelivered, or delivered twice
             newest = stream_seq
@@ -272,8 +310,10 @@ class Ingester:
                 self.skipped_events += 1  # another shard's: the offset moves past it, the ack covers it
                 continue
             batch.add(data, stream_seq, subject.decode())
+        if not last_reply:
+            return None
         self._decoded_offset = newest
-        return _Decoded(batch, newest, messages[-1][1])
+        return _Decoded(batch, newest, last_reply)
 
     async def _commit_loop(self) -> None:
         while True:

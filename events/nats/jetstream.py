@@ -156,6 +156,12 @@ class StreamSettings:
     :class:`BusUnavailable` (a cluster fails over in well under this; a dead broker does not)."""
 
 
+PING_INTERVAL_S = 2
+MAX_OUTSTANDING_PINGS = 2
+"""A client leaves a server that answered none of this many pings, sent every ``PING_INTERVAL_S``
+(measured across network namespaces: a client of a cut-off server moved to another in 6.9 s)."""
+
+
 def nats_servers(url: str) -> list[str]:
     """The servers of a NATS URL list: ``nats://a:4222,nats://b:4222`` (spaces allowed) → each URL."""
     servers = [part.strip() for part in url.split(",") if part.strip()]
@@ -191,6 +197,10 @@ async def connect_nats(url: str, *, name: str = "mirror", first_connect_timeout_
                 max_reconnect_attempts=-1,
                 reconnect_time_wait=0.25,  # type: ignore[arg-type]  # nats-py annotates int, but only sleeps and compares with it: a float works
                 connect_timeout=5,
+                # A server that went silent (its machine cut off) is left after ~2 unanswered pings:
+                # nats-py's default (every 2 min) kept a client on it for minutes, every publish timing out.
+                ping_interval=PING_INTERVAL_S,
+                max_outstanding_pings=MAX_OUTSTANDING_PINGS,
                 error_cb=report_error,
             ),
             first_connect_timeout_s,
@@ -472,7 +482,7 @@ class JetStreamBus:
 
 
 __all__ = [
-    "ERR_DUPLICATE_IN_PROCESS", "ERR_NO_SUITABLE_PEERS", "ERR_WRONG_LAST_SEQUENCE", "ERR_WRONG_LAST_SEQUENCE_CONSTANT", "FENCE_REFUSALS", "MAX_DEFAULT_REPLICAS", "STREAM_SUBJECTS", "SUBJECT_ROOT",
+    "ERR_DUPLICATE_IN_PROCESS", "ERR_NO_SUITABLE_PEERS", "MAX_OUTSTANDING_PINGS", "PING_INTERVAL_S", "ERR_WRONG_LAST_SEQUENCE", "ERR_WRONG_LAST_SEQUENCE_CONSTANT", "FENCE_REFUSALS", "MAX_DEFAULT_REPLICAS", "STREAM_SUBJECTS", "SUBJECT_ROOT",
     "TRANSIENT_ERRORS", "DuplicateInProcess", "JetStreamBus", "PlacementPending", "StreamSettings", "connect_nats", "default_replicas",
     "ensure_stream", "key_of_subject", "nats_servers", "retry_transient", "subject_for",
 ]

@@ -121,12 +121,15 @@ def test_ask_re_asks_a_passivating_actor_through_a_fresh_handle(tmp_path: Path) 
     assert actors.handles_made == 3 and not actors.outcomes
 
 
-def test_ask_gives_up_after_its_attempts_with_the_last_error(tmp_path: Path) -> None:
+def test_ask_gives_up_after_its_attempts_with_a_503(tmp_path: Path) -> None:
+    """Still passivating (or its process unavailable: a machine cut off) after every attempt: a
+    dependency that is down, answered 503 with Retry-After, not an internal error."""
     errors = [ActorCallFailed(Passivated(KEY)) for _ in range(ASK_ATTEMPTS + 1)]
     actors = ScriptedActors(*errors)
-    with pytest.raises(ActorCallFailed) as raised:
+    with pytest.raises(HTTPException) as raised:
         asyncio.run(runtime(tmp_path, actors).ask(KEY, turn("hello")))
-    assert raised.value is errors[ASK_ATTEMPTS - 1] and actors.handles_made == ASK_ATTEMPTS
+    assert raised.value.status_code == 503 and raised.value.headers == {"Retry-After": str(RETRY_AFTER_S)}
+    assert actors.handles_made == ASK_ATTEMPTS and len(actors.outcomes) == 1
 
 
 def test_a_fenced_actor_is_asked_again_and_answered_by_its_next_incarnation(tmp_path: Path) -> None:
