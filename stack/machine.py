@@ -93,7 +93,9 @@ def join_ray(address: str | None) -> str:
         enable_ray_token_auth()
     elif address is not None:
         _check_reachable(address)
-    ray.init(address=address, namespace="mirror", include_dashboard=False, log_to_driver=False,
+    # "local", not None: None would join whatever cluster /tmp/ray/ray_current_cluster names
+    # (the last `ray start --head` on this machine, perhaps long gone), not start one here.
+    ray.init(address=address or "local", namespace="mirror", include_dashboard=False, log_to_driver=False,
              ignore_reinit_error=True)
     return str(ray.get_runtime_context().gcs_address)
 

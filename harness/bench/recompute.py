@@ -73,7 +73,7 @@ def run_recompute_bench(config: RecomputeBenchConfig) -> dict[str, Any]:
     with nats_and_ingester() as log_stack:
         nats_url = log_stack.url
         sim = SimProcess(latency=f"fixed:{config.llm_latency_ms:g}").start()  # its own process: not our GIL
-        ray.init(namespace="mirror", include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", namespace="mirror", include_dashboard=False, log_to_driver=False)
         try:
             asyncio.run(_seed(nats_url, tenant, config))
             runtime = RuntimeSettings(infrastructure=NatsInfrastructure(nats_url), llm=LLMSettings(base_url=sim.base_url, model="mirror-sim",

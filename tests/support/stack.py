@@ -144,7 +144,8 @@ def start_ray() -> None:
     from mirror.actors.conversation_actor import NAMESPACE
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, namespace=NAMESPACE, include_dashboard=False,  # never another's cluster
+                 log_to_driver=False)
 
 
 def stop_ray() -> None:
