@@ -215,11 +215,11 @@ class Machine:
         self.processes.append(process)
         return process
 
-    def call(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-             timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    def call(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 60.0,
+             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` inside this machine to its end and return what it printed."""
         return subprocess.run(["ip", "netns", "exec", self.namespace, *argv], env=self.env | dict(env or {}),
-                              cwd=self.root, capture_output=True, text=True, timeout=timeout)
+                              cwd=cwd or self.root, capture_output=True, text=True, timeout=timeout)
 
     def pids(self) -> list[int]:
         """Every live process of this machine."""

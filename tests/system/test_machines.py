@@ -13,24 +13,32 @@ is not permitted (it needs root and iproute2).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from nats.js.api import DeliverPolicy
 
 from mirror.events.bus import Head
 from mirror.events.codec import decode, encode
 from mirror.events.envelope import make_event
-from mirror.events.errors import AppendConflict, BusError
+from mirror.events.errors import AppendConflict
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats, key_of_subject
+from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import nats_server_binary
 from mirror.events.payloads import Turn
+from mirror.harness.chaos.checker import check_conversation
+from tests.support.balanced_load import BalancedLoad, Conversation
+from tests.support.balanced_load import client as balanced_client
+from tests.support.deployment import RAY_PORT, Deployment, log_lines
 from tests.support.netns import SKIP_REASON, Machine, Machines, netns_permitted
 from tests.support.waits import until, until_async
 
@@ -77,6 +85,14 @@ def start_nats(machine: Machine, machines: Machines) -> subprocess.Popen[bytes]:
     ], log="nats")
 
 
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, *, timeout: float, poll_s: float) -> None:
+    """:func:`~tests.support.waits.until_async` for a coroutine predicate (typed: it answers a bool)."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
+        await asyncio.sleep(poll_s)
+
+
 def logged(path: Path, *lines: bytes) -> bool:
     try:
         text = path.read_bytes()
@@ -89,8 +105,9 @@ def start_nats_cluster(machines: Machines) -> None:
     for machine in machines:
         start_nats(machine, machines)
     for machine in machines:
-        until(lambda m=machine: logged(nats_log(m), b"Server is ready"), f"nats-server on {machine.host} is ready")
-        until(lambda m=machine: logged(nats_log(m), *META_LEADER_LINES), f"nats-server on {machine.host} knows the meta leader")
+        until(functools.partial(logged, nats_log(machine), b"Server is ready"), f"nats-server on {machine.host} is ready")
+        until(functools.partial(logged, nats_log(machine), *META_LEADER_LINES),
+              f"nats-server on {machine.host} knows the meta leader")
 
 
 async def append_turns(bus: JetStreamBus, key: StreamKey, count: int, acknowledged: dict[tuple[StreamKey, int], bytes],
@@ -234,8 +251,8 @@ def test_a_nats_cluster_across_machines_keeps_its_quorum_when_one_is_cut_off(mac
         assert answer.startswith("refused"), answer
         cut.heal()
         healed_at = time.monotonic()
-        await until_async(lambda: replicas_current(nats_url(reader)), "the healed machine's replica is current",
-                          timeout=90, poll_s=0.5)
+        await eventually(lambda: replicas_current(nats_url(reader)), "the healed machine's replica is current",
+                         timeout=90, poll_s=0.5)
         figures["current_after_heal_s"] = round(time.monotonic() - healed_at, 2)
         # Every acknowledged append, once, on the machine that was cut off too; the refused one nowhere.
         held = await stream_messages(nats_url(cut))
@@ -245,3 +262,172 @@ def test_a_nats_cluster_across_machines_keeps_its_quorum_when_one_is_cut_off(mac
     asyncio.run(scenario())
     figures["acknowledged"] = len(acknowledged)
     print(f"\nnats cluster across machines: {json.dumps(figures)}")
+
+
+# ---------------------------------------------------------------------- head + two workers under load
+
+CONVERSATIONS_PER_TENANT = 3
+CUT_S = 30.0
+"""How long W2 stays cut off: twice Ray's ~15 s until it declares a silent node dead."""
+RECOVERY_S = 150.0
+"""Deadline of every conversation answering again after a fault (a bound on failure, not a wait)."""
+RAY_NODES = """
+import json, sys, logging, ray
+ray.init(address=sys.argv[1], log_to_driver=False, logging_level=logging.WARNING)
+print(json.dumps([[node["NodeManagerAddress"], node["Alive"]] for node in ray.nodes()]))
+"""
+
+
+def live_ray_nodes(deployment: Deployment) -> list[str]:
+    """The addresses of the Ray nodes the head's control store has alive, asked from the head."""
+    head = deployment.head
+    result = head.call([sys.executable, "-c", RAY_NODES, f"{head.address}:{RAY_PORT}"], timeout=90)
+    if result.returncode != 0:
+        return []
+    nodes = json.loads(result.stdout.strip().splitlines()[-1])
+    return sorted(address for address, alive in nodes if alive)
+
+
+async def acknowledged_more(load: BalancedLoad, count: int, what: str) -> None:
+    target = len(load.acknowledged) + count
+    await until_async(lambda: len(load.acknowledged) >= target, what, timeout=RECOVERY_S, poll_s=0.1)
+
+
+async def every_conversation_answers_since(load: BalancedLoad, moment: float, what: str) -> None:
+    names = {conversation.name for conversation in load.conversations}
+    await until_async(lambda: load.answered_since(moment) >= names, what, timeout=RECOVERY_S, poll_s=0.1)
+
+
+async def read_log(load: BalancedLoad, client, gateway: str, conversation: Conversation) -> list[dict]:
+    """Every event of ``conversation`` once the log holds its last acknowledged seq (through ``gateway``)."""
+    last = max((ack.seq for ack in load.acks_of(conversation.name)), default=0)
+    headers = {"Authorization": f"Bearer {load.tokens[conversation.tenant]}"}
+    events: list[dict] = []
+
+    async def caught_up() -> bool:
+        nonlocal events
+        try:
+            response = await client.get(f"{gateway}/v1/conversations/{conversation.name}/events",
+                                        params={"after": 0, "limit": 1000}, headers=headers)
+        except httpx.HTTPError:
+            return False
+        if response.status_code != 200:
+            return False
+        events = response.json()["events"]
+        return max((event["seq"] for event in events), default=0) >= last
+
+    await eventually(caught_up, f"the log of {conversation.name} holds seq {last}", timeout=RECOVERY_S, poll_s=0.25)
+    return events
+
+
+async def log_stats(deployment: Deployment) -> dict[str, dict[str, int]]:
+    """Each shard's ``mirror log stats`` (asked over NATS, as the command does)."""
+    nc = await connect_nats(deployment.nats_urls(), name="machines-test-stats")
+    try:
+        stats = {}
+        for shard in ("0", "1"):
+            answer = await LogClient(nc, shard=shard, timeout=30).stats()
+            stats[shard] = {"events": answer.events, "conversations": answer.conversations,
+                            "rejected": answer.rejected, "skipped": answer.skipped}
+        return stats
+    finally:
+        await nc.close()
+
+
+def test_head_and_two_workers_lose_nothing_when_a_worker_dies_or_is_cut_off(machines: Machines) -> None:
+    """PART2's scenario: head + two workers, NATS of three, shard 0 on the head and 1 on W1, turns
+    of both shards' tenants over every gateway; (a) every process of W1 killed, then started
+    again; (b) W2 cut off for 30 s, then healed. Nothing acknowledged is lost or doubled, seqs
+    have no gap, every conversation answers again, no log holds a rejected (divergent) event."""
+    deployment = Deployment(machines)
+    h, w1, w2 = (machines[host] for host in HOSTS)
+    figures: dict[str, object] = {}
+    try:
+        started = time.monotonic()
+        deployment.start()
+        figures["start_s"] = round(time.monotonic() - started, 1)
+        asyncio.run(_under_load(deployment, figures))
+    finally:
+        fenced = log_lines([path for machine in machines for path in
+                            [*machine.ray_dir.glob("session_*/logs/*"), *machine.root.glob("*.log"),
+                             *machine.data.glob("*.log")]], "was fenced off")
+        figures["fenced_off"] = len(fenced)
+        print(f"\nmachines: {json.dumps(figures, default=str)}")
+        deployment.stop()
+    # Each shard's ingester ran on the machine holding its file, and only there.
+    assert (h.data / "mirror.duckdb").exists() and not (h.data / "mirror-1.duckdb").exists()
+    assert (w1.data / "mirror-1.duckdb").exists() and not (w1.data / "mirror.duckdb").exists()
+    assert not list(w2.data.glob("*.duckdb"))
+
+
+async def _under_load(deployment: Deployment, figures: dict[str, object]) -> None:
+    machines = deployment.machines
+    w1, w2 = machines["w1"], machines["w2"]
+    conversations = [Conversation(tenant, f"{tenant}-{index}") for tenant in deployment.tenants
+                     for index in range(CONVERSATIONS_PER_TENANT)]
+    load = BalancedLoad(deployment.gateways(), deployment.tokens, conversations, uuid.uuid4().hex[:6])
+    async with balanced_client() as client:
+        # Every conversation opens through every gateway: each serves both shards' tenants.
+        for conversation in conversations:
+            for gateway in load.gateways:
+                ack = await load.turn(client, conversation, f"opens on {gateway}", gateway=gateway,
+                                      deadline=time.monotonic() + 60)
+                assert ack is not None, f"{conversation} did not open through {gateway}: {load.failures[-3:]}"
+        loops = [asyncio.create_task(load.loop(client, conversation)) for conversation in conversations]
+        try:
+            await acknowledged_more(load, 3 * len(conversations), "the load flows")
+
+            # (a) W1 loses power: every process of the machine at once; then it boots again.
+            fault = load.now()
+            figures["w1_killed_processes"] = len(await asyncio.to_thread(w1.kill_all))
+            deployment.boot(w1)
+            await every_conversation_answers_since(load, fault, "every conversation answers after W1's death")
+            await eventually(lambda: asyncio.to_thread(deployment.booted, w1), "W1 serves again",
+                             timeout=RECOVERY_S, poll_s=0.5)
+            figures["w1_serves_again_s"] = round(load.now() - fault, 2)
+            figures["w1_power_loss"] = load.figures_since(fault)
+            await acknowledged_more(load, 2 * len(conversations), "the load flows after W1's reboot")
+
+            # (b) W2 cut off the network for 30 s, then healed.
+            await asyncio.to_thread(w2.cut)
+            fault = load.now()
+            await every_conversation_answers_since(load, fault, "every conversation answers while W2 is cut off")
+            figures["w2_cut"] = load.figures_since(fault)
+            await asyncio.sleep(max(0.0, fault + CUT_S - load.now()))  # the fault lasts CUT_S: not a wait for a result
+            await asyncio.to_thread(w2.heal)
+            healed = load.now()
+            restarted: list[str] = []
+
+            def w2_back() -> bool:
+                restarted.extend(deployment.restart_exited(w2))
+                return w2.address in live_ray_nodes(deployment) and deployment.serves(w2)
+
+            await eventually(lambda: asyncio.to_thread(w2_back), "W2 is a live Ray node and serves again",
+                             timeout=RECOVERY_S, poll_s=1.0)
+            await every_conversation_answers_since(load, healed, "every conversation answers after W2's heal")
+            figures["w2_heal"] = load.figures_since(healed) | {
+                "serves_again_s": round(load.now() - healed, 2), "restarted": restarted}
+            await acknowledged_more(load, 2 * len(conversations), "the load flows after W2's heal")
+        finally:
+            load.stop.set()
+            await asyncio.gather(*loops)
+        figures["turns"] = {"acknowledged": len(load.acknowledged), "failed_then_retried": len(load.failures),
+                            "failed_by_gateway": dict(load.failed_gateways)}
+
+        # Afterwards: every conversation answers through every gateway, and its log is checked.
+        for conversation in conversations:
+            for gateway in load.gateways:
+                ack = await load.turn(client, conversation, f"after the faults on {gateway}", gateway=gateway,
+                                      deadline=time.monotonic() + 60)
+                assert ack is not None, f"{conversation} does not answer through {gateway}: {load.failures[-3:]}"
+        checks = []
+        for index, conversation in enumerate(conversations):
+            events = await read_log(load, client, load.gateways[index % len(load.gateways)], conversation)
+            checks.append(check_conversation(conversation.name, load.acks_of(conversation.name), events,
+                                             message_prefix=f"machines {load.run_id} "))
+    figures["unacknowledged_logged"] = sum(check.unacknowledged_logged for check in checks)
+    stats = await log_stats(deployment)
+    figures["log_stats"] = stats
+    bad = [check.as_dict() for check in checks if not check.ok]
+    assert not bad, f"conversations failing the check: {bad}"
+    assert all(shard["rejected"] == 0 for shard in stats.values()), f"a log holds rejected events: {stats}"
