@@ -28,7 +28,8 @@ _appending: set[str] = set()
 def append_warnings_to(path: str | None) -> None:
     """Append this process's warnings and errors (every logger's) to ``path``; nothing for None.
 
-    Idempotent per process and file. The handler sits on the root logger at WARNING, so it takes
+    Idempotent per process and file; nothing when the file's directory is not on this machine
+    (a process on another machine than the stack's). The handler sits on the root logger at WARNING, so it takes
     Mirror's warnings and those of the libraries under it (uvicorn's "Exception in ASGI
     application", Ray's) without changing what else the process logs.
     """
@@ -36,6 +37,11 @@ def append_warnings_to(path: str | None) -> None:
         return
     path = os.path.abspath(path)
     if path in _appending:
+        return
+    if not os.path.isdir(os.path.dirname(path)):
+        # The file is in the data directory of the machine that runs `mirror up`; a process Ray
+        # placed on another machine has no such directory, and its warnings stay in Ray's logs.
+        logging.getLogger(__name__).info("not appending warnings to %s: no such directory on this machine", path)
         return
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setLevel(logging.WARNING)

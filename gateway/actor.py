@@ -38,7 +38,7 @@ class GatewayActor:
     """One gateway process: ``start()`` returns once it listens; ``stop()`` closes it."""
 
     def __init__(self, settings: GatewaySettings, host: str, port: int) -> None:
-        append_warnings_to(settings.runtime.warnings_log)  # a failed request's line reaches `mirror up`
+        append_warnings_to(settings.warnings_log or settings.runtime.warnings_log)  # a failed request's line reaches `mirror up` (or `node`)
         self.settings = settings
         self.host = host
         self.port = port
@@ -80,8 +80,11 @@ class GatewayActor:
 
 
 def start_gateways(settings: GatewaySettings, *, host: str, port: int, count: int,
-                   timeout_s: float = 60.0) -> tuple[str, list[Any]]:
+                   timeout_s: float = 60.0, name: str = "gateway") -> tuple[str, list[Any]]:
     """``count`` gateway actors listening on ``host:port``; returns the URL and their handles.
+
+    They are named ``<name>-<index>`` (:data:`GATEWAY_NAME` by default): each machine's gateways
+    need a name of their own, or one machine would be handed another's (``get_if_exists``).
 
     Port 0 is resolved here first (a free port), so every gateway binds the same one. The gateways
     run on the caller's node: they listen on its ``host`` and the URL returned is that node's, and
@@ -93,7 +96,7 @@ def start_gateways(settings: GatewaySettings, *, host: str, port: int, count: in
         probe.close()
     here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
     handles = [
-        GatewayActor.options(name=GATEWAY_NAME.format(index=index), namespace=NAMESPACE,  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime; mypy keeps a decorated class's own type
+        GatewayActor.options(name=f"{name}-{index}", namespace=NAMESPACE,  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime; mypy keeps a decorated class's own type
                              get_if_exists=True, scheduling_strategy=here).remote(settings, host, port)
         for index in range(count)
     ]

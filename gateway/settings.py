@@ -39,6 +39,10 @@ class GatewaySettings:
     A gateway process lives for weeks, and each record holds a whole report."""
     embedder: LLMSettings | None = None
     """The ``/v1/embeddings`` endpoint for memory queries (default: see :meth:`embedder_settings`)."""
+    warnings_log: str | None = None
+    """Where this gateway's processes append their warnings; None: the runtime's ``warnings_log``.
+    ``mirror node`` gives its own (its machine's file, relayed to its stderr) while its runtime
+    settings stay the head's to the byte (they name the conversation hosts)."""
 
     def __post_init__(self) -> None:
         if self.max_finished_jobs < 1:

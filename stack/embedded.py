@@ -25,7 +25,6 @@ resumes the same conversations.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -38,18 +37,31 @@ from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
 from mirror.events.nats.cluster import EmbeddedNatsCluster, node_ports, server_name
 from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.events.nats.server import EmbeddedNats
-from mirror.events.shards import DEFAULT_SHARD, Assignments, ShardMap
+from mirror.events.shards import Assignments, ShardMap
 from mirror.gateway.app import DEFAULT_MAX_MESSAGE_BYTES, GatewayServer, GatewaySettings, create_app
 from mirror.gateway.tenants import TenantRegistry
 from mirror.serving import PortClaim, claim_port
-from mirror.stack.errors import ModelServerUnavailable
+from mirror.stack.addresses import LOOPBACK, advertised_host, check_reachable, nats_urls
+from mirror.stack.errors import InvalidSettings, ModelServerUnavailable
 from mirror.stack.local_model import (
     LOCAL_TALKER_MAX_TOKENS,
     LOCAL_THINKER_MAX_TOKENS,
     STRUCTURED_OUTPUT,
     LocalLLMServer,
+    LocalModelSettings,
 )
 from mirror.stack.log_relay import LogRelay
+from mirror.stack.machine import (
+    enable_ray_token_auth,
+    gateway_watch,
+    ingester_watch,
+    join_ray,
+    live_record,
+    log_file,
+    serve_gateways,
+    start_ingester,
+    write_record,
+)
 from mirror.stack.model_check import model_server_problem
 from mirror.stack.processes import SimProcess
 from mirror.stack.supervisor import Supervisor, Watched
@@ -60,8 +72,9 @@ DEFAULT_TENANT = "default"
 WARNINGS_LOG = "warnings.log"
 """The file in the data directory where the gateways and conversation processes append their
 warnings (:mod:`mirror.actors.log_file`); the stack relays it to its own log (:mod:`.log_relay`)."""
-LISTEN_HOST = "127.0.0.1"
-"""Where the gateway and NATS listen: loopback (put a proxy in front to serve other machines)."""
+MACHINE_ACTORS = ("gateway", "node-", "ingester-")
+"""Names of the actors each machine's driver owns and stops itself (gateways, ingesters): a
+stack that stops ends the cluster's conversations, not the other machines' ``mirror node``."""
 
 
 @dataclass(frozen=True)
@@ -110,11 +123,43 @@ class StackSettings:
     talker_max_tokens: int | None = None
     """The Talker's max_tokens in every mode; None: the model's default (the local model's, else 1024).
     ``mirror eval curate`` sets it so that every mode answers with the same budget."""
+    bind: str = LOOPBACK
+    """Where the gateway, and the nats-server and simulator this stack starts, listen (``0.0.0.0``: every interface)."""
+    advertise: str | None = None
+    """The address in the URLs handed to conversation hosts and printed; None: ``bind`` (:mod:`.addresses`)."""
+    nats_url: str | None = None
+    """An existing NATS JetStream (a cluster's servers comma-separated) to use: the stack then starts,
+    supervises and claims no broker, and ``nats_port``/``nats_cluster`` do not apply."""
+    ingest: tuple[str, ...] | None = None
+    """The shards whose ingesters this machine runs (their files in ``data_dir``); None: every shard of
+    the map. The others' run where their disks are (``mirror node --ingest``)."""
 
+    def __post_init__(self) -> None:
+        """Refuse settings that cannot work (:class:`~mirror.stack.errors.InvalidSettings`), before anything starts."""
+        self.advertised  # noqa: B018  # checks bind and advertise
+        if self.nats_url is not None:
+            if self.nats_cluster != 1:
+                raise InvalidSettings("--nats-cluster", f"{self.nats_cluster} nats-servers to start, but --nats-url "
+                                                        f"{self.nats_url} says to use a broker that runs already: "
+                                                        "give one or the other")
+            check_reachable(nats_urls(self.nats_url), "--nats-url", self.bind)
+        if self.llm not in ("local", "sim"):
+            check_reachable((self.llm,), "--llm", self.bind)
+        shards = ShardMap(self.shard_map).shards
+        for shard in self.ingest or ():
+            if shard not in shards:
+                raise InvalidSettings("--ingest", f"shard {shard!r} is not in the shard map, whose shards are "
+                                                  f"{', '.join(shards)}: add it with --shard-map {shard}=TENANT,…")
 
-def log_file(data_dir: Path, shard: str) -> Path:
-    """The DuckDB file of a shard: ``mirror.duckdb`` for shard 0 (the single-log layout), else ``mirror-<shard>.duckdb``."""
-    return Path(data_dir) / ("mirror.duckdb" if shard == DEFAULT_SHARD else f"mirror-{shard}.duckdb")
+    @property
+    def advertised(self) -> str:
+        """The address others reach this machine's servers at (``advertise``, else ``bind``)."""
+        return advertised_host(self.bind, self.advertise)
+
+    @property
+    def ingested(self) -> tuple[str, ...]:
+        """The shards whose ingesters this stack runs: ``ingest``, else every shard of the map."""
+        return ShardMap(self.shard_map).shards if self.ingest is None else self.ingest
 
 
 def stack_file(data_dir: Path) -> Path:
@@ -123,13 +168,7 @@ def stack_file(data_dir: Path) -> Path:
 
 def running_stack(data_dir: Path) -> dict[str, Any] | None:
     """The stack recorded in ``data_dir`` if its process is alive, else None."""
-    path = stack_file(data_dir)
-    try:
-        info = json.loads(path.read_text())
-        os.kill(int(info["pid"]), 0)
-    except (FileNotFoundError, ProcessLookupError, ValueError, KeyError, PermissionError):
-        return None
-    return info
+    return live_record(stack_file(data_dir))
 
 
 class EmbeddedStack:
@@ -140,6 +179,9 @@ class EmbeddedStack:
         self.url = ""
         self.token = ""
         self.nats_url = ""
+        """The NATS URLs the runtime is given (the advertised address's, or ``nats_url``'s)."""
+        self.ray_address = ""
+        """The Ray cluster's address (``HOST:PORT``), once joined: what ``mirror node --ray-address`` takes."""
         self.gateways: list[Any] = []
         self._sim: SimProcess | None = None
         self._local_llm: LocalLLMServer | None = None
@@ -161,47 +203,35 @@ class EmbeddedStack:
         import ray
 
         from mirror.actors.directory import directory
-        from mirror.actors.ingester_actor import RayIngester
         from mirror.actors.placement import default_host_count
-        from mirror.events.duckdb.ingester import IngesterSettings
-        from mirror.gateway.actor import start_gateways, stop_gateways
-
+        from mirror.gateway.actor import stop_gateways
+        from mirror.stack.published import publish_settings
 
         settings = self.settings
+        advertised = settings.advertised
         try:
             gateway_port = self._claim_ports()  # before anything starts: a port in use starts nothing
             self._check_model_server()  # with --strict, a model server that fails it starts nothing either
             self.data_dir.mkdir(parents=True, exist_ok=True)
             relay = LogRelay(self.data_dir / WARNINGS_LOG).start()  # before the processes that write it
             self._closers.append(relay.stop)
-            nats = EmbeddedNatsCluster(self.data_dir / "nats", settings.nats_cluster,
-                                       ports=[claim.port for claim in self._claims[1:]]).start()
-            self._closers.append(nats.stop)
-            self.nats_url = nats.url
+            nats = self._start_nats()
             llm_settings = self._start_llm()
-            if settings.ray_address is None and not ray.is_initialized():
-                enable_ray_token_auth()
-            ray.init(address=settings.ray_address, namespace="mirror", include_dashboard=False, log_to_driver=False,
-                     ignore_reinit_error=True)
+            self.ray_address = join_ray(settings.ray_address)
             self._closers.append(ray.shutdown)
             if settings.ray_address is not None:  # the cluster outlives the stack: its detached actors must not
                 self._closers.append(end_named_actors)
             # On this node, as the ingester: restarted elsewhere it would forget who is live where.
             directory(settings.max_live_actors, node_id=ray.get_runtime_context().get_node_id())
             shards = ShardMap(settings.shard_map)
-            for shard in shards.shards:
+            for shard in settings.ingested:
                 # Stopped before Ray: each drains, commits and closes its DuckDB file first.
-                ingester = RayIngester(
-                    nats.url, log_file(self.data_dir, shard),
-                    log_path=self.data_dir / ("ingester.log" if shard == DEFAULT_SHARD else f"ingester-{shard}.log"),
-                    settings=IngesterSettings(shard=shard, filter_subjects=shards.filter_subjects(shard),
-                                              skip_tenants=shards.skipped_tenants(shard)),
-                ).start()
+                ingester = start_ingester(self.nats_url, self.data_dir, shards, shard)
                 self.ingesters[shard] = ingester
                 self._closers.append(ingester.stop)
             # The one place the runtime's adapters are chosen: NATS for the bus, each shard's
             # ingester for its log (the processes that need them open them through this recipe).
-            infrastructure = NatsInfrastructure(nats.url, shard=shards.default, shard_map=shards.assignments)
+            infrastructure = NatsInfrastructure(self.nats_url, shard=shards.default, shard_map=shards.assignments)
             runtime = RuntimeSettings(infrastructure=infrastructure, llm=llm_settings, mode=settings.mode,
                                       warnings_log=str(relay.path),
                                       memory=settings.memory, reflection=settings.reflection,
@@ -219,26 +249,43 @@ class EmbeddedStack:
             gateway_settings = GatewaySettings(runtime=runtime, tenants_file=str(tenants_file),
                                                max_message_bytes=settings.max_message_bytes)
             if settings.gateway_processes == 0:  # in this process, on a thread (comparisons, debugging)
-                server = GatewayServer(create_app(gateway_settings), port=gateway_port).start()
+                server = GatewayServer(create_app(gateway_settings), host=settings.bind, port=gateway_port).start()
                 self._closers.append(server.stop)
-                self.url = server.url
+                self.url = f"http://{advertised}:{server.port}"
             else:
-                self.url, self.gateways = start_gateways(
-                    gateway_settings, host=LISTEN_HOST, port=gateway_port, count=settings.gateway_processes,
-                )
+                self.url, self.gateways = serve_gateways(gateway_settings, bind=settings.bind, advertise=advertised,
+                                                         port=gateway_port, count=settings.gateway_processes)
                 self._closers.append(lambda: stop_gateways(self.gateways))
+            # For `mirror node` on the other machines: their gateways must run with these very settings.
+            published = publish_settings(gateway_settings, {"url": self.url, "nats_url": self.nats_url,
+                                                            "ingest": list(settings.ingested),
+                                                            "shard_map": shards.entries()})
+            self._closers.append(lambda: ray.kill(published))
             self._recorded = True
-            stack_file(self.data_dir).write_text(json.dumps(
-                {"url": self.url, "tenant": DEFAULT_TENANT, "token": self.token, "pid": os.getpid(),
-                 "nats_url": nats.url, "nats_pid": nats.pids[0], "nats_pids": nats.pids, "sim_pid": self.sim_pid, "shard": shards.default, "shard_map": shards.entries()}
-            ))
-            os.chmod(stack_file(self.data_dir), 0o600)
+            write_record(stack_file(self.data_dir), {
+                "url": self.url, "tenant": DEFAULT_TENANT, "token": self.token, "pid": os.getpid(),
+                "nats_url": self.nats_url, "nats_pid": nats.pids[0] if nats else None,
+                "nats_pids": nats.pids if nats else [], "sim_pid": self.sim_pid, "shard": shards.default,
+                "shard_map": shards.entries(), "ingest": list(settings.ingested), "ray_address": self.ray_address,
+            })
             self.supervisor = self._supervise(nats)
             self._closers.append(self.supervisor.stop)  # stops first: the parts are then stopped on purpose
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _start_nats(self) -> EmbeddedNatsCluster | None:
+        """The embedded nats-server(s) on ``bind``, or None with ``nats_url`` (a broker that runs already)."""
+        settings = self.settings
+        if settings.nats_url is not None:
+            self.nats_url = ",".join(nats_urls(settings.nats_url))
+            return None
+        nats = EmbeddedNatsCluster(self.data_dir / "nats", settings.nats_cluster, host=settings.bind,
+                                   ports=[claim.port for claim in self._claims[1:]]).start()
+        self._closers.append(nats.stop)
+        self.nats_url = ",".join(f"nats://{settings.advertised}:{node.port}" for node in nats.nodes)
+        return nats
 
     def _claim_ports(self) -> int:
         """Claim the gateway's port and NATS's (:func:`~mirror.serving.claim_port`) for this stack's
@@ -251,25 +298,29 @@ class EmbeddedStack:
         settings = self.settings
         claims = self._claims
         self._closers.append(self._release_claims)  # first in, last out: held until everything has stopped
-        claims.append(claim_port(LISTEN_HOST, settings.gateway_port, what="mirror gateway",
+        claims.append(claim_port(settings.bind, settings.gateway_port, what="mirror gateway",
                                  fix="stop it, or give this stack another port (mirror up --port)"))
-        for port in node_ports(settings.nats_port, settings.nats_cluster):
-            claims.append(claim_port(LISTEN_HOST, port, what="nats-server",
-                                     fix="stop it, or give this stack's NATS another port (mirror up --nats-port)"))
+        if settings.nats_url is None:  # a broker of our own; one at --nats-url is someone else's
+            for port in node_ports(settings.nats_port, settings.nats_cluster, settings.bind):
+                claims.append(claim_port(settings.bind, port, what="nats-server",
+                                         fix="stop it, or give this stack's NATS another port (mirror up --nats-port)"))
         return claims[0].port
 
     def _release_claims(self) -> None:
         while self._claims:
             self._claims.pop().release()
 
-    def _supervise(self, nats: EmbeddedNatsCluster) -> Supervisor:
+    def _supervise(self, nats: EmbeddedNatsCluster | None) -> Supervisor:
         """Watch the child processes this stack started: a dead one is started again the same way
-        (a cluster's node with its name, ports and store, so it rejoins and catches up)."""
+        (a cluster's node with its name, ports and store, so it rejoins and catches up). A broker
+        at ``nats_url`` is not this stack's to watch."""
         supervisor = Supervisor()
-        for index, node in enumerate(nats.nodes):
-            supervisor.watch(_watched_nats("nats-server" if nats.size == 1 else f"nats-server {server_name(index)}", node))
+        for index, node in enumerate(nats.nodes if nats else ()):
+            supervisor.watch(_watched_nats("nats-server" if nats.size == 1 else f"nats-server {server_name(index)}", node))  # type: ignore[union-attr]  # nodes only when nats
         for index, handle in enumerate(self.gateways):
-            supervisor.watch(_gateway_watch(index, handle))
+            supervisor.watch(gateway_watch(index, handle))
+        for ingester in self.ingesters.values():
+            supervisor.watch(ingester_watch(ingester))
         local = self._local_llm
         if local is not None:  # the same port: the conversations' model URL stays right
             supervisor.watch(Watched("the local model server", lambda: local.running, lambda: local.pid, local.start,
@@ -283,16 +334,19 @@ class EmbeddedStack:
 
     def _start_llm(self) -> LLMSettings:
         settings = self.settings
+        # Both listen on --bind; the conversations, wherever they run, call the advertised address.
         if settings.llm == "local":
-            server = self._local_llm = LocalLLMServer(log_path=self.data_dir / "llama.log").start()
+            server = self._local_llm = LocalLLMServer(LocalModelSettings(host=settings.bind),
+                                                      log_path=self.data_dir / "llama.log").start()
             self._closers.append(server.stop)
-            return LLMSettings(base_url=server.base_url, model=server.model, structured_output=STRUCTURED_OUTPUT,
-                               timeout_s=600)
+            return LLMSettings(base_url=f"http://{settings.advertised}:{server.port}/v1", model=server.model,
+                               structured_output=STRUCTURED_OUTPUT, timeout_s=600)
         if settings.llm == "sim":
-            sim = self._sim = SimProcess(latency=settings.sim_latency, log_path=self.data_dir / "sim-llm.log").start()
+            sim = self._sim = SimProcess(latency=settings.sim_latency, host=settings.bind,
+                                         log_path=self.data_dir / "sim-llm.log").start()
             self._closers.append(sim.stop)
             self.sim_pid = sim.pid
-            return LLMSettings(base_url=sim.base_url, model="mirror-sim")
+            return LLMSettings(base_url=f"http://{settings.advertised}:{sim.port}/v1", model="mirror-sim")
         return self._endpoint_settings()
 
     def _endpoint_settings(self) -> LLMSettings:
@@ -351,46 +405,6 @@ class EmbeddedStack:
         self.stop()
 
 
-RAY_AUTH_MODE = "RAY_AUTH_MODE"
-"""Ray's switch of token authentication (``token`` or ``disabled``), read from the environment."""
-
-
-def enable_ray_token_auth() -> None:
-    """Token authentication for the local Ray head this stack starts, said explicitly.
-
-    Ray 2.60 enables it for a new local cluster when ``RAY_AUTH_MODE`` is unset, and then warns
-    "Token authentication is enabled for this Ray cluster…" on every start: a line about Ray's
-    internals that a user of ``mirror up`` can do nothing with. Setting the mode to what Ray
-    would choose anyway (before ``ray.init``; Ray's workers inherit it) keeps the protection and
-    drops the warning. A mode the user set is left alone. Ray reads its config once at import,
-    so it is read again here, as Ray itself does when it enables the mode.
-    """
-    if RAY_AUTH_MODE in os.environ:
-        return
-    from ray._raylet import Config  # type: ignore[attr-defined]  # Ray's compiled module; ray._private.authentication calls it after setting the mode
-
-    os.environ[RAY_AUTH_MODE] = "token"
-    Config.initialize("")
-
-
-def _gateway_watch(index: int, handle: Any) -> Watched:
-    """A gateway actor as the supervisor sees it: Ray restarts its process; this makes it listen again."""
-    from mirror.gateway.actor import gateway_serving, serve_again
-
-    last_pid: list[int | None] = [None]
-
-    def alive() -> bool:
-        serving, pid = gateway_serving(handle)
-        last_pid[0] = pid or last_pid[0]
-        return serving
-
-    def restart() -> None:
-        serve_again(handle)
-        last_pid[0] = gateway_serving(handle)[1] or last_pid[0]
-
-    return Watched(f"gateway {index}", alive, lambda: last_pid[0], restart)
-
-
 def _watched_nats(name: str, node: EmbeddedNats) -> Watched:
     return Watched(name, lambda: node.running, lambda: node.pid, node.start, exit_code=lambda: node.exit_code)
 
@@ -400,17 +414,20 @@ def end_named_actors() -> None:
 
     They are detached, so a cluster that outlives the stack would keep them, still pointed at
     this stack's NATS and LLM. Runs after the gateways and the ingester have stopped cleanly.
+    The gateways and ingesters of the other machines' ``mirror node`` are theirs to stop: left.
     """
     import ray
 
     from mirror.actors.directory import NAMESPACE
 
     for name in ray.util.list_named_actors():
+        if name.startswith(MACHINE_ACTORS):
+            continue
         try:
             ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
         except ValueError:
             pass  # gone already
 
 
-__all__ = ["DEFAULT_TENANT", "LISTEN_HOST", "WARNINGS_LOG", "EmbeddedStack", "StackSettings", "enable_ray_token_auth", "end_named_actors",
-           "log_file", "running_stack", "stack_file"]
+__all__ = ["DEFAULT_TENANT", "MACHINE_ACTORS", "WARNINGS_LOG", "EmbeddedStack", "StackSettings", "enable_ray_token_auth",
+           "end_named_actors", "log_file", "running_stack", "stack_file"]

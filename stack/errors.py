@@ -2,6 +2,8 @@
 
     MirrorError                      (mirror.events.errors)
     └── StackError
+        ├── InvalidSettings          settings that cannot work (an address, a URL, options that conflict); also a ValueError
+        ├── HeadNotRunning           `mirror node` found no `mirror up` in the Ray cluster it joined
         ├── LocalModelUnavailable    the offline llama.cpp model is missing or did not start
         └── ModelServerUnavailable   the model server at --llm failed the start's check (with --strict)
 
@@ -14,11 +16,31 @@ from __future__ import annotations
 
 from mirror.events.errors import MirrorError
 
-__all__ = ["LocalModelUnavailable", "ModelServerUnavailable", "StackError"]
+__all__ = ["HeadNotRunning", "InvalidSettings", "LocalModelUnavailable", "ModelServerUnavailable", "StackError"]
 
 
 class StackError(MirrorError):
     """A part of the embedded stack could not be started or stopped."""
+
+
+class InvalidSettings(StackError, ValueError):
+    """Settings refused before anything starts: ``setting`` names the option, ``problem`` what is wrong and how to fix it."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        self.setting = setting
+        self.problem = problem
+        super().__init__(f"{setting}: {problem}")
+
+
+class HeadNotRunning(StackError):
+    """``mirror node`` joined a Ray cluster in which no ``mirror up`` has published its settings."""
+
+    def __init__(self, ray_address: str, waited_s: float) -> None:
+        self.ray_address = ray_address
+        self.waited_s = waited_s
+        super().__init__(f"no `mirror up` runs in the Ray cluster at {ray_address} (waited {waited_s:.0f} s for its "
+                         f"settings): start `mirror up --ray-address {ray_address}` on the head first, or correct "
+                         f"--ray-address")
 
 
 class LocalModelUnavailable(StackError):

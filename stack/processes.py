@@ -94,25 +94,27 @@ class SimProcess:
     """`mirror sim-llm` in its own OS process: the simulator's work never shares Mirror's GIL."""
 
     def __init__(self, *, latency: str = "fixed:0", port: int = 0, log_path: str | Path | None = None,
-                 embedding_latency: str | None = None) -> None:
-        """``embedding_latency``: embedding calls at their own latency (default: ``latency``)."""
+                 embedding_latency: str | None = None, host: str = "127.0.0.1") -> None:
+        """``embedding_latency``: embedding calls at their own latency (default: ``latency``);
+        ``host``: the address it listens on (``mirror up --bind``)."""
         self.latency = latency
         self.embedding_latency = embedding_latency
-        self.port = port or free_port()
+        self.host = host
+        self.port = port or free_port(host)
         self.log_path = Path(log_path) if log_path else None
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def base_url(self) -> str:
         return f"{self.url}/v1"
 
     def start(self, timeout: float = 30.0) -> SimProcess:
-        command = [sys.executable, "-m", "mirror", "sim-llm", "--port", str(self.port), "--latency", self.latency,
-                   "--log-level", "WARNING"]
+        command = [sys.executable, "-m", "mirror", "sim-llm", "--host", self.host, "--port", str(self.port),
+                   "--latency", self.latency, "--log-level", "WARNING"]
         if self.embedding_latency is not None:
             command += ["--embedding-latency", self.embedding_latency]
         output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL

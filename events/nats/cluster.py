@@ -15,6 +15,10 @@ store, so it rejoins as the same Raft peer and catches up from the others. Clien
 hands them to nats-py, which fails over between them (and learns the cluster's other URLs from
 the servers it reaches).
 
+:func:`cluster_member` is one server of a cluster spread over machines (``mirror nats --routes``):
+each machine runs one, with its own name and store, routes to every member, and the same
+cluster name; the cluster forms, and elects its meta leader, once a majority of them run.
+
 Size 1 is the plain single server of today, in ``store_root`` itself with no cluster flags, so a
 data directory made by a single embedded server stays readable and one code path serves both.
 """
@@ -169,4 +173,41 @@ class EmbeddedNatsCluster:
         self.stop()
 
 
-__all__ = ["CLUSTER_NAME", "EmbeddedNatsCluster", "node_ports", "node_store", "server_name"]
+def cluster_member(
+    store_dir: str | os.PathLike[str],
+    *,
+    name: str,
+    routes: tuple[str, ...],
+    host: str = "127.0.0.1",
+    port: int = 4222,
+    cluster_port: int = 6222,
+    start_timeout: float = 30.0,
+    stop_timeout: float = 10.0,
+) -> EmbeddedNats:
+    """One nats-server of a JetStream cluster whose members run on several machines.
+
+    It listens for clients on ``host:port`` and for the other members' routes on
+    ``host:cluster_port``, and dials ``routes`` (every member's route URL; nats-server ignores a
+    route to itself, so one list serves every machine). ``name`` must be unique in the cluster
+    and the same at every start: it is the member's Raft identity, so a restarted member with its
+    store rejoins as itself and catches up. Ready (:meth:`EmbeddedNats.start`) once it listens;
+    the JetStream meta leader comes when a majority of members run (:func:`knows_meta_leader`).
+    """
+    return EmbeddedNats(store_dir, host=host, port=port, start_timeout=start_timeout, stop_timeout=stop_timeout,
+                        extra_args=(
+                            "--server_name", name,
+                            "--cluster_name", CLUSTER_NAME,
+                            "--cluster", f"nats://{host}:{cluster_port}",
+                            "--routes", ",".join(routes),
+                        ))
+
+
+def knows_meta_leader(node: EmbeddedNats) -> bool:
+    """Whether this run of a clustered server has logged its JetStream meta leader."""
+    return any(node.logged(line) for line in META_LEADER_LINES)
+
+
+__all__ = [
+    "CLUSTER_NAME", "EmbeddedNatsCluster", "cluster_member", "knows_meta_leader", "node_ports", "node_store",
+    "server_name",
+]
