@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import subprocess
 import sys
 import time
 import uuid
@@ -33,22 +32,18 @@ from mirror.events.errors import AppendConflict
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats, key_of_subject
 from mirror.events.nats.log_service import LogClient
-from mirror.events.nats.server import nats_server_binary
 from mirror.events.payloads import Turn
 from mirror.harness.chaos.checker import check_conversation
 from tests.support.balanced_load import BalancedLoad, Conversation
 from tests.support.balanced_load import client as balanced_client
-from tests.support.deployment import RAY_PORT, Deployment, log_lines
+from tests.support.deployment import NATS_PORT, RAY_PORT, Deployment, log_lines
 from tests.support.netns import SKIP_REASON, Machine, Machines, netns_permitted
-from tests.support.waits import until, until_async
+from tests.support.waits import until_async
 
 pytestmark = pytest.mark.machines
 
 HOSTS = ["h", "w1", "w2"]
-NATS_PORT = 4222
-ROUTE_PORT = 6222
 STREAM = "MIRROR"
-META_LEADER_LINES = (b"JetStream cluster new metadata leader", b"Self is new JetStream cluster metadata leader")
 
 
 @pytest.fixture
@@ -63,28 +58,6 @@ def nats_url(machine: Machine) -> str:
     return f"nats://{machine.address}:{NATS_PORT}"
 
 
-def cluster_url(machines: Machines) -> str:
-    return ",".join(nats_url(machine) for machine in machines)
-
-
-def nats_log(machine: Machine) -> Path:
-    return machine.data / "nats" / "nats-server.log"
-
-
-def start_nats(machine: Machine, machines: Machines) -> subprocess.Popen[bytes]:
-    """One member of the cluster on ``machine``, routes to every member (its own included:
-    nats-server ignores a route to itself)."""
-    store = machine.data / "nats"
-    store.mkdir(parents=True, exist_ok=True)
-    routes = ",".join(f"nats://{other.address}:{ROUTE_PORT}" for other in machines)
-    return machine.run([
-        str(nats_server_binary()), "--jetstream", "--store_dir", str(store),
-        "--addr", machine.address, "--port", str(NATS_PORT), "--log", str(nats_log(machine)),
-        "--server_name", f"mirror-{machine.host}", "--cluster_name", "mirror",
-        "--cluster", f"nats://{machine.address}:{ROUTE_PORT}", "--routes", routes,
-    ], log="nats")
-
-
 async def eventually(check: Callable[[], Awaitable[bool]], what: str, *, timeout: float, poll_s: float) -> None:
     """:func:`~tests.support.waits.until_async` for a coroutine predicate (typed: it answers a bool)."""
     deadline = time.monotonic() + timeout
@@ -93,21 +66,14 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, *, timeout
         await asyncio.sleep(poll_s)
 
 
-def logged(path: Path, *lines: bytes) -> bool:
-    try:
-        text = path.read_bytes()
-    except FileNotFoundError:
-        return False
-    return any(line in text for line in lines)
-
-
 def start_nats_cluster(machines: Machines) -> None:
+    """``mirror nats --bind --routes --name`` on every machine, until each knows the meta leader."""
+    deployment = Deployment(machines)
     for machine in machines:
-        start_nats(machine, machines)
+        deployment.start_nats(machine)
     for machine in machines:
-        until(functools.partial(logged, nats_log(machine), b"Server is ready"), f"nats-server on {machine.host} is ready")
-        until(functools.partial(logged, nats_log(machine), *META_LEADER_LINES),
-              f"nats-server on {machine.host} knows the meta leader")
+        deployment.wait(machine, "nats", functools.partial(deployment.nats_ready, machine),
+                        "NATS is ready with a meta leader")
 
 
 async def append_turns(bus: JetStreamBus, key: StreamKey, count: int, acknowledged: dict[tuple[StreamKey, int], bytes],
