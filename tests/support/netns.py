@@ -5,16 +5,19 @@ several machines (``tests/system/test_machines.py``).
 namespace, and addresses from a private /24 of its own (``10.77.X.0/24``: namespace *i* is
 ``.i+1``, the bridge ``.254``, so the test process reaches every machine). Each namespace has
 its own ``lo`` and port space, so every machine may listen on the same ports (4222, 6379, 8080).
-A :class:`Machine` runs commands inside its namespace (``ip netns exec``), each in a session of
-its own; lists and kills every process in it (``ip netns pids``: what a power failure ends); and
-is cut off the network and healed (``ip link set <veth> down``/``up``).
+A :class:`Machine` runs commands inside its namespace, each in a session of its own; lists and
+kills every process in it (``ip netns pids``: what a power failure ends); and is cut off the
+network and healed (``ip link set <veth> down``/``up``). Its commands share a PID namespace of
+its own with its own ``/proc`` (``unshare --pid --mount-proc``, entered with ``nsenter``), so
+they see only the machine's processes: Ray finds "the local raylet" by listing processes, and
+with one process table for all machines a worker's driver would join the head's raylet.
 
-What a namespace does *not* separate is the rest of the host: the file system, the process table
-and ``/tmp``. So each machine has its own directory (its data, its ``HOME`` holding Ray's token
-file ``~/.ray/auth_token`` — the same token on every machine, as copied in production — and a
-short Ray temp dir of its own, since Ray's session files and unix sockets default to
-``/tmp/ray``). ``ray stop`` is never run: it stops every Ray process of the host, other
-namespaces' and other people's included; a machine's processes are ended by namespace.
+What the namespaces do *not* separate is the file system, ``/tmp`` included. So each machine
+has its own directory (its data, its ``HOME`` holding Ray's token file ``~/.ray/auth_token`` —
+the same token on every machine, as copied in production — and a short Ray temp dir of its
+own, since Ray's session files and unix sockets default to ``/tmp/ray``). A machine's processes
+are ended by namespace, never by name (``ray stop`` run outside a machine's process table
+would stop every Ray process of the host, other people's included).
 
 Names carry the pid of the test process that made them (``mirror-m<pid>-<run>-<host>``, bridge
 ``mb<pid>-<run>``, veth ``mv<pid>-<run>-<i>``), so parallel runs never clash, and a run deletes
@@ -57,6 +60,14 @@ LOCK_FILE = Path("/tmp/mirror-netns.lock")
 PROBE_PORT = 9
 """A port nobody listens on: a connection refused there proves the machine is reachable."""
 IFNAMSIZ = 15
+INIT = """
+import os, time
+while True:  # pid 1 of the machine: reap every orphan, as an init does
+    try:
+        os.wait()
+    except ChildProcessError:
+        time.sleep(0.2)
+"""
 
 _runs = itertools.count(1)
 
@@ -90,6 +101,15 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _child_of(pid: int) -> int | None:
+    """The first child of ``pid`` (the command ``nsenter`` or ``unshare`` started), if any yet."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
 
 
 def namespace_pids(namespace: str) -> list[int]:
@@ -187,6 +207,9 @@ class Machine:
     env: dict[str, str] = field(default_factory=dict)
     """The environment every command of this machine starts with."""
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    init: subprocess.Popen[bytes] | None = None
+    """``unshare``, whose child is the first process of the machine's PID namespace (:meth:`boot`)."""
+    init_pid: int | None = None
 
     @property
     def data(self) -> Path:
@@ -199,36 +222,61 @@ class Machine:
     def log(self, name: str) -> Path:
         return self.root / f"{name}.log"
 
+    def boot(self) -> None:
+        """Start the machine's process table: a new PID namespace (with its own ``/proc``) inside
+        its network namespace, whose first process reaps orphans as an init does. Every command
+        then runs in it (:meth:`run`), so the machine's programs see only its own processes, as on
+        a machine of its own (Ray finds "the local raylet" by listing processes). Done by the
+        first :meth:`run` after creation or after :meth:`kill_all`: a reboot."""
+        if self.init is not None and self.init.poll() is None:
+            return
+        self.init = subprocess.Popen(
+            ["ip", "netns", "exec", self.namespace, "unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--",
+             sys.executable, "-c", INIT],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.init_pid = until(lambda: _child_of(self.init.pid) if self.init else None,
+                              f"{self.host}'s init process", timeout=30, poll_s=0.01)
+
+    def _enter(self, argv: Sequence[str], cwd: Path | None) -> list[str]:
+        self.boot()
+        return ["nsenter", f"--target={self.init_pid}", "--net", "--mount", "--pid", f"--wd={cwd or self.root}",
+                "--", *argv]
+
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, log: Path | str | None = None,
             cwd: Path | None = None) -> subprocess.Popen[bytes]:
         """Start ``argv`` inside this machine, in a session of its own, its output to ``log``
-        (a path, or a name under this machine's directory; default the program's name)."""
+        (a path, or a name under this machine's directory; default the program's name).
+
+        The handle is of ``nsenter``, which waits for the command and exits as it does; signal
+        the command itself with :meth:`signal` (nsenter passes no signal on)."""
         if log is None:
             log = self.log(Path(argv[0]).name)
         elif isinstance(log, str):
             log = self.log(log)
-        command = ["ip", "netns", "exec", self.namespace, *argv]
         with open(log, "ab") as output:
-            process = subprocess.Popen(command, env=self.env | dict(env or {}), cwd=cwd or self.root,
-                                       stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+            process = subprocess.Popen(self._enter(argv, cwd), env=self.env | dict(env or {}), stdin=subprocess.DEVNULL,
+                                       stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
         self.processes.append(process)
         return process
 
     def call(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 60.0,
              cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` inside this machine to its end and return what it printed."""
-        return subprocess.run(["ip", "netns", "exec", self.namespace, *argv], env=self.env | dict(env or {}),
-                              cwd=cwd or self.root, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(self._enter(argv, cwd), env=self.env | dict(env or {}), capture_output=True, text=True,
+                              timeout=timeout)
 
     def pids(self) -> list[int]:
-        """Every live process of this machine."""
+        """Every live process of this machine (pids as the test's namespace sees them)."""
         return namespace_pids(self.namespace)
 
     def kill_all(self) -> list[int]:
-        """SIGKILL every process of this machine at once: the machine lost power. Returns their pids."""
+        """SIGKILL every process of this machine at once: the machine lost power. Returns their
+        pids. The next :meth:`run` boots it again."""
         killed = kill_namespace(self.namespace)
         self.reap()
+        if self.init is not None:
+            self.init.wait(10)
+        self.init = self.init_pid = None
         return killed
 
     def reap(self) -> None:
@@ -237,11 +285,21 @@ class Machine:
             process.poll()
         self.processes = [process for process in self.processes if process.returncode is None]
 
+    def signal(self, process: subprocess.Popen[bytes], signum: int) -> bool:
+        """Send ``signum`` to the command ``process`` runs (False: it has ended)."""
+        child = _child_of(process.pid)
+        if child is None:
+            return False
+        try:
+            os.kill(child, signum)
+        except ProcessLookupError:
+            return False
+        return True
+
     def stop(self, process: subprocess.Popen[bytes], *, timeout: float = 30.0) -> int | None:
-        """SIGTERM to ``process`` (``ip netns exec`` hands its own pid to the command: the signal
-        reaches it), then SIGKILL to what is left of its session after ``timeout``."""
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
+        """SIGTERM to the command (Ctrl-C's stop), then SIGKILL to what is left of its session
+        after ``timeout``."""
+        if process.poll() is None and self.signal(process, signal.SIGTERM):
             try:
                 process.wait(timeout)
             except subprocess.TimeoutExpired:
