@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import re
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -34,7 +35,7 @@ from mirror.cli.options import (
 )
 from mirror.events.ids import validate_identifier
 from mirror.events.nats.cluster import CLUSTER_NAME, EmbeddedNatsCluster, cluster_member, knows_meta_leader, node_ports
-from mirror.stack.addresses import check_bind, check_reachable, nats_urls
+from mirror.stack.addresses import check_bind, check_reachable, is_loopback, nats_urls
 from mirror.stack.errors import InvalidSettings
 
 # The commands import the ingester, the stack and the simulator in their bodies: see app.py.
@@ -54,6 +55,8 @@ def _run_until_signal(coroutine_factory: Callable[[asyncio.Event], Awaitable[obj
     asyncio.run(main())
 
 
+SERVER_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+"""A NATS cluster member's name (``--name``): no spaces or wildcards; dots allowed, so an address can be in it."""
 EMBEDDED_NATS_OPTIONS = {"nats_port": "--nats-port", "nats_cluster": "--nats-cluster"}
 """``up``'s options about the broker it starts: given with ``--nats-url`` (which says to start none) they are an error."""
 
@@ -134,7 +137,9 @@ def nats(
     if name is None:
         raise InvalidSettings("--name", "a member of a cluster needs a name, unique in the cluster and the same at "
                                         "every start (e.g. --name mirror-w1)")
-    validate_identifier("server name", name)
+    if not SERVER_NAME.fullmatch(name):
+        raise InvalidSettings("--name", f"{name!r} is not a server name: 1-64 characters from [A-Za-z0-9._-] "
+                                        "(e.g. mirror-10.0.0.11)")
     route_urls = nats_urls(routes, "--routes")
     check_reachable(route_urls, "--routes", bind)
     with cluster_member(store, name=name, routes=route_urls, host=bind, port=port, cluster_port=cluster_port) as server:
@@ -228,6 +233,9 @@ def up(
 
     With --ray-address it joins a running Ray cluster instead of starting a head, and the
     conversation actors spread over the cluster's nodes (docs/operations.md, "Several nodes").
+    Over several machines (docs/operations.md, "Several machines"): --bind an address the others
+    reach, --nats-url a NATS cluster with a server on each machine, --ingest the shards whose
+    files are here; the other machines run `mirror node`.
 
     Prints the gateway URL and a token for the default tenant; Ctrl-C stops everything; running
     it again resumes the same data. The API key of a URL endpoint is read from MIRROR_LLM_API_KEY.
@@ -271,6 +279,9 @@ def up(
         typer.echo(f"tenant 'default', token: {stack.token}")
         typer.echo(f"try: curl -H 'Authorization: Bearer {stack.token}' -d '{{\"message\": \"hello\"}}' "
                    f"-H 'Content-Type: application/json' {stack.url}/v1/conversations/first/turns")
+        if settings.ray_address is not None or not is_loopback(settings.bind):
+            typer.echo(f"other machines join with: mirror node --ray-address {stack.ray_address} "
+                       f"(after `ray start --address {stack.ray_address}` there)")
         typer.echo("Ctrl-C stops everything")
         _run_until_signal(lambda stop: stop.wait())
 

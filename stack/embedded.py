@@ -1,30 +1,40 @@
-"""The embedded stack on one machine: NATS, a local Ray head, the ingesters, the LLM, the gateway.
+"""The embedded stack: NATS, a local Ray head, the ingesters, the LLM, the gateway — on one machine,
+or as the head of a deployment over several.
 
 With ``ray_address`` the stack joins a Ray cluster started with ``ray start --head`` (and other
-raylets joined to it with ``ray start --address``) instead of starting a head of its own: NATS,
-the LLM, the ingester, the gateways and the directory of live actors stay on this machine's node
-(they listen on its loopback and own its files), the conversation actors spread over the
-cluster's nodes. Stopping such a stack ends Mirror's actors but leaves the cluster running.
+raylets joined to it with ``ray start --address``) instead of starting a head of its own: the
+ingesters, the gateways and the directory of live actors stay on this machine's node (they own
+its files and listen on its addresses), the conversation actors spread over the cluster's
+nodes. Stopping such a stack ends Mirror's conversations but leaves the cluster running, and
+the other machines' ``mirror node`` (:mod:`.node`) with it.
 
+Addresses (:mod:`.addresses`): the gateway, and the nats-server and simulator the stack starts,
+listen on ``bind`` (loopback by default); the URLs handed to the conversations, which may run
+on any machine, and the URL recorded and printed, use ``advertise`` (default: ``bind``). With
+``nats_url`` the stack uses a NATS JetStream that runs already (a cluster with a server on each
+machine, ``mirror nats --routes``): it starts, supervises and claims no broker.
 
 Each shard of ``StackSettings.shard_map`` (:class:`~mirror.events.shards.ShardMap`; with none,
 the one shard ``0``) has its ingester, a Ray actor (``ingester-<shard>``,
-:mod:`mirror.actors.ingester_actor`) owned by this process, with its own DuckDB file
-(:func:`log_file`) and subject filter: Ray restarts it after a crash, and stopping the stack
-drains it and closes its file before Ray shuts down.
+:mod:`mirror.actors.ingester_actor`) with its own DuckDB file (:func:`log_file`) and subject
+filter. This stack runs those of ``ingest`` (default: all), owned by this process on this node:
+Ray restarts one after a crash, and stopping the stack drains it and closes its file before Ray
+shuts down. The others run on the machines that hold their files (``mirror node --ingest``).
+The gateway settings are published in the cluster (:mod:`.published`) for those nodes.
 
 NATS is one embedded nats-server, or with ``nats_cluster`` N ≥ 2 a JetStream cluster of N on
-loopback (:mod:`mirror.events.nats.cluster`): every client is given all N URLs and fails over,
-the stream keeps min(3, N) replicas, and the supervisor starts a dead node again as itself.
+this machine (:mod:`mirror.events.nats.cluster`): every client is given all N URLs and fails
+over, the stream keeps min(3, N) replicas, and the supervisor starts a dead node again as itself.
 
 ``mirror up`` runs it in the foreground; ``mirror demo`` starts one when none is running. The
 stack writes ``<data dir>/stack.json`` (gateway URL, default tenant and its token, pid, shard
-map) so other commands find it; everything lives under the data directory, so running it again
-resumes the same conversations.
+map, Ray address) so other commands find it; everything lives under the data directory, so
+running it again resumes the same conversations.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from dataclasses import dataclass
@@ -34,7 +44,7 @@ from typing import Any
 from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.openai_client import LLMSettings
 from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
-from mirror.events.nats.cluster import EmbeddedNatsCluster, node_ports, server_name
+from mirror.events.nats.cluster import EmbeddedNatsCluster, node_ports, server_name, wait_jetstream
 from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.shards import Assignments, ShardMap
@@ -130,6 +140,9 @@ class StackSettings:
     nats_url: str | None = None
     """An existing NATS JetStream (a cluster's servers comma-separated) to use: the stack then starts,
     supervises and claims no broker, and ``nats_port``/``nats_cluster`` do not apply."""
+    nats_wait_s: float = 600.0
+    """How long a start waits for the JetStream at ``nats_url`` to answer (a cluster whose other
+    machines are still starting); it says every 10 s what it waits for."""
     ingest: tuple[str, ...] | None = None
     """The shards whose ingesters this machine runs (their files in ``data_dir``); None: every shard of
     the map. The others' run where their disks are (``mirror node --ingest``)."""
@@ -280,6 +293,7 @@ class EmbeddedStack:
         settings = self.settings
         if settings.nats_url is not None:
             self.nats_url = ",".join(nats_urls(settings.nats_url))
+            asyncio.run(wait_jetstream(self.nats_url, timeout_s=settings.nats_wait_s))
             return None
         nats = EmbeddedNatsCluster(self.data_dir / "nats", settings.nats_cluster, host=settings.bind,
                                    ports=[claim.port for claim in self._claims[1:]]).start()
@@ -317,8 +331,8 @@ class EmbeddedStack:
         supervisor = Supervisor()
         for index, node in enumerate(nats.nodes if nats else ()):
             supervisor.watch(_watched_nats("nats-server" if nats.size == 1 else f"nats-server {server_name(index)}", node))  # type: ignore[union-attr]  # nodes only when nats
-        for index, handle in enumerate(self.gateways):
-            supervisor.watch(gateway_watch(index, handle))
+        for index in range(len(self.gateways)):
+            supervisor.watch(gateway_watch(index, self.gateways))
         for ingester in self.ingesters.values():
             supervisor.watch(ingester_watch(ingester))
         local = self._local_llm

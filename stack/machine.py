@@ -173,20 +173,21 @@ def serve_gateways(settings: GatewaySettings, *, bind: str, advertise: str, port
     return f"http://{advertise}:{urlsplit(url).port}", handles
 
 
-def gateway_watch(index: int, handle: Any) -> Watched:
-    """A gateway actor as the supervisor sees it: Ray restarts its process; this makes it listen again."""
+def gateway_watch(index: int, handles: list[Any]) -> Watched:
+    """Gateway ``handles[index]`` as the supervisor sees it: Ray restarts its process; this makes it
+    listen again. The list is read at each look, so its owner may replace the gateways in it."""
     from mirror.gateway.actor import gateway_serving, serve_again
 
     last_pid: list[int | None] = [None]
 
     def alive() -> bool:
-        serving, pid = gateway_serving(handle)
+        serving, pid = gateway_serving(handles[index])
         last_pid[0] = pid or last_pid[0]
         return serving
 
     def restart() -> None:
-        serve_again(handle)
-        last_pid[0] = gateway_serving(handle)[1] or last_pid[0]
+        serve_again(handles[index])
+        last_pid[0] = gateway_serving(handles[index])[1] or last_pid[0]
 
     return Watched(f"gateway {index}", alive, lambda: last_pid[0], restart)
 

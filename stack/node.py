@@ -15,6 +15,7 @@ records ``mirror up``.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
@@ -22,8 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mirror.events.nats.cluster import wait_jetstream
 from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.events.shards import Assignments, ShardMap
+from mirror.gateway.settings import GatewaySettings
 from mirror.serving import claim_port
 from mirror.stack.addresses import LOOPBACK, advertised_host, check_reachable, nats_urls
 from mirror.stack.embedded import WARNINGS_LOG
@@ -38,7 +41,7 @@ from mirror.stack.machine import (
     start_ingester,
     write_record,
 )
-from mirror.stack.supervisor import Supervisor
+from mirror.stack.supervisor import Supervisor, Watched
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +69,8 @@ class NodeSettings:
     gateway_processes: int = 1
     head_timeout_s: float = 120.0
     """How long to wait for the head's ``mirror up`` to publish its settings."""
+    nats_wait_s: float = 600.0
+    """How long to wait for the JetStream its ingesters consume from to answer."""
 
     def __post_init__(self) -> None:
         self.advertised  # noqa: B018  # checks bind and advertise
@@ -112,6 +117,11 @@ class MirrorNode:
         self.supervisor: Supervisor | None = None
         self._closers: list[Any] = []
         self._recorded = False
+        self._gateway_settings: GatewaySettings | None = None
+        """What the gateways run with: the head's, with this machine's files (:meth:`_ours`)."""
+        self._generation = 0
+        self._tenants = self._warnings = Path()
+        self._port = 0
 
     def start(self) -> MirrorNode:
         import ray
@@ -143,18 +153,16 @@ class MirrorNode:
             shards = infrastructure.shards
             self._check_shards(shards)
             nats_url = settings.nats_url or infrastructure.url
+            if settings.ingest:
+                asyncio.run(wait_jetstream(nats_url, timeout_s=settings.nats_wait_s))
             for shard in settings.ingest:
                 ingester = start_ingester(nats_url, self.data_dir, shards, shard)
                 self.ingesters[shard] = ingester
                 self._closers.append(ingester.stop)
-            # The head's settings to the byte (they name the conversation hosts), with this machine's
-            # tenants file and warnings file.
-            gateway_settings = dataclasses.replace(head_gateway, tenants_file=str(tenants),
-                                                   warnings_log=str(relay.path))
-            job = ray.get_runtime_context().get_job_id()
-            self.url, self.gateways = serve_gateways(gateway_settings, bind=settings.bind,
-                                                     advertise=settings.advertised, port=claim.port,
-                                                     count=settings.gateway_processes, name=f"node-{job}-gateway")
+            self._tenants, self._warnings, self._port = tenants, relay.path, claim.port
+            self._gateway_settings = self._ours(head_gateway)
+            self.url, gateways = self._serve(self._gateway_settings)
+            self.gateways[:] = gateways  # in place: the supervisor's watches read this list
             self._closers.append(lambda: stop_gateways(self.gateways))
             self._recorded = True
             write_record(node_file(self.data_dir), {
@@ -168,6 +176,48 @@ class MirrorNode:
             self.stop()
             raise
         return self
+
+    def _ours(self, head_gateway: GatewaySettings) -> GatewaySettings:
+        """The head's gateway settings to the byte (they name the conversation hosts), with this
+        machine's tenants file and warnings file."""
+        return dataclasses.replace(head_gateway, tenants_file=str(self._tenants), warnings_log=str(self._warnings))
+
+    def _serve(self, gateway_settings: GatewaySettings) -> tuple[str, list[Any]]:
+        """Gateways on this node with these settings, each set under names of its own (``node-<job>-g<n>``)."""
+        import ray
+
+        self._generation += 1
+        job = ray.get_runtime_context().get_job_id()
+        return serve_gateways(gateway_settings, bind=self.settings.bind, advertise=self.settings.advertised,
+                              port=self._port, count=self.settings.gateway_processes,
+                              name=f"node-{job}-g{self._generation}-gateway")
+
+    def _head_unchanged(self) -> bool:
+        """Whether the head still publishes the settings these gateways run with (True when it
+        cannot be asked: a head that is restarting changes nothing yet)."""
+        from mirror.stack.published import head_settings
+
+        try:
+            head_gateway, _ = head_settings(self.settings.ray_address, timeout_s=0, call_timeout_s=2)
+        except Exception:  # no head to ask right now: keep serving as we are
+            return True
+        return repr(self._ours(head_gateway)) == repr(self._gateway_settings)
+
+    def _follow_head(self) -> None:
+        """The head was started again with other settings: serve with them (new gateways on the same
+        port, then the old ones stopped), so that every gateway hands out the same hosts."""
+        from mirror.gateway.actor import stop_gateways
+        from mirror.stack.published import head_settings
+
+        head_gateway, self.head = head_settings(self.settings.ray_address, timeout_s=10)
+        before = self._gateway_settings
+        if before is not None and before.runtime.infrastructure != head_gateway.runtime.infrastructure:
+            log.error("the head now runs with other NATS or shard settings (%s): this node's ingesters do not "
+                      "follow; stop it and start it again", head_gateway.runtime.infrastructure)
+        self._gateway_settings = self._ours(head_gateway)
+        _, gateways = self._serve(self._gateway_settings)
+        old, self.gateways[:] = list(self.gateways), gateways
+        stop_gateways(old)
 
     def _check_shards(self, shards: ShardMap) -> None:
         """The shard map given here, if any, must be the head's; each shard to ingest one of its shards."""
@@ -183,8 +233,11 @@ class MirrorNode:
 
     def _supervise(self) -> Supervisor:
         supervisor = Supervisor()
-        for index, handle in enumerate(self.gateways):
-            supervisor.watch(gateway_watch(index, handle))
+        for index in range(len(self.gateways)):
+            supervisor.watch(gateway_watch(index, self.gateways))
+        supervisor.watch(Watched("the head's settings", self._head_unchanged, lambda: None, self._follow_head,
+                                 died="changed", restarting="serving with the new ones",
+                                 back="are this node's gateways'"))
         for ingester in self.ingesters.values():
             supervisor.watch(ingester_watch(ingester))
         return supervisor.start()

@@ -41,7 +41,8 @@ class PublishedSettings:
 
 
 def publish_settings(settings: GatewaySettings, head: dict[str, Any]) -> Any:
-    """Publish the head's settings from this driver, on this node; returns the actor (kill it to withdraw them)."""
+    """Publish the head's settings from this driver, on this node; returns the actor: hold it (Ray
+    ends an actor once its owner holds no handle to it), kill it to withdraw them."""
     here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
     actor = PublishedSettings.options(  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime
         name=PUBLISHED_NAME, namespace=NAMESPACE, scheduling_strategy=here,
@@ -50,14 +51,16 @@ def publish_settings(settings: GatewaySettings, head: dict[str, Any]) -> Any:
     return actor
 
 
-def head_settings(ray_address: str, *, timeout_s: float = 120.0) -> tuple[GatewaySettings, dict[str, Any]]:
+def head_settings(ray_address: str, *, timeout_s: float = 120.0,
+                  call_timeout_s: float = 10.0) -> tuple[GatewaySettings, dict[str, Any]]:
     """The settings ``mirror up`` published in the cluster this driver joined, waiting up to
-    ``timeout_s`` for it; :class:`~mirror.stack.errors.HeadNotRunning` if none comes."""
+    ``timeout_s`` for it (each ask at most ``call_timeout_s``); :class:`~mirror.stack.errors.HeadNotRunning`
+    if none comes."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             actor: Any = ray.get_actor(PUBLISHED_NAME, namespace=NAMESPACE)
-            published: tuple[GatewaySettings, dict[str, Any]] = ray.get(actor.get.remote(), timeout=10)
+            published: tuple[GatewaySettings, dict[str, Any]] = ray.get(actor.get.remote(), timeout=call_timeout_s)
             return published
         except (ValueError, ray.exceptions.RayError):
             if time.monotonic() > deadline:

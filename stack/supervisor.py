@@ -33,6 +33,10 @@ class Watched:
     pid: Callable[[], int | None]
     restart: Callable[[], object]
     exit_code: Callable[[], int | None] = lambda: None
+    died: str = "died"
+    """What its not being alive is called in the log ("died"; "changed" for a setting that is followed)."""
+    restarting: str = "starting it again"
+    back: str = "is back"
     restarts: int = 0
     restart_times_s: list[float] = field(default_factory=list)
 
@@ -69,7 +73,12 @@ class Supervisor:
 
     def _revive(self, part: Watched) -> None:
         died_at = time.monotonic()
-        log.warning("%s (pid %s) died (exit status %s); starting it again", part.name, part.pid(), part.exit_code())
+        pid = part.pid()
+        if pid is None and part.exit_code() is None:  # not a process: a part that has no pid to tell
+            log.warning("%s %s; %s", part.name, part.died, part.restarting)
+        else:
+            log.warning("%s (pid %s) %s (exit status %s); %s", part.name, pid, part.died, part.exit_code(),
+                        part.restarting)
         backoff = 0.25
         while not self._stop.is_set():
             try:
@@ -82,5 +91,6 @@ class Supervisor:
             gone = time.monotonic() - died_at
             part.restarts += 1
             part.restart_times_s.append(gone)
-            log.warning("%s is back (pid %s) after %.2f s", part.name, part.pid(), gone)
+            pid = part.pid()
+            log.warning("%s %s%s after %.2f s", part.name, part.back, "" if pid is None else f" (pid {pid})", gone)
             return

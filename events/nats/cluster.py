@@ -25,6 +25,7 @@ data directory made by a single embedded server stays readable and one code path
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -202,6 +203,39 @@ def cluster_member(
                         ))
 
 
+async def wait_jetstream(url: str, *, timeout_s: float, report_every_s: float = 10.0) -> None:
+    """Return once the JetStream at ``url`` answers (a cluster: once it has a meta leader, which needs
+    a majority of its servers running); :class:`BusError` after ``timeout_s``. Logs what it waits
+    for every ``report_every_s``: the machines of a deployment start in any order."""
+    import nats.errors
+    import nats.js.errors
+
+    from mirror.events.nats.jetstream import connect_nats
+
+    started = time.monotonic()
+    reported = started
+    reason = "not asked yet"
+    while True:
+        try:
+            nc = await connect_nats(url, name="mirror-wait-jetstream", first_connect_timeout_s=5.0)
+            try:
+                await nc.jetstream(timeout=2.0).account_info()
+                return
+            finally:
+                await nc.close()
+        except (BusError, nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
+            reason = repr(exc)
+        now = time.monotonic()
+        if now - started > timeout_s:
+            raise BusError(f"the NATS JetStream at {url} did not answer within {timeout_s:.0f} s ({reason}); start "
+                           "its servers (a cluster answers once a majority of them run)")
+        if now - reported >= report_every_s:
+            log.warning("waiting for the NATS JetStream at %s (%.0f s so far): %s; a cluster answers once a "
+                        "majority of its servers run", url, now - started, reason)
+            reported = now
+        await asyncio.sleep(0.5)
+
+
 def knows_meta_leader(node: EmbeddedNats) -> bool:
     """Whether this run of a clustered server has logged its JetStream meta leader."""
     return any(node.logged(line) for line in META_LEADER_LINES)
@@ -209,5 +243,5 @@ def knows_meta_leader(node: EmbeddedNats) -> bool:
 
 __all__ = [
     "CLUSTER_NAME", "EmbeddedNatsCluster", "cluster_member", "knows_meta_leader", "node_ports", "node_store",
-    "server_name",
+    "server_name", "wait_jetstream",
 ]

@@ -43,15 +43,16 @@ class Recipe:
         return found[0]
 
 
-def read_recipe(doc: Path = RECIPE_DOC) -> Recipe:
-    """The fenced block after the marker: ``export K=V`` lines, commands, ``#`` comments."""
+def read_recipe(doc: Path = RECIPE_DOC, marker: str = RECIPE_MARKER) -> Recipe:
+    """The fenced block after the marker: ``export K=V`` lines, commands (a line ending in ``\\``
+    goes on on the next), ``#`` comments."""
     text = doc.read_text()
-    assert RECIPE_MARKER in text, f"{doc} has no {RECIPE_MARKER}"
-    block = re.search(r"```(?:sh|bash)\n(.*?)```", text.split(RECIPE_MARKER, 1)[1], re.DOTALL)
+    assert marker in text, f"{doc} has no {marker}"
+    block = re.search(r"```(?:sh|bash)\n(.*?)```", text.split(marker, 1)[1], re.DOTALL)
     assert block is not None, "no fenced shell block after the recipe marker"
     environment: dict[str, str] = {}
     commands = []
-    for line in block.group(1).splitlines():
+    for line in block.group(1).replace("\\\n", " ").splitlines():
         words = shlex.split(line, comments=True)
         if not words:
             continue

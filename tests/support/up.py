@@ -18,13 +18,14 @@ __all__ = ["ctrl_c", "start_up"]
 
 def start_up(data: Path, log: Path, *options: str, mirror: Sequence[str] = (sys.executable, "-m", "mirror"),
              cwd: Path | None = None) -> tuple[subprocess.Popen[bytes], dict]:
-    """Start `mirror up --llm sim` on free ports and return it with its stack.json once written.
+    """Start `mirror up --llm sim` on free ports and return it with its stack.json once written
+    (no NATS port of its own when ``options`` give ``--nats-url``).
 
     ``mirror`` is the command that runs Mirror (by default this interpreter's ``-m mirror``; the
     wheel's test passes a fresh venv's ``bin/mirror``), ``cwd`` the directory it runs in.
     """
-    command = [*mirror, "up", "--llm", "sim", "--data", str(data),
-               "--port", str(free_port()), "--nats-port", str(free_port()), *options]
+    broker = () if "--nats-url" in options else ("--nats-port", str(free_port()))  # a broker of its own, or the one given
+    command = [*mirror, "up", "--llm", "sim", "--data", str(data), "--port", str(free_port()), *broker, *options]
     # Its own session, as in a terminal: Ctrl-C reaches the whole process group.
     process = subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
                                cwd=cwd)

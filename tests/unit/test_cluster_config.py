@@ -1,9 +1,11 @@
-"""``cluster.yaml`` passes Ray's own cluster-config checks, the ones ``ray up`` runs, and agrees
-with the several-nodes recipe in docs/operations.md on what a node needs to join."""
+"""``cluster.yaml`` passes Ray's own cluster-config checks, the ones ``ray up`` runs, agrees with
+the several-nodes recipe in docs/operations.md on what a node needs to join, and runs the steps
+of the README's several-machines recipe, word for word."""
 
 from __future__ import annotations
 
 import copy
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -13,9 +15,13 @@ import pytest
 import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 
-from tests.support.cluster import read_recipe
+from tests.support.cluster import ROOT, read_recipe
 
-CLUSTER_YAML = Path(__file__).resolve().parents[2] / "cluster.yaml"
+CLUSTER_YAML = ROOT / "cluster.yaml"
+MACHINES_MARKER = "<!-- recipe: several-machines -->"
+LAUNCHER_ONLY = ("--autoscaling-config",)
+"""What ``ray up`` adds to the head's ``ray start`` and a person at a terminal does not."""
+SHELL = frozenset({">", ">>", "<", "2>&1", "&"})
 
 
 def checked(config: dict[str, Any]) -> dict[str, Any]:
@@ -68,3 +74,46 @@ def test_cluster_yaml_starts_ray_as_the_documented_recipe_does() -> None:
     for line in worker_lines:
         assert any(word.startswith("--address=") and word.endswith(f":{port}") for word in start_command(line)), line
     assert any(target.endswith(".ray/auth_token") for target in config["file_mounts"]), "the nodes need the head's token"
+
+
+def step(words: list[str]) -> tuple[str, ...]:
+    """A recipe command as the words that matter: without ``VAR=value`` prefixes, ``setsid``/``nohup``,
+    redirections and the launcher's own flags; ``--flag=value`` as ``--flag value``; the program by name."""
+    while words and ("=" in words[0] and not words[0].startswith("-") or words[0] in ("setsid", "nohup")):
+        words = words[1:]
+    kept: list[str] = [Path(words[0]).name]
+    for word in words[1:]:
+        if word in SHELL or word.startswith((">", "<")):
+            break
+        flag, equals, value = word.partition("=")
+        if flag in LAUNCHER_ONLY:
+            continue
+        kept += [flag, value] if word.startswith("--") and equals else [word]
+    return tuple(kept)
+
+
+def yaml_steps(commands: list[str]) -> tuple[set[str], list[tuple[str, ...]]]:
+    """The variables a cluster.yaml command list exports, and its ray and mirror steps in order."""
+    exported: set[str] = set()
+    steps = []
+    for command in commands:
+        for line in command.splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:1] == ["export"]:
+                exported |= {word.split("=", 1)[0] for word in words[1:] if re.match(r"[A-Za-z_]\w*=", word)}
+            elif words and step(words)[0] in ("ray", "mirror") and step(words)[1] != "stop":
+                steps.append(step(words))
+    return exported, steps
+
+
+def test_cluster_yaml_runs_the_readme_recipe_for_several_machines() -> None:
+    recipe = read_recipe(ROOT / "README.md", MACHINES_MARKER)
+    steps = {" ".join(command[:2]) + (" --head" if "--head" in command else ""): step(command) for command in recipe.commands}
+    assert list(steps) == ["mirror nats", "ray start --head", "mirror up", "ray start", "mirror node"], list(steps)
+    config = load()
+    head_exports, head = yaml_steps(config["head_start_ray_commands"])
+    worker_exports, worker = yaml_steps(config["worker_start_ray_commands"])
+    assert head == [steps["mirror nats"], steps["ray start --head"], steps["mirror up"]]
+    assert worker == [steps["mirror nats"], steps["ray start"], steps["mirror node"]]
+    assert (head_exports | worker_exports) - {"PATH"} == set(recipe.environment)
+    assert "INGEST" in worker_exports and "--ingest 1" in "".join(config["worker_start_ray_commands"])
