@@ -17,8 +17,10 @@ think loop are the :class:`~mirror.cognition.writer.ConversationWriter`'s (seria
 same writer recompute uses.
 
 Single writer: every append is fenced. A conversation that loses the fence (another writer
-appended) stops for good — :class:`Fenced` — and must be replaced by one that reloads; it
-never forks the sequence.
+appended, or the stream went backwards under it) stops for good — :class:`Fenced` — and must
+be replaced by one that reloads; it never forks the sequence. The reload trusts the log over
+the stream: a stream that ends behind the log (a broker's store came back older) is re-fenced
+on what it holds now, and appending goes on after the log's last seq, without a gap.
 """
 
 from __future__ import annotations
@@ -221,8 +223,19 @@ class Conversation:
         rebuilt = await history.rebuild(self.key)
         state, read, folded = await self._fold_uncommitted(rebuilt.state, after_stream_seq=committed)
         head = await self.bus.head(self.key)
-        if head.last_seq is not None and head.last_seq != state.last_seq:
+        if head.last_seq is not None and head.last_seq > state.last_seq and committed:
+            # The offset may belong to a stream that has since gone backwards (its new messages
+            # carry sequences below it): read the whole subject, which compaction keeps short.
+            state, more_read, more_folded = await self._fold_uncommitted(state, after_stream_seq=0)
+            read, folded = read + more_read, folded + more_folded
+        if head.last_seq is not None and head.last_seq > state.last_seq:
             raise Fenced(self.key, f"stream ends at seq {head.last_seq} but the rebuilt state at {state.last_seq}")
+        if head.last_seq is not None and head.last_seq < state.last_seq:
+            # The log is the record: the stream came back older than it (a broker's disk restored
+            # or lost). Append after the log's last seq, fenced on what the stream holds now.
+            log.warning("%s: the stream ends at seq %d, behind the log's %d (the broker's store went backwards); "
+                        "re-fenced on stream seq %d from the log, appending from seq %d",
+                        self.key, head.last_seq, state.last_seq, head.fence, state.last_seq + 1)
         self.writer = ConversationWriter(
             self.bus, self.key, state, Head(state.last_seq, head.fence), on_appended=self._appended,
         )

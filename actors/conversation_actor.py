@@ -47,6 +47,13 @@ class ConversationActor:
 
     async def _ready(self) -> Conversation:
         self.last_active = time.monotonic()
+        if self.conversation is not None and self.conversation.fenced is not None:
+            # It lost the fence (another writer, or a stream gone backwards): this incarnation
+            # stops, and the one made below rebuilds from the log and re-fences.
+            await self.conversation.stop()
+            self.conversation = None
+            if self._watchdog is not None:
+                self._watchdog.cancel()
         if self.conversation is None:
             self.conversation = await Conversation(self.key, self.settings).start()
             await self.directory.register.remote(self.name, ray.get_runtime_context().get_node_id())

@@ -47,6 +47,9 @@ class Fenced(ActorError):
         self.detail = detail
         super().__init__(f"conversation {key} is fenced off and stopped: {detail}; reload it to continue")
 
+    def __reduce__(self) -> tuple[object, ...]:  # crosses Ray from the actor to the gateway
+        return type(self), (self.key, self.detail)
+
 
 class Passivated(ActorError):
     """The conversation actor is passivating; get a fresh handle and ask again."""
@@ -54,6 +57,9 @@ class Passivated(ActorError):
     def __init__(self, key: object) -> None:
         self.key = key
         super().__init__(f"conversation {key} is passivating; ask again to re-activate it")
+
+    def __reduce__(self) -> tuple[object, ...]:  # crosses Ray from the actor to the gateway
+        return type(self), (self.key,)
 
 
 class SettingConflict(ActorError):

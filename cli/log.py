@@ -57,7 +57,11 @@ def log_stats(
     shard: str = typer.Option(None, "--shard", help="Log shard (default: the stack's default shard, else 0)."),
     data: Path = DATA_DIR,
 ) -> None:
-    """Events, conversations, rejected records and consumer offsets of one shard's log."""
+    """Events, conversations, rejected records and consumer offsets of one shard's log.
+
+    ``stream_regressions`` counts the times its ingester found the stream older than the log
+    (a broker's disk restored or lost) or made anew, and re-read it; ``last_stream_regression``
+    says when and what. Both are 0/null on a healthy deployment."""
     from mirror.events.nats.infrastructure import NatsInfrastructure
 
     owner = log_owner(data, nats_url, [])
@@ -70,7 +74,8 @@ def log_stats(
         finally:
             await connections.close()
         return {"shard": shard, "events": stats.events, "conversations": stats.conversations, "rejected": stats.rejected,
-                "offsets": stats.offsets, "skipped": stats.skipped, "snapshots_discarded": stats.snapshots_discarded}
+                "offsets": stats.offsets, "skipped": stats.skipped, "snapshots_discarded": stats.snapshots_discarded,
+                "stream_regressions": stats.stream_regressions, "last_stream_regression": stats.last_stream_regression}
 
     typer.echo(json.dumps(asyncio.run(main()), indent=2))
 

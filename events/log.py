@@ -70,6 +70,40 @@ class LogStats:
     """Messages of tenants stored on another shard, passed over since the ingester started."""
     snapshots_discarded: int = 0
     """Snapshots found stale or corrupt by a rebuild and discarded (:meth:`SnapshotStore.discard_snapshot`)."""
+    stream_regressions: int = 0
+    """Times the ingester found the stream older than its log, or recreated, and re-read it
+    (:class:`StreamRegression`); 0 on a healthy deployment."""
+    last_stream_regression: str | None = None
+    """What the newest of them was, in words (when, which kind, from which offset to which)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamMark:
+    """What an ingester keeps with its data to recognise its stream: the stream's creation time,
+    and the newest message it stored (stream seq and event id), which compaction keeps."""
+
+    created: str | None = None
+    anchor_seq: int = 0
+    anchor_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRegression:
+    """The stream came back older than the log (a broker's disk restored or lost), or was
+    deleted and made again: its sequence numbers no longer mean what the log's offset says."""
+
+    kind: str
+    """``went backwards`` (its last seq is below the committed offset, or another message stands
+    where the log's newest was) or ``recreated`` (a new creation time)."""
+    detail: str
+    committed_offset: int
+    stream_last_seq: int
+    reread_from: int
+    """The stream seq re-reading starts at: the first the stream still holds."""
+
+    def describe(self) -> str:
+        return (f"stream {self.kind}: {self.detail}; the log had committed to stream seq {self.committed_offset}, "
+                f"the stream ends at {self.stream_last_seq}; re-read from {self.reread_from}")
 
 
 @runtime_checkable
@@ -159,6 +193,8 @@ __all__: Sequence[str] = [
     "LogAccess",
     "LogStats",
     "Loaded",
+    "StreamMark",
+    "StreamRegression",
     "Snapshot",
     "SnapshotStore",
     "check_range",

@@ -107,6 +107,17 @@ def _passivated(exc: BaseException) -> bool:
     return is_passivated(exc)
 
 
+def _fenced(exc: BaseException) -> bool:
+    """The conversation lost its fence: another writer moved on, or the stream went backwards
+    under it. Either way the incarnation that met it is dropped, and the next one rebuilds from
+    the log and re-fences; nothing of the refused call was appended, so asking again is safe."""
+    return isinstance(exc, Fenced)
+
+
+def _ask_again(exc: BaseException) -> bool:
+    return _passivated(exc) or _fenced(exc)
+
+
 @dataclass
 class GatewayRuntime:
     """The state every route of one gateway app shares (see the module docstring)."""
@@ -194,15 +205,21 @@ class GatewayRuntime:
         """``call(handle)`` of the conversation; a passivating or vanished one is re-activated and asked again.
 
         At most :data:`ASK_ATTEMPTS` calls; then the last error is raised as it was. A fenced
-        conversation (it moved on elsewhere) or a setting conflict is a 409 at once; the broker,
+        conversation (another writer moved on, or the stream went backwards under it) is asked
+        again too — its next incarnation rebuilds from the log and re-fences — and is a 503 with
+        ``Retry-After`` if it is still fenced after the last attempt; a setting conflict is a 409 at once; the broker,
         a log or the model failing inside the conversation's process is raised here as itself
         (the app answers it: :mod:`mirror.gateway.failures`); no answer within the settings'
         ``actor_timeout_s`` is a 504.
         """
-        async for attempt in AsyncRetrying(retry=retry_if_exception(_passivated), wait=_ask_backoff,
-                                           stop=stop_after_attempt(ASK_ATTEMPTS), reraise=True):
-            with attempt:
-                return await self._ask_once(key, call)
+        try:
+            async for attempt in AsyncRetrying(retry=retry_if_exception(_ask_again), wait=_ask_backoff,
+                                               stop=stop_after_attempt(ASK_ATTEMPTS), reraise=True):
+                with attempt:
+                    return await self._ask_once(key, call)
+        except Fenced as fenced:
+            raise HTTPException(503, f"conversation {key} is being re-fenced after losing its fence ({fenced}); "
+                                     "ask again", headers={"Retry-After": str(RETRY_AFTER_S)}) from None
         raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
     async def _ask_once(self, key: StreamKey, call: Callable[[ConversationHandle], Awaitable[T]]) -> T:
@@ -220,7 +237,8 @@ class GatewayRuntime:
                             key, type(exc).__name__)
             cause = getattr(exc, "cause", None) or exc
             if isinstance(cause, Fenced):
-                raise HTTPException(409, f"conversation moved on elsewhere; retry: {cause}") from None
+                log.warning("%s lost its fence (%s); asking a new incarnation", key, cause)
+                raise cause from None
             if isinstance(cause, SettingConflict):
                 raise HTTPException(409, str(cause)) from None
             if isinstance(cause, BusError | LogUnavailable | LLMError):  # from inside the actor: answered as if here

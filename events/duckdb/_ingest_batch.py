@@ -70,6 +70,10 @@ class IngestBatch:
         """Records that start a branch (the ``branches`` table): seq 1, or a forked branch's ``fork``."""
         self.newest_by_subject: dict[str, int] = {}
         """Stream sequence of the newest valid event per subject (what compaction may keep)."""
+        self.anchor: tuple[int, str] | None = None
+        """(stream seq, event id) of the batch's newest valid message: compaction keeps it in the
+        stream until a newer one is committed, so the ingester can ask the stream for it later
+        and tell a stream that went backwards from one that did not (:mod:`.ingester`)."""
         self._rows: dict[tuple[str, str, str, int], int] = {}
 
     def __len__(self) -> int:
@@ -84,6 +88,7 @@ class IngestBatch:
             return
         self.newest_by_subject[subject] = stream_seq
         tenant, conversation, branch, seq = record["tenant"], record["conversation"], record["branch"], record["seq"]
+        self.anchor = (stream_seq, event_id(tenant, conversation, branch, seq))
         key = (tenant, conversation, branch, seq)
         row = self._rows.get(key)
         if row is not None:

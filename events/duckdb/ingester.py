@@ -9,6 +9,13 @@ a crash before commit loses nothing (the messages are still in the stream).
 After a batch is committed the stream's copy of older messages on each touched subject is
 purged, keeping the newest committed message per subject, which writers' fences rely on.
 
+The stream is a fast buffer, not the record: a broker's disk can come back older than what it
+acknowledged, and a stream can be deleted and made again. The ingester keeps the stream's mark
+with its data and checks it (:mod:`._regression`) when it starts, after every reconnect, when
+a message arrives at or below its offset, before compacting and every ``check_interval_s``;
+a stream that went backwards is logged, recorded in the log (``mirror log stats``) and re-read
+from its first message, each event stored once.
+
 The ingester also serves the log's reads (:mod:`mirror.events.nats.log_service`), since the process
 that owns a DuckDB file is the only one that may open it.
 """
@@ -18,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 import nats.errors
@@ -26,7 +34,10 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from mirror.events.duckdb._ingest_batch import IngestBatch
+from mirror.events.duckdb._regression import check_stream
 from mirror.events.duckdb.log import DuckDBEventLog
+from mirror.events.errors import BusError
+from mirror.events.log import StreamMark
 from mirror.events.nats._client import MirrorNatsClient
 from mirror.events.nats._pull import Delivery, PullFeed
 from mirror.events.nats.jetstream import (
@@ -59,6 +70,9 @@ class IngesterSettings:
     linger_below: int = 256
     """Only batches smaller than this linger: a larger one already amortises its commit."""
     compact_interval_s: float = 10.0
+    check_interval_s: float = 5.0
+    """How often the stream is checked against the log's mark when nothing else prompts it (a
+    reconnect, a message at or below the offset, a compaction)."""
     max_ack_pending: int = 50_000
     queue_depth: int = 2
     stop_timeout_s: float = 15.0
@@ -115,17 +129,24 @@ class Ingester:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self._progress = asyncio.Condition()
+        self._mark = StreamMark()
+        self._stream_lock = asyncio.Lock()
+        """Held while the stream is checked, re-read from the start, or compacted: a compaction
+        must never purge by sequences of a stream that has since gone backwards."""
+        self._checked_at = 0.0
+        self._reconnects_seen = 0
+        self.regressions = 0
+        """Stream regressions this ingester found and recovered from since it started."""
 
     async def start(self) -> None:
         await retry_transient(ensure_stream, self.js, self.stream, servers=len(self.nc.server_urls),
                               deadline_s=self.stream.retry_deadline_s)
         self.committed_offset = await self.log.committed_offset(self.settings.consumer)
+        self._mark = await self.log.stream_mark(self.settings.consumer)
+        await self._check_stream()
         await self._recreate_consumer()
         self._decoded_offset = self.committed_offset
-        self._feed = PullFeed(
-            self.nc, self.stream.name, self.settings.consumer,
-            batch=self.settings.batch_size, max_buffered=4 * self.settings.batch_size,
-        )
+        self._feed = self._new_feed()
         await self._feed.start()
         await self.service.start()
         self._tasks = [
@@ -139,6 +160,59 @@ class Ingester:
             f" but not {','.join(self.settings.skip_tenants)}" if self.settings.skip_tenants else "",
             self.committed_offset + 1, self.log.path,
         )
+
+    def _new_feed(self) -> PullFeed:
+        return PullFeed(self.nc, self.stream.name, self.settings.consumer,
+                        batch=self.settings.batch_size, max_buffered=4 * self.settings.batch_size)
+
+    async def _check_stream(self) -> bool:
+        """Check the stream against the log's mark; on a regression, note it and move the offset
+        back to the stream's first message. True if it found one (the caller re-reads)."""
+        self._checked_at = asyncio.get_running_loop().time()
+        self._reconnects_seen = self.nc.stats.get("reconnects", 0)
+        try:
+            checked = await retry_transient(check_stream, self.js, self.stream.name, self._mark,
+                                            self.committed_offset, deadline_s=self.stream.retry_deadline_s)
+        except nats.js.errors.NotFoundError:  # a broker back with an empty disk: no stream at all
+            log.warning("ingester %s: stream %s is gone; making it again", self.settings.shard, self.stream.name)
+            await retry_transient(ensure_stream, self.js, self.stream, servers=len(self.nc.server_urls),
+                                  deadline_s=self.stream.retry_deadline_s)
+            checked = await retry_transient(check_stream, self.js, self.stream.name, self._mark,
+                                            self.committed_offset, deadline_s=self.stream.retry_deadline_s)
+        regression = checked.regression
+        if regression is None:
+            if checked.created is not None and self._mark.created is None:
+                await self.log.mark_stream(self.settings.consumer, self.stream.name, checked.created)
+                self._mark = StreamMark(created=checked.created)
+            return False
+        await self.log.record_regression(self.settings.consumer, self.stream.name, regression, checked.created)
+        self.regressions += 1
+        self._mark = StreamMark(created=checked.created)
+        self.committed_offset = self._decoded_offset = regression.reread_from - 1
+        self._to_compact.clear()  # its sequences are the old stream's
+        log.warning("ingester %s: %s; every event the stream still holds is stored once (same key and bytes: "
+                    "skipped; same key, other bytes: rejected)", self.settings.shard, regression.describe())
+        return True
+
+    async def _recover_if_regressed(self) -> bool:
+        """Under the stream lock, after the batches in hand are committed: check, and if the stream
+        went backwards start reading it again from its first message. True if it did."""
+        await self._batches.join()
+        async with self._stream_lock:
+            if not await self._check_stream():
+                return False
+            await self._feed.stop()
+            await self._recreate_consumer()
+            self._feed = self._new_feed()
+            await self._feed.start()
+        async with self._progress:
+            self._progress.notify_all()
+        return True
+
+    def _check_due(self) -> bool:
+        """A reconnect since the last check (the broker may have restarted on another disk), or the interval."""
+        return (self.nc.stats.get("reconnects", 0) != self._reconnects_seen
+                or asyncio.get_running_loop().time() - self._checked_at > self.settings.check_interval_s)
 
     async def _recreate_consumer(self) -> None:
         with contextlib.suppress(nats.js.errors.NotFoundError):
@@ -160,13 +234,26 @@ class Ingester:
     async def _decode_loop(self) -> None:
         """Take what the feed has, decode it, hand it to the commit loop (overlapping DuckDB)."""
         while not self._stopping.is_set():
+            if self._check_due():
+                await self._checked(self._recover_if_regressed())
             messages = await self._feed.take(self.settings.batch_size, self.settings.fetch_timeout_s)
             if messages and len(messages) < min(self.settings.batch_size, self.settings.linger_below) \
                     and self.settings.linger_s > 0:
                 await asyncio.sleep(self.settings.linger_s)
                 messages += await self._feed.take(self.settings.batch_size - len(messages), 0)
+            if messages and _stream_seq(messages[0][1]) <= self._decoded_offset \
+                    and await self._checked(self._recover_if_regressed()):
+                continue  # the stream went backwards: these come again from the re-read
             if messages:
                 await self._batches.put(self._decode(messages))
+
+    async def _checked(self, check: Awaitable[bool]) -> bool:
+        """A check that could not reach the broker is tried again on the next round, not fatal."""
+        try:
+            return await check
+        except (BusError, nats.errors.Error) as exc:
+            log.warning("ingester %s could not check its stream (%r); trying again shortly", self.settings.shard, exc)
+            return False
 
     def _decode(self, messages: list[Delivery]) -> _Decoded:
         batch = IngestBatch()
@@ -212,13 +299,28 @@ class Ingester:
             await self.compact()
 
     async def compact(self) -> None:
-        """Purge committed messages from the stream, keeping each subject's newest one."""
-        pending, self._to_compact = self._to_compact, {}
-        for subject, stream_seq in pending.items():
+        """Purge committed messages from the stream, keeping each subject's newest one.
+
+        Only once the stream is known to be the one those sequences came from: purging by the
+        sequences of a stream that has since gone backwards would drop uncommitted messages.
+        A stream found regressed is left to the decode loop's re-read."""
+        async with self._stream_lock:
+            if not self._to_compact:
+                return
             try:
-                await self.bus.compact(subject, below_stream_seq=stream_seq)
+                check = await check_stream(self.js, self.stream.name, self._mark, self.committed_offset)
             except Exception as exc:  # compaction is an optimisation: never fatal
-                log.warning("compaction of %s failed: %r", subject, exc)
+                log.warning("compaction skipped: the stream could not be checked (%r)", exc)
+                return
+            if check.regression is not None:
+                self._checked_at = 0.0  # the decode loop checks again and re-reads
+                return
+            pending, self._to_compact = self._to_compact, {}
+            for subject, stream_seq in pending.items():
+                try:
+                    await self.bus.compact(subject, below_stream_seq=stream_seq)
+                except Exception as exc:  # compaction is an optimisation: never fatal
+                    log.warning("compaction of %s failed: %r", subject, exc)
 
     async def _stream_end(self) -> int:
         """The stream sequence this ingester must commit up to to hold everything published so far.

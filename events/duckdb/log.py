@@ -6,7 +6,9 @@ committed (DuckDB's MVCC) and never waits behind a commit, and the asyncio loop 
 log keeps fetching from NATS while DuckDB works (DuckDB releases the GIL while it runs).
 
 Ingest is exactly-once: a batch of events and the consumer's stream offset are written in one
-transaction. A batch that was committed but not acknowledged to NATS is redelivered after a
+transaction, with the stream's mark (:class:`~mirror.events.log.StreamMark`: its creation time
+and the newest message stored), by which the ingester recognises a stream that came back older
+(:meth:`DuckDBEventLog.record_regression` notes it and moves the offset back for the re-read). A batch that was committed but not acknowledged to NATS is redelivered after a
 crash and skipped by offset; an event already present (same primary key, same bytes) is
 ignored; one present with *other* bytes is a divergent duplicate and goes to
 ``rejected_events`` rather than silently replacing or shadowing anything.
@@ -33,7 +35,16 @@ from mirror.events.duckdb._ingest_batch import IngestBatch, RejectedRecord
 from mirror.events.envelope import Event
 from mirror.events.errors import LogError, LogLocked
 from mirror.events.ids import StreamKey, validate_identifier
-from mirror.events.log import ConversationSummary, Loaded, LogStats, Snapshot, check_range, check_timestamp
+from mirror.events.log import (
+    ConversationSummary,
+    Loaded,
+    LogStats,
+    Snapshot,
+    StreamMark,
+    StreamRegression,
+    check_range,
+    check_timestamp,
+)
 from mirror.events.payloads import Fork
 
 log = logging.getLogger(__name__)
@@ -81,6 +92,19 @@ CREATE TABLE IF NOT EXISTS ingest_offsets (
     stream VARCHAR NOT NULL,
     stream_seq BIGINT NOT NULL,
     updated_at DOUBLE NOT NULL
+);
+ALTER TABLE ingest_offsets ADD COLUMN IF NOT EXISTS stream_created VARCHAR;
+ALTER TABLE ingest_offsets ADD COLUMN IF NOT EXISTS anchor_seq BIGINT;
+ALTER TABLE ingest_offsets ADD COLUMN IF NOT EXISTS anchor_id VARCHAR;
+CREATE TABLE IF NOT EXISTS stream_regressions (
+    consumer VARCHAR NOT NULL,
+    stream VARCHAR NOT NULL,
+    kind VARCHAR NOT NULL,
+    detail VARCHAR NOT NULL,
+    committed_offset BIGINT NOT NULL,
+    stream_last_seq BIGINT NOT NULL,
+    reread_from BIGINT NOT NULL,
+    detected_at DOUBLE NOT NULL
 );
 CREATE TABLE IF NOT EXISTS branches (
     tenant VARCHAR NOT NULL,
@@ -200,6 +224,57 @@ class DuckDBEventLog:
         ).fetchone()
         return 0 if row is None else int(row[0])
 
+    async def stream_mark(self, consumer: str) -> StreamMark:
+        """What ``consumer`` knows of its stream: creation time, newest stored message."""
+        return await self._run(self._stream_mark, consumer)
+
+    def _stream_mark(self, consumer: str) -> StreamMark:
+        row = self._con.execute(
+            "SELECT stream_created, anchor_seq, anchor_id FROM ingest_offsets WHERE consumer = ?", [consumer]
+        ).fetchone()
+        return StreamMark() if row is None else StreamMark(row[0], int(row[1] or 0), row[2])
+
+    async def mark_stream(self, consumer: str, stream: str, created: str) -> None:
+        """Remember the stream's creation time (the first time the ingester sees it)."""
+        await self._run(self._mark_stream, consumer, stream, created)
+
+    def _mark_stream(self, consumer: str, stream: str, created: str) -> None:
+        con = self._con
+        con.begin()
+        try:
+            offset = self._committed_offset(consumer)
+            self._store_offset(con, consumer, stream, offset, time.time())
+            con.execute("UPDATE ingest_offsets SET stream_created = ? WHERE consumer = ?", [created, consumer])
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
+
+    async def record_regression(
+        self, consumer: str, stream: str, regression: StreamRegression, created: str | None
+    ) -> None:
+        """One transaction: the regression noted, the offset moved back to just before where the
+        re-read starts, the anchor forgotten, the stream's (new) creation time kept. Events stay:
+        the re-read stores each one once (primary key and bytes)."""
+        await self._run(self._record_regression, consumer, stream, regression, created)
+
+    def _record_regression(self, consumer: str, stream: str, regression: StreamRegression, created: str | None) -> None:
+        con = self._con
+        now = time.time()
+        con.begin()
+        try:
+            con.execute("INSERT INTO stream_regressions VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        [consumer, stream, regression.kind, regression.detail, regression.committed_offset,
+                         regression.stream_last_seq, regression.reread_from, now])
+            self._store_offset(con, consumer, stream, regression.reread_from - 1, now)
+            con.execute("UPDATE ingest_offsets SET stream_created = ?, anchor_seq = NULL, anchor_id = NULL "
+                        "WHERE consumer = ?", [created, consumer])
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
+        log.warning("%s: %s", consumer, regression.describe())
+
     async def commit_batch(self, consumer: str, stream: str, offset: int, batch: IngestBatch) -> CommitResult:
         """Insert ``batch``'s events and move ``consumer``'s offset to ``offset``, atomically."""
         return await self._run(self._commit_batch, consumer, stream, offset, batch)
@@ -251,6 +326,9 @@ class DuckDBEventLog:
                         [[stream, r.stream_seq, r.subject, r.error, r.data, now] for r in rejected],
                     )
                 self._store_offset(con, consumer, stream, offset, now)
+                if batch.anchor is not None:
+                    con.execute("UPDATE ingest_offsets SET anchor_seq = ?, anchor_id = ? WHERE consumer = ?",
+                                [*batch.anchor, consumer])
                 con.commit()
             except BaseException:
                 con.rollback()
@@ -271,7 +349,8 @@ class DuckDBEventLog:
             [stream, offset, now, consumer],
         ).fetchone()
         if not updated or not updated[0]:
-            con.execute("INSERT INTO ingest_offsets VALUES (?, ?, ?, ?)", [consumer, stream, offset, now])
+            con.execute("INSERT INTO ingest_offsets (consumer, stream, stream_seq, updated_at) VALUES (?, ?, ?, ?)",
+                        [consumer, stream, offset, now])
 
     @staticmethod
     def _record_branches(con: duckdb.DuckDBPyConnection, firsts: Sequence[dict[str, Any]]) -> None:
@@ -440,8 +519,18 @@ class DuckDBEventLog:
         rejected = _one_row(self._db.execute("SELECT count(*) FROM rejected_events"))[0]
         offsets = dict(self._db.execute("SELECT consumer, stream_seq FROM ingest_offsets").fetchall())
         discarded = _one_row(self._db.execute("SELECT count(*) FROM discarded_snapshots"))[0]
+        regressions = self._db.execute(
+            "SELECT kind, detail, committed_offset, stream_last_seq, reread_from, detected_at "
+            "FROM stream_regressions ORDER BY detected_at"
+        ).fetchall()
+        last = None
+        if regressions:
+            *fields, detected_at = regressions[-1]
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(detected_at))
+            last = f"{when} UTC: {StreamRegression(*fields).describe()}"
         return LogStats(events=int(events), conversations=int(conversations), rejected=int(rejected), offsets=offsets,
-                        snapshots_discarded=int(discarded))
+                        snapshots_discarded=int(discarded), stream_regressions=len(regressions),
+                        last_stream_regression=last)
 
     async def rejected(self) -> list[tuple[int, str, str]]:
         return await self._read(

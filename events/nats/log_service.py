@@ -205,7 +205,8 @@ class LogService:
         stats: LogStats = await self.log.stats()
         return {"events": stats.events, "conversations": stats.conversations, "rejected": stats.rejected, "offsets": stats.offsets,
                 "skipped": self._skipped() if self._skipped is not None else 0,
-                "snapshots_discarded": stats.snapshots_discarded}
+                "snapshots_discarded": stats.snapshots_discarded, "stream_regressions": stats.stream_regressions,
+                "last_stream_regression": stats.last_stream_regression}
 
 
 NO_RESPONDER_GRACE_S = 0.5
@@ -328,7 +329,8 @@ class LogClient:
     async def stats(self) -> LogStats:
         answer = await self._call("stats")
         return LogStats(answer["events"], answer["conversations"], answer["rejected"], dict(answer["offsets"]),
-                        answer.get("skipped", 0), answer.get("snapshots_discarded", 0))
+                        answer.get("skipped", 0), answer.get("snapshots_discarded", 0),
+                        answer.get("stream_regressions", 0), answer.get("last_stream_regression"))
 
 
 __all__ = [

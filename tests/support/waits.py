@@ -12,7 +12,7 @@ import inspect
 import os
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -28,8 +28,18 @@ def until(predicate: Callable[[], T], what: str, *, timeout: float = DEADLINE_S,
     return value
 
 
-async def until_async(predicate: Callable[[], T | Awaitable[T]], what: str, *, timeout: float = DEADLINE_S,
-                      poll_s: float = 0.02) -> T:
+@overload
+async def until_async(predicate: Callable[[], Awaitable[T]], what: str, *, timeout: float = DEADLINE_S,
+                      poll_s: float = 0.02) -> T: ...
+
+
+@overload
+async def until_async(predicate: Callable[[], T], what: str, *, timeout: float = DEADLINE_S,
+                      poll_s: float = 0.02) -> T: ...
+
+
+async def until_async(predicate: Callable[[], Any], what: str, *, timeout: float = DEADLINE_S,
+                      poll_s: float = 0.02) -> Any:
     """:func:`until` from inside an event loop, for a plain or a coroutine predicate; the loop runs
     between polls, so what the predicate waits for can happen."""
     loop = asyncio.get_running_loop()

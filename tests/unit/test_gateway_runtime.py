@@ -17,7 +17,7 @@ from mirror.actors.settings import RuntimeSettings
 from mirror.events.errors import BusUnavailable
 from mirror.events.ids import StreamKey
 from mirror.events.nats.infrastructure import NatsInfrastructure
-from mirror.gateway.runtime import ASK_ATTEMPTS, FinishedJobs, GatewayRuntime
+from mirror.gateway.runtime import ASK_ATTEMPTS, RETRY_AFTER_S, FinishedJobs, GatewayRuntime
 from mirror.gateway.settings import GatewaySettings
 
 KEY = StreamKey("acme", "talk")
@@ -129,11 +129,23 @@ def test_ask_gives_up_after_its_attempts_with_the_last_error(tmp_path: Path) -> 
     assert raised.value is errors[ASK_ATTEMPTS - 1] and actors.handles_made == ASK_ATTEMPTS
 
 
-def test_ask_answers_409_for_a_fenced_actor_and_raises_other_errors_at_once(tmp_path: Path) -> None:
-    fenced = ScriptedActors(ActorCallFailed(Fenced(KEY, "another writer appended")), {"reply": "never"})
+def test_a_fenced_actor_is_asked_again_and_answered_by_its_next_incarnation(tmp_path: Path) -> None:
+    """Fenced: another writer moved on, or the stream went backwards under it; the next
+    incarnation rebuilds from the log and re-fences, and nothing of the refused call landed."""
+    fenced = ScriptedActors(ActorCallFailed(Fenced(KEY, "another writer appended")), {"reply": "again"})
+    assert asyncio.run(runtime(tmp_path, fenced).ask(KEY, turn("hello"))) == {"reply": "again"}
+    assert fenced.handles_made == 2
+
+
+def test_a_conversation_fenced_at_every_attempt_is_a_503_with_retry_after(tmp_path: Path) -> None:
+    fenced = ScriptedActors(*[ActorCallFailed(Fenced(KEY, "stream ends at seq 9")) for _ in range(ASK_ATTEMPTS)])
     with pytest.raises(HTTPException) as raised:
         asyncio.run(runtime(tmp_path, fenced).ask(KEY, turn("hello")))
-    assert raised.value.status_code == 409 and fenced.handles_made == 1
+    assert raised.value.status_code == 503 and raised.value.headers == {"Retry-After": str(RETRY_AFTER_S)}
+    assert "re-fenced" in raised.value.detail and fenced.handles_made == ASK_ATTEMPTS
+
+
+def test_other_errors_are_raised_at_once(tmp_path: Path) -> None:
     broken = ScriptedActors(RuntimeError("boom"), {"reply": "never"})
     with pytest.raises(RuntimeError, match="boom"):
         asyncio.run(runtime(tmp_path, broken).ask(KEY, turn("hello")))
