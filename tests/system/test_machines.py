@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -239,22 +240,47 @@ CUT_S = 30.0
 """How long W2 stays cut off: twice Ray's ~15 s until it declares a silent node dead."""
 RECOVERY_S = 150.0
 """Deadline of every conversation answering again after a fault (a bound on failure, not a wait)."""
-RAY_NODES = """
+CLUSTER_PROBE = """
 import json, sys, logging, ray
-ray.init(address=sys.argv[1], log_to_driver=False, logging_level=logging.WARNING)
-print("nodes:", json.dumps([[node["NodeManagerAddress"], node["Alive"]] for node in ray.nodes()]))
+ray.init(address=sys.argv[1], namespace="mirror", log_to_driver=False, logging_level=logging.WARNING)
+address = {node["NodeID"]: node["NodeManagerAddress"] for node in ray.nodes()}
+alive = sorted(node["NodeManagerAddress"] for node in ray.nodes() if node["Alive"])
+hosts = {}
+if sys.argv[2] == "hosts":
+    for name in ray.util.list_named_actors():
+        if name.startswith("conversation-host-"):
+            try:
+                host = ray.get_actor(name)
+                stats = ray.get(host.stats.remote(), timeout=20)
+                live = ray.get(host.live.remote(), timeout=20)
+                hosts[name] = {"machine": address.get(stats["node_id"]), "conversations": sorted(k.conversation for k in live)}
+            except Exception as exc:
+                hosts[name] = {"error": type(exc).__name__}
+print("cluster:", json.dumps({"alive": alive, "hosts": hosts}))
 """
+"""Asked from the head as a Ray driver: the addresses of the live Ray nodes and, with ``hosts``,
+each conversation host's machine and live conversations (the cluster must be healthy: a call to
+a host on a cut-off machine would wait)."""
 
 
-def live_ray_nodes(deployment: Deployment) -> list[str]:
-    """The addresses of the Ray nodes the head's control store has alive, asked from the head."""
+def probe_cluster(deployment: Deployment, what: str = "nodes") -> dict[str, Any]:
     head = deployment.head
-    result = head.call([sys.executable, "-c", RAY_NODES, f"{head.address}:{RAY_PORT}"], timeout=90)
-    answer = [line for line in result.stdout.splitlines() if line.startswith("nodes: ")]
+    result = head.call([sys.executable, "-c", CLUSTER_PROBE, f"{head.address}:{RAY_PORT}", what], timeout=120)
+    answer = [line for line in result.stdout.splitlines() if line.startswith("cluster: ")]
     if result.returncode != 0 or not answer:
-        return []
-    nodes = json.loads(answer[-1].removeprefix("nodes: "))
-    return sorted(address for address, alive in nodes if alive)
+        return {"alive": [], "hosts": {}, "error": result.stderr[-1000:]}
+    return dict(json.loads(answer[-1].removeprefix("cluster: ")))
+
+
+def conversations_on(machine: Machine, placement: dict[str, Any]) -> list[str]:
+    """The conversations live on ``machine``'s hosts, by the probe's ``hosts``."""
+    return sorted(name for host in placement["hosts"].values() if host.get("machine") == machine.address
+                  for name in host.get("conversations", ()))
+
+
+def wall(moment: float, load: BalancedLoad) -> str:
+    """The wall-clock time of ``moment`` (seconds into the load), to read beside the machines' logs."""
+    return time.strftime("%H:%M:%S", time.localtime(time.time() - (load.now() - moment)))
 
 
 async def acknowledged_more(load: BalancedLoad, count: int, what: str) -> None:
@@ -347,6 +373,10 @@ async def _under_load(deployment: Deployment, figures: dict[str, object]) -> Non
             await acknowledged_more(load, 3 * len(conversations), "the load flows")
 
             # (a) W1 loses power: every process of the machine at once; then it boots again.
+            placement = await asyncio.to_thread(probe_cluster, deployment, "hosts")
+            figures["placement_before_w1_power_loss"] = placement["hosts"]
+            on_w1 = conversations_on(w1, placement)
+            assert on_w1, f"no conversation lives on W1: the fault would test nothing ({placement})"
             fault = load.now()
             figures["w1_killed_processes"] = len(await asyncio.to_thread(w1.kill_all))
             deployment.boot(w1)
@@ -358,14 +388,18 @@ async def _under_load(deployment: Deployment, figures: dict[str, object]) -> Non
             await eventually(lambda: replicas_current(deployment.nats_urls()), "the stream's three replicas are current",
                              timeout=RECOVERY_S, poll_s=0.5)
             figures["w1_nats_current_s"] = round(load.now() - fault, 2)
-            figures["w1_power_loss"] = load.figures_since(fault)
+            figures["w1_power_loss"] = load.figures_since(fault) | {"at": wall(fault, load)}
             await acknowledged_more(load, 2 * len(conversations), "the load flows after W1's reboot")
 
             # (b) W2 cut off the network for 30 s, then healed.
+            placement = await asyncio.to_thread(probe_cluster, deployment, "hosts")
+            figures["placement_before_w2_cut"] = placement["hosts"]
+            on_w2 = conversations_on(w2, placement)
+            assert on_w2, f"no conversation lives on W2: the fault would test nothing ({placement})"
             await asyncio.to_thread(w2.cut)
             fault = load.now()
             await every_conversation_answers_since(load, fault, "every conversation answers while W2 is cut off")
-            figures["w2_cut"] = load.figures_since(fault)
+            figures["w2_cut"] = load.figures_since(fault) | {"at": wall(fault, load)}
             await asyncio.sleep(max(0.0, fault + CUT_S - load.now()))  # the fault lasts CUT_S: not a wait for a result
             await asyncio.to_thread(w2.heal)
             healed = load.now()
@@ -373,13 +407,13 @@ async def _under_load(deployment: Deployment, figures: dict[str, object]) -> Non
 
             def w2_back() -> bool:
                 restarted.extend(deployment.restart_exited(w2))
-                return w2.address in live_ray_nodes(deployment) and deployment.serves(w2)
+                return w2.address in probe_cluster(deployment)["alive"] and deployment.serves(w2)
 
             await eventually(lambda: asyncio.to_thread(w2_back), "W2 is a live Ray node and serves again",
                              timeout=RECOVERY_S, poll_s=1.0)
             await every_conversation_answers_since(load, healed, "every conversation answers after W2's heal")
             figures["w2_heal"] = load.figures_since(healed) | {
-                "serves_again_s": round(load.now() - healed, 2), "restarted": restarted}
+                "at": wall(healed, load), "serves_again_s": round(load.now() - healed, 2), "restarted": restarted}
             await acknowledged_more(load, 2 * len(conversations), "the load flows after W2's heal")
         finally:
             load.stop.set()
