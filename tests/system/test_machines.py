@@ -18,7 +18,7 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,14 +57,6 @@ def machines(tmp_path: Path) -> Iterator[Machines]:
 
 def nats_url(machine: Machine) -> str:
     return f"nats://{machine.address}:{NATS_PORT}"
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, *, timeout: float, poll_s: float) -> None:
-    """:func:`~tests.support.waits.until_async` for a coroutine predicate (typed: it answers a bool)."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
-        await asyncio.sleep(poll_s)
 
 
 def start_nats_cluster(machines: Machines) -> None:
@@ -218,7 +210,7 @@ def test_a_nats_cluster_across_machines_keeps_its_quorum_when_one_is_cut_off(mac
         assert answer.startswith("refused"), answer
         cut.heal()
         healed_at = time.monotonic()
-        await eventually(lambda: replicas_current(nats_url(reader)), "the healed machine's replica is current",
+        await until_async(lambda: replicas_current(nats_url(reader)), "the healed machine's replica is current",
                          timeout=90, poll_s=0.5)
         figures["current_after_heal_s"] = round(time.monotonic() - healed_at, 2)
         # Every acknowledged append, once, on the machine that was cut off too; the refused one nowhere.
@@ -311,7 +303,7 @@ async def read_log(load: BalancedLoad, client, gateway: str, conversation: Conve
         events = response.json()["events"]
         return max((event["seq"] for event in events), default=0) >= last
 
-    await eventually(caught_up, f"the log of {conversation.name} holds seq {last}", timeout=RECOVERY_S, poll_s=0.25)
+    await until_async(caught_up, f"the log of {conversation.name} holds seq {last}", timeout=RECOVERY_S, poll_s=0.25)
     return events
 
 
@@ -381,11 +373,11 @@ async def _under_load(deployment: Deployment, figures: dict[str, object]) -> Non
             figures["w1_killed_processes"] = len(await asyncio.to_thread(w1.kill_all))
             deployment.boot(w1)
             await every_conversation_answers_since(load, fault, "every conversation answers after W1's death")
-            await eventually(lambda: asyncio.to_thread(deployment.booted, w1), "W1 serves again",
+            await until_async(lambda: asyncio.to_thread(deployment.booted, w1), "W1 serves again",
                              timeout=RECOVERY_S, poll_s=0.5)
             figures["w1_serves_again_s"] = round(load.now() - fault, 2)
             # Its NATS member has caught up (R3 again) before the next fault: two at once is more than R3 survives.
-            await eventually(lambda: replicas_current(deployment.nats_urls()), "the stream's three replicas are current",
+            await until_async(lambda: replicas_current(deployment.nats_urls()), "the stream's three replicas are current",
                              timeout=RECOVERY_S, poll_s=0.5)
             figures["w1_nats_current_s"] = round(load.now() - fault, 2)
             figures["w1_power_loss"] = load.figures_since(fault) | {"at": wall(fault, load)}
@@ -409,7 +401,7 @@ async def _under_load(deployment: Deployment, figures: dict[str, object]) -> Non
                 restarted.extend(deployment.restart_exited(w2))
                 return w2.address in probe_cluster(deployment)["alive"] and deployment.serves(w2)
 
-            await eventually(lambda: asyncio.to_thread(w2_back), "W2 is a live Ray node and serves again",
+            await until_async(lambda: asyncio.to_thread(w2_back), "W2 is a live Ray node and serves again",
                              timeout=RECOVERY_S, poll_s=1.0)
             await every_conversation_answers_since(load, healed, "every conversation answers after W2's heal")
             figures["w2_heal"] = load.figures_since(healed) | {
