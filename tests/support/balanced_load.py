@@ -48,6 +48,8 @@ class BalancedLoad:
     acknowledged: list[Acknowledged] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     failed_gateways: Counter[str] = field(default_factory=Counter)
+    gateway_of: dict[str, str] = field(default_factory=dict)
+    """Each acknowledged message → the gateway that acknowledged it."""
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     _attempts: Counter[str] = field(default_factory=Counter)
 
@@ -76,6 +78,7 @@ class BalancedLoad:
                 if response.status_code == 200:
                     ack = Acknowledged(conversation.name, int(response.json()["seq"]), message, sent, self.now())
                     self.acknowledged.append(ack)
+                    self.gateway_of[message] = url
                     return ack
                 self.failures.append(Failure(conversation.name, error_kind(response), self.now(), sent,
                                              f"{url}: {error_detail(response)}"))
@@ -93,6 +96,10 @@ class BalancedLoad:
     def answered_since(self, moment: float) -> set[str]:
         """The conversations with a turn sent after ``moment`` (seconds since the start) acknowledged."""
         return {ack.conversation for ack in self.acknowledged if ack.sent_s >= moment}
+
+    def answered_between(self, start: float, end: float) -> set[str]:
+        """The conversations with a turn sent after ``start`` acknowledged by ``end``."""
+        return {ack.conversation for ack in self.acknowledged if ack.sent_s >= start and ack.acked_s <= end}
 
     def figures_since(self, moment: float, until: float | None = None) -> dict[str, Any]:
         """What a fault at ``moment`` cost: time until a turn sent after it was answered (the first

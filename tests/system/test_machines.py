@@ -26,6 +26,8 @@ import httpx
 import pytest
 from nats.js.api import DeliverPolicy
 
+from mirror.actors.conversation_actor import actor_name
+from mirror.actors.placement.routing import host_for
 from mirror.events.bus import Head
 from mirror.events.codec import decode, encode
 from mirror.events.envelope import make_event
@@ -225,7 +227,6 @@ def test_a_nats_cluster_across_machines_keeps_its_quorum_when_one_is_cut_off(mac
 
 # ---------------------------------------------------------------------- head + two workers under load
 
-CONVERSATIONS_PER_TENANT = 3
 TURN_PAUSE_S = 1.0
 """A person's pace, roughly: each turn makes several events and model calls, on 2 cores shared by three machines."""
 CUT_S = 30.0
@@ -347,11 +348,23 @@ def test_head_and_two_workers_lose_nothing_when_a_worker_dies_or_is_cut_off(mach
     assert not list(w2.data.glob("*.duckdb"))
 
 
+def conversations_per_host(tenants: tuple[str, ...], hosts: int) -> list[Conversation]:
+    """For each tenant, one conversation on each host slot (the routing every gateway computes):
+    hosts are dealt one per machine, so every machine then holds conversations of both shards."""
+    chosen = []
+    for tenant in tenants:
+        slots: dict[int, str] = {}
+        index = 0
+        while len(slots) < hosts:
+            name = f"{tenant}-{index}"
+            slots.setdefault(host_for(actor_name(StreamKey(tenant, name)), hosts), name)
+            index += 1
+        chosen += [Conversation(tenant, name) for _, name in sorted(slots.items())]
+    return chosen
+
+
 async def _under_load(deployment: Deployment, figures: dict[str, object]) -> None:
-    machines = deployment.machines
-    w1, w2 = machines["w1"], machines["w2"]
-    conversations = [Conversation(tenant, f"{tenant}-{index}") for tenant in deployment.tenants
-                     for index in range(CONVERSATIONS_PER_TENANT)]
+    conversations = conversations_per_host(deployment.tenants, deployment.hosts)
     load = BalancedLoad(deployment.gateways(), deployment.tokens, conversations, uuid.uuid4().hex[:6], pause_s=TURN_PAUSE_S)
     async with balanced_client() as client:
         # Every conversation opens through every gateway: each serves both shards' tenants.
@@ -363,70 +376,91 @@ async def _under_load(deployment: Deployment, figures: dict[str, object]) -> Non
         loops = [asyncio.create_task(load.loop(client, conversation)) for conversation in conversations]
         try:
             await acknowledged_more(load, 3 * len(conversations), "the load flows")
-
-            # (a) W1 loses power: every process of the machine at once; then it boots again.
-            placement = await asyncio.to_thread(probe_cluster, deployment, "hosts")
-            figures["placement_before_w1_power_loss"] = placement["hosts"]
-            on_w1 = conversations_on(w1, placement)
-            assert on_w1, f"no conversation lives on W1: the fault would test nothing ({placement})"
-            fault = load.now()
-            figures["w1_killed_processes"] = len(await asyncio.to_thread(w1.kill_all))
-            deployment.boot(w1)
-            await every_conversation_answers_since(load, fault, "every conversation answers after W1's death")
-            await until_async(lambda: asyncio.to_thread(deployment.booted, w1), "W1 serves again",
-                             timeout=RECOVERY_S, poll_s=0.5)
-            figures["w1_serves_again_s"] = round(load.now() - fault, 2)
-            # Its NATS member has caught up (R3 again) before the next fault: two at once is more than R3 survives.
-            await until_async(lambda: replicas_current(deployment.nats_urls()), "the stream's three replicas are current",
-                             timeout=RECOVERY_S, poll_s=0.5)
-            figures["w1_nats_current_s"] = round(load.now() - fault, 2)
-            figures["w1_power_loss"] = load.figures_since(fault) | {"at": wall(fault, load)}
+            await _power_loss(deployment, load, figures)
             await acknowledged_more(load, 2 * len(conversations), "the load flows after W1's reboot")
-
-            # (b) W2 cut off the network for 30 s, then healed.
-            placement = await asyncio.to_thread(probe_cluster, deployment, "hosts")
-            figures["placement_before_w2_cut"] = placement["hosts"]
-            on_w2 = conversations_on(w2, placement)
-            assert on_w2, f"no conversation lives on W2: the fault would test nothing ({placement})"
-            await asyncio.to_thread(w2.cut)
-            fault = load.now()
-            await every_conversation_answers_since(load, fault, "every conversation answers while W2 is cut off")
-            figures["w2_cut"] = load.figures_since(fault) | {"at": wall(fault, load)}
-            await asyncio.sleep(max(0.0, fault + CUT_S - load.now()))  # the fault lasts CUT_S: not a wait for a result
-            await asyncio.to_thread(w2.heal)
-            healed = load.now()
-            restarted: list[str] = []
-
-            def w2_back() -> bool:
-                restarted.extend(deployment.restart_exited(w2))
-                return w2.address in probe_cluster(deployment)["alive"] and deployment.serves(w2)
-
-            await until_async(lambda: asyncio.to_thread(w2_back), "W2 is a live Ray node and serves again",
-                             timeout=RECOVERY_S, poll_s=1.0)
-            await every_conversation_answers_since(load, healed, "every conversation answers after W2's heal")
-            figures["w2_heal"] = load.figures_since(healed) | {
-                "at": wall(healed, load), "serves_again_s": round(load.now() - healed, 2), "restarted": restarted}
+            await _partition(deployment, load, figures)
             await acknowledged_more(load, 2 * len(conversations), "the load flows after W2's heal")
         finally:
             load.stop.set()
             await asyncio.gather(*loops)
         figures["turns"] = {"acknowledged": len(load.acknowledged), "failed_then_retried": len(load.failures),
                             "failed_by_gateway": dict(load.failed_gateways)}
+        await _check_logs(deployment, load, client, figures)
 
-        # Afterwards: every conversation answers through every gateway, and its log is checked.
-        for conversation in conversations:
-            for gateway in load.gateways:
-                ack = await load.turn(client, conversation, f"after the faults on {gateway}", gateway=gateway,
-                                      deadline=time.monotonic() + 60)
-                assert ack is not None, f"{conversation} does not answer through {gateway}: {load.failures[-3:]}"
-        checks = []
-        for index, conversation in enumerate(conversations):
-            events = await read_log(load, client, load.gateways[index % len(load.gateways)], conversation)
-            checks.append(check_conversation(conversation.name, load.acks_of(conversation.name), events,
-                                             message_prefix=f"machines {load.run_id} "))
+
+async def _placement(deployment: Deployment, victim: Machine, figures: dict[str, object], fault: str) -> None:
+    """Where the conversations live before ``fault``; it must hit some of them."""
+    placement = await asyncio.to_thread(probe_cluster, deployment, "hosts")
+    figures[f"placement_before_{fault}"] = placement["hosts"]
+    assert conversations_on(victim, placement), f"no conversation lives on {victim.host}: {fault} would test nothing ({placement})"
+
+
+async def _power_loss(deployment: Deployment, load: BalancedLoad, figures: dict[str, object]) -> None:
+    """(a) W1 loses power: every process of the machine at once; then it boots again."""
+    w1 = deployment.machines["w1"]
+    await _placement(deployment, w1, figures, "w1_power_loss")
+    fault = load.now()
+    killed = len(await asyncio.to_thread(w1.kill_all))
+    deployment.boot(w1)
+    await every_conversation_answers_since(load, fault, "every conversation answers after W1's death")
+    await until_async(lambda: asyncio.to_thread(deployment.booted, w1), "W1 serves again", timeout=RECOVERY_S, poll_s=0.5)
+    serves_again = load.now() - fault
+    # Its NATS member has caught up (R3 again) before the next fault: two at once is more than R3 survives.
+    await until_async(lambda: replicas_current(deployment.nats_urls()), "the stream's three replicas are current",
+                      timeout=RECOVERY_S, poll_s=0.5)
+    figures["w1_power_loss"] = load.figures_since(fault) | {
+        "at": wall(fault, load), "killed_processes": killed, "w1_serves_again_s": round(serves_again, 2),
+        "nats_replicas_current_s": round(load.now() - fault, 2)}
+
+
+async def _partition(deployment: Deployment, load: BalancedLoad, figures: dict[str, object]) -> None:
+    """(b) W2 cut off the network for :data:`CUT_S`, then healed; once Ray has declared it dead,
+    its raylet and ``mirror node`` exit when they hear from the head again, and the machine's
+    supervisor (here: :meth:`Deployment.restart_exited`) starts them again."""
+    w2 = deployment.machines["w2"]
+    await _placement(deployment, w2, figures, "w2_cut")
+    await asyncio.to_thread(w2.cut)
+    fault = load.now()
+    await asyncio.sleep(CUT_S)  # the fault's length, not a wait for a result
+    answered_while_cut = sorted(load.answered_between(fault, load.now()))
+    await asyncio.to_thread(w2.heal)
+    healed = load.now()
+    await every_conversation_answers_since(load, fault, "every conversation answers after W2's cut")
+    figures["w2_cut"] = load.figures_since(fault) | {"at": wall(fault, load), "answered_while_cut": answered_while_cut}
+    restarted: list[str] = []
+
+    def w2_back() -> bool:
+        restarted.extend(deployment.restart_exited(w2))
+        return w2.address in probe_cluster(deployment)["alive"] and deployment.serves(w2)
+
+    await until_async(lambda: asyncio.to_thread(w2_back), "W2 is a live Ray node and serves again",
+                      timeout=RECOVERY_S, poll_s=1.0)
+    figures["w2_heal"] = {"at": wall(healed, load), "serves_again_s": round(load.now() - healed, 2), "restarted": restarted}
+
+
+async def _check_logs(deployment: Deployment, load: BalancedLoad, client: httpx.AsyncClient,
+                      figures: dict[str, object]) -> None:
+    """Every conversation answers through every gateway; each log holds every acknowledged turn
+    once at its seq, without gaps; no shard's log rejected an event; no answer was a 500."""
+    conversations = load.conversations
+    for conversation in conversations:
+        for gateway in load.gateways:
+            ack = await load.turn(client, conversation, f"after the faults on {gateway}", gateway=gateway,
+                                  deadline=time.monotonic() + 60)
+            assert ack is not None, f"{conversation} does not answer through {gateway}: {load.failures[-3:]}"
+    checks = []
+    for index, conversation in enumerate(conversations):
+        events = await read_log(load, client, load.gateways[index % len(load.gateways)], conversation)
+        checks.append(check_conversation(conversation.name, load.acks_of(conversation.name), events,
+                                         message_prefix=f"machines {load.run_id} "))
     figures["unacknowledged_logged"] = sum(check.unacknowledged_logged for check in checks)
     stats = await log_stats(deployment)
     figures["log_stats"] = stats
     bad = [check.as_dict() for check in checks if not check.ok]
-    assert not bad, f"conversations failing the check: {bad}"
+    lost = {check.conversation: [(ack.seq, wall(ack.sent_s, load), wall(ack.acked_s, load), load.gateway_of[ack.message])
+                                 for ack in load.acks_of(check.conversation) if ack.seq in check.lost]
+            for check in checks if check.lost}
+    assert not bad, f"conversations failing the check: {bad}; lost (seq, sent, acknowledged, gateway): {lost}"
     assert all(shard["rejected"] == 0 for shard in stats.values()), f"a log holds rejected events: {stats}"
+    errors = [failure for failure in load.failures if failure.kind == "http 500"]
+    assert not errors, f"{len(errors)} turns answered 500 (a dependency down is a 503 + Retry-After): {errors[:3]}"
