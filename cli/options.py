@@ -64,8 +64,7 @@ SHARD_MAP = typer.Option(
                             "tenants listed nowhere are on shard 0. In mirror.toml: shard_map = [\"1=acme,globex\"].")
 AFTER_SEQ = typer.Option(0, "--after", min=0, help="Only events with a greater seq.")
 BIND = typer.Option("127.0.0.1", "--bind", envvar="MIRROR_BIND", metavar="ADDRESS",
-                    help="IPv4 address the servers this command starts listen on (0.0.0.0: every interface, "
-                         "with --advertise).")
+                    help="IPv4 address the servers this command starts listen on (0.0.0.0: every interface).")
 ADVERTISE = typer.Option(None, "--advertise", envvar="MIRROR_ADVERTISE", metavar="ADDRESS",
                          help="Address (or name) other machines reach this one at, put in the URLs it hands out; "
                               "default: --bind.", show_default=False)

@@ -280,6 +280,7 @@ class EmbeddedStack:
                 "nats_url": self.nats_url, "nats_pid": nats.pids[0] if nats else None,
                 "nats_pids": nats.pids if nats else [], "sim_pid": self.sim_pid, "shard": shards.default,
                 "shard_map": shards.entries(), "ingest": list(settings.ingested), "ray_address": self.ray_address,
+                "llm_url": llm_settings.base_url,
             })
             self.supervisor = self._supervise(nats)
             self._closers.append(self.supervisor.stop)  # stops first: the parts are then stopped on purpose

@@ -4,6 +4,7 @@
     └── StackError
         ├── InvalidSettings          settings that cannot work (an address, a URL, options that conflict); also a ValueError
         ├── HeadNotRunning           `mirror node` found no `mirror up` in the Ray cluster it joined
+        ├── RayUnreachable           nothing answers at --ray-address
         ├── LocalModelUnavailable    the offline llama.cpp model is missing or did not start
         └── ModelServerUnavailable   the model server at --llm failed the start's check (with --strict)
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from mirror.events.errors import MirrorError
 
-__all__ = ["HeadNotRunning", "InvalidSettings", "LocalModelUnavailable", "ModelServerUnavailable", "StackError"]
+__all__ = ["HeadNotRunning", "InvalidSettings", "RayUnreachable", "LocalModelUnavailable", "ModelServerUnavailable", "StackError"]
 
 
 class StackError(MirrorError):
@@ -41,6 +42,16 @@ class HeadNotRunning(StackError):
         super().__init__(f"no `mirror up` runs in the Ray cluster at {ray_address} (waited {waited_s:.0f} s for its "
                          f"settings): start `mirror up --ray-address {ray_address}` on the head first, or correct "
                          f"--ray-address")
+
+
+class RayUnreachable(StackError):
+    """Nothing accepts a connection at the Ray address to join (Ray itself would keep trying for minutes)."""
+
+    def __init__(self, ray_address: str, reason: str) -> None:
+        self.ray_address = ray_address
+        self.reason = reason
+        super().__init__(f"cannot reach Ray at {ray_address} ({reason}): is `ray start --head --port` running "
+                         "there, and does this machine reach that port?")
 
 
 class LocalModelUnavailable(StackError):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from urllib.parse import urlsplit
 
 from mirror.events.shards import DEFAULT_SHARD, ShardMap
 from mirror.gateway.settings import GatewaySettings
-from mirror.stack.errors import StackError
+from mirror.stack.errors import RayUnreachable, StackError
 from mirror.stack.supervisor import Watched
 
 log = logging.getLogger(__name__)
@@ -90,9 +91,22 @@ def join_ray(address: str | None) -> str:
 
     if address is None and not ray.is_initialized():
         enable_ray_token_auth()
+    elif address is not None:
+        _check_reachable(address)
     ray.init(address=address, namespace="mirror", include_dashboard=False, log_to_driver=False,
              ignore_reinit_error=True)
     return str(ray.get_runtime_context().gcs_address)
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """:class:`RayUnreachable` at once if nothing accepts a connection at ``HOST:PORT`` (Ray's own
+    connection attempts go on for minutes before they give up)."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except (OSError, ValueError) as exc:
+        raise RayUnreachable(address, str(exc) or type(exc).__name__) from None
 
 
 def start_ingester(nats_url: str, data_dir: Path, shards: ShardMap, shard: str, *,

@@ -318,7 +318,6 @@ def test_a_broker_whose_disk_comes_back_older_loses_no_acknowledged_turn(
     assert not bad, (f"acknowledged turns lost or misplaced by round: {dict(lost_by_round)}", bad, said)
     for conversation in conversation_ids():  # the one more turn of round 4: every conversation answers
         assert any(load.rounds[ack.message] == 4 for ack in load.acknowledged_in(conversation)), conversation
-    # `mirror log stats` says the stream went backwards.
-    # TODO(lead): the name of the ingester's count of stream regressions in `mirror log stats`
-    # once it lands on i24 (asked for as "stream_regressions"); adjust this line to it.
-    assert stats.get("stream_regressions", 0) >= 1, stats
+    # `mirror log stats` says the stream went backwards (once: one rollback), and its ingester's log too.
+    assert stats["stream_regressions"] == 1 and "went backwards" in stats["last_stream_regression"], stats
+    assert lines(data / "ingester.log", "went backwards"), said["ingester.log"]

@@ -14,12 +14,14 @@ import contextlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import duckdb
 import httpx
@@ -32,6 +34,14 @@ from mirror.processes import free_port
 from tests.support.cluster import processes_named
 from tests.support.up import ctrl_c, start_up
 from tests.support.waits import until
+
+BIND = "127.0.0.2"
+"""Where the head listens: an address of this machine other than 127.0.0.1 (all of 127/8 is loopback)."""
+
+
+def refused(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex((host, port)) != 0
 
 
 @dataclass
@@ -52,7 +62,7 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Head]:
     data = root / "head"
     try:
         process, stack = start_up(data, root / "up.log", "--nats-url", nats.url, "--shard-map", "1=acme",
-                                  "--ingest", "0")
+                                  "--ingest", "0", "--bind", BIND)
         try:
             yield Head(process, stack, data, nats, root)
         finally:
@@ -114,6 +124,15 @@ def republished(ray_address: str, env: dict[str, str]) -> Iterator[None]:
         assert child.stdin is not None
         child.stdin.close()
         child.wait(60)
+
+
+def test_up_listens_on_its_bind_address_and_hands_out_urls_there(head: Head) -> None:
+    gateway, model = urlsplit(head.stack["url"]), urlsplit(head.stack["llm_url"])
+    assert gateway.hostname == model.hostname == BIND  # the simulator too: conversations anywhere call it there
+    assert gateway.port is not None and model.port is not None
+    assert refused("127.0.0.1", gateway.port) and refused("127.0.0.1", model.port)
+    assert httpx.get(f"{head.stack['url']}/healthz", timeout=10).status_code == 200
+    assert httpx.get(f"http://{BIND}:{model.port}/healthz", timeout=10).status_code == 200
 
 
 def test_up_with_a_nats_url_starts_no_broker_and_answers_over_http(head: Head) -> None:
@@ -218,3 +237,17 @@ def test_three_nats_members_with_the_same_routes_form_one_jetstream_cluster(tmp_
     finally:
         codes = [ctrl_c(member) for member in members]
     assert codes == [0] * len(members)
+
+
+def test_a_node_that_cannot_join_says_why_in_one_line_at_once(tmp_path: Path) -> None:
+    """No tenants file, or nothing at --ray-address (Ray itself would try for minutes): one line, status 2."""
+    node = [sys.executable, "-m", "mirror", "node", "--data", str(tmp_path), "--port", "0"]
+    ran = subprocess.run([*node, "--ray-address", "127.0.0.1:6379"], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 2 and ran.stderr.startswith("mirror: error: --tenants: "), ran.stderr
+    (tmp_path / "tenants.json").write_text("{}")
+    started = time.monotonic()
+    ran = subprocess.run([*node, "--ray-address", f"127.0.0.1:{free_port()}"], capture_output=True, text=True,
+                         timeout=60)
+    assert ran.returncode == 2 and "mirror: error: cannot reach Ray at 127.0.0.1:" in ran.stderr, ran.stderr
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "node.json").exists()
