@@ -31,6 +31,10 @@ ROUTE_PORT = 6222
 RAY_PORT = 6379
 SIM_PORT = 8099
 GATEWAY_PORT = 8080
+RAY_HEALTH_CHECKS = {"RAY_health_check_period_ms": "2000", "RAY_health_check_timeout_ms": "2000",
+                     "RAY_health_check_failure_threshold": "4"}
+"""Ray's control store declares a silent node dead after ~threshold x (timeout + period): ~65 s with
+Ray's defaults (5 x (10 s + 3 s)), longer than a 30 s partition; ~16 s with these."""
 START_S = 180.0
 """Deadline of a machine's commands coming up (Ray and the stack on a loaded 2-core host)."""
 
@@ -44,6 +48,10 @@ class Deployment:
     """Which machine runs which shards' ingesters (their DuckDB files on its disk)."""
     tenants: tuple[str, ...] = ("default", "acme")
     ray_cpus: int = 1
+    hosts: int = 3
+    """``mirror up --hosts``: conversation hosts, dealt one per machine when all three are up."""
+    ray_head_env: dict[str, str] = field(default_factory=lambda: dict(RAY_HEALTH_CHECKS))
+    """The environment of the head's ``ray start`` (its control store's health checks)."""
     env: dict[str, str] = field(default_factory=dict)
     """More environment for every Mirror command (``MIRROR_*`` settings)."""
     tokens: dict[str, str] = field(default_factory=dict)
@@ -66,8 +74,8 @@ class Deployment:
     def gateways(self) -> list[str]:
         return [self.gateway(machine) for machine in self.machines]
 
-    def run(self, machine: Machine, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        process = machine.run(argv, env=self.env, log=name)
+    def run(self, machine: Machine, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        process = machine.run(argv, env=self.env | (env or {}), log=name)
         self.processes[(machine.host, name)] = process
         return process
 
@@ -117,7 +125,7 @@ class Deployment:
             argv = ["ray", "start", "--block", f"--address={self.head.address}:{RAY_PORT}", *common]
         log = machine.log("ray")
         log.unlink(missing_ok=True)  # "started" is read from this run's log
-        self.run(machine, "ray", argv)
+        self.run(machine, "ray", argv, self.ray_head_env if machine is self.head else None)
 
     def ray_ready(self, machine: Machine) -> bool:
         log = machine.log("ray")
@@ -143,7 +151,7 @@ class Deployment:
             "mirror", "up", "--ray-address", f"{self.head.address}:{RAY_PORT}", "--bind", self.head.address,
             "--nats-url", self.nats_urls(), "--llm", f"http://{self.head.address}:{SIM_PORT}/v1",
             "--shard-map", self.shard_map, *self.ingest_flags(self.head), "--data", str(self.head.data),
-            "--port", str(GATEWAY_PORT),
+            "--port", str(GATEWAY_PORT), "--hosts", str(self.hosts),
         ])
 
     def start_node(self, machine: Machine) -> None:
