@@ -103,7 +103,8 @@ class BalancedLoad:
 
     def figures_since(self, moment: float, until: float | None = None) -> dict[str, Any]:
         """What a fault at ``moment`` cost: time until a turn sent after it was answered (the first
-        conversation, every conversation), and the attempts that failed meanwhile, by kind."""
+        conversation, every conversation), and the attempts that failed meanwhile, by kind and each
+        as ``[conversation, kind, gateway address, sent, failed]`` (seconds after ``moment``)."""
         first, every = recovery(moment, self.acknowledged)
         end = until if until is not None else (moment + every if every is not None else self.now())
         failed = [failure for failure in self.failures if moment <= failure.at_s <= end]
@@ -115,7 +116,9 @@ class BalancedLoad:
                 "answer_again_s": dict(sorted(answered.items())),
                 "turns_failed_then_retried": len(failed),
                 "conversations_with_a_failed_turn": len({failure.conversation for failure in failed}),
-                "failed_by_kind": dict(Counter(failure.kind for failure in failed))}
+                "failed_by_kind": dict(Counter(failure.kind for failure in failed)),
+                "failed": [[failure.conversation, failure.kind, failure.detail.split("//")[-1].split(":")[0],
+                            round(failure.sent_s - moment, 1), round(failure.at_s - moment, 1)] for failure in failed]}
 
     def acks_of(self, conversation: str) -> list[Acknowledged]:
         return [ack for ack in self.acknowledged if ack.conversation == conversation]
