@@ -5,6 +5,13 @@
   read through another; with one machine cut off the network the other two still take appends
   (R3 keeps a quorum of two), the cut-off one takes none, and once healed it holds every
   acknowledged append exactly once.
+- Head + two workers as docs/operations.md ("Several machines") deploys them
+  (``tests/support/deployment.py``), under closed-loop turns over every gateway: W1 loses power
+  and boots again, W2 is cut off for 30 s and healed. Nothing acknowledged is lost or doubled,
+  seqs have no gap, no log holds a rejected event, no turn is answered 500, every conversation
+  answers again through every gateway. It prints what each fault cost (``machines: {...}``:
+  time to answer again, turns failed then retried, where the conversations lived), the figures
+  of docs/operations.md.
 
 Marker ``machines`` (not in the default run; ``.ci/run`` runs it); skipped where ``ip netns add``
 is not permitted (it needs root and iproute2).
