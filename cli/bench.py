@@ -18,7 +18,7 @@ from typing import Any
 import typer
 
 from mirror.cli.logging_setup import configure_logging
-from mirror.cli.options import LLM_MODEL, MODE, QUIET_LOG_LEVEL, LogLevel, Mode, Placement
+from mirror.cli.options import LLM_MODEL, MODE, QUIET_LOG_LEVEL, LogLevel, Mode, Placement, sync_interval
 
 # The commands import their benchmark (the stack, Ray, cognition) in their bodies: see app.py.
 __all__ = ["bench_app"]
@@ -40,20 +40,37 @@ def bench_ingest(
     shards: int = typer.Option(1, "--shards", min=1, max=16,
                                help="Shards, each an ingester process with its own file and a tenant of its own."),
     nats_url: str = typer.Option(None, "--nats-url", envvar="MIRROR_NATS_URL", help="Use this NATS instead of an embedded one."),
+    nats_sync: str = typer.Option("always", "--nats-sync", callback=sync_interval,
+                                  help="The embedded nats-server's sync_interval for the end-to-end run: 'always' or a duration."),
+    writers: int = typer.Option(64, "--writers", min=0,
+                                help="Writers awaiting each ack at once, for the sync comparison (0: skip it)."),
+    writer_appends: int = typer.Option(200, "--writer-appends", min=1,
+                                       help="Appends by each writer, and by the one writer timed alone."),
+    relaxed_sync: str = typer.Option("2m", "--relaxed-sync", callback=sync_interval,
+                                     help="The sync_interval compared with 'always' (nats-server's default: 2m)."),
+    sync_servers: int = typer.Option(1, "--sync-servers", min=1, max=9,
+                                     help="nats-servers for the sync comparison: 1, or a JetStream cluster of N (R3 from 3)."),
     as_json: bool = JSON_ONLY,
     log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
-    """Publish events from many conversations and wait until DuckDB has committed them all.
+    """Publish events from many conversations and wait until DuckDB has committed them all; then price sync always.
 
     Prints events, committed, events_per_s (end to end), raw_publish_per_s (pipelined JetStream
-    publish of the same payloads in the same run) and their ratio; per_shard, each shard's
-    events, committed, events_per_s and the messages of other shards it skipped.
+    publish of the same payloads in the same run) and their ratio, on an embedded nats-server
+    with sync_interval always unless --nats-sync relaxes it (sync_interval says which);
+    per_shard, each shard's events, committed, events_per_s and the messages of other shards it
+    skipped. Then sync_always and sync_relaxed, each on fresh servers (one, or --sync-servers N
+    as a cluster): --writers writers appending one event at a time and awaiting each ack
+    (writers_per_s), one writer alone (ack_p50_ms, ack_p99_ms); and sync_always_over_relaxed,
+    each figure's ratio.
     """
-    from mirror.harness.bench.ingest import IngestBenchConfig, run_ingest_bench
+    from mirror.harness.bench.ingest import IngestBenchConfig, SyncCostConfig, run_ingest_bench
 
     configure_logging(log_level.value)
     config = IngestBenchConfig(events=events, conversations=min(conversations, events), in_flight=in_flight,
-                               show_progress=not as_json, shards=shards)
+                               show_progress=not as_json, shards=shards, nats_sync=nats_sync,
+                               sync=SyncCostConfig(writers=writers, appends=writer_appends, relaxed=relaxed_sync,
+                                                   servers=sync_servers))
     result = run_ingest_bench(config, nats_url)
     _print_result(result, as_json)
     if result["committed"] != result["events"]:

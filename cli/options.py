@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADVERTISE", "AFTER_SEQ", "BIND", "BRANCH", "DATA_DIR", "GATEWAY_TOKEN", "GATEWAY_URL", "LLM_MODEL", "LOG_LEVEL", "LogLevel",
-    "MODE", "Mode", "NATS_URL", "Placement", "QUIET_LOG_LEVEL", "SHARD_MAP", "gateway_client",
+    "MODE", "Mode", "NATS_URL", "Placement", "QUIET_LOG_LEVEL", "SHARD_MAP", "SYNC_HELP", "gateway_client",
+    "sync_interval",
 ]
 
 
@@ -68,6 +69,23 @@ BIND = typer.Option("127.0.0.1", "--bind", envvar="MIRROR_BIND", metavar="ADDRES
 ADVERTISE = typer.Option(None, "--advertise", envvar="MIRROR_ADVERTISE", metavar="ADDRESS",
                          help="Address (or name) other machines reach this one at, put in the URLs it hands out; "
                               "default: --bind.", show_default=False)
+
+SYNC_HELP = ("JetStream's sync_interval: 'always' fsyncs before every acknowledgement (an acknowledged turn survives "
+             "a power failure); a duration such as 2m fsyncs that often: faster, but an OS crash or power failure "
+             "loses up to that window of acknowledged writes (docs/operations.md, Durability).")
+
+
+def sync_interval(value: str) -> str:
+    """The callback of ``--nats-sync`` / ``--sync``: 'always' or a duration, else a usage error naming the value
+    (the config file's check runs it too, so a bad ``nats_sync`` in mirror.toml is refused with its key)."""
+    from mirror.events.errors import InvalidSyncInterval
+    from mirror.events.nats.server import validate_sync_interval
+
+    try:
+        return validate_sync_interval(value)
+    except InvalidSyncInterval as exc:
+        raise typer.BadParameter(str(exc)) from None
+
 
 # The client commands reach a stack only over HTTP: the one recorded in --data (by `mirror up`), or --url/--token.
 GATEWAY_URL = typer.Option(None, "--url", envvar="MIRROR_URL",

@@ -29,9 +29,11 @@ from mirror.cli.options import (
     MODE,
     NATS_URL,
     SHARD_MAP,
+    SYNC_HELP,
     LogLevel,
     Mode,
     Placement,
+    sync_interval,
 )
 from mirror.events.ids import validate_identifier
 from mirror.events.nats.cluster import CLUSTER_NAME, EmbeddedNatsCluster, cluster_member, knows_meta_leader, node_ports
@@ -57,7 +59,7 @@ def _run_until_signal(coroutine_factory: Callable[[asyncio.Event], Awaitable[obj
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 """A NATS cluster member's name (``--name``): no spaces or wildcards; dots allowed, so an address can be in it."""
-EMBEDDED_NATS_OPTIONS = {"nats_port": "--nats-port", "nats_cluster": "--nats-cluster"}
+EMBEDDED_NATS_OPTIONS = {"nats_port": "--nats-port", "nats_cluster": "--nats-cluster", "nats_sync": "--nats-sync"}
 """``up``'s options about the broker it starts: given with ``--nats-url`` (which says to start none) they are an error."""
 
 
@@ -113,6 +115,7 @@ def nats(
                                     help="With --routes: this member's name, unique in the cluster and the same at every start."),
     cluster_port: int = typer.Option(6222, "--cluster-port", min=1, max=65535,
                                      help="With --routes: the port (on --bind) the other members' routes reach."),
+    sync: str = typer.Option("always", "--sync", envvar="MIRROR_NATS_SYNC", callback=sync_interval, help=SYNC_HELP),
     log_level: LogLevel = LOG_LEVEL,
 ) -> None:
     """Run the embedded nats-server (JetStream), a cluster of them, or one member of a cluster spread over machines.
@@ -126,9 +129,10 @@ def nats(
         for option, flag in (("name", "--name"), ("cluster_port", "--cluster-port")):
             if given(ctx, option):
                 raise InvalidSettings(flag, "configures a member of a cluster spread over machines: give --routes too")
-        with EmbeddedNatsCluster(store, cluster, host=bind, ports=node_ports(port, cluster, bind)) as servers:
+        with EmbeddedNatsCluster(store, cluster, host=bind, ports=node_ports(port, cluster, bind),
+                                 sync_interval=sync) as servers:
             what = "nats-server with JetStream" if cluster == 1 else f"a JetStream cluster of {cluster} nats-servers"
-            typer.echo(f"{what} at {servers.url} (store {store}); Ctrl-C stops it")
+            typer.echo(f"{what} at {servers.url} (store {store}, sync_interval {servers.sync_interval}); Ctrl-C stops it")
             _run_until_signal(lambda stop: stop.wait())
         return
     if cluster != 1:
@@ -142,8 +146,9 @@ def nats(
                                         "(e.g. mirror-10.0.0.11)")
     route_urls = nats_urls(routes, "--routes")
     check_reachable(route_urls, "--routes", bind)
-    with cluster_member(store, name=name, routes=route_urls, host=bind, port=port, cluster_port=cluster_port) as server:
-        typer.echo(f"nats-server {name} with JetStream at {server.url} (store {store}), a member of cluster "
+    with cluster_member(store, name=name, routes=route_urls, host=bind, port=port, cluster_port=cluster_port,
+                        sync_interval=sync) as server:
+        typer.echo(f"nats-server {name} with JetStream at {server.url} (store {store}, sync_interval {server.sync_interval}), a member of cluster "
                    f"{CLUSTER_NAME!r} with routes on port {cluster_port} to {','.join(route_urls)}; Ctrl-C stops it")
 
         async def serve(stop: asyncio.Event) -> None:
@@ -178,6 +183,8 @@ def up(
         1, "--nats-cluster", min=1, max=9, envvar="MIRROR_NATS_CLUSTER",
         help="nats-servers to run: 1, a single server; N ≥ 2, a JetStream cluster on loopback whose stream keeps "
              "min(3, N) replicas (3 survives any one node's crash)."),
+    nats_sync: str = typer.Option("always", "--nats-sync", envvar="MIRROR_NATS_SYNC", callback=sync_interval,
+                                  help=SYNC_HELP),
     mode: Mode = MODE,
     memory: bool = typer.Option(True, "--memory/--no-memory", envvar="MIRROR_MEMORY",
                                 help="Run the memory stage (beliefs and causal edges after each turn), in any mode."),
@@ -257,7 +264,7 @@ def up(
     policy = ReflectionPolicy(every=reflect_every, cooldown=reflect_cooldown, max_per_hour=reflections_per_hour)
     settings = StackSettings(
         data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
-        gateway_port=port, nats_port=nats_port, nats_cluster=nats_cluster, mode=mode.value, memory=memory,
+        gateway_port=port, nats_port=nats_port, nats_cluster=nats_cluster, nats_sync=nats_sync, mode=mode.value, memory=memory,
         reflection=reflection, reflection_policy=policy, sim_latency=sim_latency,
         passivate_after_s=passivate_after_s, max_live_actors=max_live_actors, placement=placement.value,
         hosts=hosts, max_live_per_host=max_live_per_host,

@@ -9,6 +9,7 @@
         ├── AppendConflict           another writer appended first: the fence rejected us
         ├── BusError                 the broker failed or did not answer
         │   └── BusUnavailable       the connection to the broker is down (reconnecting)
+        ├── InvalidSyncInterval      a JetStream sync interval that is neither "always" nor a duration
         ├── ShardMapError            a shard map that would store an event twice, or a shard it lacks
         └── LogError
             ├── LogUnavailable       the log's owner did not answer a read
@@ -112,6 +113,16 @@ class BusUnavailable(BusError):
                          "the client keeps reconnecting - retry in a few seconds")
 
 
+class InvalidSyncInterval(EventError, ValueError):
+    """How often nats-server is to fsync its JetStream store, given as something it would refuse."""
+
+    def __init__(self, value: object, reason: str) -> None:
+        self.value = value
+        self.reason = reason
+        super().__init__(f"invalid JetStream sync interval {value!r}: {reason}; give 'always' (fsync before every "
+                         "acknowledgement, the default) or a duration between fsyncs such as '2m', '10s' or '1m30s'")
+
+
 class ShardMapError(EventError, ValueError):
     """The shard map is not one: a tenant on two shards, a shard listed twice, an unknown shard."""
 
@@ -148,6 +159,6 @@ class LogLocked(LogError):
 
 __all__ = [
     "AppendConflict", "BusError", "BusUnavailable", "CodecError", "CorruptEvent", "EventError", "InvalidIdentifier",
-    "LogError", "LogLocked", "LogUnavailable", "MirrorError", "ShardMapError",
+    "InvalidSyncInterval", "LogError", "LogLocked", "LogUnavailable", "MirrorError", "ShardMapError",
     "UnknownEventType",
 ]

@@ -25,6 +25,8 @@ The gateway settings are published in the cluster (:mod:`.published`) for those 
 NATS is one embedded nats-server, or with ``nats_cluster`` N ≥ 2 a JetStream cluster of N on
 this machine (:mod:`mirror.events.nats.cluster`): every client is given all N URLs and fails
 over, the stream keeps min(3, N) replicas, and the supervisor starts a dead node again as itself.
+Every node fsyncs before it acknowledges (``nats_sync="always"``) unless ``nats_sync`` relaxes it
+to a duration between fsyncs (docs/operations.md, "Durability").
 
 ``mirror up`` runs it in the foreground; ``mirror demo`` starts one when none is running. The
 stack writes ``<data dir>/stack.json`` (gateway URL, default tenant and its token, pid, shard
@@ -46,7 +48,7 @@ from mirror.cognition.openai_client import LLMSettings
 from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
 from mirror.events.nats.cluster import EmbeddedNatsCluster, node_ports, server_name, wait_jetstream
 from mirror.events.nats.infrastructure import NatsInfrastructure
-from mirror.events.nats.server import EmbeddedNats
+from mirror.events.nats.server import SYNC_ALWAYS, EmbeddedNats, validate_sync_interval
 from mirror.events.shards import Assignments, ShardMap
 from mirror.gateway.app import DEFAULT_MAX_MESSAGE_BYTES, GatewayServer, GatewaySettings, create_app
 from mirror.gateway.tenants import TenantRegistry
@@ -99,6 +101,12 @@ class StackSettings:
     nats_cluster: int = 1
     """nats-servers to run: 1 is a single server; N ≥ 2 a JetStream cluster on loopback
     (:class:`~mirror.events.nats.cluster.EmbeddedNatsCluster`), the stream with min(3, N) replicas."""
+    nats_sync: str = SYNC_ALWAYS
+    """JetStream's ``sync_interval`` on every nats-server: ``"always"`` fsyncs before each
+    acknowledgement (an acknowledged turn survives a power failure); a duration such as ``"2m"``
+    (nats-server's own default) fsyncs that often, and an OS crash or power failure loses up to
+    that window of acknowledged writes. Checked when the settings are made; with ``nats_url`` it
+    does not apply (that broker's own config says)."""
     mode: str = "full"
     memory: bool = True
     """The memory stage; its vectors come from the offline MiniLM with ``llm="local"``, else from
@@ -150,6 +158,7 @@ class StackSettings:
     def __post_init__(self) -> None:
         """Refuse settings that cannot work (:class:`~mirror.stack.errors.InvalidSettings`), before anything starts."""
         self.advertised  # noqa: B018  # checks bind and advertise
+        validate_sync_interval(self.nats_sync)  # InvalidSyncInterval
         if self.nats_url is not None:
             if self.nats_cluster != 1:
                 raise InvalidSettings("--nats-cluster", f"{self.nats_cluster} nats-servers to start, but --nats-url "
@@ -278,7 +287,8 @@ class EmbeddedStack:
             write_record(stack_file(self.data_dir), {
                 "url": self.url, "tenant": DEFAULT_TENANT, "token": self.token, "pid": os.getpid(),
                 "nats_url": self.nats_url, "nats_pid": nats.pids[0] if nats else None,
-                "nats_pids": nats.pids if nats else [], "sim_pid": self.sim_pid, "shard": shards.default,
+                "nats_pids": nats.pids if nats else [], "nats_sync": nats.sync_interval if nats else None,
+                "sim_pid": self.sim_pid, "shard": shards.default,
                 "shard_map": shards.entries(), "ingest": list(settings.ingested), "ray_address": self.ray_address,
                 "llm_url": llm_settings.base_url,
             })
@@ -297,7 +307,8 @@ class EmbeddedStack:
             asyncio.run(wait_jetstream(self.nats_url, timeout_s=settings.nats_wait_s))
             return None
         nats = EmbeddedNatsCluster(self.data_dir / "nats", settings.nats_cluster, host=settings.bind,
-                                   ports=[claim.port for claim in self._claims[1:]]).start()
+                                   ports=[claim.port for claim in self._claims[1:]],
+                                   sync_interval=settings.nats_sync).start()
         self._closers.append(nats.stop)
         self.nats_url = ",".join(f"nats://{settings.advertised}:{node.port}" for node in nats.nodes)
         return nats

@@ -19,6 +19,12 @@ the servers it reaches).
 each machine runs one, with its own name and store, routes to every member, and the same
 cluster name; the cluster forms, and elects its meta leader, once a majority of them run.
 
+Every node runs with the same ``sync_interval`` (default ``"always"``: each fsyncs before it
+acknowledges, see :mod:`mirror.events.nats.server`). Replicas alone are no substitute: Jepsen
+(NATS 2.12.1) saw replicated streams lose acknowledged writes after a power failure of every
+node at once, and after one node's OS crash combined with pauses or a partition; and the
+loopback cluster's nodes all share one machine's power.
+
 Size 1 is the plain single server of today, in ``store_root`` itself with no cluster flags, so a
 data directory made by a single embedded server stays readable and one code path serves both.
 """
@@ -33,7 +39,7 @@ from pathlib import Path
 from types import TracebackType
 
 from mirror.events.errors import BusError
-from mirror.events.nats.server import EmbeddedNats
+from mirror.events.nats.server import SYNC_ALWAYS, EmbeddedNats, validate_sync_interval
 from mirror.processes import free_port
 
 log = logging.getLogger(__name__)
@@ -65,6 +71,8 @@ class EmbeddedNatsCluster:
 
     ``ports`` are the client ports (default: free ones); ``route_ports`` the cluster ports
     (default: free ones). Both are chosen once, so a node started again listens where it did.
+    ``sync_interval`` is every node's (:class:`~mirror.events.nats.server.EmbeddedNats`), checked
+    before anything starts.
     """
 
     def __init__(
@@ -77,6 +85,7 @@ class EmbeddedNatsCluster:
         route_ports: list[int] | None = None,
         start_timeout: float = 30.0,
         stop_timeout: float = 10.0,
+        sync_interval: str = SYNC_ALWAYS,
     ) -> None:
         if size < 1:
             raise ValueError(f"a NATS cluster needs at least one node, not {size}")
@@ -85,6 +94,7 @@ class EmbeddedNatsCluster:
         if len(ports) != size or len(route_ports) != size:
             raise ValueError(f"{size} nodes need {size} client ports and {size} route ports, "
                              f"got {ports} and {route_ports}")
+        self.sync_interval = validate_sync_interval(sync_interval)
         self.store_root = Path(store_root)
         self.size = size
         self.host = host
@@ -93,7 +103,7 @@ class EmbeddedNatsCluster:
         self.nodes = [
             EmbeddedNats(node_store(self.store_root, size, index), host=host, port=ports[index],
                          start_timeout=start_timeout, stop_timeout=stop_timeout,
-                         extra_args=() if size == 1 else (
+                         sync_interval=self.sync_interval, extra_args=() if size == 1 else (
                              "--server_name", server_name(index),
                              "--cluster_name", CLUSTER_NAME,
                              "--cluster", routes[index],
@@ -130,7 +140,7 @@ class EmbeddedNatsCluster:
         except BaseException:
             self.stop()
             raise
-        log.info("NATS cluster of %d ready at %s", self.size, self.url)
+        log.info("NATS cluster of %d ready at %s (JetStream sync_interval %s)", self.size, self.url, self.sync_interval)
         return self
 
     def _check_layout(self) -> None:
@@ -184,6 +194,7 @@ def cluster_member(
     cluster_port: int = 6222,
     start_timeout: float = 30.0,
     stop_timeout: float = 10.0,
+    sync_interval: str = SYNC_ALWAYS,
 ) -> EmbeddedNats:
     """One nats-server of a JetStream cluster whose members run on several machines.
 
@@ -193,9 +204,10 @@ def cluster_member(
     and the same at every start: it is the member's Raft identity, so a restarted member with its
     store rejoins as itself and catches up. Ready (:meth:`EmbeddedNats.start`) once it listens;
     the JetStream meta leader comes when a majority of members run (:func:`knows_meta_leader`).
+    ``sync_interval`` as :class:`EmbeddedNats` takes it: every member should have the same.
     """
     return EmbeddedNats(store_dir, host=host, port=port, start_timeout=start_timeout, stop_timeout=stop_timeout,
-                        extra_args=(
+                        sync_interval=sync_interval, extra_args=(
                             "--server_name", name,
                             "--cluster_name", CLUSTER_NAME,
                             "--cluster", f"nats://{host}:{cluster_port}",

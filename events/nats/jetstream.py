@@ -62,6 +62,16 @@ a moment later, the stream answers what it did with that copy (a ``duplicate`` a
 class DuplicateInProcess(nats.errors.Error):
     """A publish met another copy of its message id still being replicated: retried as transient."""
 
+
+ERR_NO_SUITABLE_PEERS = 10005
+"""JetStream's error code for a stream it cannot place yet ("insufficient resources" / "no
+suitable peers for placement"): right after a cluster elects its meta leader, the other peers
+may not be reported online yet, and asked again a moment later it places the stream."""
+
+
+class PlacementPending(nats.errors.Error):
+    """A new stream's replicas could not be placed yet (the cluster is still forming): retried as transient."""
+
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     nats.errors.TimeoutError,
     nats.errors.NoRespondersError,
@@ -72,6 +82,7 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     nats.js.errors.ServiceUnavailableError,
     asyncio.TimeoutError,
     DuplicateInProcess,
+    PlacementPending,
 )
 
 
@@ -212,7 +223,12 @@ async def ensure_stream(js: JetStreamContext, settings: StreamSettings, *, serve
     try:
         info = await js.stream_info(settings.name)
     except nats.js.errors.NotFoundError:
-        await js.add_stream(config)
+        try:
+            await js.add_stream(config)
+        except nats.js.errors.APIError as exc:
+            if exc.err_code == ERR_NO_SUITABLE_PEERS:
+                raise PlacementPending(f"stream {settings.name} with {replicas} replicas: {exc.description}") from exc
+            raise
         log.info("created JetStream stream %s on %s with %d replica(s)", settings.name, STREAM_SUBJECTS, replicas)
         return
     existing = info.config.num_replicas or 1
@@ -456,7 +472,7 @@ class JetStreamBus:
 
 
 __all__ = [
-    "ERR_DUPLICATE_IN_PROCESS", "ERR_WRONG_LAST_SEQUENCE", "ERR_WRONG_LAST_SEQUENCE_CONSTANT", "FENCE_REFUSALS", "MAX_DEFAULT_REPLICAS", "STREAM_SUBJECTS", "SUBJECT_ROOT",
-    "TRANSIENT_ERRORS", "DuplicateInProcess", "JetStreamBus", "StreamSettings", "connect_nats", "default_replicas",
+    "ERR_DUPLICATE_IN_PROCESS", "ERR_NO_SUITABLE_PEERS", "ERR_WRONG_LAST_SEQUENCE", "ERR_WRONG_LAST_SEQUENCE_CONSTANT", "FENCE_REFUSALS", "MAX_DEFAULT_REPLICAS", "STREAM_SUBJECTS", "SUBJECT_ROOT",
+    "TRANSIENT_ERRORS", "DuplicateInProcess", "JetStreamBus", "PlacementPending", "StreamSettings", "connect_nats", "default_replicas",
     "ensure_stream", "key_of_subject", "nats_servers", "retry_transient", "subject_for",
 ]

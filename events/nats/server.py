@@ -4,6 +4,16 @@ Production points Mirror at a NATS URL (a 3-node JetStream cluster); development
 benchmarks start this one on a free loopback port with a private store directory. It is a real
 server in its own process: tests kill it with SIGKILL and start it again on the same port and
 store, and clients reconnect.
+
+Acknowledged means durable: by default the server fsyncs its store before it acknowledges a
+publish (JetStream's ``sync_interval: always``), so an acknowledged event survives an operating
+system crash or a power failure, not only the server's own crash. nats-server's default (and
+what ``sync_interval="2m"`` asks for) acknowledges from the page cache and fsyncs every two
+minutes: faster, but a machine that loses power loses up to that window of acknowledged
+writes (Jepsen's NATS 2.12.1 analysis; nats-io/nats-server#7564). nats-server has no
+command-line flag for it, so each start writes ``nats-server.conf`` into the store directory
+(a ``jetstream`` block with the sync setting alone) and passes it with ``--config``; the store,
+ports, log and cluster stay command-line flags.
 """
 
 from __future__ import annotations
@@ -19,10 +29,58 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from mirror.events.errors import BusError
+from mirror.events.errors import BusError, InvalidSyncInterval
 from mirror.processes import free_port, kill_process, terminate_process
 
 log = logging.getLogger(__name__)
+
+SYNC_ALWAYS = "always"
+"""fsync before every acknowledgement (the default); anything else is a Go duration between fsyncs."""
+CONFIG_FILE = "nats-server.conf"
+"""The config file each start writes into the store directory (:func:`config_text`)."""
+_GO_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_GO_DURATION_MAX_S = 2**63 / 1e9
+_GO_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def validate_sync_interval(value: str) -> str:
+    """``value`` as nats-server's ``sync_interval`` takes it: ``"always"`` (any case), or a positive
+    Go duration (``"2m"``, ``"10s"``, ``"1m30s"``, ``"500ms"``); :class:`InvalidSyncInterval` naming
+    it otherwise, so a bad value is refused before any server starts (nats-server would exit with a
+    config error, or read a bare number as seconds)."""
+    if not isinstance(value, str):
+        raise InvalidSyncInterval(value, "not a string")
+    text = value.strip()
+    if text.lower() == SYNC_ALWAYS:
+        return SYNC_ALWAYS
+    seconds, position = 0.0, 0
+    for part in _GO_DURATION_PART.finditer(text):
+        if part.start() != position:
+            break
+        seconds += float(part.group(1)) * _GO_DURATION_UNITS[part.group(2)]
+        position = part.end()
+    if not text or position != len(text):
+        raise InvalidSyncInterval(value, "neither 'always' nor a duration with units (ns, us, ms, s, m, h)")
+    if seconds <= 0:
+        raise InvalidSyncInterval(value, "a duration must be longer than zero")
+    if seconds >= _GO_DURATION_MAX_S:
+        raise InvalidSyncInterval(value, "longer than the longest duration Go can hold (about 292 years)")
+    return text
+
+
+def config_text(sync_interval: str) -> str:
+    """The config file of one embedded server: the JetStream setting nats-server has no flag for.
+
+    Only that: the store directory, ports and log stay command-line flags (nats-server refuses a
+    ``store_dir`` given both ways), which the file's settings combine with."""
+    return (
+        "# Written by Mirror at each start of this embedded nats-server (mirror.events.nats.server);\n"
+        "# edits are overwritten. The store, ports and log are command-line flags.\n"
+        "# sync_interval: always = fsync before every acknowledgement; a duration = between fsyncs.\n"
+        "jetstream {\n"
+        f'  sync_interval: "{validate_sync_interval(sync_interval)}"\n'
+        "}\n"
+    )
 
 
 def nats_server_binary() -> Path:
@@ -70,6 +128,10 @@ class EmbeddedNats:
     ``start()`` blocks until the server accepts connections; ``stop()`` shuts it down with
     SIGTERM (then SIGKILL after ``stop_timeout``); ``kill()`` is the crash a test wants.
     Restarting reuses the port and the store directory, so acknowledged messages survive.
+
+    ``sync_interval``: ``"always"`` (fsync before each acknowledgement) or a Go duration between
+    fsyncs such as ``"2m"`` (nats-server's own default); see the module docstring for what
+    relaxing it costs. Checked here, before anything starts (:class:`InvalidSyncInterval`).
     """
 
     def __init__(
@@ -81,7 +143,9 @@ class EmbeddedNats:
         start_timeout: float = 15.0,
         stop_timeout: float = 10.0,
         extra_args: tuple[str, ...] = (),
+        sync_interval: str = SYNC_ALWAYS,
     ) -> None:
+        self.sync_interval = validate_sync_interval(sync_interval)
         self.store_dir = Path(store_dir)
         self.host = host
         self.port = port or free_port(host)
@@ -112,6 +176,10 @@ class EmbeddedNats:
     def log_file(self) -> Path:
         return self.store_dir / "nats-server.log"
 
+    @property
+    def config_file(self) -> Path:
+        return self.store_dir / CONFIG_FILE
+
     def start(self) -> EmbeddedNats:
         if self.running:
             return self
@@ -126,8 +194,10 @@ class EmbeddedNats:
         log_file = self.log_file
         if log_file.exists():  # readiness is read from this run's log only
             log_file.replace(log_file.with_name("nats-server.previous.log"))
+        self.config_file.write_text(config_text(self.sync_interval))
         command = [
             str(nats_server_binary()),
+            "--config", str(self.config_file),
             "--jetstream",
             "--store_dir", str(self.store_dir),
             "--addr", self.host,
@@ -150,7 +220,8 @@ class EmbeddedNats:
                 raise BusError(f"nats-server for {self.url} exited with {process.returncode}: "
                                f"{_last_error(log_file)} (its log: {log_file})")
             if _port_open(self.host, self.port) and self.logged(b"Server is ready"):
-                log.info("nats-server ready at %s (pid %s)", self.url, process.pid)
+                log.info("nats-server ready at %s (pid %s, JetStream sync_interval %s)", self.url, process.pid,
+                         self.sync_interval)
                 return self
             time.sleep(0.02)
         self.kill()
@@ -183,4 +254,4 @@ class EmbeddedNats:
         self.stop()
 
 
-__all__ = ["EmbeddedNats", "nats_server_binary"]
+__all__ = ["CONFIG_FILE", "SYNC_ALWAYS", "EmbeddedNats", "config_text", "nats_server_binary", "validate_sync_interval"]

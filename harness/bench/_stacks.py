@@ -7,6 +7,9 @@ a shard map) runs in its own process so its work is not charged to the benchmark
 
 ``sim_stack``: the whole embedded stack on free ports against the simulator at a fixed latency
 (``bench turns``, ``bench actors``), so what is measured over that latency is Mirror's.
+
+Both run nats-server as Mirror does by default, with ``sync_interval: always`` (each ack after an
+fsync); ``bench ingest --nats-sync`` may relax its server to compare.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mirror.events.nats.server import EmbeddedNats
+from mirror.events.nats.server import SYNC_ALWAYS, EmbeddedNats
 from mirror.events.shards import ShardMap
 from mirror.processes import free_port
 from mirror.stack.embedded import EmbeddedStack, StackSettings
@@ -38,12 +41,14 @@ class LogStack:
 
 
 @contextmanager
-def nats_and_ingester(nats_url: str | None = None, shard_map: tuple[str, ...] = ()) -> Iterator[LogStack]:
-    """Start NATS (unless ``nats_url`` names one) and an ingester per shard of ``shard_map``
-    (``SHARD=TENANT,TENANT`` entries; none: the one shard ``0``); stop the ingesters and then NATS."""
+def nats_and_ingester(nats_url: str | None = None, shard_map: tuple[str, ...] = (),
+                      sync_interval: str = SYNC_ALWAYS) -> Iterator[LogStack]:
+    """Start NATS (unless ``nats_url`` names one; with ``sync_interval``, Mirror's default unless
+    a benchmark compares) and an ingester per shard of ``shard_map`` (``SHARD=TENANT,TENANT``
+    entries; none: the one shard ``0``); stop the ingesters and then NATS."""
     shards = ShardMap.parse(shard_map)
     with tempfile.TemporaryDirectory(prefix="mirror-bench-") as workdir, ExitStack() as ingesters:
-        server = None if nats_url else EmbeddedNats(Path(workdir) / "nats").start()
+        server = None if nats_url else EmbeddedNats(Path(workdir) / "nats", sync_interval=sync_interval).start()
         if server is not None:
             ingesters.callback(server.stop)  # last: after every ingester has stopped
         url = server.url if server is not None else str(nats_url)

@@ -9,6 +9,13 @@ With ``shards`` > 1 there is one tenant per shard (shard ``0`` the default, the 
 in a shard map), the conversations spread evenly over them, and an ingester process per shard;
 each shard's rate is its events over the time until it had committed the last of them, the
 total rate all events over the time until the last shard had.
+
+Those figures are measured on an embedded nats-server with ``sync_interval: always`` (Mirror's
+default: each acknowledgement after an fsync) unless ``nats_sync`` relaxes it; ``sync_interval``
+in the JSON says which (None with ``--nats-url``: that server's own setting). Then
+:mod:`._sync_cost` prices the default:
+``sync_always`` and ``sync_relaxed``, writers that await each ack (N at once, and one alone) on
+two fresh servers, one syncing always and one at the relaxed interval, and their ratio.
 """
 
 from __future__ import annotations
@@ -31,9 +38,11 @@ from mirror.events.errors import AppendConflict
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats
 from mirror.events.nats.log_service import LogClient
+from mirror.events.nats.server import SYNC_ALWAYS, validate_sync_interval
 from mirror.events.payloads import Monologue, Narrative, Provenance, Turn
 from mirror.events.shards import ShardMap
 from mirror.harness.bench._stacks import nats_and_ingester
+from mirror.harness.bench._sync_cost import SyncCostConfig, sync_cost
 
 RAW_STREAM = "BENCHRAW"
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -84,6 +93,10 @@ class IngestBenchConfig:
     timeout_s: float = 300.0
     show_progress: bool = False
     shards: int = 1
+    nats_sync: str = SYNC_ALWAYS
+    """The end-to-end run's embedded nats-server's ``sync_interval``."""
+    sync: SyncCostConfig = SyncCostConfig()
+    """The comparison of sync always with a relaxed interval (``writers=0`` skips it)."""
 
 
 def bench_tenants(shards: int) -> tuple[list[str], tuple[str, ...]]:
@@ -234,7 +247,7 @@ async def _per_shard(clients: dict[str, LogClient], shards: ShardMap, tenants: l
 
 def _figures(config: IngestBenchConfig, payloads: list[bytes], run: _EndToEnd, per_shard: dict[str, dict[str, Any]],
              raw_before: tuple[float, dict[str, float | None]],
-             raw_after: tuple[float, dict[str, float | None]]) -> dict[str, Any]:
+             raw_after: tuple[float, dict[str, float | None]], sync_interval: str | None) -> dict[str, Any]:
     """The JSON object: end to end against the faster of the two raw publishes."""
     total = len(payloads)
     committed = sum(shard["committed"] for shard in per_shard.values())
@@ -243,6 +256,7 @@ def _figures(config: IngestBenchConfig, payloads: list[bytes], run: _EndToEnd, p
     events_per_s = committed / run.seconds
     return {
         "benchmark": "ingest",
+        "sync_interval": sync_interval,
         "events": total,
         "committed": committed,
         "conversations": config.conversations,
@@ -263,7 +277,7 @@ def _figures(config: IngestBenchConfig, payloads: list[bytes], run: _EndToEnd, p
 
 
 async def _run(config: IngestBenchConfig, nats_url: str, pids: dict[str, int | None], tenants: list[str],
-               shard_map: tuple[str, ...]) -> dict[str, Any]:
+               shard_map: tuple[str, ...], sync_interval: str | None) -> dict[str, Any]:
     """The raw limit, end to end, each shard's figures, the raw limit again."""
     shards = ShardMap.parse(shard_map)
     batches = workload(config, tenants)
@@ -274,19 +288,30 @@ async def _run(config: IngestBenchConfig, nats_url: str, pids: dict[str, int | N
         run = await _end_to_end(bus, clients, shards, batches, pids, config)
         per_shard = await _per_shard(clients, shards, tenants, batches, run)
         raw_after = await _raw_publish_rate(bus, payloads, config.in_flight, raw_meter)
-    return _figures(config, payloads, run, per_shard, raw_before, raw_after)
+    return _figures(config, payloads, run, per_shard, raw_before, raw_after, sync_interval)
+
+
+def _sync_workload(config: SyncCostConfig) -> list[tuple[StreamKey, list[Event]]]:
+    """A warm-up conversation, the lone writer's, one per concurrent writer: ``appends`` events each."""
+    conversations = config.writers + 2
+    return workload(IngestBenchConfig(events=config.appends * conversations, conversations=conversations))
 
 
 def run_ingest_bench(config: IngestBenchConfig, nats_url: str | None = None) -> dict[str, Any]:
-    """Start NATS (unless a URL is given) and an ingester process per shard, run, tear everything down."""
+    """Start NATS (unless a URL is given) and an ingester process per shard, run, tear everything down;
+    then the sync comparison on servers of its own."""
     tenants, shard_map = bench_tenants(config.shards)
-    with nats_and_ingester(nats_url, shard_map) as log_stack:
+    with nats_and_ingester(nats_url, shard_map, config.nats_sync) as log_stack:
         pids = {"publisher": None, "nats_server": log_stack.nats_pid}
         if config.shards == 1:
             pids["ingester"] = log_stack.ingester_pid
         else:
             pids |= {f"ingester_{shard}": pid for shard, pid in log_stack.ingester_pids.items()}
-        return asyncio.run(_run(config, log_stack.url, pids, tenants, shard_map))
+        figures = asyncio.run(_run(config, log_stack.url, pids, tenants, shard_map,
+                                   None if nats_url else validate_sync_interval(config.nats_sync)))
+    if config.sync.writers:
+        figures |= sync_cost(config.sync, _sync_workload(config.sync))
+    return figures
 
 
-__all__ = ["IngestBenchConfig", "RAW_STREAM", "bench_tenants", "run_ingest_bench", "workload"]
+__all__ = ["IngestBenchConfig", "RAW_STREAM", "SyncCostConfig", "bench_tenants", "run_ingest_bench", "workload"]

@@ -167,3 +167,17 @@ def test_the_nats_cluster_size_comes_from_flag_environment_or_file(tmp_path: Pat
     assert shown(mirror("up", "--show-config", cwd=tmp_path))["nats_cluster"] == 5
     (tmp_path / "mirror.toml").write_text("[up]\nnats_cluster = 0\n")
     assert mirror("up", "--show-config", cwd=tmp_path).returncode == 2
+
+
+def test_the_nats_sync_comes_from_flag_environment_or_file_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    assert shown(mirror("up", "--show-config", cwd=tmp_path))["nats_sync"] == "always"
+    assert shown(mirror("up", "--show-config", "--nats-sync", "2m", cwd=tmp_path))["nats_sync"] == "2m"
+    assert shown(mirror("up", "--show-config", cwd=tmp_path, env={"MIRROR_NATS_SYNC": "10s"}))["nats_sync"] == "10s"
+    (tmp_path / "mirror.toml").write_text('[up]\nnats_sync = "ALWAYS"\n')
+    assert shown(mirror("up", "--show-config", cwd=tmp_path))["nats_sync"] == "always"
+    (tmp_path / "mirror.toml").write_text('[up]\nnats_sync = "soon"\n')
+    refused = mirror("up", "--show-config", cwd=tmp_path)
+    assert refused.returncode == 2 and "key up.nats_sync: invalid JetStream sync interval 'soon'" in refused.stderr
+    (tmp_path / "mirror.toml").unlink()
+    refused = mirror("nats", "--sync", "10", cwd=tmp_path)  # a bare number: nats-server would take seconds
+    assert refused.returncode == 2 and "'--sync'" in refused.stderr and "interval '10'" in refused.stderr

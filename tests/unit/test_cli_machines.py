@@ -19,6 +19,7 @@ CLUSTER = "nats://10.0.0.10:4222,nats://10.0.0.11:4222,nats://10.0.0.12:4222"
 @pytest.mark.parametrize(("args", "option", "words"), [
     (("up", "--nats-url", CLUSTER, "--nats-cluster", "3"), "--nats-cluster", "runs already"),
     (("up", "--nats-url", CLUSTER, "--nats-port", "4333"), "--nats-port", "runs already"),
+    (("up", "--nats-url", CLUSTER, "--nats-sync", "2m"), "--nats-sync", "runs already"),
     (("up", "--nats-url", "nats://10.0.0.10"), "--nats-url", "nats://HOST:PORT"),
     (("up", "--nats-url", "http://10.0.0.10:4222"), "--nats-url", "nats://HOST:PORT"),
     (("up", "--nats-url", "nats://10.0.0.10:4222,"), "--nats-url", "not a list of NATS URLs"),
@@ -45,7 +46,7 @@ CLUSTER = "nats://10.0.0.10:4222,nats://10.0.0.11:4222,nats://10.0.0.12:4222"
 def test_a_combination_that_cannot_work_is_one_line_naming_the_option(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], option: str,
         words: str) -> None:
-    for name in ("MIRROR_BIND", "MIRROR_ADVERTISE", "MIRROR_NATS_URL", "MIRROR_NATS_CLUSTER"):
+    for name in ("MIRROR_BIND", "MIRROR_ADVERTISE", "MIRROR_NATS_URL", "MIRROR_NATS_CLUSTER", "MIRROR_NATS_SYNC"):
         monkeypatch.delenv(name, raising=False)
     ran = run_main(monkeypatch, capsys, *args, *(("--show-config",) if args[0] != "nats" else ()))
     assert ran.code == 2 and ran.out == "", ran
