@@ -22,7 +22,7 @@ SERVER_FIXTURES = frozenset({"nats_server", "nats_url", "sim", "sim_server", "ra
 ``bus`` and ``event_log`` are parametrized over adapters that include the JetStream ones."""
 STARTERS = frozenset({"EmbeddedNats", "EmbeddedNatsCluster", "SimLLMServer", "ThreadedServer", "IngesterProcess",
                       "RayIngester", "EmbeddedStack", "start_ray", "local_ray", "conversation_runtime",
-                      "gateway_stack", "reset_stream", "start_up", "ctrl_c", "Session", "sim_client"})
+                      "gateway_stack", "reset_stream", "start_up", "ctrl_c", "Session", "sim_client", "Machines"})
 """Names whose import means a server or process: the embedded broker, the simulator's HTTP server,
 the ingester as a child process or Ray actor, the stack, and the test helpers that start them."""
 PROCESS_MODULES = frozenset({"subprocess", "multiprocessing", "ray"})
