@@ -9,6 +9,7 @@ both stop it cleanly. Registered on the root app by :mod:`.app`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -327,8 +328,13 @@ def node(
     read through Ray, so this machine needs nothing of the head's disk but a copy of its tenants
     file. The ingesters of the shards given with --ingest keep their DuckDB files in --data.
     What dies is started again; Ctrl-C stops everything here. Writes DATA/node.json.
+
+    When this machine's Ray node leaves the cluster (the head declared it dead: the machine was
+    cut off too long, or its raylet died) it stops and exits with an error (status 2): run
+    `ray start --address` and `mirror node` again (a service manager does both).
     """
     from mirror.events.shards import ShardMap
+    from mirror.stack.errors import NodeLost
     from mirror.stack.node import MirrorNode, NodeSettings
 
     settings = NodeSettings(
@@ -346,7 +352,20 @@ def node(
         typer.echo(f"Mirror node up: gateway at {running.url} (the head's at {running.head.get('url')}), "
                    f"ingesting {', '.join(f'shard {shard}' for shard in settings.ingest) or 'no shard'}")
         typer.echo("Ctrl-C stops this machine's part")
-        _run_until_signal(lambda stop: stop.wait())
+
+        async def until_stopped_or_lost(stop: asyncio.Event) -> None:
+            loop = asyncio.get_running_loop()
+
+            def wake() -> None:  # from the watch's thread
+                with contextlib.suppress(RuntimeError):  # the loop closed already: stopping anyway
+                    loop.call_soon_threadsafe(stop.set)
+
+            running.on_lost(wake)
+            await stop.wait()
+
+        _run_until_signal(until_stopped_or_lost)
+    if running.lost is not None:
+        raise NodeLost(settings.ray_address, running.lost)
 
 
 def sim_llm(

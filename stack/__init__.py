@@ -13,6 +13,8 @@ adapters are chosen.
 - ``addresses`` — ``--bind``, ``--advertise`` and the URLs handed out, checked;
 - ``processes`` — the child processes the CLI starts (an ingester per shard, the simulator);
 - ``supervisor`` — restarts a child process that died, the same way it was started;
+- ``ray_node`` — whether this machine's Ray node is still in the cluster (``mirror node`` exits
+  when it is not);
 - ``model_check`` — the check of a model server at a URL when the stack starts (``--strict``);
 - ``log_relay`` — follows the warnings the Ray processes append to ``warnings.log`` and logs
   them again in the stack's process (``mirror up``'s stderr);

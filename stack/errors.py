@@ -5,6 +5,7 @@
         ├── InvalidSettings          settings that cannot work (an address, a URL, options that conflict); also a ValueError
         ├── HeadNotRunning           `mirror node` found no `mirror up` in the Ray cluster it joined
         ├── RayUnreachable           nothing answers at --ray-address
+        ├── NodeLost                 the Ray node `mirror node` runs on left the cluster: it exits
         ├── LocalModelUnavailable    the offline llama.cpp model is missing or did not start
         └── ModelServerUnavailable   the model server at --llm failed the start's check (with --strict)
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from mirror.events.errors import MirrorError
 
-__all__ = ["HeadNotRunning", "InvalidSettings", "RayUnreachable", "LocalModelUnavailable", "ModelServerUnavailable", "StackError"]
+__all__ = ["HeadNotRunning", "InvalidSettings", "NodeLost", "RayUnreachable", "LocalModelUnavailable", "ModelServerUnavailable", "StackError"]
 
 
 class StackError(MirrorError):
@@ -52,6 +53,18 @@ class RayUnreachable(StackError):
         self.reason = reason
         super().__init__(f"cannot reach Ray at {ray_address} ({reason}): is `ray start --head --port` running "
                          "there, and does this machine reach that port?")
+
+
+class NodeLost(StackError):
+    """The Ray node ``mirror node`` runs on is no longer in the cluster (:mod:`mirror.stack.ray_node`):
+    its actors died with it, and Ray never takes a dead node back."""
+
+    def __init__(self, ray_address: str, reason: str) -> None:
+        self.ray_address = ray_address
+        self.reason = reason
+        super().__init__(f"this machine's Ray node is lost: {reason}; run `ray start --address {ray_address}` here "
+                         f"again, then `mirror node` (a service manager does both: docs/operations.md, "
+                         f"\"Several machines\")")
 
 
 class LocalModelUnavailable(StackError):

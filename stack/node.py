@@ -9,6 +9,12 @@ tenants file copied to it (token hashes only, config like Ray's token), and it w
 but its own data directory. The supervisor brings back what dies (:mod:`.machine`); Ctrl-C (or
 SIGTERM) stops the gateways, drains the ingesters and leaves the cluster.
 
+What it cannot bring back is its Ray node: once the head has declared it dead (the machine cut
+off the network too long, or its raylet gone) the actors here died with it and Ray never takes
+the node back. :mod:`.ray_node` notices within about a second; the node then stops (without
+asking the dead actors to stop) and ``lost`` says why, for ``mirror node`` to exit with an error
+(a service manager then runs ``ray start`` and ``mirror node`` again).
+
 ``DIR/node.json`` records it (pid, gateway URL, Ray address, node id, shards), as ``stack.json``
 records ``mirror up``.
 """
@@ -19,6 +25,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +48,7 @@ from mirror.stack.machine import (
     start_ingester,
     write_record,
 )
+from mirror.stack.ray_node import RayNodeWatch
 from mirror.stack.supervisor import Supervisor, Watched
 
 log = logging.getLogger(__name__)
@@ -122,6 +130,9 @@ class MirrorNode:
         self._generation = 0
         self._tenants = self._warnings = Path()
         self._port = 0
+        self.lost: str | None = None
+        """Why this machine's Ray node left the cluster, once it has (then the node stops serving)."""
+        self._lost_listeners: list[Callable[[], object]] = []
 
     def start(self) -> MirrorNode:
         import ray
@@ -158,24 +169,41 @@ class MirrorNode:
             for shard in settings.ingest:
                 ingester = start_ingester(nats_url, self.data_dir, shards, shard)
                 self.ingesters[shard] = ingester
-                self._closers.append(ingester.stop)
+                self._closers.append(self._unless_lost(ingester.stop))
             self._tenants, self._warnings, self._port = tenants, relay.path, claim.port
             self._gateway_settings = self._ours(head_gateway)
             self.url, gateways = self._serve(self._gateway_settings)
             self.gateways[:] = gateways  # in place: the supervisor's watches read this list
-            self._closers.append(lambda: stop_gateways(self.gateways))
+            self._closers.append(self._unless_lost(lambda: stop_gateways(self.gateways)))
             self._recorded = True
             write_record(node_file(self.data_dir), {
                 "url": self.url, "pid": os.getpid(), "ray_address": settings.ray_address,
                 "node_id": ray.get_runtime_context().get_node_id(), "nats_url": nats_url,
                 "ingest": list(settings.ingest), "shard_map": shards.entries(), "head_url": self.head.get("url"),
             })
-            self.supervisor = self._supervise()
-            self._closers.append(self.supervisor.stop)
+            self.supervisor = supervisor = self._supervise()
+            self._closers.append(lambda: supervisor.stop(timeout_s=2.0 if self.lost else 30.0))
+            self._closers.append(RayNodeWatch(self._lose).start().stop)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def on_lost(self, listener: Callable[[], object]) -> None:
+        """Call ``listener`` (from another thread) when this machine's Ray node is lost; at once if it is."""
+        self._lost_listeners.append(listener)
+        if self.lost is not None:
+            listener()
+
+    def _lose(self, reason: str) -> None:
+        self.lost = reason
+        for listener in list(self._lost_listeners):
+            listener()
+
+    def _unless_lost(self, closer: Callable[[], object]) -> Callable[[], object]:
+        """``closer``, skipped once the node is lost: its actors died with it, and asking them to stop
+        would only wait for Ray's timeouts."""
+        return lambda: None if self.lost is not None else closer()
 
     def _ours(self, head_gateway: GatewaySettings) -> GatewaySettings:
         """The head's gateway settings to the byte (they name the conversation hosts), with this

@@ -59,11 +59,12 @@ class Supervisor:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
-        """Stop watching (first, before the parts are stopped on purpose)."""
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop watching (first, before the parts are stopped on purpose); waits up to ``timeout_s``
+        for a restart under way (the thread is a daemon: one that hangs ends with the process)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=timeout_s)
 
     def _run(self) -> None:
         while not self._stop.wait(self.check_every_s):

@@ -106,9 +106,21 @@ def yaml_steps(commands: list[str]) -> tuple[set[str], list[tuple[str, ...]]]:
     return exported, steps
 
 
+def ray_settings(words: list[str]) -> set[str]:
+    """The ``RAY_…=value`` settings a command is run with (its prefixes), but for the token one the exports set."""
+    settings = set()
+    for word in words:
+        if not re.match(r"[A-Za-z_]\w*=", word):
+            break
+        if word.startswith("RAY_") and not word.startswith("RAY_AUTH_MODE="):
+            settings.add(word)
+    return settings
+
+
 def test_cluster_yaml_runs_the_readme_recipe_for_several_machines() -> None:
     recipe = read_recipe(ROOT / "README.md", MACHINES_MARKER)
-    steps = {" ".join(command[:2]) + (" --head" if "--head" in command else ""): step(command) for command in recipe.commands}
+    steps = {" ".join(step(command)[:2]) + (" --head" if "--head" in command else ""): step(command)
+             for command in recipe.commands}
     assert list(steps) == ["mirror nats", "ray start --head", "mirror up", "ray start", "mirror node"], list(steps)
     config = load()
     head_exports, head = yaml_steps(config["head_start_ray_commands"])
@@ -117,3 +129,15 @@ def test_cluster_yaml_runs_the_readme_recipe_for_several_machines() -> None:
     assert worker == [steps["mirror nats"], steps["ray start"], steps["mirror node"]]
     assert (head_exports | worker_exports) - {"PATH"} == set(recipe.environment)
     assert "INGEST" in worker_exports and "--ingest 1" in "".join(config["worker_start_ray_commands"])
+
+
+def test_the_head_declares_a_silent_machine_dead_as_soon_in_both() -> None:
+    """The head's Ray runs with the same health-check settings in the README and in cluster.yaml."""
+    recipe = read_recipe(ROOT / "README.md", MACHINES_MARKER)
+    readme = [ray_settings(command) for command in recipe.commands if "--head" in command]
+    config = load()
+    yaml_lines = [shlex.split(line) for command in config["head_start_ray_commands"] for line in command.splitlines()
+                  if "--head" in line]
+    assert len(readme) == len(yaml_lines) == 1
+    assert readme[0] == ray_settings(yaml_lines[0]) == {
+        "RAY_health_check_period_ms=2000", "RAY_health_check_timeout_ms=2000", "RAY_health_check_failure_threshold=4"}
