@@ -21,6 +21,16 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+REFLECTION = False
+"""Reflection in the stacks the tests start (here, ``tests.support.up.start_up``, the module stacks
+that build their settings themselves): off unless a test asks for it. It is on by default for users
+(``mirror up``, ``StackSettings``, ``RuntimeSettings``) and costs one more model call after every
+turn (the insight), and more when a reflection is due; a test whose subject is not reflection pays
+for it in time alone. The tests that ask (``reflection=True``): ``test_reflection.py``,
+``test_reflect_live.py``, ``test_reflection_api.py``, ``test_bench_reflection.py``, and the stacks
+as users start them with no option (``test_client_commands.py``'s demo with its own stack,
+``test_chaos.py``, ``test_eval_curate.py``, the wheel's)."""
+
 
 async def reset_stream(url: str, settings: StreamSettings = StreamSettings()) -> None:
     """Drop the event stream so a test starts from an empty broker (consumers go with it)."""
@@ -53,12 +63,14 @@ def shard_log(directory: Path, shard: str, default: str) -> Path:
 
 @contextlib.contextmanager
 def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency: str = "fixed:0",
-                         shard_map: tuple[str, ...] = (), **overrides: Any) -> Iterator[RuntimeSettings]:
+                         shard_map: tuple[str, ...] = (), reflection: bool = REFLECTION,
+                         **overrides: Any) -> Iterator[RuntimeSettings]:
     """What a live conversation needs: an empty stream, an ingester process per shard, the simulator.
 
     ``shard`` is the default shard; ``shard_map`` (``SHARD=TENANT,TENANT`` entries, as ``mirror
     ingest --shard-map`` takes them, so the default shard is then ``0``) adds more, each with its
-    own file (:func:`shard_log`). Yields the ``RuntimeSettings`` for it;
+    own file (:func:`shard_log`). ``reflection`` is off unless the test asks (:data:`REFLECTION`);
+    ``overrides``: the other RuntimeSettings fields. Yields the ``RuntimeSettings`` for it;
     everything is stopped afterwards.
     """
     from mirror.actors.settings import RuntimeSettings
@@ -79,18 +91,18 @@ def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency:
             ingester.start()
         yield RuntimeSettings(infrastructure=NatsInfrastructure(nats_url, shard=shard, shard_map=shards.assignments),
             llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1, backoff_initial_s=0.01),
-            **overrides,
+            reflection=reflection, **overrides,
         )
 
 
 @contextlib.contextmanager
 def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str, placement: str = "hosted",
-                  shard_map: tuple[str, ...] = (), reflection: bool = True,
+                  shard_map: tuple[str, ...] = (), reflection: bool = REFLECTION,
                   **gateway: Any) -> Iterator[tuple[str, dict[str, str]]]:
     """A conversation runtime and the gateway on a free port, with tenants acme and globex, on
     the Ray cluster the caller started (fixture ``ray_cluster``); yields the gateway's URL and
-    each tenant's token. ``gateway``: GatewaySettings fields; ``reflection``: the stack's default
-    (off for tests that count the thinking's events or calls)."""
+    each tenant's token. ``gateway``: GatewaySettings fields; ``reflection``: the stack's default,
+    off unless the test asks (:data:`REFLECTION`)."""
     from mirror.gateway.app import GatewayServer, GatewaySettings, create_app
     from mirror.gateway.tenants import TenantRegistry
 

@@ -42,7 +42,7 @@ def chaos(data: Path, *options: str) -> tuple[int, dict[str, Any]]:
 def report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     directory = tmp_path_factory.mktemp("chaos")
     data, log = directory / "data", directory / "up.log"
-    process, _ = start_up(data, log, *request.param)
+    process, _ = start_up(data, log, *request.param, reflection=True)  # as users start it: long, not in the default run
     try:
         code, report = chaos(data, "--kill", "nats,ingester,actor,gateway", "--every", "3", "--conversations", "6",
                              "--turns", "8", "--timeout", "180", "--catch-up", "60")

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import cast
 
+import pytest
 import typer.core
 import typer.main
 
@@ -65,6 +66,7 @@ def test_help_lists_every_command_and_every_group_its_subcommands() -> None:
         assert visible(group), f"{name} has no commands"
 
 
+@pytest.mark.long  # ~25 s, two stacks: a bench's smoke run; .ci/run runs it with -m long
 def test_bench_actors_smoke_hosted_crowded_out_and_held() -> None:
     """Tiny numbers: the measured conversations are crowded out of a cap of 2 per host and come
     back from their snapshot; then ``--hold`` keeps a few live and reads the hosts' memory."""

@@ -27,6 +27,7 @@ from mirror.cli.client_commands import SIMULATOR_MODEL, SIMULATOR_NOTE
 from mirror.cognition.prompts import DEFAULT_PROMPT_SETS
 from mirror.processes import free_port
 from mirror.stack.embedded import EmbeddedStack, StackSettings
+from tests.support.stack import REFLECTION
 
 CLIENT_ENV = ("MIRROR_URL", "MIRROR_TOKEN", "MIRROR_DATA", "MIRROR_LLM_URL", "MIRROR_LLM_MODEL")
 
@@ -35,7 +36,7 @@ CLIENT_ENV = ("MIRROR_URL", "MIRROR_TOKEN", "MIRROR_DATA", "MIRROR_LLM_URL", "MI
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:
     data = tmp_path_factory.mktemp("client-commands") / "data"
     settings = StackSettings(data_dir=data, llm="sim", gateway_port=free_port(), nats_port=free_port(),
-                             sim_latency="fixed:5")
+                             sim_latency="fixed:5", reflection=REFLECTION)
     embedded = EmbeddedStack(settings).start()
     try:
         yield embedded

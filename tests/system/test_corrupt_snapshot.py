@@ -27,7 +27,7 @@ from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes
 from mirror.projections.state import initial_state
 from mirror.sim.server import SimLLMServer, SimSettings
 from mirror.stack.processes import IngesterProcess
-from tests.support.stack import reset_stream
+from tests.support.stack import REFLECTION, reset_stream
 
 SHARD = "snapfix"
 KEY = StreamKey("acme", "spoiled")
@@ -60,7 +60,7 @@ def stack(nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[tuple[RuntimeSe
         ingester = IngesterProcess(nats_server.url, tmp_path / "log.duckdb", shard=SHARD).start()
         try:
             llm = LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1, backoff_initial_s=0.01)
-            yield RuntimeSettings(NatsInfrastructure(nats_server.url, shard=SHARD), llm), ingester
+            yield RuntimeSettings(NatsInfrastructure(nats_server.url, shard=SHARD), llm, reflection=REFLECTION), ingester
         finally:
             ingester.stop()
 

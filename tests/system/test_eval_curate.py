@@ -36,7 +36,8 @@ SELECTION = ("--modes", "baseline,full", "--scenarios", "1,2,5", "--timing", "sy
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     directory = tmp_path_factory.mktemp("curate-stack")
-    process, info = start_up(directory / "data", directory / "up.log", "--sim-latency", "fixed:5")
+    process, info = start_up(directory / "data", directory / "up.log", "--sim-latency", "fixed:5",
+                             reflection=True)  # as users start it: long, not in the default run
     try:
         yield info | {"fixture": write_fixture(directory / "fixture")}
     finally:

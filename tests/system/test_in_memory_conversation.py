@@ -24,6 +24,7 @@ from mirror.projections.conversation import fold
 from mirror.projections.snapshot import state_from_snapshot
 from mirror.sim.server import SimLLMServer
 from tests.support.sim import SIM_MODEL
+from tests.support.stack import REFLECTION
 
 KEY = StreamKey("acme", "in-memory")
 
@@ -46,7 +47,8 @@ def _nats_servers() -> set[int]:
 async def placement(sim: SimLLMServer) -> AsyncIterator[tuple[LocalPlacement, InMemoryInfrastructure]]:
     infrastructure = InMemoryInfrastructure()
     settings = RuntimeSettings(infrastructure, LLMSettings(base_url=sim.base_url, model=SIM_MODEL, max_retries=1,
-                                                           backoff_initial_s=0.01))
+                                                           backoff_initial_s=0.01),
+                               reflection=REFLECTION)
     local = LocalPlacement(settings)
     try:
         yield local, infrastructure

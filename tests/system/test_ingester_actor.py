@@ -27,7 +27,7 @@ from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Turn
 from mirror.sim.server import SimLLMServer, SimSettings
-from tests.support.stack import local_ray, nats_of, reset_stream, retried
+from tests.support.stack import REFLECTION, local_ray, nats_of, reset_stream, retried
 from tests.support.waits import process_alive, until_gone
 
 CONVERSATIONS = 6
@@ -144,7 +144,7 @@ def test_kill_9_of_the_ingester_actor_loses_and_doubles_nothing(ray_cluster: Non
     db = tmp_path / "log.duckdb"
     with SimLLMServer(SimSettings(latency="fixed:5")) as sim:
         settings = RuntimeSettings(infrastructure=NatsInfrastructure(nats_url, shard="ia"), mode="full",
-                                   llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1))
+                                   llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1), reflection=REFLECTION)
         ingester = RayIngester(nats_url, db, shard="ia", log_path=tmp_path / "ingester.log").start()
         try:
             replies, heads, committed_before_kills = asyncio.run(converse(settings, ingester))

@@ -71,13 +71,14 @@ async def test_an_uncommitted_tail_is_read_from_the_stream_after_the_committed_o
     from mirror.cognition.openai_client import LLMSettings
     from mirror.sim.server import SimLLMServer, SimSettings
     from mirror.stack.processes import IngesterProcess
-    from tests.support.stack import reset_stream
+    from tests.support.stack import REFLECTION, reset_stream
 
     await reset_stream(nats_server.url)
     key = StreamKey("acme", "tail")
     db = tmp_path / "log.duckdb"
     with SimLLMServer(SimSettings(latency="fixed:5")) as sim:
-        settings = RuntimeSettings(infrastructure=NatsInfrastructure(nats_server.url, shard="tail"), llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1))
+        settings = RuntimeSettings(infrastructure=NatsInfrastructure(nats_server.url, shard="tail"), llm=LLMSettings(base_url=sim.base_url, model="mirror-sim", max_retries=1),
+                                   reflection=REFLECTION)
         # start() waits with asyncio.run, so it runs on a thread of its own here.
         ingester = await asyncio.to_thread(IngesterProcess(nats_server.url, db, shard="tail").start)
         try:

@@ -29,7 +29,7 @@ COOLDOWN = 10  # the default policy's (cognition/reflection/policy.py)
 def stack(request: pytest.FixtureRequest, ray_cluster: None, nats_server: EmbeddedNats,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
     with gateway_stack(nats_server.url, tmp_path_factory.mktemp("reflect"), shard="reflect", latency="fixed:0",
-                       placement=request.param) as stack:
+                       placement=request.param, reflection=True) as stack:
         yield stack
 
 

@@ -70,7 +70,7 @@ def stack(nats_server: EmbeddedNats, tmp_path_factory: pytest.TempPathFactory) -
     directory = tmp_path_factory.mktemp("reflection-api")
     registry = TenantRegistry(directory / "tenants.json")
     tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
-    with conversation_runtime(nats_server.url, directory, shard="reflapi") as runtime:
+    with conversation_runtime(nats_server.url, directory, shard="reflapi", reflection=True) as runtime:
         settings = GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json"))
         key = StreamKey("acme", CONVERSATION)
         main, branch = asyncio.run(seed(runtime, key))

@@ -187,7 +187,7 @@ def test_up_with_a_nats_cluster_answers_through_the_death_of_the_stream_leader(t
     turns; turns go on being answered (a few may fail right at the kill), every acknowledged turn
     is in the log, and the supervisor starts the node again."""
     data, log = tmp_path / "data", tmp_path / "up.log"
-    process, stack = start_up(data, log, "--nats-cluster", "3")
+    process, stack = start_up(data, log, "--nats-cluster", "3", reflection=True)  # as users start it: long
     conversations = ["ha-0", "ha-1", "ha-2"]
     acknowledged: list[tuple[str, dict]] = []
     failures: list[str] = []

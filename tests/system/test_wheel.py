@@ -175,7 +175,7 @@ def test_the_wheel_installs_imports_every_module_and_serves_a_turn(tmp_path: Pat
     # The venv's `mirror` command brings up the stack (NATS, Ray, the ingester, the simulator, the
     # gateway), which answers a turn, and stops cleanly on Ctrl-C.
     data, log = tmp_path / "data", tmp_path / "up.log"
-    process, stack = start_up(data, log, mirror=[str(venv / "bin" / "mirror")], cwd=elsewhere)
+    process, stack = start_up(data, log, mirror=[str(venv / "bin" / "mirror")], cwd=elsewhere, reflection=True)
     try:
         assert httpx.get(f"{stack['url']}/healthz", timeout=30).json() == {"status": "ok"}
         answer = httpx.post(f"{stack['url']}/v1/conversations/from-the-wheel/turns", json={"message": "hello"},
