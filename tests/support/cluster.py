@@ -223,7 +223,46 @@ def _probe_main(address: str, actor_names: list[str]) -> None:
     print(json.dumps(answer))
 
 
+
+async def stream_messages(url: str, expected: int | None = None, *, stream: str = "MIRROR",
+                          timeout_s: float = 120) -> list[tuple[int, str, bytes]]:
+    """Every message of the stream as the server(s) at ``url`` hold it, in stream order:
+    (stream seq, subject, data). ``expected``: how many to wait for (default: what the stream
+    says it holds)."""
+    import asyncio
+
+    from nats.js.api import DeliverPolicy
+
+    from mirror.events.nats.jetstream import connect_nats
+
+    nc = await connect_nats(url, name="test-stream-reader")
+    try:
+        js = nc.jetstream()
+        if expected is None:
+            expected = (await js.stream_info(stream)).state.messages
+        messages: list[tuple[int, str, bytes]] = []
+        if not expected:
+            return messages
+        done = asyncio.Event()
+
+        async def collect(message: Any) -> None:
+            messages.append((message.metadata.sequence.stream, message.subject, message.data))
+            if len(messages) >= expected:
+                done.set()
+
+        subscription = await js.subscribe("mirror.>", cb=collect, stream=stream, ordered_consumer=True,
+                                          deliver_policy=DeliverPolicy.ALL)
+        try:
+            await asyncio.wait_for(done.wait(), timeout_s)
+        finally:
+            await subscription.unsubscribe()
+        return messages
+    finally:
+        await nc.close()
+
+
 __all__ = [
+    "stream_messages",
     "RECIPE_DOC", "RECIPE_MARKER", "ROOT", "Recipe", "Session", "probe", "processes_named", "read_recipe", "substitute", "wait_for",
 ]
 

@@ -31,7 +31,6 @@ from typing import Any
 
 import httpx
 import pytest
-from nats.js.api import DeliverPolicy
 
 from mirror.actors.conversation_actor import actor_name
 from mirror.actors.placement.routing import host_for
@@ -46,6 +45,7 @@ from mirror.events.payloads import Turn
 from mirror.harness.chaos.checker import check_conversation
 from tests.support.balanced_load import BalancedLoad, Conversation
 from tests.support.balanced_load import client as balanced_client
+from tests.support.cluster import stream_messages
 from tests.support.deployment import NATS_PORT, RAY_PORT, Deployment, log_lines
 from tests.support.netns import SKIP_REASON, Machine, Machines, netns_permitted
 from tests.support.waits import until_async
@@ -95,32 +95,6 @@ async def append_turns(bus: JetStreamBus, key: StreamKey, count: int, acknowledg
             done += 1
         except AppendConflict:
             head = None
-
-
-async def stream_messages(url: str) -> list[tuple[int, str, bytes]]:
-    """Every message of the stream as the server at ``url`` holds it: (stream seq, subject, data)."""
-    nc = await connect_nats(url, name="machines-test-reader")
-    try:
-        js = nc.jetstream()
-        expected = (await js.stream_info(STREAM)).state.messages
-        messages: list[tuple[int, str, bytes]] = []
-        done = asyncio.Event()
-
-        async def collect(message) -> None:
-            messages.append((message.metadata.sequence.stream, message.subject, message.data))
-            if len(messages) >= expected:
-                done.set()
-
-        if expected:
-            subscription = await js.subscribe("mirror.>", cb=collect, stream=STREAM, ordered_consumer=True,
-                                              deliver_policy=DeliverPolicy.ALL)
-            try:
-                await asyncio.wait_for(done.wait(), 60)
-            finally:
-                await subscription.unsubscribe()
-        return messages
-    finally:
-        await nc.close()
 
 
 def check_stream(messages: list[tuple[int, str, bytes]], acknowledged: dict[tuple[StreamKey, int], bytes]) -> None:

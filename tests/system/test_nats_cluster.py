@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from nats.js.api import DeliverPolicy
 
 from mirror.events.bus import Head
 from mirror.events.codec import decode, encode
@@ -26,6 +25,7 @@ from mirror.events.ids import StreamKey
 from mirror.events.nats.cluster import EmbeddedNatsCluster
 from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats, ensure_stream, key_of_subject
 from mirror.events.payloads import Turn
+from tests.support.cluster import stream_messages
 
 KEYS = [StreamKey("cluster", f"c{index}") for index in range(6)]
 WRITERS_PER_KEY = 2
@@ -114,28 +114,6 @@ async def until_replicas_current(js, replicas: int, within_s: float = 60.0) -> N
         await asyncio.sleep(0.2)
 
 
-async def stored_messages(url: str, expected: int) -> list[tuple[int, str, bytes]]:
-    """Every message of the stream, in stream order: (stream seq, subject, data)."""
-    nc = await connect_nats(url, name="cluster-test-reader")
-    messages: list[tuple[int, str, bytes]] = []
-    done = asyncio.Event()
-
-    async def collect(message) -> None:
-        messages.append((message.metadata.sequence.stream, message.subject, message.data))
-        if len(messages) >= expected:
-            done.set()
-
-    js = nc.jetstream()
-    subscription = await js.subscribe("mirror.>", cb=collect, stream="MIRROR", ordered_consumer=True,
-                                      deliver_policy=DeliverPolicy.ALL)
-    try:
-        await asyncio.wait_for(done.wait(), 120)
-    finally:
-        await subscription.unsubscribe()
-        await nc.close()
-    return messages
-
-
 @pytest.mark.long  # ~22 s: .ci/run runs it with -m long
 async def test_a_cluster_loses_nothing_acknowledged_when_a_node_and_then_the_leader_die(tmp_path: Path) -> None:
     with EmbeddedNatsCluster(tmp_path / "nats", 3) as cluster:
@@ -178,7 +156,7 @@ async def test_a_cluster_loses_nothing_acknowledged_when_a_node_and_then_the_lea
         for bus in buses:
             await bus.close()
 
-        messages = await stored_messages(cluster.url, stream_state.messages)
+        messages = await stream_messages(cluster.url, stream_state.messages)
         figures |= {"acknowledged": len(appends.acknowledged), "stored": len(messages),
                     "conflicts": appends.conflicts, "failed_appends": sum(appends.failures.values()),
                     "failures": dict(appends.failures)}
