@@ -22,14 +22,12 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 REFLECTION = False
-"""Reflection in the stacks the tests start (here, ``tests.support.up.start_up``, the module stacks
-that build their settings themselves): off unless a test asks for it. It is on by default for users
-(``mirror up``, ``StackSettings``, ``RuntimeSettings``) and costs one more model call after every
-turn (the insight), and more when a reflection is due; a test whose subject is not reflection pays
-for it in time alone. The tests that ask (``reflection=True``): ``test_reflection.py``,
-``test_reflect_live.py``, ``test_reflection_api.py``, ``test_bench_reflection.py``, and the stacks
-as users start them with no option (``test_client_commands.py``'s demo with its own stack,
-``test_chaos.py``, ``test_eval_curate.py``, the wheel's)."""
+"""Reflection in the stacks the tests start: off unless a test asks. It is on by default for users
+(``mirror up``, ``StackSettings``, ``RuntimeSettings``) and costs an insight call after every turn
+and more when a reflection is due, which a test whose subject is not reflection pays in CPU alone.
+The default of :func:`conversation_runtime`, :func:`gateway_stack` and
+``tests.support.up.start_up``; tests that build ``RuntimeSettings`` or ``StackSettings`` themselves
+pass it too. Reflection's own tests pass ``reflection=True`` (tests/README.md lists them)."""
 
 
 async def reset_stream(url: str, settings: StreamSettings = StreamSettings()) -> None:

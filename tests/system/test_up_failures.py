@@ -142,7 +142,6 @@ def test_a_model_server_that_cannot_be_reached_is_a_warning_then_a_prompt_503_wh
     assert (data / "warnings.log").read_text().count("answered 503") == 2
 
 
-@pytest.mark.long  # ~17 s; its parts run by default: test_llm_client.py, unit/test_model_failures.py
 def test_a_model_that_answers_garbage_500s_or_429s_is_a_502_or_503_and_turns_resume_when_it_heals(tmp_path: Path) -> None:
     """The simulator's scripted faults, for the Talker's calls (baseline mode, no memory, no
     reflection: the Talker is the only caller of the model, so each fault meets it)."""
