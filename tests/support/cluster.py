@@ -228,18 +228,18 @@ async def stream_messages(url: str, expected: int | None = None, *, stream: str 
                           timeout_s: float = 120) -> list[tuple[int, str, bytes]]:
     """Every message of the stream as the server(s) at ``url`` hold it, in stream order:
     (stream seq, subject, data). ``expected``: how many to wait for (default: what the stream
-    says it holds)."""
+    says it holds). JetStream's transient refusals are asked again within ``timeout_s``."""
     import asyncio
 
     from nats.js.api import DeliverPolicy
 
-    from mirror.events.nats.jetstream import connect_nats
+    from mirror.events.nats.jetstream import connect_nats, retry_transient
 
     nc = await connect_nats(url, name="test-stream-reader")
     try:
         js = nc.jetstream()
-        if expected is None:
-            expected = (await js.stream_info(stream)).state.messages
+        if expected is None:  # a server just back from a partition may still be rejoining: "temporarily unavailable"
+            expected = (await retry_transient(js.stream_info, stream, deadline_s=timeout_s)).state.messages
         messages: list[tuple[int, str, bytes]] = []
         if not expected:
             return messages
@@ -250,8 +250,9 @@ async def stream_messages(url: str, expected: int | None = None, *, stream: str 
             if len(messages) >= expected:
                 done.set()
 
-        subscription = await js.subscribe("mirror.>", cb=collect, stream=stream, ordered_consumer=True,
-                                          deliver_policy=DeliverPolicy.ALL)
+        subscription = await retry_transient(js.subscribe, "mirror.>", cb=collect, stream=stream,
+                                             ordered_consumer=True, deliver_policy=DeliverPolicy.ALL,
+                                             deadline_s=timeout_s)
         try:
             await asyncio.wait_for(done.wait(), timeout_s)
         finally:
