@@ -234,7 +234,7 @@ def log_stats(data: Path) -> dict[str, Any]:
 @pytest.fixture(params=SYNC)
 def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, Path, dict[str, Any]]]:
     data, log = tmp_path / "data", tmp_path / "up.log"
-    process, info = start_up(data, log, *request.param)
+    process, info = start_up(data, log, *request.param, reflection=True)  # `mirror up` as the issue runs it: reflection on
     try:
         yield data, log, info
     finally:

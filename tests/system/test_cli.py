@@ -66,7 +66,7 @@ def test_help_lists_every_command_and_every_group_its_subcommands() -> None:
         assert visible(group), f"{name} has no commands"
 
 
-@pytest.mark.long  # two stacks, 10-30 s, once stuck at start until the 300 s limit: .ci/run runs it with -m long
+@pytest.mark.long  # two stacks, a bench smoke run of 10-30 s: .ci/run runs it with -m long
 def test_bench_actors_smoke_hosted_crowded_out_and_held() -> None:
     """Tiny numbers: the measured conversations are crowded out of a cap of 2 per host and come
     back from their snapshot; then ``--hold`` keeps a few live and reads the hosts' memory."""
