@@ -48,6 +48,14 @@ def server(tmp_path: Path) -> Iterator[EmbeddedNats]:
     nats.stop()
 
 
+@pytest.fixture
+async def bus(server: EmbeddedNats) -> AsyncIterator[JetStreamBus]:
+    """A writer of the stream (a conversation's appends, without the conversation)."""
+    writer = await JetStreamBus.connect(server.url, StreamSettings())
+    yield writer
+    await writer.close()
+
+
 @contextlib.asynccontextmanager
 async def ingesting(url: str, db_path: Path) -> AsyncIterator[Ingester]:
     nc = await connect_nats(url, name="test-ingester")
@@ -105,113 +113,97 @@ async def all_committed(ingester: Ingester, upto: int) -> LogStats | None:
     return stats if stats.events == upto * len(KEYS) else None
 
 
-async def test_a_stream_restored_older_is_reread_and_every_event_stored_once(server: EmbeddedNats,
+async def test_a_stream_restored_older_is_reread_and_every_event_stored_once(server: EmbeddedNats, bus: JetStreamBus,
                                                                               tmp_path: Path) -> None:
     db_path = tmp_path / "log.duckdb"
-    bus = await JetStreamBus.connect(server.url, StreamSettings())
     heads = {key: Head(0, 0) for key in KEYS}
-    try:
-        async with ingesting(server.url, db_path) as ingester:
-            await append_all(bus, heads, 1, 4)
-            await until_async(lambda: all_committed(ingester, 4), "the first 4 events of each committed")
-            disk_as_of_now(server, tmp_path / "t1")
-            await append_all(bus, heads, 5, 4)
-            await until_async(lambda: all_committed(ingester, 8), "8 events of each committed")
-            power_failure(server, tmp_path / "t1")
+    async with ingesting(server.url, db_path) as ingester:
+        await append_all(bus, heads, 1, 4)
+        await until_async(lambda: all_committed(ingester, 4), "the first 4 events of each committed")
+        disk_as_of_now(server, tmp_path / "t1")
+        await append_all(bus, heads, 5, 4)
+        await until_async(lambda: all_committed(ingester, 8), "8 events of each committed")
+        power_failure(server, tmp_path / "t1")
 
-            # The stale fence is refused: the stream no longer ends where this writer left it.
-            with pytest.raises(AppendConflict):
-                await bus.append(KEYS[0], turns(KEYS[0], 9, 1), heads[KEYS[0]])
-            for key in KEYS:  # re-fenced from the log, as a conversation's rebuild does
-                heads[key] = await refenced(bus, key, 8)
-            await append_all(bus, heads, 9, 4)
-            # Enough new messages that the stream's last seq passes the log's old offset: the
-            # ingester must still tell that these are new, not redeliveries.
-            await append_all(bus, heads, 13, 8)
-            await until_async(lambda: all_committed(ingester, 20), "all 20 events of each committed", timeout=60)
-            stats = await ingester.log.stats()
-            assert ingester.regressions >= 1
-            assert stats.stream_regressions == ingester.regressions
-            assert stats.last_stream_regression is not None and "went backwards" in stats.last_stream_regression
-            assert stats.rejected == 0
-    finally:
-        await bus.close()
+        # The stale fence is refused: the stream no longer ends where this writer left it.
+        with pytest.raises(AppendConflict):
+            await bus.append(KEYS[0], turns(KEYS[0], 9, 1), heads[KEYS[0]])
+        for key in KEYS:  # re-fenced from the log, as a conversation's rebuild does
+            heads[key] = await refenced(bus, key, 8)
+        await append_all(bus, heads, 9, 4)
+        # Enough new messages that the stream's last seq passes the log's old offset: the
+        # ingester must still tell that these are new, not redeliveries.
+        await append_all(bus, heads, 13, 8)
+        await until_async(lambda: all_committed(ingester, 20), "all 20 events of each committed", timeout=60)
+        stats = await ingester.log.stats()
+        assert ingester.regressions >= 1
+        assert stats.stream_regressions == ingester.regressions
+        assert stats.last_stream_regression is not None and "went backwards" in stats.last_stream_regression
+        assert stats.rejected == 0
     assert log_seqs(db_path) == {key.conversation: list(range(1, 21)) for key in KEYS}
 
 
 async def test_an_ingester_started_after_the_stream_was_written_past_its_offset_still_sees_it(
-        server: EmbeddedNats, tmp_path: Path) -> None:
+        server: EmbeddedNats, bus: JetStreamBus, tmp_path: Path) -> None:
     """The ingester was down through the failure and the writes after it: on start, the stream's
     last seq is beyond its offset, and only the message where its newest one stood tells."""
     db_path = tmp_path / "log.duckdb"
-    bus = await JetStreamBus.connect(server.url, StreamSettings())
     heads = {key: Head(0, 0) for key in KEYS}
-    try:
-        async with ingesting(server.url, db_path) as ingester:
-            await append_all(bus, heads, 1, 2)
-            await until_async(lambda: all_committed(ingester, 2), "2 events of each committed")
-            disk_as_of_now(server, tmp_path / "t1")
-            await append_all(bus, heads, 3, 4)
-            await until_async(lambda: all_committed(ingester, 6), "6 events of each committed")
-        power_failure(server, tmp_path / "t1")
-        for key in KEYS:
-            heads[key] = await refenced(bus, key, 6)
-        await append_all(bus, heads, 7, 10)  # far past the old offset
-        async with ingesting(server.url, db_path) as ingester:
-            await until_async(lambda: all_committed(ingester, 16), "16 events of each committed", timeout=60)
-            stats = await ingester.log.stats()
-            assert stats.stream_regressions == 1 and stats.rejected == 0
-    finally:
-        await bus.close()
+    async with ingesting(server.url, db_path) as ingester:
+        await append_all(bus, heads, 1, 2)
+        await until_async(lambda: all_committed(ingester, 2), "2 events of each committed")
+        disk_as_of_now(server, tmp_path / "t1")
+        await append_all(bus, heads, 3, 4)
+        await until_async(lambda: all_committed(ingester, 6), "6 events of each committed")
+    power_failure(server, tmp_path / "t1")
+    for key in KEYS:
+        heads[key] = await refenced(bus, key, 6)
+    await append_all(bus, heads, 7, 10)  # far past the old offset
+    async with ingesting(server.url, db_path) as ingester:
+        await until_async(lambda: all_committed(ingester, 16), "16 events of each committed", timeout=60)
+        stats = await ingester.log.stats()
+        assert stats.stream_regressions == 1 and stats.rejected == 0
     assert log_seqs(db_path) == {key.conversation: list(range(1, 17)) for key in KEYS}
 
 
-async def test_a_recreated_stream_is_detected_and_its_new_events_stored(server: EmbeddedNats, tmp_path: Path) -> None:
+async def test_a_recreated_stream_is_detected_and_its_new_events_stored(server: EmbeddedNats, bus: JetStreamBus, tmp_path: Path) -> None:
     db_path = tmp_path / "log.duckdb"
-    bus = await JetStreamBus.connect(server.url, StreamSettings())
     heads = {key: Head(0, 0) for key in KEYS}
-    try:
-        async with ingesting(server.url, db_path) as ingester:
-            await append_all(bus, heads, 1, 3)
-            await until_async(lambda: all_committed(ingester, 3), "3 events of each committed")
-            await bus.js.delete_stream("MIRROR")
-            await ensure_stream(bus.js, StreamSettings())
-            for key in KEYS:
-                heads[key] = await refenced(bus, key, 3)
-                assert heads[key].fence == 0  # the new stream holds nothing of it
-            await append_all(bus, heads, 4, 3)
-            await until_async(lambda: all_committed(ingester, 6), "6 events of each committed", timeout=60)
-            stats = await ingester.log.stats()
-            assert stats.stream_regressions >= 1 and stats.rejected == 0
-            assert stats.last_stream_regression is not None
-    finally:
-        await bus.close()
+    async with ingesting(server.url, db_path) as ingester:
+        await append_all(bus, heads, 1, 3)
+        await until_async(lambda: all_committed(ingester, 3), "3 events of each committed")
+        await bus.js.delete_stream("MIRROR")
+        await ensure_stream(bus.js, StreamSettings())
+        for key in KEYS:
+            heads[key] = await refenced(bus, key, 3)
+            assert heads[key].fence == 0  # the new stream holds nothing of it
+        await append_all(bus, heads, 4, 3)
+        await until_async(lambda: all_committed(ingester, 6), "6 events of each committed", timeout=60)
+        stats = await ingester.log.stats()
+        assert stats.stream_regressions >= 1 and stats.rejected == 0
+        assert stats.last_stream_regression is not None
     assert log_seqs(db_path) == {key.conversation: list(range(1, 7)) for key in KEYS}
 
 
-async def test_compaction_after_a_restart_is_not_taken_for_a_stream_gone_backwards(server: EmbeddedNats,
+async def test_compaction_after_a_restart_is_not_taken_for_a_stream_gone_backwards(server: EmbeddedNats, bus: JetStreamBus,
                                                                                   tmp_path: Path) -> None:
     """The newest message stored before a restart is compacted away once newer ones of its
     subject are committed: the ingester must check the stream against the newest it has stored
     since, not against the one it started with."""
     db_path = tmp_path / "log.duckdb"
-    bus = await JetStreamBus.connect(server.url, StreamSettings())
     heads = {key: Head(0, 0) for key in KEYS}
-    try:
-        async with ingesting(server.url, db_path) as ingester:
-            await append_all(bus, heads, 1, 2)
-            await until_async(lambda: all_committed(ingester, 2), "2 events of each committed")
-        async with ingesting(server.url, db_path) as ingester:
-            for first in range(3, 9):  # one round at a time, compaction (every 0.5 s) in between
-                await append_all(bus, heads, first, 1)
-                await until_async(functools.partial(all_committed, ingester, first), f"{first} events of each committed")
-            started_anchor = (await ingester.log.stream_mark(SETTINGS.consumer)).anchor_seq
-            await ingester.compact()  # whatever is left to purge, checked first
-            target = ingester.checks + 2
-            await until_async(lambda: ingester.checks >= target, "two more checks of the stream")
-            stats = await ingester.log.stats()
-            assert stats.stream_regressions == 0 and ingester.regressions == 0, stats.last_stream_regression
-            assert started_anchor > 0
-    finally:
-        await bus.close()
+    async with ingesting(server.url, db_path) as ingester:
+        await append_all(bus, heads, 1, 2)
+        await until_async(lambda: all_committed(ingester, 2), "2 events of each committed")
+    async with ingesting(server.url, db_path) as ingester:
+        for first in range(3, 9):  # one round at a time, compaction (every 0.5 s) in between
+            await append_all(bus, heads, first, 1)
+            await until_async(functools.partial(all_committed, ingester, first), f"{first} events of each committed")
+        started_anchor = (await ingester.log.stream_mark(SETTINGS.consumer)).anchor_seq
+        await ingester.compact()  # whatever is left to purge, checked first
+        target = ingester.checks + 2
+        await until_async(lambda: ingester.checks >= target, "two more checks of the stream")
+        stats = await ingester.log.stats()
+        assert stats.stream_regressions == 0 and ingester.regressions == 0, stats.last_stream_regression
+        assert started_anchor > 0
     assert log_seqs(db_path) == {key.conversation: list(range(1, 9)) for key in KEYS}
