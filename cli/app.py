@@ -3,7 +3,7 @@
 This module is the table of contents: the root app, its ``--config`` callback, and every
 command and group registered in the order ``mirror --help`` lists them. The commands live one
 module per group (:mod:`.serve`, :mod:`.client`, :mod:`.replay`, :mod:`.tenants`,
-:mod:`.bench`, :mod:`.log`, :mod:`.evals`, :mod:`.memory`, :mod:`.reflection`, :mod:`.prompts`, :mod:`.chaos`); the options they share are defined once in :mod:`.options`.
+:mod:`.bench`, :mod:`.log`, :mod:`.evals`, :mod:`.memory`, :mod:`.reflection`, :mod:`.prompts`, :mod:`.persona`, :mod:`.chaos`); the options they share are defined once in :mod:`.options`.
 
 Commands import what they run inside their bodies, not at the top of their modules: importing
 the stack, Ray and the pipelines up front would make every command, ``mirror --help`` included,
@@ -35,6 +35,7 @@ from mirror.cli import (
     help_layout,
     log,
     memory,
+    persona,
     prompts,
     reflection,
     replay,
@@ -74,6 +75,7 @@ app.add_typer(replay.replay_app, name="replay")
 app.add_typer(evals.eval_app, name="eval")
 app.add_typer(memory.memory_app, name="memory")
 app.add_typer(prompts.prompts_app, name="prompts")
+app.add_typer(persona.persona_app, name="persona")
 
 
 @app.callback()

@@ -7,7 +7,8 @@ API), ``structured`` (schema-constrained output), ``prompts`` and ``prompt_sets/
 prompt sets), ``history`` (bounded conversation views), ``embeddings/`` (the embedder port and
 its adapters: OpenAI-compatible endpoints and offline MiniLM), ``memory/`` (the memory stage:
 extraction, the dedup and contradiction gates, recall), ``reflection/`` (insights, the portrait
-and the decay of old beliefs: the slow loop between turns), ``writer`` (the one writer: fenced
+and the decay of old beliefs: the slow loop between turns), ``persona/`` (persona files:
+character cards V2/V3 as JSON or PNG, and native TOML, read, validated and written back), ``writer`` (the one writer: fenced
 appends and the think loop, for the live conversation and recompute), ``responses`` (parsing
 what the models answer), ``errors``.
 """

@@ -14,6 +14,7 @@
         ReflectionRefused                a forced reflection the policy does not allow now (cooldown, hourly cap, off)
         ReflectionFailed                 a forced reflection whose model calls failed every attempt
         UnknownAnalyzer                  a recall names a keyword analyzer this version does not have
+        PersonaInvalid                   a persona file (card JSON/PNG, TOML) that cannot be read or has a wrong key
         EmbeddingError                   an embedder could not give usable vectors
         ├── EmbedderNotInstalled         the offline embedder's packages (the [local] extra) are missing
         ├── EmbeddingModelInvalid        the offline model's files are missing a tensor or have a wrong shape
@@ -183,6 +184,7 @@ __all__ = [
     "EmbeddingShapeError",
     "PackedVectorInvalid",
     "UnknownAnalyzer",
+    "PersonaInvalid",
     "ReflectionPolicyError",
     "ReflectionRefused",
     "ReflectionFailed",
@@ -203,6 +205,20 @@ class UnknownAnalyzer(CognitionError, ValueError):
     def __init__(self, analyzer: str, known: tuple[str, ...]) -> None:
         self.analyzer = analyzer
         super().__init__(f"unknown keyword analyzer {analyzer!r}; this Mirror knows {', '.join(known)}")
+
+
+class PersonaInvalid(CognitionError, ValueError):
+    """A persona file that cannot be read, or one of whose keys is wrong; nothing was loaded.
+
+    ``file`` is the path as given; ``key`` the dotted path of the offending value
+    (``data.extensions.mirror.big_five.openness``, ``tEXt.chara``), or ``$`` for the whole file.
+    """
+
+    def __init__(self, file: str, key: str, detail: str) -> None:
+        self.file = file
+        self.key = key
+        self.detail = detail
+        super().__init__(f"persona file {file}: {key}: {detail}")
 
 
 class EmbeddingError(CognitionError):
