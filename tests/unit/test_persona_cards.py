@@ -83,6 +83,8 @@ def test_a_native_toml_file_reads_with_the_same_schema(tmp_path: Path) -> None:
     assert persona.big_five["openness"] == 0.9 and persona.big_five["neuroticism"] == 0.5
     assert persona.hard_goals == ("finish the notes",)
     assert [(entry.text, entry.importance) for entry in persona.biography] == [("Wrote the first program.", 1.0)]
+    again = read_persona(write_card(persona, tmp_path / "ada.png", "png"))
+    assert again == persona and again.version == persona.version
 
 
 def test_lorebook_entries_become_biography_with_normalised_priority(tmp_path: Path) -> None:
