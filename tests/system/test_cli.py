@@ -58,7 +58,7 @@ def test_help_lists_every_command_and_every_group_its_subcommands() -> None:
     assert result.returncode == 0, result.stderr
     assert listed_commands(result.stdout) == list(visible(root))
     groups = {name: command for name, command in visible(root).items() if isinstance(command, typer.core.TyperGroup)}
-    assert sorted(groups) == ["bench", "eval", "events", "log", "memory", "prompts", "replay", "tenants"]
+    assert sorted(groups) == ["bench", "eval", "events", "log", "memory", "persona", "prompts", "replay", "tenants"]
     for name, group in groups.items():
         result = mirror(name, "--help")
         assert result.returncode == 0, result.stderr
