@@ -10,7 +10,7 @@
 The rooms above keep their own errors beside the code that raises them (``mirror.sim.errors``,
 ``mirror.stack.errors``, ``mirror.cli.errors``, ``mirror.harness.errors``), each a
 :class:`~mirror.events.errors.MirrorError`. Every error names the setting or address it is
-about and says how to fix the problem.
+about and says how to fix the problem, and crosses Ray whole (``MirrorError.__reduce__``).
 """
 
 from __future__ import annotations
@@ -34,9 +34,6 @@ class IngesterUnavailable(ActorError):
         super().__init__(f"the ingester of shard {shard!r} ({db_path}) is not serving: last error {last_error}; "
                          f"check that NATS is reachable and that no other process owns the file")
 
-    def __reduce__(self) -> tuple[object, ...]:  # crosses Ray from the actor to its caller
-        return type(self), (self.shard, self.db_path, self.last_error)
-
 
 class Fenced(ActorError):
     """This conversation lost the single-writer fence: another writer appended. It stops for
@@ -47,9 +44,6 @@ class Fenced(ActorError):
         self.detail = detail
         super().__init__(f"conversation {key} is fenced off and stopped: {detail}; reload it to continue")
 
-    def __reduce__(self) -> tuple[object, ...]:  # crosses Ray from the actor to the gateway
-        return type(self), (self.key, self.detail)
-
 
 class Passivated(ActorError):
     """The conversation actor is passivating; get a fresh handle and ask again."""
@@ -57,9 +51,6 @@ class Passivated(ActorError):
     def __init__(self, key: object) -> None:
         self.key = key
         super().__init__(f"conversation {key} is passivating; ask again to re-activate it")
-
-    def __reduce__(self) -> tuple[object, ...]:  # crosses Ray from the actor to the gateway
-        return type(self), (self.key,)
 
 
 class SettingConflict(ActorError):
@@ -78,6 +69,3 @@ class SettingConflict(ActorError):
         self.why = why
         super().__init__(f"conversation {key} runs {setting} {running!r}, not {asked!r}: "
                          + (why or "its first turn fixed it; start a new conversation, or re-think this one with recompute"))
-
-    def __reduce__(self) -> tuple[object, ...]:  # crosses Ray from the actor to the gateway
-        return type(self), (self.key, self.setting, self.asked, self.running, self.why)
