@@ -28,7 +28,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from mirror.actors.directory import NAMESPACE
 from mirror.actors.log_file import append_warnings_to
 from mirror.gateway.app import GatewaySettings, create_app
-from mirror.serving import bind_socket
+from mirror.serving import bind_socket, reserve_port
 
 GATEWAY_NAME = "gateway-{index}"
 
@@ -90,17 +90,22 @@ def start_gateways(settings: GatewaySettings, *, host: str, port: int, count: in
     run on the caller's node: they listen on its ``host`` and the URL returned is that node's, and
     in a cluster of several nodes a gateway that Ray restarted on another node would not listen.
     """
-    if port == 0:
-        probe = bind_socket(host, 0, "mirror gateway")
-        port = probe.getsockname()[1]
-        probe.close()
-    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-    handles = [
-        GatewayActor.options(name=f"{name}-{index}", namespace=NAMESPACE,  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime; mypy keeps a decorated class's own type
-                             get_if_exists=True, scheduling_strategy=here).remote(settings, host, port)
-        for index in range(count)
-    ]
-    urls = ray.get([handle.start.remote() for handle in handles], timeout=timeout_s)
+    # Port 0: the kernel's choice, held bound (SO_REUSEPORT, not listening) until the gateways
+    # listen, so no outgoing connection is handed it in between.
+    reservation = reserve_port(host, 0) if port == 0 else None
+    try:
+        if reservation is not None:
+            port = reservation.getsockname()[1]
+        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+        handles = [
+            GatewayActor.options(name=f"{name}-{index}", namespace=NAMESPACE,  # type: ignore[attr-defined]  # ray.remote classes gain .options at runtime; mypy keeps a decorated class's own type
+                                 get_if_exists=True, scheduling_strategy=here).remote(settings, host, port)
+            for index in range(count)
+        ]
+        urls = ray.get([handle.start.remote() for handle in handles], timeout=timeout_s)
+    finally:
+        if reservation is not None:
+            reservation.close()
     return urls[0], handles
 
 

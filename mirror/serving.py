@@ -56,12 +56,16 @@ class PortClaim:
     stacks started together.
     """
 
-    def __init__(self, host: str, port: int, lock: socket.socket) -> None:
+    def __init__(self, host: str, port: int, lock: socket.socket, reservation: socket.socket | None = None) -> None:
         self.host = host
         self.port = port
         self._lock: socket.socket | None = lock
+        self._reservation = reservation
 
     def release(self) -> None:
+        if self._reservation is not None:
+            self._reservation.close()
+            self._reservation = None
         if self._lock is not None:
             self._lock.close()
             self._lock = None
@@ -73,7 +77,7 @@ class PortClaim:
         self.release()
 
 
-def claim_port(host: str, port: int, *, what: str, fix: str) -> PortClaim:
+def claim_port(host: str, port: int, *, what: str, fix: str, hold: bool = False) -> PortClaim:
     """Claim ``host:port`` (0: a free port) for this process's own listeners; :class:`PortInUse` if taken.
 
     Two checks, so that nobody else shares the port through ``SO_REUSEPORT`` (the kernel lets
@@ -87,6 +91,14 @@ def claim_port(host: str, port: int, *, what: str, fix: str) -> PortClaim:
       whoever holds it, with or without ``SO_REUSEPORT``. The probe is closed at once, and the
       caller's own listeners bind next; a program that binds the port in between (with
       ``SO_REUSEPORT``, as the same user) is the one case not caught.
+
+    ``hold``: for listeners that bind with ``SO_REUSEPORT`` (the gateways), keep the port bound
+    until :meth:`PortClaim.release` — a socket bound with ``SO_REUSEPORT``, never listening, so it
+    gets no connection. Without it, between the claim and the gateways' bind (seconds: NATS and
+    Ray start in between) the kernel could hand the port to an outgoing connection as its local
+    port, and the gateways' bind would fail (seen in CI: ``EADDRINUSE`` on a port claimed free).
+    A port bound explicitly is never chosen for an outgoing connection. Not for nats-server,
+    which binds without ``SO_REUSEPORT`` and would be refused by the held socket.
 
     ``what`` names the server that will listen there ("mirror gateway"), ``fix`` says what to do instead.
     """
@@ -111,7 +123,22 @@ def claim_port(host: str, port: int, *, what: str, fix: str) -> PortClaim:
         raise PortInUse(host, port, "another process", fix) from None
     finally:
         probe.close()
-    return PortClaim(host, port, lock)
+    return PortClaim(host, port, lock, reserve_port(host, port) if hold else None)
+
+
+def reserve_port(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (0: the kernel's choice) with ``SO_REUSEPORT``, not listening:
+    the port stays this user's for listeners that bind with ``SO_REUSEPORT`` too (:func:`bind_socket`
+    with ``reuse_port``), and no outgoing connection is given it as its local port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def _free_port(host: str) -> int:
@@ -216,4 +243,4 @@ class ThreadedServer:
         self.stop()
 
 
-__all__ = ["PortClaim", "PortInUse", "ServerUnavailable", "ThreadedServer", "bind_socket", "claim_port"]
+__all__ = ["PortClaim", "PortInUse", "ServerUnavailable", "ThreadedServer", "bind_socket", "claim_port", "reserve_port"]

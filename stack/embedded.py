@@ -325,7 +325,7 @@ class EmbeddedStack:
         claims = self._claims
         self._closers.append(self._release_claims)  # first in, last out: held until everything has stopped
         claims.append(claim_port(settings.bind, settings.gateway_port, what="mirror gateway",
-                                 fix="stop it, or give this stack another port (mirror up --port)"))
+                                 fix="stop it, or give this stack another port (mirror up --port)", hold=True))
         if settings.nats_url is None:  # a broker of our own; one at --nats-url is someone else's
             for port in node_ports(settings.nats_port, settings.nats_cluster, settings.bind):
                 claims.append(claim_port(settings.bind, port, what="nats-server",

@@ -143,7 +143,7 @@ class MirrorNode:
         settings = self.settings
         try:
             claim = claim_port(settings.bind, settings.gateway_port, what="mirror gateway",
-                               fix="stop it, or give this node another port (mirror node --port)")
+                               fix="stop it, or give this node another port (mirror node --port)", hold=True)
             self._closers.append(claim.release)
             tenants = settings.tenants.resolve()
             if not tenants.is_file():
