@@ -6,6 +6,7 @@ above it (``gateway``, ``stack``, ``harness``, ``cli``) import it, nothing below
 - ``settings`` — :class:`RuntimeSettings`, everything a conversation needs, frozen, built at the edge;
 - ``clients`` — the connections a conversation talks through, opened through the infrastructure;
 - ``conversation`` — one live conversation in plain asyncio (rebuild, turn, think, snapshot);
+- ``persona_mind`` — a conversation's choice of mind, and the persona mind's turn (its steps, one append);
 - ``handle`` — :class:`ConversationHandle`, the one typed way callers reach a live conversation;
 - ``conversation_actor`` — a conversation as a Ray actor of its own (the dedicated placement);
 - ``placement/`` — where live conversations run (hosts or dedicated actors) and their handles;

@@ -35,6 +35,9 @@ from dataclasses import dataclass, replace
 from mirror.cognition.embeddings import Embedder
 from mirror.cognition.errors import LLMError, ReflectionRefused
 from mirror.cognition.memory.turn import TurnMemory, recall_for_turn, wants_recall
+from mirror.cognition.persona.background import persona_stage_behind
+from mirror.cognition.persona.choice import MindChoice
+from mirror.cognition.persona.prompting import default_persona_prompts
 from mirror.cognition.pipeline import MirrorConfig, talk
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.reflection.insight import insight_behind
@@ -53,6 +56,7 @@ from mirror.replay.history import History
 
 from .clients import ConversationClients
 from .errors import Fenced, Passivated, SettingConflict
+from .persona_mind import persona_event, persona_to_record, persona_turn
 from .results import ConversationSummary, ReflectionResult, TurnResult
 from .settings import RuntimeSettings, settings_prompts
 
@@ -114,6 +118,8 @@ class Conversation:
         """The recall index kept between turns: a cache of the state's beliefs and edges."""
         self.prompts: PromptSet = prompts or settings_prompts(settings)
         """The settings' prompt set; a host reads it once for all its conversations."""
+        self.persona_prompts: PromptSet = default_persona_prompts()
+        """The persona mind's prompt set (:mod:`mirror.cognition.persona.prompting`)."""
 
     @property
     def state(self) -> ConversationState:
@@ -156,6 +162,8 @@ class Conversation:
     def _unfinished(self, state: ConversationState) -> bool:
         """Is a thinking stage left to do for the newest turn (thinking, memory, insight, a due reflection)?"""
         writer = self._writer()
+        if state.persona is not None:
+            return persona_stage_behind(state) is not None
         return writer.behind(self.config.mode) or (self.config.memory and writer.memory_behind()) or (
             self.config.reflection and (insight_behind(state) or bool(due(state, self.policy))))
 
@@ -271,7 +279,8 @@ class Conversation:
     # ------------------------------------------------------------------------ turns
 
     async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
+                   memory: bool | None = None, reflection: bool | None = None,
+                   mind: MindChoice | None = None) -> TurnResult:
         """Reply to ``message``; the ``turn`` event is acknowledged before this returns.
 
         ``mode``, ``memory`` and ``reflection``: how this conversation thinks. The first turn fixes them (the
@@ -284,6 +293,9 @@ class Conversation:
         if sync:
             await self._idle.wait()
         writer = self._writer()
+        chosen = await persona_to_record(self.key, writer.state, mind, self.embedder)
+        if chosen is not None or writer.state.persona is not None:
+            return await self._persona_turn(writer, message, chosen)
         self._choose(writer.state, mode=mode, memory=memory, reflection=reflection)
         started = time.perf_counter()
         state = writer.state
@@ -322,6 +334,37 @@ class Conversation:
             embed_ms=0.0 if recalled is None else round(recalled.embed_ms, 3),
             recall_seq=None if recalled is None else event.seq - 1,
         )
+
+    async def _persona_turn(self, writer: ConversationWriter, message: str, chosen: object) -> TurnResult:
+        """A turn of the persona mind (:mod:`mirror.actors.persona_mind`): the MIRROR stages are off."""
+        self.config = replace(self.config, mode="baseline", memory=False, reflection=False)
+        try:
+            result, _ = await persona_turn(writer, self.key, message, chosen, self.llm, self.embedder,  # type: ignore[arg-type]  # a PersonaChosen or None
+                                           self.persona_prompts, self.config)
+        except LLMError as failure:  # nothing was appended; the gateway answers it as a 502 or 503
+            failure.during("talker")
+            raise
+        except AppendConflict as conflict:
+            raise self._fenced_off(conflict) from conflict
+        self._start_thinking()
+        return result
+
+    async def choose(self, mind: MindChoice) -> ConversationSummary:
+        """Fix the mind before the first turn: a ``persona`` event for a character (nothing for
+        ``mirror``, which a first turn fixes); the same choice again changes nothing, another one is
+        :class:`SettingConflict`."""
+        self._check_not_fenced()
+        if self.passivating:
+            raise Passivated(self.key)
+        writer = self._writer()
+        chosen = await persona_to_record(self.key, writer.state, mind, self.embedder)
+        if chosen is not None:
+            now = time.time()
+            try:
+                await writer.append(lambda state: [persona_event(self.key, state, chosen, now)])
+            except AppendConflict as conflict:
+                raise self._fenced_off(conflict) from conflict
+        return self.summary()
 
     def _writer(self) -> ConversationWriter:
         if self.writer is None:
@@ -373,7 +416,8 @@ class Conversation:
     # ------------------------------------------------------------------------ thinking
 
     def _start_thinking(self) -> None:
-        nothing_to_do = self.config.mode == "baseline" and not self.config.memory and not self.config.reflection
+        nothing_to_do = (self.config.mode == "baseline" and not self.config.memory and not self.config.reflection
+                         and self.state.persona is None)
         if nothing_to_do or (self._thinker is not None and not self._thinker.done()):
             return
         self._idle.clear()
@@ -385,7 +429,7 @@ class Conversation:
         try:
             await self._writer().think_until_current(
                 self.llm, self.prompts, self.config, attempts=self.settings.thinking_attempts,
-                embedder=self.embedder, policy=self.policy,
+                embedder=self.embedder, policy=self.policy, persona_prompts=self.persona_prompts,
             )
         except AppendConflict as conflict:
             self._fenced_off(conflict)
@@ -452,6 +496,7 @@ class Conversation:
             turns=state.turn_count, last_seq=state.last_seq, narrative=state.narrative,
             narrative_seq=state.narrative_seq, thought_turn=state.thought_turn,
             thinking=not self._idle.is_set(), mode=self.config.mode,
+            mind="mirror" if state.persona is None else "persona",
             last_failure=None if state.last_failure is None else state.last_failure.message,
             updated_at=state.last_timestamp or time.time(),
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 import ray
 
+from mirror.cognition.persona.choice import MindChoice
 from mirror.actors.conversation import Conversation, RebuildReport
 from mirror.actors.directory import NAMESPACE, TOUCH_EVERY_S, directory
 from mirror.actors.errors import Passivated
@@ -76,8 +77,12 @@ class ConversationActor:
                 return
 
     async def turn(self, message: str, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
-        return await (await self._ready()).turn(message, sync=sync, mode=mode, memory=memory, reflection=reflection)
+                   memory: bool | None = None, reflection: bool | None = None,
+                   mind: MindChoice | None = None) -> TurnResult:
+        return await (await self._ready()).turn(message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind)
+
+    async def choose(self, mind: MindChoice) -> ConversationSummary:
+        return await (await self._ready()).choose(mind)
 
     async def reflect(self) -> ReflectionResult:
         return await (await self._ready()).reflect()

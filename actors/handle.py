@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from mirror.cognition.persona.choice import MindChoice
 from mirror.events.ids import StreamKey
 
 from .conversation import RebuildReport
@@ -33,10 +34,16 @@ class ConversationHandle(Protocol):
     def key(self) -> StreamKey: ...
 
     async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
+                   memory: bool | None = None, reflection: bool | None = None,
+                   mind: MindChoice | None = None) -> TurnResult:
         """Reply to ``message``; its ``turn`` event is acknowledged before this returns.
         ``sync`` waits for the previous turn's thinking first; ``mode``, ``memory`` and
         ``reflection`` are fixed by the first turn (a later one asking for others is ``SettingConflict``)."""
+        ...
+
+    async def choose(self, mind: MindChoice) -> ConversationSummary:
+        """Fix the conversation's mind before its first turn (a ``persona`` event for a character);
+        the same choice again changes nothing, another one is ``SettingConflict``."""
         ...
 
     async def reflect(self) -> ReflectionResult:

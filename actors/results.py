@@ -32,6 +32,9 @@ class TurnResult:
     """The message's embedding call, within ``recall_ms``."""
     recall_seq: int | None = None
     """The seq of the ``recall`` event appended with the turn (``None``: nothing was recalled)."""
+    steps_ms: dict[str, float] | None = None
+    """A persona turn's steps on its path (think, retrieval, appraisal, plan, formulation), each
+    one's wall time; ``None`` for the MIRROR mind."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -53,6 +56,7 @@ class ConversationSummary:
     mode: str
     last_failure: str | None
     updated_at: float
+    mind: str = "mirror"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

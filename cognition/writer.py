@@ -39,6 +39,8 @@ from mirror.cognition.embeddings.port import Embedder
 from mirror.cognition.errors import ReflectionFailed, ReflectionRefused
 from mirror.cognition.llm import LLM
 from mirror.cognition.memory.stage import memory_behind, remember, same_memory_inputs
+from mirror.cognition.persona.background import persona_stage_behind, persona_step
+from mirror.cognition.persona.prompting import default_persona_prompts
 from mirror.cognition.pipeline import MirrorConfig, Thinking, think, thinking_behind
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.reflection.insight import draw_insight, insight_behind
@@ -176,7 +178,7 @@ class ConversationWriter:
 
     async def think_until_current(
         self, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempts: int, embedder: Embedder | None = None,
-        overlap_memory: bool = False, policy: ReflectionPolicy = DEFAULT_POLICY,
+        overlap_memory: bool = False, policy: ReflectionPolicy = DEFAULT_POLICY, persona_prompts: PromptSet | None = None,
     ) -> None:
         """Think about the newest turn until it is thought through, then (``config.memory``, with
         an ``embedder``) remember it, then (``config.reflection``) draw its insight and reflect
@@ -201,14 +203,16 @@ class ConversationWriter:
         """
         async with self.stages:
             await self._think_until_current(llm, prompts, config, attempts=attempts, embedder=embedder,
-                                            overlap_memory=overlap_memory, policy=policy)
+                                            overlap_memory=overlap_memory, policy=policy,
+                                            persona_prompts=persona_prompts)
 
     async def _think_until_current(
         self, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempts: int, embedder: Embedder | None,
-        overlap_memory: bool, policy: ReflectionPolicy,
+        overlap_memory: bool, policy: ReflectionPolicy, persona_prompts: PromptSet | None = None,
     ) -> None:
         remembering = config.memory and embedder is not None
         attempt = memory_attempt = insight_attempt = reflection_attempt = 0
+        persona_attempts: dict[str, int] = {}
         gave_up: dict[str, int] = {}  # stage -> the turn count it was given up at
         early: _EarlyStep | None = None  # the memory step started beside the thinking
         try:
@@ -219,6 +223,17 @@ class ConversationWriter:
                 # causation = the last event the step saw: replay rebuilds exactly that state.
                 cause = event_id(self.key.tenant, self.key.conversation, self.key.branch, basis.last_seq)
                 wants_memory = remembering and self.memory_behind() and gave_up.get("memory") != target
+                stage = persona_stage_behind(basis)  # a persona conversation's background steps
+                if stage is not None and gave_up.get(stage) != target:
+                    tried = persona_attempts[stage] = persona_attempts.get(stage, 0) + 1
+                    step = await persona_step(basis, stage, llm, embedder, persona_prompts or default_persona_prompts(),
+                                              config, attempt=tried)
+                    await self.append(_after(step, self.key, cause))
+                    if step.ok:
+                        persona_attempts[stage] = 0
+                    elif tried >= attempts and self.state.turn_count == target:
+                        gave_up[stage], persona_attempts[stage] = target, 0
+                    continue
                 if self.behind(config.mode) and gave_up.get("thinking") != target:
                     if overlap_memory and wants_memory and (early is None or not early.serves(basis, memory_attempt + 1)):
                         assert embedder is not None  # remembering says so

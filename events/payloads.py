@@ -17,7 +17,9 @@ BeliefOperation = Literal["assert", "reinforce", "recall", "consistent", "contra
 DecayVerdict = Literal["retain", "decay", "forget"]
 EdgeOperation = Literal["assert", "reinforce", "contradict"]
 BeliefKind = Literal["belief", "open_loop"]
-ThinkerStage = Literal["monologue", "controller", "reflection", "talker", "memory", "insight"]
+ThinkerStage = Literal["monologue", "controller", "reflection", "talker", "memory", "insight",
+                       "emotion", "relationship", "goal", "importance"]
+PlanOrder = Literal["appraisal_first", "plan_first"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +264,151 @@ class Fork(Payload):
     changed_templates: dict[str, str] = field(default_factory=dict)
 
 
+# --------------------------------------------------------------------------- the persona mind
+# A conversation whose first event is ``persona`` is a character (the dual-process affective
+# persona): each step of its cycle is one of the events below. On a turn's path, appended with the
+# ``turn`` (whose reply is the formulation): ``interpretation`` (think), ``retrieval``, ``plan`` and
+# ``appraisal`` (in the chosen order). After it, in the background: ``emotion``, ``relationship``,
+# ``goal`` and ``episode`` (importance, with the episode's vector); a failed one is a
+# ``thinker_failed`` of its stage and leaves the previous state in force.
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaChosen(Payload):
+    """The conversation is this character (``mind = persona``), fixed for its whole life.
+
+    ``version`` is the persona's content hash; ``card`` the persona's content as canonical JSON
+    (what the prompts are built from: a replay or a recompute needs no persona store). The
+    fields after it are what the projection starts from: the named ``emotions`` (each at 0), the
+    ``relationship`` dimensions at their start values, the goals, and the biography with each
+    entry's ``importance``. ``biography_embeddings`` are the entries' vectors (little-endian
+    float32, in order) from one embedding request (``embedding_fingerprint``), so retrieval
+    scores biography by similarity and replay makes no embedding call. ``order`` is which of
+    plan and appraisal comes first (appraisal first by default: the paper's plan-first order
+    showed a "rational bias").
+    """
+
+    TYPE: ClassVar[str] = "persona"
+    name: str
+    version: str
+    card: str
+    emotions: tuple[str, ...] = ()
+    relationship: dict[str, float] = field(default_factory=dict)
+    hard_goals: tuple[str, ...] = ()
+    soft_goals: tuple[str, ...] = ()
+    biography: tuple[str, ...] = ()
+    biography_importance: tuple[float, ...] = ()
+    biography_embeddings: tuple[bytes, ...] = ()
+    embedding_model: str = ""
+    embedding_fingerprint: str = ""
+    order: PlanOrder = "appraisal_first"
+
+
+@dataclass(frozen=True, slots=True)
+class Interpretation(Payload):
+    """*think*: the character's objective first-person reading of the user's utterance; also the
+    retrieval query. ``for_turn`` is the turn it reads (the ``turn`` event that follows)."""
+
+    TYPE: ClassVar[str] = "interpretation"
+    text: str
+    for_turn: int
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval(Payload):
+    """The episodes and biography entries retrieved for a turn, best first, with their scores.
+
+    Episodes score 0.5 similarity + 0.3 recency + 0.2 importance, biography entries 0.7
+    similarity + 0.3 importance (:mod:`mirror.cognition.persona.retrieval`). ``episode_turns``
+    name episodes by the turn they record; ``biography_entries`` are indices into the persona's
+    biography. The query's vector is recorded (``query_embedding``, with the embedding request's
+    fingerprint and model) so replay retrieves again with zero embedding calls; empty when the
+    conversation had nothing to retrieve. No model produced it: no provenance.
+    """
+
+    TYPE: ClassVar[str] = "retrieval"
+    for_turn: int
+    query: str
+    query_embedding: bytes = b""
+    embedding_model: str = ""
+    query_fingerprint: str = ""
+    episode_turns: tuple[int, ...] = ()
+    episode_scores: tuple[float, ...] = ()
+    biography_entries: tuple[int, ...] = ()
+    biography_scores: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Plan(Payload):
+    """*plan*: what the character means to do with its reply, for ``for_turn``."""
+
+    TYPE: ClassVar[str] = "plan"
+    text: str
+    for_turn: int
+
+
+@dataclass(frozen=True, slots=True)
+class Appraisal(Payload):
+    """*appraisal*: the character's visceral, unfiltered reaction to ``for_turn``."""
+
+    TYPE: ClassVar[str] = "appraisal"
+    text: str
+    for_turn: int
+
+
+@dataclass(frozen=True, slots=True)
+class EmotionUpdate(Payload):
+    """The character's emotions after ``for_turn``: every named emotion's intensity in [0, 1]."""
+
+    TYPE: ClassVar[str] = "emotion"
+    for_turn: int
+    intensities: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RelationshipUpdate(Payload):
+    """The relationship with the user after ``for_turn``: every dimension's value in [0, 1]."""
+
+    TYPE: ClassVar[str] = "relationship"
+    for_turn: int
+    dimensions: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GoalUpdate(Payload):
+    """The goals after ``for_turn``.
+
+    ``active_hard_goal`` is the index of the hard goal that was active when the step ran and
+    ``hard_goal_met`` whether it is met now: the projection then activates the next one. Hard goals
+    go strictly one after another: an event naming any other hard goal changes nothing.
+    ``soft_goals`` gives each soft goal's progress in [0, 1] (all of them pursued all the time).
+    """
+
+    TYPE: ClassVar[str] = "goal"
+    for_turn: int
+    active_hard_goal: int = 0
+    hard_goal_met: bool = False
+    soft_goals: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Episode(Payload):
+    """What was said at ``for_turn``, kept as an episodic memory with its ``importance`` in [0, 1]
+    (the importance step's score) and its vector (little-endian float32, from the embedding
+    request ``embedding_fingerprint``), so later retrievals rank it and replay needs no call."""
+
+    TYPE: ClassVar[str] = "episode"
+    for_turn: int
+    text: str
+    importance: float = 0.5
+    embedding: bytes = b""
+    embedding_model: str = ""
+    embedding_fingerprint: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class Provenance:
     """Where an LLM-produced event came from: enough to audit it and to replay it exactly.
@@ -307,6 +454,15 @@ PAYLOAD_TYPES: tuple[type[Payload], ...] = (
     Fork,
     Recall,
     MemoryStep,
+    PersonaChosen,
+    Interpretation,
+    Retrieval,
+    Plan,
+    Appraisal,
+    EmotionUpdate,
+    RelationshipUpdate,
+    GoalUpdate,
+    Episode,
 )
 
 __all__ = [
@@ -329,6 +485,16 @@ __all__ = [
     "Reflection",
     "ThinkerFailed",
     "Fork",
+    "PlanOrder",
+    "PersonaChosen",
+    "Interpretation",
+    "Retrieval",
+    "Plan",
+    "Appraisal",
+    "EmotionUpdate",
+    "RelationshipUpdate",
+    "GoalUpdate",
+    "Episode",
     "Provenance",
     "PAYLOAD_TYPES",
 ]

@@ -3,7 +3,8 @@
 May import ``mirror.events`` (the model: envelope, payloads, ids) and nothing else of Mirror;
 no I/O. ``conversation`` (the fold), ``state`` (the state and its limits), ``beliefs`` and
 ``edges`` (decay, reinforcement, contradictions), ``monologue`` (the bounded thought history),
-``snapshot`` (cached folds, versioned), ``constants`` (the papers' parameters), ``errors``,
+``persona`` (the persona mind's state: emotions,
+relationship, goals, episodes), ``snapshot`` (cached folds, versioned), ``constants`` (the papers' parameters), ``errors``,
 ``_frozen`` (the immutable map states are built from).
 """
 

@@ -37,6 +37,7 @@ from .beliefs import apply_belief, apply_decisions, apply_recall
 from .edges import apply_edge
 from .errors import EmptyFold, OutOfOrderEvent, UnhandledEvent
 from .monologue import MonologueEntry, Threads, append_bounded
+from .persona import HANDLERS as PERSONA_HANDLERS
 from .state import (
     ConversationState,
     FailureInfo,
@@ -248,6 +249,10 @@ def _on_thinker_failed(payload: ThinkerFailed, state: ConversationState, event: 
 def _on_fork(payload: Fork, state: ConversationState, event: Event) -> ConversationState:
     info = ForkInfo(event.seq, payload.parent_branch, payload.fork_seq, payload.prompt_set, payload.reason)
     return replace(state, fork=info)
+
+
+for _payload_type, _handler in PERSONA_HANDLERS:  # the persona mind's events (mirror.projections.persona)
+    _apply_payload.register(_payload_type, _handler)
 
 
 __all__ = ["apply", "fold"]

@@ -27,6 +27,7 @@ from .beliefs import BeliefState, ReviewItem
 from .edges import EdgeState
 from .errors import CorruptSnapshot, StaleSnapshot
 from .monologue import MonologueEntry, Threads
+from .persona import EpisodeRecord, PersonaState, StepRecord
 from .state import (
     ConversationState,
     Counters,
@@ -38,8 +39,11 @@ from .state import (
     TurnRecord,
 )
 
-PROJECTION_VERSION = 7
+PROJECTION_VERSION = 8
 """Bump on any change to what the conversation projection computes or how it is stored.
+
+8: the persona mind — ``persona`` (:class:`~mirror.projections.persona.PersonaState`), from the
+persona events.
 
 7: reflection — ``reflection``, ``insight_turn``, ``portrait`` (was ``reflection_snapshot``),
 ``reflection_times``, the reflection counters; beliefs record the turns they were last touched
@@ -99,6 +103,41 @@ def _reflection_from(values: Any) -> ReflectionRecord | None:
     return ReflectionRecord(*before, tuple(triggers), warning)  # type: ignore[call-arg]  # _checked fixed the arity
 
 
+_PERSONA_MAPS = ("emotions", "relationship", "soft_goals")
+_PERSONA_TUPLES = ("hard_goals", "biography", "biography_importance", "biography_embeddings", "hard_met_turns")
+_PERSONA_STEPS = ("interpretation", "plan", "appraisal")
+
+
+def _persona_record(persona: PersonaState | None) -> dict[str, Any] | None:
+    if persona is None:
+        return None
+    record: dict[str, Any] = {name: getattr(persona, name) for name in _names(PersonaState)}
+    for name in _PERSONA_MAPS:
+        record[name] = [[key, value] for key, value in record[name].items()]  # ordered: the card's order
+    for name in _PERSONA_TUPLES:
+        record[name] = list(record[name])
+    for name in _PERSONA_STEPS:
+        record[name] = _flat(record[name])
+    record["episodes"] = [_flat(episode) for episode in persona.episodes]
+    return record
+
+
+def _persona_from(record: Any) -> PersonaState | None:
+    if record is None:
+        return None
+    if not isinstance(record, dict) or set(record) != set(_names(PersonaState)):
+        raise CorruptSnapshot(f"persona record has the wrong fields: {record!r:.80}")
+    values = dict(record)
+    for name in _PERSONA_MAPS:
+        values[name] = FrozenMap((key, value) for key, value in values[name])
+    for name in _PERSONA_TUPLES:
+        values[name] = tuple(values[name])
+    for name in _PERSONA_STEPS:
+        values[name] = _unflat(StepRecord, values[name])
+    values["episodes"] = tuple(_unflat(EpisodeRecord, episode) for episode in values["episodes"])
+    return PersonaState(**values)
+
+
 def _state_record(state: ConversationState) -> dict[str, Any]:
     return {
         "key": [state.key.tenant, state.key.conversation, state.key.branch],
@@ -131,6 +170,7 @@ def _state_record(state: ConversationState) -> dict[str, Any]:
         "counters": [dict(state.counters.events_by_type), *_values(state.counters)[1:]],
         "last_failure": _flat(state.last_failure),
         "fork": _flat(state.fork),
+        "persona": _persona_record(state.persona),
     }
 
 
@@ -171,6 +211,7 @@ def _state_from(record: dict[str, Any]) -> ConversationState:
         counters=Counters(FrozenMap(by_type), *counts),
         last_failure=_unflat(FailureInfo, record["last_failure"]),
         fork=_unflat(ForkInfo, record["fork"]),
+        persona=_persona_from(record["persona"]),
     )
 
 

@@ -13,6 +13,7 @@ edges and review items grow only with *distinct* items, never with repetitions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
 
 from mirror.events.ids import StreamKey
 
@@ -21,6 +22,9 @@ from .beliefs import BeliefState, ReviewItem, ReviewKey
 from .edges import EdgeKey, EdgeState
 from .errors import InvalidLimits
 from .monologue import MonologueEntry, Threads
+
+if TYPE_CHECKING:
+    from .persona import PersonaState
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +179,8 @@ class ConversationState:
     counters: Counters = field(default_factory=Counters)
     last_failure: FailureInfo | None = None
     fork: ForkInfo | None = None
+    persona: PersonaState | None = None
+    """The character, in a conversation of the ``persona`` mind (:mod:`mirror.projections.persona`)."""
 
     @property
     def next_seq(self) -> int:

@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from mirror.cognition.persona.choice import MindChoice
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.conversation_actor import actor_name, conversation_actor
 from mirror.actors.handle import ConversationHandle
@@ -43,9 +44,14 @@ class HostedConversation:
         return self.placement.host(self.slot)
 
     async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
+                   memory: bool | None = None, reflection: bool | None = None,
+                   mind: MindChoice | None = None) -> TurnResult:
         result: TurnResult = await self.host.turn.remote(self.key, message, sync=sync, mode=mode, memory=memory,
-                                                         reflection=reflection)
+                                                         reflection=reflection, mind=mind)
+        return result
+
+    async def choose(self, mind: MindChoice) -> ConversationSummary:
+        result: ConversationSummary = await self.host.choose.remote(self.key, mind)
         return result
 
     async def reflect(self) -> ReflectionResult:
@@ -86,9 +92,14 @@ class DedicatedConversation:
     """The actor's Ray handle (to kill it in a test)."""
 
     async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
+                   memory: bool | None = None, reflection: bool | None = None,
+                   mind: MindChoice | None = None) -> TurnResult:
         result: TurnResult = await self.actor.turn.remote(message, sync=sync, mode=mode, memory=memory,
-                                                          reflection=reflection)
+                                                          reflection=reflection, mind=mind)
+        return result
+
+    async def choose(self, mind: MindChoice) -> ConversationSummary:
+        result: ConversationSummary = await self.actor.choose.remote(mind)
         return result
 
     async def reflect(self) -> ReflectionResult:

@@ -19,6 +19,7 @@ from typing import Any
 
 import ray
 
+from mirror.cognition.persona.choice import MindChoice
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.directory import NAMESPACE
 from mirror.actors.log_file import append_warnings_to
@@ -58,8 +59,12 @@ class ConversationHost:
         self.table = HostedConversations(settings, name=host_name(index, settings))
 
     async def turn(self, key: StreamKey, message: str, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
-        return await self.table.turn(key, message, sync=sync, mode=mode, memory=memory, reflection=reflection)
+                   memory: bool | None = None, reflection: bool | None = None,
+                   mind: MindChoice | None = None) -> TurnResult:
+        return await self.table.turn(key, message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind)
+
+    async def choose(self, key: StreamKey, mind: MindChoice) -> ConversationSummary:
+        return await self.table.choose(key, mind)
 
     async def reflect(self, key: StreamKey) -> ReflectionResult:
         return await self.table.reflect(key)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from mirror.cognition.persona.choice import MindChoice
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.handle import ConversationHandle
 from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
@@ -29,8 +30,12 @@ class LocalConversation:
     key: StreamKey
 
     async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
-        return await self.table.turn(self.key, message, sync=sync, mode=mode, memory=memory, reflection=reflection)
+                   memory: bool | None = None, reflection: bool | None = None,
+                   mind: MindChoice | None = None) -> TurnResult:
+        return await self.table.turn(self.key, message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind)
+
+    async def choose(self, mind: MindChoice) -> ConversationSummary:
+        return await self.table.choose(self.key, mind)
 
     async def reflect(self) -> ReflectionResult:
         return await self.table.reflect(self.key)

@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from mirror.cognition.persona.choice import MindChoice
 from mirror.actors.clients import ConversationClients
 from mirror.actors.conversation import Conversation, RebuildReport
 from mirror.actors.errors import Fenced
@@ -138,9 +139,14 @@ class HostedConversations:
     # a turn in the mailbox; the reads beside it, on the state as it is.
 
     async def turn(self, key: StreamKey, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None) -> TurnResult:
+                   memory: bool | None = None, reflection: bool | None = None,
+                   mind: MindChoice | None = None) -> TurnResult:
         return await self.call(key, lambda conversation: conversation.turn(message, sync=sync, mode=mode, memory=memory,
-                                                                           reflection=reflection))
+                                                                           reflection=reflection, mind=mind))
+
+    async def choose(self, key: StreamKey, mind: MindChoice) -> ConversationSummary:
+        """The mind's choice, in the mailbox (a turn queued before it goes first)."""
+        return await self.call(key, lambda conversation: conversation.choose(mind))
 
     async def reflect(self, key: StreamKey) -> ReflectionResult:
         """A forced reflection, beside the mailbox: it waits for the thinker, not for the turns

@@ -1,6 +1,6 @@
-"""Persona files: the character a ``persona`` mind plays, read from the cards people already keep.
+"""The persona mind: a character from the cards people already keep, and its cycle.
 
-Modules:
+Persona files:
 
 - ``model`` — :class:`Persona` (the frozen definition and its content hash, ``version``),
   :class:`BiographyEntry` and the documented defaults of Mirror's own keys;
@@ -10,12 +10,21 @@ Modules:
   ``zlib``: the ``chara``/``ccv3`` text chunks and a tiny image for cards that have none;
 - ``files`` — :func:`read_persona` (JSON, PNG or TOML by content) and :func:`write_card`.
 
+The cycle (Buscaroli & Tamburini's dual-process affective persona), each step an event:
+
+- ``choice`` — :class:`MindChoice`, a conversation's ``mirror`` or ``persona`` mind;
+- ``prompting`` — the cycle's own prompt set (``prompts/``) and how its requests are built;
+- ``retrieval`` — episodic (50/30/20) and biographical (70/30) scoring, pure;
+- ``turn_path`` — think, retrieval, plan and appraisal (configurable order), formulation: the
+  steps the reply needs, run before it;
+- ``background`` — emotion, relationship, goals and importance: after the reply, in the writer's
+  think loop.
+
 ``examples/`` holds two personas shipped with the package (a V2 JSON card and a V3 PNG card).
 
-Part of the cognition layer but needs nothing of it beyond ``mirror.cognition.errors``
-(:class:`~mirror.cognition.errors.PersonaInvalid`); may import ``mirror.events`` for the error
-root, never ``projections``, the runtime or ``replay``. No model calls: the persona cycle that uses
-these files lives elsewhere.
+The files need nothing of cognition beyond ``mirror.cognition.errors``; the cycle's modules may
+import the rest of ``mirror.cognition``, ``mirror.projections`` and ``mirror.events``, never the
+runtime or ``replay``.
 """
 
 from .cards import from_document, to_card

@@ -26,6 +26,15 @@ from mirror.events.envelope import Event, make_event
 from mirror.events.ids import MAX_IDENTIFIER_LENGTH, StreamKey
 from mirror.events.payloads import (
     PAYLOAD_TYPES,
+    Appraisal,
+    EmotionUpdate,
+    Episode,
+    GoalUpdate,
+    Interpretation,
+    PersonaChosen,
+    Plan,
+    RelationshipUpdate,
+    Retrieval,
     Belief,
     Edge,
     Fork,
@@ -109,7 +118,8 @@ MEMORY_TYPES = ("standard", "emotional", "operational", "location")
 BELIEF_OPERATIONS = ("assert", "reinforce", "recall", "consistent", "contradict")
 EDGE_OPERATIONS = ("assert", "reinforce", "contradict")
 EDGE_ORIGINS = ("conversation", "world", "data", "user_confirmed")
-THINKER_STAGES = ("monologue", "controller", "reflection", "talker", "memory", "insight")
+THINKER_STAGES = ("monologue", "controller", "reflection", "talker", "memory", "insight",
+                  "emotion", "relationship", "goal", "importance")
 BELIEF_KINDS = ("belief", "open_loop")
 
 vector_bytes = st.binary(max_size=64)
@@ -221,6 +231,53 @@ def memory_step_payloads() -> st.SearchStrategy[MemoryStep]:
     return st.builds(MemoryStep, for_turn=st.integers(0, 10_000), candidates=counts, beliefs=counts, edges=counts)
 
 
+# ------------------------------------------------------------------------------ the persona mind
+
+PERSONA_NAMES = st.sampled_from(("joy", "fear", "trust", "anger", "closeness", "warmth"))
+"""Few names, so updates often name what the ``persona`` event declared (and sometimes not)."""
+turns = st.integers(0, 10_000)
+scores = st.dictionaries(PERSONA_NAMES, finite_floats, max_size=4)
+
+
+def persona_chosen_payloads(text: st.SearchStrategy[str] = texts) -> st.SearchStrategy[PersonaChosen]:
+    return st.builds(
+        PersonaChosen, name=text, version=fingerprints, card=text,
+        emotions=st.lists(PERSONA_NAMES, max_size=4, unique=True).map(tuple), relationship=scores,
+        hard_goals=st.lists(text, max_size=3).map(tuple), soft_goals=st.lists(text, max_size=3, unique=True).map(tuple),
+        biography=st.lists(text, max_size=3).map(tuple), biography_importance=st.lists(finite_floats, max_size=3).map(tuple),
+        biography_embeddings=st.lists(vector_bytes, max_size=3).map(tuple), embedding_model=text,
+        embedding_fingerprint=fingerprints, order=st.sampled_from(("appraisal_first", "plan_first")),
+    )
+
+
+def retrieval_payloads() -> st.SearchStrategy[Retrieval]:
+    ranked = st.lists(st.tuples(turns, finite_floats), max_size=3)
+    return st.builds(
+        lambda episodes, bio, query, vector: Retrieval(
+            for_turn=0, query=query, query_embedding=vector, episode_turns=tuple(t for t, _ in episodes),
+            episode_scores=tuple(s for _, s in episodes), biography_entries=tuple(t for t, _ in bio),
+            biography_scores=tuple(s for _, s in bio)),
+        ranked, ranked, texts, vector_bytes)
+
+
+def emotion_payloads() -> st.SearchStrategy[EmotionUpdate]:
+    return st.builds(EmotionUpdate, for_turn=turns, intensities=scores, reason=texts)
+
+
+def relationship_payloads() -> st.SearchStrategy[RelationshipUpdate]:
+    return st.builds(RelationshipUpdate, for_turn=turns, dimensions=scores, reason=texts)
+
+
+def goal_payloads() -> st.SearchStrategy[GoalUpdate]:
+    return st.builds(GoalUpdate, for_turn=turns, active_hard_goal=st.integers(-1, 4), hard_goal_met=st.booleans(),
+                     soft_goals=st.dictionaries(texts, finite_floats, max_size=3), reason=texts)
+
+
+def episode_payloads() -> st.SearchStrategy[Episode]:
+    return st.builds(Episode, for_turn=turns, text=texts, importance=finite_floats, embedding=vector_bytes,
+                     embedding_model=texts, embedding_fingerprint=fingerprints)
+
+
 PAYLOAD_STRATEGIES: dict[type[Payload], st.SearchStrategy[Payload]] = {
     Turn: turn_payloads(),
     Monologue: monologue_payloads(),
@@ -233,6 +290,15 @@ PAYLOAD_STRATEGIES: dict[type[Payload], st.SearchStrategy[Payload]] = {
     Fork: fork_payloads(),
     Recall: recall_payloads(),
     MemoryStep: memory_step_payloads(),
+    PersonaChosen: persona_chosen_payloads(),
+    Interpretation: st.builds(Interpretation, text=texts, for_turn=turns),
+    Retrieval: retrieval_payloads(),
+    Plan: st.builds(Plan, text=texts, for_turn=turns),
+    Appraisal: st.builds(Appraisal, text=texts, for_turn=turns),
+    EmotionUpdate: emotion_payloads(),
+    RelationshipUpdate: relationship_payloads(),
+    GoalUpdate: goal_payloads(),
+    Episode: episode_payloads(),
 }
 assert set(PAYLOAD_STRATEGIES) == set(PAYLOAD_TYPES), "a payload type has no strategy"
 

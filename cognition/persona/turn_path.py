@@ -1,0 +1,201 @@
+"""The persona cycle's steps on a turn's path: think, retrieve, plan and appraise, formulate.
+
+What the user waits for is the formulation, and it needs the other four: the *think* step's
+interpretation is the retrieval query, retrieval feeds plan and appraisal, and the formulation
+says what the plan intends in the voice the appraisal colours. So these run in order before the
+reply (plan and appraisal in the configured order, each seeing the other when it comes second);
+the emotion, relationship and goal updates and the importance score run after it, in the
+background (:mod:`mirror.cognition.persona.background`), and the next turn reads what they
+decided — as MIRROR's Talker reads the narrative its Thinker wrote after the previous turn.
+
+Pure given the model and the embedder: :func:`persona_turn` returns the payloads and their
+provenance, and the caller appends them with the ``turn`` (whose reply is the formulation) in
+one fenced append. A model failure on the path raises (nothing is appended; the gateway answers
+502 or 503, as for the Talker); an embedder failure only costs the retrieval its similarity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from mirror.cognition.embeddings import Embedder
+from mirror.cognition.errors import CognitionError
+from mirror.cognition.history import bound_history
+from mirror.cognition.llm import LLM, ChatMessage, ChatResponse
+from mirror.cognition.pipeline import MirrorConfig, Thought, UnusableOutput, conversation_messages
+from mirror.cognition.prompts import PromptSet
+from mirror.cognition.responses import one_copy
+from mirror.events.payloads import Appraisal, Interpretation, PersonaChosen, Plan, Retrieval, Turn
+from mirror.projections.persona import PersonaState
+from mirror.projections.state import ConversationState
+
+from .model import Persona, canonical_json
+from .prompting import card_content, character_block, request
+from .retrieval import Retrieved, retrieve
+
+log = logging.getLogger(__name__)
+
+PLAN_ORDERS = ("appraisal_first", "plan_first")
+STEP_MAX_TOKENS = 300
+"""Think, plan and appraisal are one to three sentences each."""
+EMBED_TIMEOUT_S = 10.0
+
+
+class NotAPersona(ValueError):
+    """A persona step was asked of a conversation whose mind is not ``persona``."""
+
+
+def _text(response: ChatResponse, step: str) -> str:
+    text = " ".join(response.content.split())
+    if not text:
+        raise UnusableOutput(f"the persona's {step} step returned nothing")
+    return text
+
+
+async def choose_persona(persona: Persona, embedder: Embedder | None, order: str = "appraisal_first") -> PersonaChosen:
+    """The ``persona`` event that makes a conversation this character; the biography is embedded
+    once here (one call; without an embedder, or if it fails, retrieval ranks the biography by
+    importance alone)."""
+    if order not in PLAN_ORDERS:
+        raise ValueError(f"unknown order {order!r}; choose one of {', '.join(PLAN_ORDERS)}")
+    texts = [entry.text for entry in persona.biography]
+    vectors: tuple[bytes, ...] = ()
+    model = fingerprint = ""
+    if embedder is not None and texts:
+        try:
+            embedded = await asyncio.wait_for(embedder.embed(texts), EMBED_TIMEOUT_S)
+            vectors = tuple(embedded.packed(index) for index in range(len(texts)))
+            model, fingerprint = embedded.model, embedded.request_fingerprint
+        except (CognitionError, TimeoutError, OSError) as exc:
+            log.warning("persona %s: biography not embedded (%r); retrieval ranks it by importance alone",
+                        persona.name, exc)
+    return PersonaChosen(
+        name=persona.name, version=persona.version, card=canonical_json(persona.content()),
+        emotions=tuple(persona.emotions), relationship=dict(persona.relationship),
+        hard_goals=tuple(persona.hard_goals), soft_goals=tuple(persona.soft_goals),
+        biography=tuple(texts), biography_importance=tuple(entry.importance for entry in persona.biography),
+        biography_embeddings=vectors, embedding_model=model, embedding_fingerprint=fingerprint,
+        order=order,  # type: ignore[arg-type]  # checked against PLAN_ORDERS above
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PersonaTurn:
+    """A turn of the persona mind: its reply and the events that come with it, in order
+    (``interpretation``, ``retrieval``, ``plan``/``appraisal`` in the configured order, ``turn``),
+    and the wall time of each step in milliseconds."""
+
+    reply: str
+    thoughts: tuple[Thought, ...]
+    step_ms: dict[str, float]
+    llm_ms: float
+
+
+def _persona(state: ConversationState) -> PersonaState:
+    if state.persona is None:
+        raise NotAPersona(f"{state.key} is not a persona conversation")
+    return state.persona
+
+
+def memories_block(persona: PersonaState, retrieved: Retrieved, prompts: PromptSet) -> str:
+    by_turn = {episode.turn: episode.text for episode in persona.episodes}
+    episodes = "\n".join(f"- {by_turn[turn]}" for turn, _ in retrieved.episodes if turn in by_turn) or "- (nothing yet)"
+    biography = "\n".join(f"- {persona.biography[index]}" for index, _ in retrieved.biography
+                          if index < len(persona.biography)) or "- (nothing comes to mind)"
+    return prompts.render("memories.md", episodes=episodes, biography=biography)
+
+
+def _history(state: ConversationState, message: str, config: MirrorConfig, system: str,
+             after: Sequence[ChatMessage] = ()) -> list[ChatMessage]:
+    return bound_history([ChatMessage("system", system), *conversation_messages(state), ChatMessage("user", message),
+                          *after], config.history_tokens)
+
+
+async def persona_turn(state: ConversationState, message: str, llm: LLM, embedder: Embedder | None,
+                       prompts: PromptSet, config: MirrorConfig) -> PersonaTurn:
+    """The persona's reply to ``message`` from ``state``, with every step's event."""
+    if not isinstance(message, str) or not message.strip():
+        raise ValueError("the user message is empty")
+    persona = _persona(state)
+    turn = state.turn_count
+    character = character_block(persona, prompts)
+    content = card_content(persona)
+    step_ms: dict[str, float] = {}
+    llm_ms = 0.0
+    thoughts: list[Thought] = []
+
+    started = time.perf_counter()
+    system = prompts.render("think.md", character=character)
+    asked = _history(state, message, config, system)
+    response = await llm.chat(request(system, asked[1:], prompts, config, max_tokens=STEP_MAX_TOKENS))
+    interpretation = Interpretation(_text(response, "think"), for_turn=turn)
+    thoughts.append(Thought(interpretation, one_copy(interpretation, response.provenance,
+                                                     lambda text: Interpretation(text.strip(), for_turn=turn))))
+    llm_ms += response.provenance.latency_ms
+    step_ms["think"] = (time.perf_counter() - started) * 1000
+
+    started = time.perf_counter()
+    vector, model, fingerprint = b"", "", ""
+    if embedder is not None and (persona.episodes or persona.biography_embeddings):
+        try:
+            embedded = await asyncio.wait_for(embedder.embed([interpretation.text]), EMBED_TIMEOUT_S)
+            vector, model, fingerprint = embedded.packed(0), embedded.model, embedded.request_fingerprint
+        except (CognitionError, TimeoutError, OSError) as exc:
+            log.warning("%s: retrieval without similarity, the embedder failed: %r", state.key, exc)
+    retrieved = retrieve(persona, vector, turn)
+    thoughts.append(Thought(Retrieval(
+        for_turn=turn, query=interpretation.text, query_embedding=vector, embedding_model=model,
+        query_fingerprint=fingerprint, episode_turns=tuple(t for t, _ in retrieved.episodes),
+        episode_scores=tuple(s for _, s in retrieved.episodes),
+        biography_entries=tuple(i for i, _ in retrieved.biography),
+        biography_scores=tuple(s for _, s in retrieved.biography))))
+    memories = memories_block(persona, retrieved, prompts)
+    step_ms["retrieval"] = (time.perf_counter() - started) * 1000
+
+    said: dict[str, str] = {}
+    order = ("appraisal", "plan") if persona.order == "appraisal_first" else ("plan", "appraisal")
+    for step in order:
+        started = time.perf_counter()
+        before = ""
+        if said:
+            (other, text), = said.items()
+            before = f"My gut reaction (never said aloud): {text}" if other == "appraisal" else f"My plan for the reply: {text}"
+        system = prompts.render(f"{step}.md", character=character, memories=memories,
+                                interpretation=interpretation.text, before=before)
+        response = await llm.chat(request(system, [ChatMessage("user", message)], prompts, config,
+                                          max_tokens=STEP_MAX_TOKENS))
+        text = _text(response, step)
+        payload: Plan | Appraisal = Plan(text, for_turn=turn) if step == "plan" else Appraisal(text, for_turn=turn)
+        kind = type(payload)
+        thoughts.append(Thought(payload, one_copy(payload, response.provenance,
+                                                  lambda answer, kind=kind: kind(answer.strip(), for_turn=turn))))
+        said[step] = text
+        llm_ms += response.provenance.latency_ms
+        step_ms[step] = (time.perf_counter() - started) * 1000
+
+    started = time.perf_counter()
+    system = prompts.render(
+        "formulation.md", system_prompt=content.get("system_prompt") or "", character=character, memories=memories,
+        interpretation=interpretation.text, appraisal=said["appraisal"], plan=said["plan"], name=persona.name,
+        examples=content.get("mes_example") or "(none given)",
+    )
+    after = [ChatMessage("system", content["post_history_instructions"])] if content.get("post_history_instructions") else []
+    response = await llm.chat(request(system, _history(state, message, config, system, after)[1:], prompts, config,
+                                      max_tokens=config.talker_max_tokens))
+    reply = response.content.strip()
+    if not reply:
+        raise UnusableOutput("the persona's formulation was empty")
+    said_turn = Turn(message, reply, narrative_seq=None, mode="baseline", memory=False, reflection=False)
+    thoughts.append(Thought(said_turn, one_copy(said_turn, response.provenance,
+                                                lambda text: replace(said_turn, reply=text.strip()))))
+    llm_ms += response.provenance.latency_ms
+    step_ms["formulation"] = (time.perf_counter() - started) * 1000
+    return PersonaTurn(reply, tuple(thoughts), {name: round(ms, 3) for name, ms in step_ms.items()}, round(llm_ms, 3))
+
+
+__all__ = ["EMBED_TIMEOUT_S", "NotAPersona", "PLAN_ORDERS", "PersonaTurn", "choose_persona", "memories_block",
+           "persona_turn"]
