@@ -16,13 +16,13 @@ from typing import Any
 
 import ray
 
-from mirror.cognition.persona.choice import MindChoice
 from mirror.actors.conversation import Conversation, RebuildReport
 from mirror.actors.directory import NAMESPACE, TOUCH_EVERY_S, directory
 from mirror.actors.errors import Passivated
 from mirror.actors.log_file import append_warnings_to
 from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings
+from mirror.cognition.persona.choice import MindChoice
 from mirror.events.ids import StreamKey
 from mirror.projections.snapshot import snapshot_bytes
 

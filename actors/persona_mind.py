@@ -17,7 +17,8 @@ import time
 from mirror.cognition.embeddings import Embedder
 from mirror.cognition.llm import LLM
 from mirror.cognition.persona.choice import MindChoice
-from mirror.cognition.persona.turn_path import choose_persona, persona_turn as run_persona_turn
+from mirror.cognition.persona.turn_path import choose_persona
+from mirror.cognition.persona.turn_path import persona_turn as run_persona_turn
 from mirror.cognition.pipeline import MirrorConfig
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.writer import ConversationWriter

@@ -30,7 +30,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from mirror.events.envelope import Event
-from mirror.events.payloads import Insight, Monologue, Narrative, Payload, Provenance, Reflection, Turn
+from mirror.events.payloads import (
+    Appraisal,
+    Insight,
+    Interpretation,
+    Monologue,
+    Narrative,
+    Payload,
+    Plan,
+    Provenance,
+    Reflection,
+    Turn,
+)
 
 from .errors import LLMError
 
@@ -47,7 +58,7 @@ def response_from_payload(payload: Payload) -> str | None:
     """
     if isinstance(payload, Turn):
         return payload.reply
-    if isinstance(payload, Narrative):
+    if isinstance(payload, Narrative | Interpretation | Plan | Appraisal):  # the persona's steps: their text
         return payload.text
     if isinstance(payload, Monologue):
         return json.dumps(

@@ -34,6 +34,7 @@ from mirror.events.errors import BusError, BusUnavailable, InvalidIdentifier, Lo
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.infrastructure import Connections
 from mirror.events.log import LogAccess
+from mirror.gateway.personas import PersonaStore
 from mirror.gateway.settings import GatewaySettings
 from mirror.gateway.streaming import _stream_last_seq
 from mirror.gateway.tenants import TenantRegistry
@@ -132,6 +133,8 @@ class GatewayRuntime:
     """The time-travel reader of each shard's log."""
     _embedder: Embedder | None = None
     _handles: dict[StreamKey, ConversationHandle] = field(default_factory=dict)
+    personas: PersonaStore = field(default_factory=PersonaStore)
+    """The tenants' persona stores (:mod:`mirror.gateway.personas`)."""
     bus_ready: Callable[[], Awaitable[object]] | None = None
     """Awaited before every conversation call; raises while the broker is down. Default: the
     connections' :meth:`~mirror.events.infrastructure.Connections.ready` (tests may pass their own)."""

@@ -19,6 +19,7 @@ Invariants, whatever the events say (a hand-made or foreign log included):
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from mirror.events.envelope import Event
 from mirror.events.payloads import (
@@ -104,6 +105,26 @@ class PersonaState:
     @property
     def active_hard_goal(self) -> str | None:
         return self.hard_goals[self.hard_met] if self.hard_met < len(self.hard_goals) else None
+
+    def view(self) -> dict[str, Any]:
+        """The character's state as plain JSON values (the gateway's ``/persona``, time travel)."""
+
+        def step(record: StepRecord | None) -> dict[str, Any] | None:
+            return None if record is None else {"seq": record.seq, "for_turn": record.for_turn, "text": record.text}
+
+        return {
+            "name": self.name, "version": self.version, "order": self.order,
+            "emotions": dict(self.emotions), "emotion_reason": self.emotion_reason,
+            "relationship": dict(self.relationship), "relationship_reason": self.relationship_reason,
+            "goals": {
+                "hard": list(self.hard_goals), "hard_met": self.hard_met, "met_at_turns": list(self.hard_met_turns),
+                "active_hard_goal": self.active_hard_goal, "soft": dict(self.soft_goals), "reason": self.goal_reason,
+            },
+            "interpretation": step(self.interpretation), "appraisal": step(self.appraisal), "plan": step(self.plan),
+            "episodes": len(self.episodes),
+            "updated_turns": {"emotion": self.emotion_turn, "relationship": self.relationship_turn,
+                              "goal": self.goal_turn, "episode": self.episode_turn},
+        }
 
 
 def clamp(value: float) -> float:

@@ -13,12 +13,12 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from mirror.cognition.persona.choice import MindChoice
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.conversation_actor import actor_name, conversation_actor
 from mirror.actors.handle import ConversationHandle
 from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings
+from mirror.cognition.persona.choice import MindChoice
 from mirror.events.ids import StreamKey
 
 from .host import conversation_host

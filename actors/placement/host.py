@@ -19,12 +19,12 @@ from typing import Any
 
 import ray
 
-from mirror.cognition.persona.choice import MindChoice
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.directory import NAMESPACE
 from mirror.actors.log_file import append_warnings_to
 from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings
+from mirror.cognition.persona.choice import MindChoice
 from mirror.events.ids import StreamKey
 
 from .table import HostedConversations

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from mirror.cognition.persona.choice import MindChoice
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.handle import ConversationHandle
 from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings
+from mirror.cognition.persona.choice import MindChoice
 from mirror.events.ids import StreamKey
 
 from .table import HostedConversations

@@ -34,12 +34,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from mirror.cognition.persona.choice import MindChoice
 from mirror.actors.clients import ConversationClients
 from mirror.actors.conversation import Conversation, RebuildReport
 from mirror.actors.errors import Fenced
 from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings, settings_prompts
+from mirror.cognition.persona.choice import MindChoice
 from mirror.events.ids import StreamKey
 from mirror.projections.snapshot import snapshot_bytes
 

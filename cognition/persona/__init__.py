@@ -28,7 +28,7 @@ runtime or ``replay``.
 """
 
 from .cards import from_document, to_card
-from .files import EXAMPLES, read_persona, write_card
+from .files import EXAMPLES, persona_from_bytes, read_persona, write_card
 from .model import (
     BIG_FIVE_TRAITS,
     DEFAULT_BIG_FIVE,
@@ -51,6 +51,7 @@ __all__ = [
     "BiographyEntry",
     "Persona",
     "from_document",
+    "persona_from_bytes",
     "read_persona",
     "to_card",
     "write_card",

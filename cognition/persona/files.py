@@ -21,7 +21,8 @@ from .cards import from_document, to_card
 from .model import Persona
 from .png import CARD_KEYWORDS, SIGNATURE, PngInvalid, card_texts, tiny_png, with_card, without_cards
 
-__all__ = ["EXAMPLES", "FORMATS", "read_persona", "write_card"]
+__all__ = [
+    "EXAMPLES", "FORMATS", "persona_from_bytes", "read_persona", "write_card"]
 
 EXAMPLES = Path(__file__).parent / "examples"
 """The example personas shipped with Mirror."""
@@ -47,6 +48,12 @@ def read_persona(path: Path | str) -> Persona:
         raw = path.read_bytes()
     except OSError as exc:
         raise PersonaInvalid(file, "$", f"cannot be read: {exc.strerror or exc}") from exc
+    return persona_from_bytes(raw, file, toml=path.suffix.lower() == ".toml")
+
+
+def persona_from_bytes(raw: bytes, file: str, *, toml: bool = False) -> Persona:
+    """The persona in ``raw`` (a PNG card by its signature; TOML when ``toml``; else JSON), validated;
+    ``file`` names where it came from in errors (a path, ``request body``)."""
     if raw.startswith(SIGNATURE):
         try:
             texts = card_texts(raw)
@@ -62,7 +69,7 @@ def read_persona(path: Path | str) -> Persona:
             raise PersonaInvalid(file, f"tEXt.{keyword}", f"is not base64: {exc}") from exc
         persona = from_document(_json(decoded, file, f"tEXt.{keyword}"), file, "png")
         return _with_image(persona, image)
-    if path.suffix.lower() == ".toml":
+    if toml:
         try:
             document = tomllib.loads(raw.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

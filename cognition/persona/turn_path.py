@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from mirror.cognition.embeddings import Embedder
@@ -109,8 +109,13 @@ def memories_block(persona: PersonaState, retrieved: Retrieved, prompts: PromptS
     return prompts.render("memories.md", episodes=episodes, biography=biography)
 
 
+def _reparse(kind: type[Plan] | type[Appraisal], turn: int) -> Callable[[str], Plan | Appraisal]:
+    """How an answer becomes the step's payload again (:func:`~mirror.cognition.responses.one_copy`)."""
+    return lambda answer: kind(" ".join(answer.split()), for_turn=turn)
+
+
 def _history(state: ConversationState, message: str, config: MirrorConfig, system: str,
-             after: Sequence[ChatMessage] = ()) -> list[ChatMessage]:
+             after: Sequence[ChatMessage] = ()) -> tuple[ChatMessage, ...]:
     return bound_history([ChatMessage("system", system), *conversation_messages(state), ChatMessage("user", message),
                           *after], config.history_tokens)
 
@@ -170,9 +175,7 @@ async def persona_turn(state: ConversationState, message: str, llm: LLM, embedde
                                           max_tokens=STEP_MAX_TOKENS))
         text = _text(response, step)
         payload: Plan | Appraisal = Plan(text, for_turn=turn) if step == "plan" else Appraisal(text, for_turn=turn)
-        kind = type(payload)
-        thoughts.append(Thought(payload, one_copy(payload, response.provenance,
-                                                  lambda answer, kind=kind: kind(answer.strip(), for_turn=turn))))
+        thoughts.append(Thought(payload, one_copy(payload, response.provenance, _reparse(type(payload), turn))))
         said[step] = text
         llm_ms += response.provenance.latency_ms
         step_ms[step] = (time.perf_counter() - started) * 1000

@@ -13,6 +13,7 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel
 
 from mirror.actors.results import TurnResult
+from mirror.gateway.routes.personas import MindIn, mind_choice
 from mirror.gateway.runtime import Runtime, Tenant, key_of
 
 __all__ = ["SERVER_TIMING", "TurnIn", "TurnOut", "router", "server_timing"]
@@ -20,7 +21,7 @@ __all__ = ["SERVER_TIMING", "TurnIn", "TurnOut", "router", "server_timing"]
 router = APIRouter()
 
 
-class TurnIn(BaseModel):
+class TurnIn(MindIn):
     message: str
     mode: Literal["baseline", "threads_only", "controller_only", "full"] | None = None
     """The thinking mode of this conversation (mirror.cognition.pipeline.MODES): its first turn fixes it,
@@ -40,6 +41,8 @@ class TurnOut(BaseModel):
     """How long the Talker's LLM call took, as Mirror saw it (so clients can tell Mirror's share)."""
     recall_seq: int | None = None
     """The seq of the ``recall`` event the Talker answered from, if memory recalled anything."""
+    steps_ms: dict[str, float] | None = None
+    """A persona turn's steps on its path (think, retrieval, appraisal, plan, formulation), in ms."""
 
 
 @router.post("/v1/conversations/{conversation}/turns", response_model=TurnOut)
@@ -54,8 +57,9 @@ async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Run
     if size > limit:
         raise HTTPException(413, f"message is {size} bytes; the limit is {limit}")
     message, mode, memory, reflection = body.message, body.mode, body.memory, body.reflection
+    mind = await mind_choice(runtime, owner, body)
     result = await runtime.ask(key, lambda conversation: conversation.turn(message, sync=sync, mode=mode, memory=memory,
-                                                                           reflection=reflection))
+                                                                           reflection=reflection, mind=mind))
     response.headers["Server-Timing"] = server_timing(result, (time.perf_counter() - started) * 1000)
     return result.as_dict()
 

@@ -114,12 +114,12 @@ def test_turn_and_summary_answer_the_same_json_shape(stack) -> None:
     url, tokens = stack
     with httpx.Client(base_url=url, headers=auth(tokens["acme"]), timeout=60) as client:
         answer = client.post("/v1/conversations/shape/turns", json={"message": "hello"}, params={"sync": True}).json()
-        assert list(answer) == ["reply", "turn", "seq", "narrative_seq", "llm_ms", "recall_seq"]
+        assert list(answer) == ["reply", "turn", "seq", "narrative_seq", "llm_ms", "recall_seq", "steps_ms"]
         assert answer["recall_seq"] is None  # nothing to recall yet: no recall event
         assert (answer["turn"], answer["seq"], answer["narrative_seq"]) == (0, 1, None) and answer["reply"]
         summary = client.get("/v1/conversations/shape").json()
         assert list(summary) == ["id", "branch", "turns", "last_seq", "narrative", "narrative_seq", "thought_turn",
-                                 "thinking", "mode", "last_failure", "updated_at"]
+                                 "thinking", "mode", "last_failure", "updated_at", "mind"]
         assert (summary["id"], summary["branch"], summary["turns"], summary["mode"]) == ("shape", "main", 1, "full")
 
 

@@ -57,7 +57,7 @@ async def test_a_persona_turn_records_every_step_then_the_background_updates(run
         assert first.reply and first.steps_ms is not None
         assert set(first.steps_ms) == {"think", "retrieval", "appraisal", "plan", "formulation"}
         assert await conversation.wait_idle(30)
-        second = await conversation.turn("Tell me about the lighthouse.")
+        await conversation.turn("Tell me about the lighthouse.")
         assert await conversation.wait_idle(30)
         state = conversation.state
     finally:

@@ -1,0 +1,136 @@
+"""The persona mind over HTTP: the tenant's persona store, a conversation's choice of mind, and
+the character's state.
+
+- ``POST /v1/personas[?name=NAME]``: store a persona — the body is a Character Card V2/V3 as JSON
+  or PNG, or a native persona as JSON (``Content-Type: application/toml`` for TOML); the whole
+  file is validated (400 naming the key otherwise); 201 with its name and version.
+- ``GET /v1/personas``: the tenant's personas; ``GET /v1/personas/{name}``: one, as the cycle uses it.
+- ``POST /v1/conversations/{id}`` with ``{"mind": "persona", "persona": NAME | CARD, "order": …}``:
+  fix a new conversation's mind before its first turn (a first turn can do the same with the same
+  fields); the same choice again is a no-op, another one a 409.
+- ``GET /v1/conversations/{id}/persona[?at=SEQ]``: emotion, relationship, goals (the active hard
+  goal, the soft goals), the last appraisal, plan and interpretation — now from the live
+  conversation, or at any seq from the log (time travel).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from pydantic import BaseModel
+
+from mirror.cognition.errors import PersonaInvalid
+from mirror.cognition.persona import Persona, from_document, persona_from_bytes
+from mirror.cognition.persona.choice import InvalidMindChoice, MindChoice
+from mirror.events.errors import InvalidIdentifier
+from mirror.events.ids import StreamKey
+from mirror.gateway.personas import persona_slug
+from mirror.gateway.runtime import GatewayRuntime, Runtime, Tenant, key_of
+from mirror.projections.snapshot import state_from_snapshot
+from mirror.replay import ReplayError
+
+__all__ = ["MindIn", "mind_choice", "router"]
+
+router = APIRouter()
+
+MAX_PERSONA_BYTES = 4 * 1024 * 1024
+"""A card PNG carries an image: 4 MB is plenty, and bounds what one upload can cost."""
+
+
+class MindIn(BaseModel):
+    mind: Literal["mirror", "persona"] | None = None
+    """The conversation's mind: fixed by its first turn (or this call); ``mirror`` when never given."""
+    persona: str | dict[str, Any] | None = None
+    """For ``persona``: a name from the tenant's persona store, or a card (V2/V3 JSON) or native persona."""
+    order: Literal["appraisal_first", "plan_first"] | None = None
+    """Which of plan and appraisal comes first (default appraisal first)."""
+
+
+async def _persona(runtime: GatewayRuntime, tenant: str, persona: str | dict[str, Any]) -> Persona:
+    if isinstance(persona, dict):
+        try:
+            return from_document(persona, "request body's persona", "json")
+        except PersonaInvalid as exc:
+            raise HTTPException(400, str(exc)) from None
+    try:
+        found = await runtime.personas.get(await runtime.bus(), tenant, persona)
+    except InvalidIdentifier as exc:
+        raise HTTPException(400, str(exc)) from None
+    if found is None:
+        raise HTTPException(404, f"no persona {persona!r} in this tenant's store (POST /v1/personas first)")
+    return found
+
+
+async def mind_choice(runtime: GatewayRuntime, tenant: str, body: MindIn) -> MindChoice | None:
+    """The choice a request's ``mind`` / ``persona`` / ``order`` make (``None``: none asked); 400/404 otherwise."""
+    if body.mind is None and body.persona is None and body.order is None:
+        return None
+    mind = body.mind or ("persona" if body.persona is not None else "mirror")
+    persona = None if body.persona is None else await _persona(runtime, tenant, body.persona)
+    try:
+        return MindChoice(mind, persona, body.order or "appraisal_first")
+    except InvalidMindChoice as exc:
+        raise HTTPException(400, str(exc)) from None
+
+
+@router.post("/v1/personas", status_code=201)
+async def post_persona(request: Request, owner: Tenant, runtime: Runtime,
+                       name: str | None = Query(None, description="the name to store it under (default: from the character's name)")) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw:
+        raise HTTPException(400, "the body is empty: send a character card (JSON or PNG) or a persona (JSON or TOML)")
+    if len(raw) > MAX_PERSONA_BYTES:
+        raise HTTPException(413, f"the persona is {len(raw)} bytes; the limit is {MAX_PERSONA_BYTES}")
+    toml = "toml" in request.headers.get("content-type", "")
+    try:
+        persona = persona_from_bytes(raw, "request body", toml=toml)
+    except PersonaInvalid as exc:
+        raise HTTPException(400, str(exc)) from None
+    stored = name or persona_slug(persona.name)
+    try:
+        await runtime.personas.put(await runtime.bus(), owner, stored, persona)
+    except InvalidIdentifier as exc:
+        raise HTTPException(400, str(exc)) from None
+    return {"name": stored, "version": persona.version, "persona": persona.view()}
+
+
+@router.get("/v1/personas")
+async def list_personas(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
+    names = await runtime.personas.names(await runtime.bus(), owner)
+    return {"personas": names}
+
+
+@router.get("/v1/personas/{name}")
+async def get_persona(name: str, owner: Tenant, runtime: Runtime) -> dict[str, Any]:
+    persona = await _persona(runtime, owner, name)
+    return {"name": name, "version": persona.version, "persona": persona.view()}
+
+
+@router.post("/v1/conversations/{conversation}")
+async def choose_mind(conversation: str, body: MindIn, owner: Tenant, runtime: Runtime) -> dict[str, Any]:
+    key = key_of(owner, conversation)
+    choice = await mind_choice(runtime, owner, body)
+    if choice is None:
+        raise HTTPException(400, "give mind (mirror or persona), and for persona a persona")
+    summary = await runtime.ask(key, lambda handle: handle.choose(choice))
+    return {"id": conversation, **{k: v for k, v in summary.as_dict().items() if k not in ("tenant", "conversation")}}
+
+
+@router.get("/v1/conversations/{conversation}/persona")
+async def get_persona_state(conversation: str, owner: Tenant, runtime: Runtime,
+                            at: int | None = Query(None, ge=0, description="the seq to look at (default: now)")) -> dict[str, Any]:
+    key = key_of(owner, conversation)
+    last_seq = await runtime.existing(key)
+    if at is None:
+        state = state_from_snapshot(await runtime.ask(key, lambda handle: handle.state_bytes()))
+    else:
+        try:
+            state = await (await runtime.history(owner)).state_at(StreamKey(owner, conversation), at)
+        except ReplayError as exc:
+            raise HTTPException(404, str(exc)) from None
+    if state.persona is None:
+        raise HTTPException(404, f"conversation {conversation!r} is not a persona (its mind is mirror)"
+                                 if state.turn_count or at is None or at >= last_seq else
+                                 f"conversation {conversation!r} had no persona at seq {at}")
+    return {"id": conversation, "seq": state.last_seq, "turns": state.turn_count, **state.persona.view()}
