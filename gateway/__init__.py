@@ -4,7 +4,7 @@ Lives here: the FastAPI app, assembled (``app``); its routes, one module per gro
 (``routes/``); what its requests share and the ``Tenant``/``Runtime`` dependencies
 (``runtime``); its settings (``settings``); the server-sent-events relay (``streaming``); its
 answers to failures behind it, JSON and one log line each (``failures``); the Ray actor that serves it in a process of its own (``actor``); and the tenant registry behind
-bearer tokens (``tenants``).
+bearer tokens (``tenants``); the tenants' persona stores, in a key-value bucket of the broker (``personas``).
 
 May import the runtime (``mirror.actors``: conversation handles, recompute driver, settings),
 ``replay``, ``cognition``, ``projections``, ``events`` and the root helpers (``mirror.serving``);
