@@ -223,8 +223,9 @@ class ConversationWriter:
                 # causation = the last event the step saw: replay rebuilds exactly that state.
                 cause = event_id(self.key.tenant, self.key.conversation, self.key.branch, basis.last_seq)
                 wants_memory = remembering and self.memory_behind() and gave_up.get("memory") != target
-                stage = persona_stage_behind(basis)  # a persona conversation's background steps
-                if stage is not None and gave_up.get(stage) != target:
+                given_up = [name for name, turn in gave_up.items() if turn == target]
+                stage = persona_stage_behind(basis, skip=given_up)  # a persona conversation's background steps
+                if stage is not None:
                     tried = persona_attempts[stage] = persona_attempts.get(stage, 0) + 1
                     step = await persona_step(basis, stage, llm, embedder, persona_prompts or default_persona_prompts(),
                                               config, attempt=tried)

@@ -20,6 +20,7 @@ writer tries the step again, on its own, up to its attempts.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from typing import Any
 
 from mirror.cognition.embeddings import Embedder
@@ -48,15 +49,16 @@ def _done(persona: PersonaState, stage: str) -> int | None:
             "importance": persona.episode_turn}[stage]
 
 
-def persona_stage_behind(state: ConversationState) -> str | None:
-    """The next background step the newest turn of a persona conversation still needs, or ``None``."""
+def persona_stage_behind(state: ConversationState, skip: Collection[str] = ()) -> str | None:
+    """The next background step the newest turn of a persona conversation still needs, or ``None``;
+    ``skip``: steps given up for that turn (the others still run: one failing step stops no other)."""
     persona = state.persona
     if persona is None or state.turn_count == 0:
         return None
     newest = state.turn_count - 1
     for stage in PERSONA_STAGES:
         done = _done(persona, stage)
-        if done is None or done < newest:
+        if (done is None or done < newest) and stage not in skip:
             return stage
     return None
 
