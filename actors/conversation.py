@@ -295,6 +295,10 @@ class Conversation:
         writer = self._writer()
         chosen = await persona_to_record(self.key, writer.state, mind, self.embedder)
         if chosen is not None or writer.state.persona is not None:
+            for setting, asked in (("mode", mode), ("memory", memory), ("reflection", reflection)):
+                if asked not in (None, False, "baseline"):
+                    raise SettingConflict(self.key, setting, asked, "persona", why="a persona conversation runs its own "
+                                          "cycle: the MIRROR mind's mode, memory and reflection do not apply to it")
             return await self._persona_turn(writer, message, chosen)
         self._choose(writer.state, mode=mode, memory=memory, reflection=reflection)
         started = time.perf_counter()

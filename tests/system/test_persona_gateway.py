@@ -75,7 +75,8 @@ def test_a_first_turn_makes_the_conversation_a_persona_for_good(stack) -> None:
         assert set(at_start["emotions"].values()) == {0.0} and at_start["appraisal"] is None  # the persona event alone
         assert client.get("/v1/conversations/wren-chat").json()["mind"] == "persona"
         last_seq = client.get("/v1/conversations/wren-chat").json()["last_seq"]
-        for body in ({"message": "x", "mind": "mirror"}, {"message": "x", "persona": "odile"},
+        for body in ({"message": "x", "mind": "mirror"}, {"message": "x", "persona": "odile"}, {"message": "x", "mode": "full"},
+                     {"message": "x", "reflection": True},
                      {"message": "x", "mind": "persona", "persona": "wren-halloway", "order": "plan_first"}):
             if body.get("persona") == "odile":
                 client.post("/v1/personas", params={"name": "odile"}, content=(EXAMPLES / "odile.png").read_bytes())
