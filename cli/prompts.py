@@ -79,25 +79,30 @@ def export(
     directory: Path = typer.Argument(..., help="Where to write the templates (made if missing)."),
     force: bool = typer.Option(False, "--force", help="Overwrite templates the directory already holds."),
 ) -> None:
-    """Write the default prompt set into DIRECTORY, one file per template, to edit.
+    """Write the default prompt set into DIRECTORY, one file per template, to edit (the persona
+    mind's templates into DIRECTORY/persona).
 
     Then `mirror prompts diff DIRECTORY` shows what the edits change and `mirror recompute
     --prompts DIRECTORY` re-thinks conversations with them (templates left unchanged may be
     deleted: the others are taken from the stack's set). Refuses to overwrite a file unless --force.
     """
+    from mirror.cognition.persona.prompting import default_persona_prompts
     from mirror.cognition.prompts import default_prompt_set
 
-    default = default_prompt_set()
-    existing = [name for name in default.templates if (directory / name).exists()]
+    default, persona = default_prompt_set(), default_persona_prompts()
+    files = {**{directory / name: text for name, text in default.templates.items()},
+             **{directory / "persona" / name: text for name, text in persona.templates.items()}}
+    existing = [str(path.relative_to(directory)) for path in files if path.exists()]
     if existing and not force:
         raise PromptFilesExist(directory, existing)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        for name, text in default.templates.items():
-            (directory / name).write_bytes(text.encode("utf-8"))
+        (directory / "persona").mkdir(parents=True, exist_ok=True)
+        for path, text in files.items():
+            path.write_bytes(text.encode("utf-8"))
     except OSError as exc:
         raise CLIError(f"cannot write the templates to {directory}: {exc.strerror or exc}") from None
-    typer.echo(f"wrote the {len(default.templates)} templates of prompt set {default.version} to {directory}"
+    typer.echo(f"wrote the {len(default.templates)} templates of prompt set {default.version} to {directory}, "
+               f"and the persona mind's {len(persona.templates)} ({persona.version}) to {directory / 'persona'}"
                + (f" (overwrote {len(existing)})" if existing else ""))
 
 
@@ -126,5 +131,27 @@ def diff(directory: Path = typer.Argument(..., help="A prompt directory: all the
                + (f"; {len(absent)} not in the directory (the default's apply)" if absent else ""))
     if found.unknown:
         typer.echo(f"{directory}: not templates: {', '.join(found.unknown)} (templates are {', '.join(TEMPLATES)})")
-    if changed or found.unknown:
+    persona_changed = _persona_diff(directory / "persona")
+    if changed or found.unknown or persona_changed:
         raise typer.Exit(DIFF_DIFFERENT)
+
+
+def _persona_diff(folder: Path) -> bool:
+    """The persona templates of ``folder`` against the built-in ones (printed); whether any differs
+    or is no template. A missing folder is no difference."""
+    from mirror.cognition.persona.prompting import PERSONA_TEMPLATES, default_persona_prompts
+
+    if not folder.is_dir():
+        return False
+    default = default_persona_prompts().templates
+    found = read_prompt_dir(folder, PERSONA_TEMPLATES)
+    changed = changed_templates(found, default)
+    for name in changed:
+        for line in template_diff(name, default[name], found.templates[name], folder):
+            typer.echo(line)
+    typer.echo(f"{folder}: {len(changed)} of the persona mind's {len(PERSONA_TEMPLATES)} templates "
+               f"{'differs' if len(changed) == 1 else 'differ'} from its default set"
+               + (f" ({', '.join(changed)})" if changed else ""))
+    if found.unknown:
+        typer.echo(f"{folder}: not templates: {', '.join(found.unknown)} (templates are {', '.join(PERSONA_TEMPLATES)})")
+    return bool(changed or found.unknown)

@@ -2,8 +2,9 @@
 
 The templates live in ``prompts/`` beside this module, a prompt set of their own (``persona-<hash>``,
 :class:`~mirror.cognition.prompts.PromptSet`), so changing one is a new version that replay and
-recompute notice, and the MIRROR mind's set is untouched by them. A directory given to
-:func:`persona_prompt_set` must hold every template (:data:`PERSONA_TEMPLATES`).
+recompute notice, and the MIRROR mind's set is untouched by them. A prompt directory's
+``persona/`` sub-directory (``mirror prompts export`` writes it) overrides the templates it holds
+(:func:`persona_prompt_set`).
 
 Every request starts from the character block (``character.md``): the card's identity, the Big
 Five, the goals (the active hard goal named), and the current emotions and relationship from the
@@ -52,13 +53,22 @@ def default_persona_prompts() -> PromptSet:
 
 
 def persona_prompt_set(directory: str | Path | None = None) -> PromptSet:
-    """The persona templates of ``directory`` when it holds them (a ``persona/`` sub-directory or
-    the directory itself), else the built-in ones."""
-    if directory is not None:
-        for candidate in (Path(directory) / "persona", Path(directory)):
-            if (candidate / "think.md").is_file():
-                return load_persona_prompts(candidate)
-    return default_persona_prompts()
+    """The persona templates of a prompt directory's ``persona/`` sub-directory (where
+    ``mirror prompts export`` writes them) over the built-in ones: as for the MIRROR templates, a
+    directory may hold only the templates it changes. No such sub-directory: the built-in set."""
+    default = default_persona_prompts()
+    folder = None if directory is None else Path(directory) / "persona"
+    if folder is None or not folder.is_dir():
+        return default
+    templates = dict(default.templates)
+    for name in PERSONA_TEMPLATES:
+        path = folder / name
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            if not text.strip():
+                raise PromptSetError(f"persona prompt set {folder}: {name} is empty")
+            templates[name] = text
+    return default if templates == dict(default.templates) else PromptSet(f"{Path(directory).name}-persona", templates)  # type: ignore[arg-type]  # directory is set when folder is
 
 
 def card_content(persona: PersonaState) -> dict[str, Any]:

@@ -169,8 +169,11 @@ def test_the_wheel_installs_imports_every_module_and_serves_a_turn(tmp_path: Pat
                               capture_output=True, text=True, timeout=120)
     assert exported.returncode == 0, exported.stderr[-3000:]
     shipped = ROOT / "cognition" / "prompt_sets" / "default"
-    assert {path.name: path.read_bytes() for path in prompts.iterdir()} == {
+    assert {path.name: path.read_bytes() for path in prompts.iterdir() if path.is_file()} == {
         path.name: path.read_bytes() for path in shipped.glob("*.md")}
+    persona = ROOT / "cognition" / "persona" / "prompts"
+    assert {path.name: path.read_bytes() for path in (prompts / "persona").iterdir()} == {
+        path.name: path.read_bytes() for path in persona.glob("*.md")}
 
     # The venv's `mirror` command brings up the stack (NATS, Ray, the ingester, the simulator, the
     # gateway), which answers a turn, and stops cleanly on Ctrl-C.

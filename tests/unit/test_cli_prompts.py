@@ -11,6 +11,7 @@ from mirror.cli.app import app
 from mirror.cli.prompts import TEMPLATE_COUNT
 from mirror.cli.replay import recompute_templates
 from mirror.cognition.errors import PromptSetError
+from mirror.cognition.persona.prompting import default_persona_prompts, persona_prompt_set
 from mirror.cognition.prompts import DEFAULT_PROMPT_SETS, TEMPLATES, default_prompt_set
 from tests.support.cli import run_main
 
@@ -30,7 +31,10 @@ def test_export_writes_the_default_set_and_refuses_to_overwrite(monkeypatch: pyt
     directory = tmp_path / "mine"
     ran = run_main(monkeypatch, capsys, "prompts", "export", str(directory))
     assert ran.code == 0, ran.err
-    assert {path.name: path.read_text(encoding="utf-8") for path in directory.iterdir()} == dict(DEFAULT)
+    assert {path.name: path.read_text(encoding="utf-8") for path in directory.iterdir() if path.is_file()} == dict(DEFAULT)
+    persona = default_persona_prompts()
+    assert {path.name: path.read_text(encoding="utf-8") for path in (directory / "persona").iterdir()} == dict(persona.templates)
+    assert f"the persona mind's {len(persona.templates)} ({persona.version}) to {directory / 'persona'}" in ran.out
     assert f"wrote the {len(TEMPLATES)} templates of prompt set {default_prompt_set().version} to {directory}" in ran.out
 
     (directory / "controller.md").write_text("mine\n")
@@ -107,3 +111,18 @@ def test_recompute_refuses_bad_options_before_any_request(monkeypatch: pytest.Mo
     assert message in line and "cannot reach" not in line
     if options[0] == "--mode":
         assert "'baseline', 'threads_only', 'controller_only', 'full'" in line
+
+
+def test_diff_shows_a_changed_persona_template_too(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: Path) -> None:
+    directory = tmp_path / "p"
+    assert run_main(monkeypatch, capsys, "prompts", "export", str(directory)).code == 0
+    (directory / "persona" / "appraisal.md").write_text("I react.\n")
+    (directory / "persona" / "apraisal.md").write_text("a typo\n")
+    changed = run_main(monkeypatch, capsys, "prompts", "diff", str(directory))
+    assert changed.code == 1 and "+I react." in changed.out
+    assert "1 of the persona mind's 10 templates differs from its default set (appraisal.md)" in changed.out
+    assert "not templates: apraisal.md" in changed.out
+    merged = persona_prompt_set(directory)
+    assert merged.templates["appraisal.md"] == "I react.\n" and merged.version != default_persona_prompts().version
+    assert merged.templates["plan.md"] == default_persona_prompts().templates["plan.md"]
