@@ -1,0 +1,263 @@
+"""Replay of the persona mind: its turn path, its background steps and its ``persona`` event.
+
+A persona conversation (:mod:`mirror.cognition.persona`) records each step of its cycle as an
+event, and each is verified like MIRROR's steps (:mod:`~mirror.replay.verify`): rebuilt from the
+state its ``causation`` names, asked again through :class:`~mirror.replay.recorded.RecordedLLM`
+with the persona prompt set, and compared event for event. Zero model and zero embedding calls:
+
+- **the turn path** — ``interpretation``, ``retrieval``, ``appraisal``/``plan`` and the ``turn``
+  they share a causation with (one append) — is :func:`~mirror.cognition.persona.turn_path.persona_turn`
+  again. Its embedder answers only the query vector the ``retrieval`` recorded (a retrieval
+  without one was made without an embedder, or with one that failed: the replay has none either);
+- **each background step** — ``emotion``, ``relationship``, ``goal``, ``episode``, or a
+  ``thinker_failed`` of one of those stages (``importance`` for the episode) — is
+  :func:`~mirror.cognition.persona.background.persona_step` again; an episode's vector comes from
+  its own payload, and a failed step's calls the log does not answer fail as recorded;
+- **the** ``persona`` **event** must carry the version its card hashes to (sha256 of the card's
+  canonical JSON, as :attr:`~mirror.cognition.persona.model.Persona.version`): a card edited in
+  the log is a divergence. Its biography vectors are the event's own: nothing to embed.
+
+The persona prompt set is a set of its own (``persona-<hash>``): a verify is given it besides
+MIRROR's (:func:`~mirror.cognition.persona.prompting.persona_prompt_set`, the built-in one by
+default), and a request it cannot answer names the persona templates that changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import cast
+
+from mirror.cognition.embeddings.port import Embedder, Embeddings
+from mirror.cognition.errors import EmbeddingError
+from mirror.cognition.llm import LLM
+from mirror.cognition.persona.background import PERSONA_STAGES, persona_step
+from mirror.cognition.persona.model import canonical_json
+from mirror.cognition.persona.turn_path import persona_turn
+from mirror.cognition.prompts import PromptSet
+from mirror.events.envelope import Event, make_event
+from mirror.events.ids import StreamKey
+from mirror.events.payloads import (
+    Appraisal,
+    EmotionUpdate,
+    Episode,
+    GoalUpdate,
+    Interpretation,
+    Payload,
+    PersonaChosen,
+    Plan,
+    RelationshipUpdate,
+    Retrieval,
+    ThinkerFailed,
+    Turn,
+)
+from mirror.projections.state import ConversationState
+
+from .compare import (
+    RECORDING_MISS,
+    Divergence,
+    FailsAsRecorded,
+    VerifyReport,
+    basis_of,
+    comparable,
+    compare,
+    config_from,
+)
+from .errors import RecordingMiss
+from .prompt_record import PromptComparison
+from .recorded import RecordedLLM
+from .recorded_vectors import RecordedEmbedder, RecordedVectors
+
+PATH_TYPES = (Interpretation, Retrieval, Appraisal, Plan)
+"""The events a persona turn's path appends before its ``turn``."""
+BACKGROUND_STAGES: dict[type[Payload], str] = {
+    EmotionUpdate: "emotion", RelationshipUpdate: "relationship", GoalUpdate: "goal", Episode: "importance",
+}
+"""Each background step's event and the stage that makes it."""
+TURN_PATH_STAGE = "persona_turn"
+"""The ``stage`` of a divergence where the turn path asked a request the log never answered."""
+EPISODE_NOT_EMBEDDED = "the episode could not be embedded: "
+"""How :func:`~mirror.cognition.persona.background.persona_step` words a failed episode vector."""
+
+
+def persona_failure(payload: Payload) -> bool:
+    """A ``thinker_failed`` of a persona background stage (not a MIRROR thinking step)."""
+    return isinstance(payload, ThinkerFailed) and payload.stage in PERSONA_STAGES
+
+
+def is_persona_prompt_set(version: str) -> bool:
+    return version.startswith("persona-")
+
+
+def persona_steps(events: Sequence[Event]) -> dict[int, list[Event]]:
+    """The recorded persona steps by their first seq: each ``persona`` event on its own, each turn
+    path (an ``interpretation`` to the ``turn`` of the same causation), each background event or
+    persona-stage failure on its own."""
+    steps: dict[int, list[Event]] = {}
+    index = 0
+    while index < len(events):
+        event = events[index]
+        payload = event.payload
+        if isinstance(payload, Interpretation):
+            end = index + 1
+            while (end < len(events) and isinstance(events[end].payload, PATH_TYPES)
+                   and events[end].causation == event.causation):
+                end += 1
+            if end < len(events) and isinstance(events[end].payload, Turn) and events[end].causation == event.causation:
+                end += 1
+            steps[event.seq] = list(events[index:end])
+            index = end
+            continue
+        if isinstance(payload, PersonaChosen) or type(payload) in BACKGROUND_STAGES or persona_failure(payload):
+            steps[event.seq] = [event]
+        index += 1
+    return steps
+
+
+async def verify_persona_step(key: StreamKey, step: list[Event], states: dict[int, ConversationState],
+                              prompts: PromptSet, llm: RecordedLLM, report: VerifyReport,
+                              comparison: PromptComparison | None = None) -> None:
+    """Verify one step of :func:`persona_steps` (``prompts``: the persona prompt set)."""
+    first = step[0]
+    if isinstance(first.payload, PersonaChosen):
+        check_persona_event(first, report)
+    elif isinstance(first.payload, Interpretation):
+        await _verify_turn_path(key, step, states, prompts, llm, report, comparison)
+    else:
+        await _verify_background(key, first, states, prompts, llm, report, comparison)
+
+
+def check_persona_event(event: Event, report: VerifyReport) -> None:
+    """The ``persona`` event's version must be the hash of its card (what the prompts are built from)."""
+    chosen = cast(PersonaChosen, event.payload)  # the caller checked
+    report.steps += 1
+    try:
+        card = canonical_json(json.loads(chosen.card))
+    except ValueError as exc:
+        report.divergences.append(Divergence(event.seq, f"the persona's card is not JSON: {exc}"))
+        return
+    version = hashlib.sha256(card.encode("utf-8")).hexdigest()
+    if version != chosen.version:
+        report.divergences.append(Divergence(
+            event.seq, "persona differs in payload.version: the card hashes to another version (the card or the "
+            "version was edited)", {"version": chosen.version}, {"version": version}))
+
+
+async def _verify_turn_path(key: StreamKey, step: list[Event], states: dict[int, ConversationState],
+                            prompts: PromptSet, llm: RecordedLLM, report: VerifyReport,
+                            comparison: PromptComparison | None) -> None:
+    first, last = step[0], step[-1]
+    if not isinstance(last.payload, Turn):
+        report.divergences.append(Divergence(last.seq, "a persona turn's path ends without its turn"))
+        return
+    if last.provenance is None:
+        report.unverifiable += 1
+        return
+    basis = basis_of(key, first, states)
+    if basis is None:
+        report.divergences.append(Divergence(first.seq, f"the state this turn started from ({first.causation}) is unknown"))
+        return
+    report.steps += 1
+    retrieval = next((event for event in step if isinstance(event.payload, Retrieval)), None)
+    embedder = _query_embedder(retrieval)
+    config = replace(config_from(last.provenance, "baseline", talker=True), memory=False, reflection=False)
+    message = last.payload.user_message
+    try:
+        said = await persona_turn(basis, message, llm, embedder, prompts, config)
+    except RecordingMiss:
+        version = last.provenance.prompt_set
+        cause = comparison.cause(version, TURN_PATH_STAGE) if comparison is not None else f"recorded with {version}"
+        report.divergences.append(Divergence(
+            first.seq, f"{TURN_PATH_STAGE}: the replay asked a request the log never answered ({cause}); the persona "
+            "could not reply where the log has a turn", comparable(first), None, RECORDING_MISS, TURN_PATH_STAGE))
+        return
+    except Exception as exc:  # the replay could not even produce a reply: that is the divergence
+        report.divergences.append(Divergence(first.seq, f"the persona's turn path failed on replay: {exc!r}"))
+        return
+    finally:
+        report.embedding_calls += 0 if embedder is None else embedder.calls
+    replayed = [make_event(key, first.seq + offset, thought.payload, turn=basis.turn_count,
+                           provenance=thought.provenance, causation=first.causation,
+                           timestamp=(step[offset] if offset < len(step) else first).timestamp)
+                for offset, thought in enumerate(said.thoughts)]
+    compare(step, replayed, report, comparison)
+
+
+def _query_embedder(retrieval: Event | None) -> RecordedEmbedder | None:
+    """The embedder of a replayed retrieval: the query vector it recorded, and nothing else."""
+    if retrieval is None:
+        return None
+    payload = cast(Retrieval, retrieval.payload)
+    if not payload.query_embedding:
+        return None  # the live turn retrieved without a vector: so does its replay
+    return RecordedEmbedder(RecordedVectors([retrieval]), payload.embedding_model)
+
+
+async def _verify_background(key: StreamKey, event: Event, states: dict[int, ConversationState], prompts: PromptSet,
+                             llm: RecordedLLM, report: VerifyReport, comparison: PromptComparison | None) -> None:
+    payload = event.payload
+    if event.provenance is None:
+        report.unverifiable += 1
+        return
+    basis = basis_of(key, event, states)
+    if basis is None:
+        report.divergences.append(Divergence(event.seq, f"the state this step started from ({event.causation}) is unknown"))
+        return
+    report.steps += 1
+    failure = payload if isinstance(payload, ThinkerFailed) else None
+    stage = failure.stage if failure is not None else BACKGROUND_STAGES[type(payload)]
+    asked: LLM = llm if failure is None else FailsAsRecorded(llm, failure)
+    embedder = _episode_embedder(event)
+    config = config_from(event.provenance, "baseline", talker=False)
+    thinking = await persona_step(basis, stage, asked, embedder, prompts, config,
+                                  attempt=failure.attempt if failure is not None else 1)
+    report.embedding_calls += 0 if embedder is None else embedder.calls
+    compare([event], thinking.events(key, event.seq, timestamp=event.timestamp, causation=event.causation), report,
+            comparison)
+
+
+class _FailingEmbedder:
+    """An episode's embedder that fails as the recorded step's did (the same words in its message)."""
+
+    def __init__(self, model: str, shown: str) -> None:
+        self._model, self.shown, self.calls = model, shown, 0
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def embed(self, texts: Sequence[str]) -> Embeddings:
+        raise _AsRecorded(self.shown)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _AsRecorded(EmbeddingError):
+    """An embedding failure whose ``repr`` is the recorded one, so the step's message is too."""
+
+    def __init__(self, shown: str) -> None:
+        super().__init__(shown)
+        self.shown = shown
+
+    def __repr__(self) -> str:
+        return self.shown
+
+
+def _episode_embedder(event: Event) -> Embedder | None:
+    """An importance step's embedder: the episode's own vector, or the failure the step recorded."""
+    payload = event.payload
+    if isinstance(payload, Episode):
+        return RecordedEmbedder(RecordedVectors([event]), payload.embedding_model) if payload.embedding else None
+    if (isinstance(payload, ThinkerFailed) and payload.stage == "importance"
+            and payload.message.startswith(EPISODE_NOT_EMBEDDED)):
+        return _FailingEmbedder("recorded", payload.message[len(EPISODE_NOT_EMBEDDED):])
+    return None  # an importance step that failed before it embedded: never asked
+
+
+__all__ = [
+    "BACKGROUND_STAGES", "PATH_TYPES", "TURN_PATH_STAGE", "check_persona_event", "is_persona_prompt_set",
+    "persona_failure", "persona_steps", "verify_persona_step",
+]

@@ -1,0 +1,150 @@
+"""Replay of persona conversations against real NATS, a real ingester and the simulator over
+HTTP: ``replay verify`` re-runs every step of the cycle (the turn path, the background steps, a
+background failure, the ``persona`` event) with zero model and zero embedding calls and finds
+nothing, finds an edited appraisal or emotion, and ``recompute`` with a changed persona template
+gives a branch whose appraisals differ and which verifies with that template."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mirror.actors.conversation import Conversation
+from mirror.actors.settings import RuntimeSettings
+from mirror.cognition.persona import EXAMPLES, read_persona
+from mirror.cognition.persona.choice import MindChoice
+from mirror.cognition.persona.prompting import PERSONA_PROMPTS, persona_prompt_set
+from mirror.cognition.prompts import default_prompt_set
+from mirror.events.envelope import Event
+from mirror.events.ids import StreamKey
+from mirror.events.nats.server import EmbeddedNats
+from mirror.events.payloads import Appraisal, EmotionUpdate, Interpretation, PersonaChosen, ThinkerFailed
+from mirror.projections.state import initial_state
+from mirror.replay.verify import VerifyReport, verify_events
+from tests.support.stack import conversation_runtime
+from tests.system.test_conversation import log_events
+
+MESSAGES = ("Hello, who are you?", "Tell me about the lighthouse.", "Do you ever get lonely out there?")
+
+
+@pytest.fixture
+def runtime(nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:
+    with conversation_runtime(nats_server.url, tmp_path, shard="persona-replay", latency="fixed:2",
+                              reflection=False) as settings:
+        yield settings
+
+
+def wren(order: str = "appraisal_first") -> MindChoice:
+    return MindChoice("persona", read_persona(EXAMPLES / "wren.json"), order)
+
+
+async def converse(runtime: RuntimeSettings, key: StreamKey, messages: tuple[str, ...], order: str = "appraisal_first",
+                   *, fail_emotion_at: int | None = None) -> list[Event]:
+    """A persona conversation of ``messages``, each turn's background steps done before the next;
+    ``fail_emotion_at``: the turn whose emotion step gets a malformed answer once (then retried)."""
+    conversation = await Conversation(key, runtime).start()
+    try:
+        for index, message in enumerate(messages):
+            if index == fail_emotion_at:  # the path's four calls go through, the emotion step's does not
+                httpx.post(f"{runtime.llm.base_url.removesuffix('/v1')}/_sim/script",
+                           json={"faults": ["ok"] * 4 + ["malformed"]}).raise_for_status()
+            await conversation.turn(message, mind=wren(order) if index == 0 else None)
+            assert await conversation.wait_idle(30)
+    finally:
+        await conversation.stop()
+    return await log_events(runtime, key)
+
+
+async def verified(key: StreamKey, events: list[Event], persona_directory: Path | None = None) -> VerifyReport:
+    return await verify_events(key, initial_state(key), events, default_prompt_set(),
+                               persona_prompts=persona_prompt_set(persona_directory))
+
+
+def edited(events: list[Event], kind: type, change: dict[str, object], which: int = 0) -> tuple[list[Event], int]:
+    """``events`` with the ``which``-th event of payload ``kind`` changed; and its seq."""
+    seqs = [event.seq for event in events if isinstance(event.payload, kind)]
+    seq = seqs[which]
+    return [dataclasses.replace(event, payload=dataclasses.replace(event.payload, **change)) if event.seq == seq else event
+            for event in events], seq
+
+
+@pytest.mark.parametrize("order", ["appraisal_first", "plan_first"])
+async def test_verify_replays_every_persona_step_with_no_call(runtime: RuntimeSettings, order: str) -> None:
+    key = StreamKey("acme", f"wren-{order}")
+    events = await converse(runtime, key, MESSAGES, order)
+    report = await verified(key, events)
+    assert report.ok, report.divergences
+    assert report.model_calls == 0 and report.embedding_calls == 0
+    # the persona event, then per turn its path and four background steps
+    assert report.steps == 1 + len(MESSAGES) * 5
+    assert report.persona_prompt_set == persona_prompt_set().version
+    assert report.unverifiable == 0
+
+
+async def test_a_failed_background_step_replays_as_it_failed(runtime: RuntimeSettings) -> None:
+    key = StreamKey("acme", "wren-failing")
+    events = await converse(runtime, key, MESSAGES[:2], fail_emotion_at=1)
+    failures = [event.payload for event in events if isinstance(event.payload, ThinkerFailed)]
+    assert [(failure.stage, failure.attempt) for failure in failures] == [("emotion", 1)]
+    report = await verified(key, events)
+    assert report.ok, report.divergences
+    assert report.model_calls == 0 and report.embedding_calls == 0
+    assert report.steps == 1 + 2 * 5 + 1  # the failure is a step of its own, not a MIRROR thinking step
+
+
+async def test_an_edited_appraisal_or_emotion_is_a_divergence(runtime: RuntimeSettings) -> None:
+    key = StreamKey("acme", "wren-edited")
+    events = await converse(runtime, key, MESSAGES[:2])
+    assert (await verified(key, events)).ok
+
+    changed, seq = edited(events, Appraisal, {"text": "I feel nothing at all about this."})
+    report = await verified(key, changed)
+    assert report.model_calls == 0
+    assert seq in {divergence.seq for divergence in report.divergences}
+    assert any("appraisal differs in payload.text" in divergence.reason for divergence in report.divergences)
+
+    first = next(event.payload for event in events if isinstance(event.payload, EmotionUpdate))
+    emotion = next(iter(first.intensities))
+    intensities = {**first.intensities, emotion: round(1.0 - first.intensities[emotion], 4)}
+    changed, seq = edited(events, EmotionUpdate, {"intensities": intensities})
+    report = await verified(key, changed)
+    assert report.model_calls == 0
+    assert any(divergence.seq == seq and "payload.intensities" in divergence.reason for divergence in report.divergences)
+
+
+async def test_an_edited_persona_card_is_a_divergence(runtime: RuntimeSettings) -> None:
+    key = StreamKey("acme", "wren-card")
+    events = await converse(runtime, key, MESSAGES[:1])
+    chosen = next(event for event in events if isinstance(event.payload, PersonaChosen))
+    card = chosen.payload.card.replace("Wren", "Wrenna", 1)  # type: ignore[attr-defined]  # a PersonaChosen (above)
+    changed, seq = edited(events, PersonaChosen, {"card": card})
+    report = await verified(key, changed)
+    assert [divergence.seq for divergence in report.divergences][:1] == [seq]
+    assert "version" in report.divergences[0].reason
+
+
+async def test_verify_with_a_changed_persona_template_names_it(runtime: RuntimeSettings, tmp_path: Path) -> None:
+    key = StreamKey("acme", "wren-template")
+    events = await converse(runtime, key, MESSAGES[:1])
+    directory = changed_persona_prompts(tmp_path, "think.md", "I read every message as a riddle.")
+    report = await verified(key, events, directory)
+    assert report.model_calls == 0 and not report.ok
+    first = next(event.seq for event in events if isinstance(event.payload, Interpretation))
+    assert report.divergences[0].seq == first and report.divergences[0].kind == "recording_miss"
+    assert "think.md" in report.divergences[0].reason
+
+
+def changed_persona_prompts(tmp_path: Path, template: str, extra: str) -> Path:
+    """A prompt directory whose ``persona/`` holds the built-in persona templates, ``template``
+    with ``extra`` added."""
+    directory = tmp_path / "prompts"
+    (directory / "persona").mkdir(parents=True)
+    for path in PERSONA_PROMPTS.glob("*.md"):
+        text = path.read_text(encoding="utf-8")
+        (directory / "persona" / path.name).write_text(text + f"\n{extra}\n" if path.name == template else text,
+                                                       encoding="utf-8")
+    return directory
