@@ -46,9 +46,11 @@ async def keys_to_verify(log: EventLogReader, tenant: str, conversation: str | N
     return keys
 
 
-async def verify_branch(history: History, key: StreamKey, prompts: PromptSet | None = None) -> VerifyReport:
+async def verify_branch(history: History, key: StreamKey, prompts: PromptSet | None = None,
+                        persona_prompts: PromptSet | None = None) -> VerifyReport:
     """Verify ``key``'s own events (from its fork point, for a forked branch) with ``prompts``, or
-    with the prompt set the branch was made with (see the module docstring)."""
+    with the prompt set the branch was made with (see the module docstring); a persona
+    conversation's steps with ``persona_prompts`` (default: the built-in persona set)."""
     built_in = built_in_prompt_set()
     point = await history.fork_point(key) if key.branch != MAIN_BRANCH else None
     fork = point.fork if point is not None else None
@@ -62,14 +64,17 @@ async def verify_branch(history: History, key: StreamKey, prompts: PromptSet | N
     used = prompts or recorded or built_in
     base = await history.state_at(key, point.fork_seq if point else 0)
     known = [prompt_set for prompt_set in (recorded, built_in) if prompt_set is not None]
-    return await verify_events(key, base, await history.log.read(key), used, known_prompt_sets=known)
+    return await verify_events(key, base, await history.log.read(key), used, known_prompt_sets=known,
+                               persona_prompts=persona_prompts)
 
 
 async def verify_conversations(log: EventLogReader, tenant: str, conversation: str | None, branch: str = MAIN_BRANCH,
-                               prompts: PromptSet | None = None) -> list[VerifyReport]:
+                               prompts: PromptSet | None = None,
+                               persona_prompts: PromptSet | None = None) -> list[VerifyReport]:
     """One report per conversation asked for (``None``: every one of ``tenant``'s with ``branch``)."""
     history = History(log, materialize=False)
-    return [await verify_branch(history, key, prompts) for key in await keys_to_verify(log, tenant, conversation, branch)]
+    return [await verify_branch(history, key, prompts, persona_prompts)
+            for key in await keys_to_verify(log, tenant, conversation, branch)]
 
 
 __all__ = ["keys_to_verify", "verify_branch", "verify_conversations"]
