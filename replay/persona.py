@@ -17,6 +17,10 @@ with the persona prompt set, and compared event for event. Zero model and zero e
   canonical JSON, as :attr:`~mirror.cognition.persona.model.Persona.version`): a card edited in
   the log is a divergence. Its biography vectors are the event's own: nothing to embed.
 
+Recompute (:func:`rethink_persona`) re-runs a persona conversation on a branch the same way the
+live conversation ran it: each recorded user message through the turn path from the branch's
+state, then the background steps, with the persona prompt set the recompute was given.
+
 The persona prompt set is a set of its own (``persona-<hash>``): a verify is given it besides
 MIRROR's (:func:`~mirror.cognition.persona.prompting.persona_prompt_set`, the built-in one by
 default), and a request it cannot answer names the persona templates that changed.
@@ -26,19 +30,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import cast
+from functools import partial
+from typing import Any, cast
 
 from mirror.cognition.embeddings.port import Embedder, Embeddings
 from mirror.cognition.errors import EmbeddingError
 from mirror.cognition.llm import LLM
 from mirror.cognition.persona.background import PERSONA_STAGES, persona_step
 from mirror.cognition.persona.model import canonical_json
-from mirror.cognition.persona.turn_path import persona_turn
+from mirror.cognition.persona.turn_path import PersonaTurn, persona_turn
 from mirror.cognition.prompts import PromptSet
+from mirror.cognition.writer import ConversationWriter
 from mirror.events.envelope import Event, make_event
-from mirror.events.ids import StreamKey
+from mirror.events.ids import StreamKey, event_id
 from mirror.events.payloads import (
     Appraisal,
     EmotionUpdate,
@@ -48,6 +55,7 @@ from mirror.events.payloads import (
     Payload,
     PersonaChosen,
     Plan,
+    Provenance,
     RelationshipUpdate,
     Retrieval,
     ThinkerFailed,
@@ -178,11 +186,53 @@ async def _verify_turn_path(key: StreamKey, step: list[Event], states: dict[int,
         return
     finally:
         report.embedding_calls += 0 if embedder is None else embedder.calls
-    replayed = [make_event(key, first.seq + offset, thought.payload, turn=basis.turn_count,
-                           provenance=thought.provenance, causation=first.causation,
-                           timestamp=(step[offset] if offset < len(step) else first).timestamp)
-                for offset, thought in enumerate(said.thoughts)]
+    replayed = turn_path_events(key, first.seq, basis.turn_count, said, first.causation, first.timestamp)
     compare(step, replayed, report, comparison)
+
+
+def turn_path_events(key: StreamKey, first_seq: int, turn: int, said: PersonaTurn, causation: str | None,
+                     timestamp: float) -> list[Event]:
+    """A persona turn's events as :mod:`mirror.actors.persona_mind` appends them: from ``first_seq``
+    on, each of turn ``turn`` (the turn count of the state the path ran from), with its causation."""
+    return [make_event(key, first_seq + offset, thought.payload, turn=turn, provenance=thought.provenance,
+                       causation=causation, timestamp=timestamp) for offset, thought in enumerate(said.thoughts)]
+
+
+async def rethink_persona(writer: ConversationWriter, turns: Sequence[Event], done: int, llm: LLM,
+                          embedder: Embedder | None, prompts: PromptSet, persona_prompts: PromptSet,
+                          thinker: Provenance | None, attempts: int) -> list[dict[str, Any]]:
+    """A persona conversation's recorded turns after the first ``done``, re-run on ``writer``'s
+    branch: each user message through the turn path from the branch's state (a request the prompt
+    change did not touch is answered from the recording), then its background steps, as the live
+    conversation does. ``thinker``: a recorded background step's provenance (its model and
+    parameters). Returns each reply as recorded and as regenerated."""
+    config = replace(config_from(thinker, "baseline", talker=False), mode="baseline", memory=False, reflection=False)
+    replies: list[dict[str, Any]] = []
+
+    async def background() -> None:
+        await writer.think_until_current(llm, prompts, config, attempts=attempts, embedder=embedder,
+                                         persona_prompts=persona_prompts)
+
+    await background()  # a resumed run finishes the steps an earlier run left
+    for recorded in turns[done:]:
+        payload = cast(Turn, recorded.payload)  # the caller passes turn events
+        basis = writer.state
+        asked = replace(config_from(recorded.provenance or thinker, "baseline", talker=True), memory=False,
+                        reflection=False)
+        said = await persona_turn(basis, payload.user_message, llm, embedder, persona_prompts, asked)
+        cause = event_id(writer.key.tenant, writer.key.conversation, writer.key.branch, basis.last_seq)
+        now = time.time()
+        events = await writer.append(partial(_after, writer.key, basis.turn_count, said, cause, now))
+        replies.append({"seq": events[-1].seq, "user_message": payload.user_message, "recorded": payload.reply,
+                        "regenerated": said.reply})
+        await background()
+    return replies
+
+
+def _after(key: StreamKey, turn: int, said: PersonaTurn, causation: str, timestamp: float,
+           state: ConversationState) -> list[Event]:
+    """The turn path's events, placed after whatever the branch holds when they are appended."""
+    return turn_path_events(key, state.last_seq + 1, turn, said, causation, timestamp)
 
 
 def _query_embedder(retrieval: Event | None) -> RecordedEmbedder | None:
@@ -259,5 +309,5 @@ def _episode_embedder(event: Event) -> Embedder | None:
 
 __all__ = [
     "BACKGROUND_STAGES", "PATH_TYPES", "TURN_PATH_STAGE", "check_persona_event", "is_persona_prompt_set",
-    "persona_failure", "persona_steps", "verify_persona_step",
+    "persona_failure", "persona_steps", "rethink_persona", "turn_path_events", "verify_persona_step",
 ]

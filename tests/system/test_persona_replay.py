@@ -13,8 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from mirror.actors.clients import memory_embedder
 from mirror.actors.conversation import Conversation
 from mirror.actors.settings import RuntimeSettings
+from mirror.cognition.openai_client import OpenAIChatClient
 from mirror.cognition.persona import EXAMPLES, read_persona
 from mirror.cognition.persona.choice import MindChoice
 from mirror.cognition.persona.prompting import PERSONA_PROMPTS, persona_prompt_set
@@ -24,9 +26,12 @@ from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Appraisal, EmotionUpdate, Interpretation, PersonaChosen, ThinkerFailed
 from mirror.projections.state import initial_state
+from mirror.replay import History, RecomputePlan, recompute_conversation
 from mirror.replay.verify import VerifyReport, verify_events
+from mirror.replay.verify_log import verify_branch
 from tests.support.stack import conversation_runtime
 from tests.system.test_conversation import log_events
+from tests.system.test_replay import log_of
 
 MESSAGES = ("Hello, who are you?", "Tell me about the lighthouse.", "Do you ever get lonely out there?")
 
@@ -148,3 +153,41 @@ def changed_persona_prompts(tmp_path: Path, template: str, extra: str) -> Path:
         (directory / "persona" / path.name).write_text(text + f"\n{extra}\n" if path.name == template else text,
                                                        encoding="utf-8")
     return directory
+
+
+async def test_recompute_with_a_changed_appraisal_template_rethinks_the_persona(runtime: RuntimeSettings,
+                                                                                 tmp_path: Path) -> None:
+    key = StreamKey("acme", "wren-recompute")
+    recorded = await converse(runtime, key, MESSAGES[:2])
+    directory = changed_persona_prompts(tmp_path, "appraisal.md", "My gut reaction always mentions the sea.")
+    persona_prompts = persona_prompt_set(directory)
+    plan = RecomputePlan(default_prompt_set(), persona_prompts=persona_prompts)
+    assert plan.branch_name != RecomputePlan(default_prompt_set()).branch_name
+    async with log_of(runtime, key) as (bus, log):
+        llm, embedder = OpenAIChatClient(runtime.llm), memory_embedder(runtime)  # as the recompute driver's
+        try:
+            result = await recompute_conversation(key, plan, history=History(log), bus=bus, live=llm, embedder=embedder)
+        finally:
+            await llm.aclose()
+            if embedder is not None:
+                await embedder.aclose()
+        branch = dataclasses.replace(key, branch=plan.branch_name)
+        assert await log.wait_committed((await bus.head(branch)).fence, timeout=30)
+        history = History(log)
+        own = (await log.read(branch))[1:]  # after the fork event
+        checked = await verify_branch(history, branch, persona_prompts=persona_prompts)
+        unchanged = await verify_branch(history, branch)  # with the built-in persona templates
+    assert result.turns == 2 and result.model_calls > 0 and result.error is None
+    assert [event.type for event in own] == [event.type for event in recorded]
+    assert isinstance(own[0].payload, PersonaChosen) and own[0].payload == recorded[0].payload
+    old = [event for event in recorded if isinstance(event.payload, Appraisal)]
+    new = [event for event in own if isinstance(event.payload, Appraisal)]
+    assert all(a.payload != b.payload for a, b in zip(old, new, strict=True))
+    assert all(event.provenance is not None and event.provenance.prompt_set == persona_prompts.version for event in new)
+    first = next(e.payload for e in recorded if isinstance(e.payload, Interpretation))
+    assert next(e.payload for e in own if isinstance(e.payload, Interpretation)) == first  # think.md did not change
+    assert checked.ok, checked.divergences
+    assert checked.model_calls == 0 and checked.embedding_calls == 0 and checked.steps == 1 + 2 * 5
+    assert not unchanged.ok and unchanged.model_calls == 0
+    assert unchanged.divergences[0].kind == "recording_miss" and unchanged.divergences[0].stage == "persona_turn"
+    assert persona_prompts.version in unchanged.divergences[0].reason  # the set the branch was recorded with
