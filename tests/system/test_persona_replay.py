@@ -7,6 +7,7 @@ gives a branch whose appraisals differ and which verifies with that template."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Appraisal, EmotionUpdate, Interpretation, PersonaChosen, ThinkerFailed
 from mirror.projections.state import initial_state
-from mirror.replay import History, RecomputePlan, recompute_conversation
+from mirror.replay import History, RecomputePlan, diff, recompute_conversation, state_view
 from mirror.replay.verify import VerifyReport, verify_events
 from mirror.replay.verify_log import verify_branch
 from tests.support.stack import conversation_runtime
@@ -178,6 +179,7 @@ async def test_recompute_with_a_changed_appraisal_template_rethinks_the_persona(
         checked = await verify_branch(history, branch, persona_prompts=persona_prompts)
         unchanged = await verify_branch(history, branch)  # with the built-in persona templates
     assert result.turns == 2 and result.model_calls > 0 and result.error is None
+    assert result.diff is not None and "appraisal" in result.diff["persona_changed"]  # the branch's head against main's
     assert [event.type for event in own] == [event.type for event in recorded]
     assert isinstance(own[0].payload, PersonaChosen) and own[0].payload == recorded[0].payload
     old = [event for event in recorded if isinstance(event.payload, Appraisal)]
@@ -191,3 +193,27 @@ async def test_recompute_with_a_changed_appraisal_template_rethinks_the_persona(
     assert not unchanged.ok and unchanged.model_calls == 0
     assert unchanged.divergences[0].kind == "recording_miss" and unchanged.divergences[0].stage == "persona_turn"
     assert persona_prompts.version in unchanged.divergences[0].reason  # the set the branch was recorded with
+
+
+async def test_time_travel_and_diff_show_the_persona(runtime: RuntimeSettings) -> None:
+    key = StreamKey("acme", "wren-history")
+    events = await converse(runtime, key, MESSAGES[:2])
+    emotion = next(event for event in events if isinstance(event.payload, EmotionUpdate))
+    chosen = next(event for event in events if isinstance(event.payload, PersonaChosen))
+    async with log_of(runtime, key) as (_bus, log):
+        history = History(log)
+        then = await history.state_at(key, emotion.seq)
+        start = await history.state_at(key, chosen.seq)
+        now = await history.state_at(key)
+    view = json.loads(json.dumps(state_view(then)))  # JSON all the way down
+    persona = view["persona"]
+    assert persona["name"] == "Wren Halloway" and persona["emotion_turn"] == 0
+    assert persona["emotions"] == emotion.payload.intensities  # type: ignore[attr-defined]  # an EmotionUpdate (above)
+    assert persona["appraisal"]["for_turn"] == 0 and persona["active_hard_goal"] == chosen.payload.hard_goals[0]  # type: ignore[attr-defined]  # a PersonaChosen
+    assert state_view(initial_state(key))["persona"] is None
+    changed = diff(start, now)
+    assert changed.changed and {"appraisal", "plan", "interpretation", "episodes"} <= set(changed.persona_changed)
+    assert any(name.startswith("emotions.") for name in changed.persona_changed)
+    lines = changed.summary().splitlines()
+    assert any(line.strip().startswith("persona (") for line in lines)
+    assert diff(now, now).persona_changed == {} and not diff(now, now).changed
