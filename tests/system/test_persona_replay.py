@@ -6,30 +6,42 @@ gives a branch whose appraisals differ and which verifies with that template."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mirror.actors.clients import memory_embedder
 from mirror.actors.conversation import Conversation
 from mirror.actors.settings import RuntimeSettings
-from mirror.cognition.openai_client import OpenAIChatClient
+from mirror.cognition.embeddings import OpenAIEmbedder
+from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.cognition.persona import EXAMPLES, read_persona
+from mirror.cognition.persona.background import PERSONA_STAGES, persona_step
 from mirror.cognition.persona.choice import MindChoice
 from mirror.cognition.persona.prompting import PERSONA_PROMPTS, persona_prompt_set
+from mirror.cognition.persona.turn_path import choose_persona, persona_turn
+from mirror.cognition.pipeline import MirrorConfig
 from mirror.cognition.prompts import default_prompt_set
-from mirror.events.envelope import Event
+from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Appraisal, EmotionUpdate, Interpretation, PersonaChosen, ThinkerFailed
+from mirror.projections.conversation import apply
 from mirror.projections.state import initial_state
 from mirror.replay import History, RecomputePlan, diff, recompute_conversation, state_view
+from mirror.replay.persona import turn_path_events
 from mirror.replay.verify import VerifyReport, verify_events
 from mirror.replay.verify_log import verify_branch
+from mirror.sim.server import SimLLMServer
+from tests.support.sim import SIM_MODEL, sim_client
 from tests.support.stack import conversation_runtime
 from tests.system.test_conversation import log_events
 from tests.system.test_replay import log_of
@@ -217,3 +229,56 @@ async def test_time_travel_and_diff_show_the_persona(runtime: RuntimeSettings) -
     lines = changed.summary().splitlines()
     assert any(line.strip().startswith("persona (") for line in lines)
     assert diff(now, now).persona_changed == {} and not diff(now, now).changed
+
+
+async def generated(sim: SimLLMServer, key: StreamKey, messages: list[str], order: str) -> list[Event]:
+    """A persona conversation of ``messages`` made by the cycle's own functions against the
+    simulator, appended as the actor and the writer append them."""
+    prompts = persona_prompt_set()
+    config = MirrorConfig(model=SIM_MODEL, mode="baseline", memory=False, reflection=False, seed=3)
+    embedder = OpenAIEmbedder(LLMSettings(base_url=sim.base_url, model="sim-embed", max_retries=0), dimensions=16)
+    events: list[Event] = []
+    state = initial_state(key)
+
+    def append(event: Event) -> None:
+        nonlocal state
+        state = apply(state, event)
+        events.append(event)
+
+    async with sim_client(sim) as llm:
+        append(make_event(key, 1, await choose_persona(read_persona(EXAMPLES / "wren.json"), embedder, order), turn=0))
+        for message in messages:
+            basis = state
+            said = await persona_turn(basis, message, llm, embedder, prompts, config)
+            for event in turn_path_events(key, basis.last_seq + 1, basis.turn_count, said, events[-1].id, time.time()):
+                append(event)
+            for stage in PERSONA_STAGES:
+                step = await persona_step(state, stage, llm, embedder, prompts, config)
+                for event in step.events(key, state.last_seq + 1, causation=events[-1].id):
+                    append(event)
+    await embedder.aclose()
+    return events
+
+
+MESSAGE_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=60)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=st.lists(MESSAGE_TEXT.filter(lambda text: text.strip()), min_size=1, max_size=3),
+       order=st.sampled_from(["appraisal_first", "plan_first"]))
+def test_verify_of_any_persona_conversation_makes_no_call_and_finds_nothing(
+    sim_server: SimLLMServer, messages: list[str], order: str
+) -> None:
+    key = StreamKey("acme", "generated")
+
+    async def run() -> tuple[VerifyReport, int]:
+        events = await generated(sim_server, key, messages, order)
+        calls = sim_server.stats()["calls"]
+        report = await verified(key, events)
+        return report, sim_server.stats()["calls"] - calls
+
+    report, calls = asyncio.run(run())
+    assert calls == 0  # the simulator saw no chat and no embedding call during the verify
+    assert report.ok, report.divergences
+    assert report.model_calls == 0 and report.embedding_calls == 0
+    assert report.steps == 1 + 5 * len(messages)
