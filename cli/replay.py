@@ -104,7 +104,8 @@ def verify(
     if not nats_url:
         raise ValueError(f"no stack runs for {data} and no --nats-url given")
     prompt_set = load_prompt_set(prompts) if prompts else None
-    persona_prompts = persona_prompt_set(prompts) if prompts else None  # DIR/persona/ when it is there
+    # The persona templates of DIR/persona/ when it holds them; else a branch's recorded set, or the built-in one.
+    persona_prompts = persona_prompt_set(prompts) if prompts and (prompts / "persona" / "think.md").is_file() else None
     tenant = tenant or running.get("tenant") or "default"
     shards = ShardMap.parse(shard_map or running.get("shard_map", []), default=running.get("shard", DEFAULT_SHARD))
     reports = asyncio.run(_verify(nats_url, shard or shards.shard_of(tenant), tenant, conversation, branch, prompt_set,

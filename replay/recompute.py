@@ -381,10 +381,11 @@ async def _open_branch(
     if head.last_seq is None:
         base = await _state_of(parent, fork_seq, history, parent_events)
         writer = ConversationWriter(bus, branch, replace(base, key=branch), Head(fork_seq, head.fence), pipelined=True)
-        fork = recorded_fork(parent.branch, fork_seq, plan.prompts, reason="recompute")
         # A persona chosen after the fork point is the branch's character too: it comes with the fork.
         chosen = None if base.persona is not None else next(
             (event for event in parent_events if event.seq > fork_seq and isinstance(event.payload, PersonaChosen)), None)
+        persona = plan.persona_prompts or default_persona_prompts() if base.persona or chosen else None
+        fork = recorded_fork(parent.branch, fork_seq, plan.prompts, reason="recompute", persona=persona)
         await writer.append(lambda state: [
             make_event(branch, state.last_seq + 1, fork, turn=state.turn_count),
             *([] if chosen is None else [make_event(branch, state.last_seq + 2, chosen.payload, turn=state.turn_count,

@@ -160,13 +160,15 @@ async def verify_events(
     """Re-run every recorded step of ``events`` (which continue ``base``) and compare.
 
     ``known_prompt_sets``: prompt sets the log may have been recorded with (besides ``prompts``),
-    so a divergence can name the templates that changed (:class:`PromptComparison`).
+    so a divergence can name the templates that changed (:class:`PromptComparison`); persona
+    prompt sets among them are compared with ``persona_prompts``.
     ``persona_prompts``: the persona mind's prompt set (:mod:`~mirror.replay.persona`; default:
     the built-in one)."""
     report = VerifyReport(key, events=len(events), prompt_set=prompts.version)
     comparison = PromptComparison(prompts, known_prompt_sets)
     persona_prompts = persona_prompts or default_persona_prompts()
-    persona_comparison = PromptComparison(persona_prompts, (default_persona_prompts(),))
+    persona_comparison = PromptComparison(persona_prompts, (
+        default_persona_prompts(), *(known for known in known_prompt_sets if is_persona_prompt_set(known.version))))
     personal = persona_steps(events)
     if personal:
         report.persona_prompt_set = persona_prompts.version

@@ -189,7 +189,8 @@ async def test_recompute_with_a_changed_appraisal_template_rethinks_the_persona(
         history = History(log)
         own = (await log.read(branch))[1:]  # after the fork event
         checked = await verify_branch(history, branch, persona_prompts=persona_prompts)
-        unchanged = await verify_branch(history, branch)  # with the built-in persona templates
+        by_itself = await verify_branch(history, branch)  # with the persona set its fork recorded
+        unchanged = await verify_branch(history, branch, persona_prompts=persona_prompt_set())  # the built-in one
     assert result.turns == 2 and result.model_calls > 0 and result.error is None
     assert result.diff is not None and "appraisal" in result.diff["persona_changed"]  # the branch's head against main's
     assert [event.type for event in own] == [event.type for event in recorded]
@@ -202,9 +203,11 @@ async def test_recompute_with_a_changed_appraisal_template_rethinks_the_persona(
     assert next(e.payload for e in own if isinstance(e.payload, Interpretation)) == first  # think.md did not change
     assert checked.ok, checked.divergences
     assert checked.model_calls == 0 and checked.embedding_calls == 0 and checked.steps == 1 + 2 * 5
+    assert by_itself.ok and by_itself.persona_prompt_set == persona_prompts.version, by_itself.divergences
+    assert by_itself.model_calls == 0 and by_itself.steps == checked.steps
     assert not unchanged.ok and unchanged.model_calls == 0
     assert unchanged.divergences[0].kind == "recording_miss" and unchanged.divergences[0].stage == "persona_turn"
-    assert persona_prompts.version in unchanged.divergences[0].reason  # the set the branch was recorded with
+    assert "appraisal.md changed since the recording" in unchanged.divergences[0].reason
 
 
 async def test_time_travel_and_diff_show_the_persona(runtime: RuntimeSettings) -> None:
