@@ -96,6 +96,7 @@ def persona_failure(payload: Payload) -> bool:
 
 
 def is_persona_prompt_set(version: str) -> bool:
+    """Whether a recorded prompt-set version is the persona mind's (``persona-<hash>``)."""
     return version.startswith("persona-")
 
 
