@@ -12,6 +12,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -285,3 +286,53 @@ def test_verify_of_any_persona_conversation_makes_no_call_and_finds_nothing(
     assert report.ok, report.divergences
     assert report.model_calls == 0 and report.embedding_calls == 0
     assert report.steps == 1 + 5 * len(messages)
+
+
+class Interrupted(Exception):
+    """The live model cut off mid-run (not a model failure: nothing records it)."""
+
+
+class CutOff:
+    """The live model, until it is cut off after ``budget`` calls (an interrupted recompute)."""
+
+    def __init__(self, live: OpenAIChatClient, budget: int) -> None:
+        self.live, self.budget = live, budget
+
+    async def chat(self, request: Any) -> Any:
+        if self.budget == 0:
+            raise Interrupted
+        self.budget -= 1
+        return await self.live.chat(request)
+
+    async def embed(self, texts: Any) -> Any:
+        return await self.live.embed(texts)
+
+
+async def test_an_interrupted_persona_recompute_resumes_to_the_branch_one_run_makes(runtime: RuntimeSettings,
+                                                                                     tmp_path: Path) -> None:
+    key = StreamKey("acme", "wren-resume")
+    await converse(runtime, key, MESSAGES[:2])
+    directory = changed_persona_prompts(tmp_path, "appraisal.md", "My gut reaction always mentions the sea.")
+    half = RecomputePlan(default_prompt_set(), persona_prompts=persona_prompt_set(directory), branch="resumed")
+    async with log_of(runtime, key) as (bus, log):
+        llm, embedder = OpenAIChatClient(runtime.llm), memory_embedder(runtime)
+        try:
+            with pytest.raises(Interrupted):  # cut in the first turn's background steps
+                await recompute_conversation(key, half, history=History(log), bus=bus, live=CutOff(llm, 5),
+                                             embedder=embedder)
+            resumed = await recompute_conversation(key, half, history=History(log), bus=bus, live=llm, embedder=embedder)
+            clean = await recompute_conversation(key, dataclasses.replace(half, branch="clean"), history=History(log),
+                                                 bus=bus, live=llm, embedder=embedder)
+        finally:
+            await llm.aclose()
+            if embedder is not None:
+                await embedder.aclose()
+        for branch in ("resumed", "clean"):
+            assert await log.wait_committed((await bus.head(dataclasses.replace(key, branch=branch))).fence, timeout=30)
+        got = await log.read(dataclasses.replace(key, branch="resumed"))
+        want = await log.read(dataclasses.replace(key, branch="clean"))
+        checked = await verify_branch(History(log), dataclasses.replace(key, branch="resumed"))
+    assert resumed.resumed_at_turn == 1 and clean.resumed_at_turn == 0
+    assert [e.seq for e in got] == list(range(1, len(got) + 1))
+    assert [(e.type, e.payload) for e in got[1:]] == [(e.type, e.payload) for e in want[1:]]
+    assert checked.ok and checked.model_calls == 0, checked.divergences
