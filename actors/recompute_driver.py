@@ -34,6 +34,7 @@ from mirror.actors.clients import memory_embedder
 from mirror.actors.results import RecomputeFailure, RecomputeStatus
 from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
+from mirror.cognition.persona.prompting import PERSONA_TEMPLATES, default_persona_prompts
 from mirror.cognition.prompts import TEMPLATES, PromptSet
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.replay import History, Recomputation, RecomputeError, RecomputePlan, recompute_conversation
@@ -300,6 +301,7 @@ def report(job: RecomputeJob, progress: RecomputeProgress, seconds: float) -> di
         "tenant": job.tenant,
         "branch": job.plan.branch_name,
         "prompt_set": job.plan.prompts.version,
+        "persona_prompt_set": None if job.plan.persona_prompts is None else job.plan.persona_prompts.version,
         "from_seq": job.plan.from_seq,
         "mode": job.plan.mode,
         "counterfactual": job.plan.counterfactual,
@@ -376,4 +378,23 @@ def prompt_set_with(overrides: dict[str, str], base: PromptSet) -> PromptSet:
     return PromptSet("custom", {**base.templates, **overrides})
 
 
-__all__ = ["ConversationResult", "RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "plan_slices", "rethought", "recompute_slice", "report", "start_slice", "run_recompute", "summary", "task_llm_settings", "CALLS_PER_CONVERSATION", "MAX_PER_TASK", "Slice"]
+def persona_prompt_set_with(overrides: dict[str, str], base: PromptSet | None = None) -> PromptSet | None:
+    """The persona mind's prompt set with some templates replaced (``None`` when none are: the plan
+    then keeps the built-in set, and the branch the name it always had). ``base``: the built-in
+    persona set unless given. An unknown or empty template is a :class:`RecomputeError`."""
+    if not overrides:
+        return None
+    unknown = sorted(set(overrides) - set(PERSONA_TEMPLATES))
+    if unknown:
+        raise RecomputeError(f"unknown persona template(s) {', '.join(unknown)}; persona templates are "
+                             f"{', '.join(PERSONA_TEMPLATES)}")
+    for name, text in overrides.items():
+        if not isinstance(text, str) or not text.strip():
+            raise RecomputeError(f"persona template {name} is empty")
+        if not Template(text).is_valid():
+            raise RecomputeError(f"persona template {name} has a malformed $placeholder")
+    base = base or default_persona_prompts()
+    return PromptSet(base.name, {**base.templates, **overrides})
+
+
+__all__ = ["ConversationResult", "RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "persona_prompt_set_with", "plan_slices", "rethought", "recompute_slice", "report", "start_slice", "run_recompute", "summary", "task_llm_settings", "CALLS_PER_CONVERSATION", "MAX_PER_TASK", "Slice"]

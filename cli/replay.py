@@ -92,6 +92,7 @@ def verify(
     recorded (--prompts overrides it); main with --prompts or the built-in set. Exit status 1
     when anything diverges (use it in CI), 2 for a conversation or branch the log does not hold.
     """
+    from mirror.cognition.persona.prompting import persona_prompt_set
     from mirror.cognition.prompts import load_prompt_set
     from mirror.events.shards import DEFAULT_SHARD, ShardMap
     from mirror.stack.embedded import running_stack
@@ -103,9 +104,12 @@ def verify(
     if not nats_url:
         raise ValueError(f"no stack runs for {data} and no --nats-url given")
     prompt_set = load_prompt_set(prompts) if prompts else None
+    # The persona templates of DIR/persona/ when it holds them; else a branch's recorded set, or the built-in one.
+    persona_prompts = persona_prompt_set(prompts) if prompts and (prompts / "persona" / "think.md").is_file() else None
     tenant = tenant or running.get("tenant") or "default"
     shards = ShardMap.parse(shard_map or running.get("shard_map", []), default=running.get("shard", DEFAULT_SHARD))
-    reports = asyncio.run(_verify(nats_url, shard or shards.shard_of(tenant), tenant, conversation, branch, prompt_set))
+    reports = asyncio.run(_verify(nats_url, shard or shards.shard_of(tenant), tenant, conversation, branch, prompt_set,
+                                  persona_prompts))
     if not reports and not as_json:
         typer.echo(f"tenant {tenant!r} has no conversations yet: nothing to verify")
     for report in reports:
@@ -154,13 +158,14 @@ def recompute_templates(directory: Path) -> dict[str, str]:
 
 
 async def _verify(nats_url: str, shard: str, tenant: str, conversation: str | None, branch: str,
-                  prompt_set: Any) -> list[Any]:
+                  prompt_set: Any, persona_prompts: Any = None) -> list[Any]:
     from mirror.events.nats.infrastructure import NatsInfrastructure
     from mirror.replay import verify_conversations
 
     connections = await NatsInfrastructure(nats_url, shard=shard).connect(name="mirror-verify")
     try:
-        return await verify_conversations(connections.log(tenant), tenant, conversation, branch, prompt_set)
+        return await verify_conversations(connections.log(tenant), tenant, conversation, branch, prompt_set,
+                                          persona_prompts)
     finally:
         await connections.close()
 

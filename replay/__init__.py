@@ -15,6 +15,10 @@ May import ``mirror.cognition``, ``mirror.projections`` and ``mirror.events``; t
   embedding calls);
 - ``verify``: :func:`verify_events` — re-run the recorded steps and report divergences (a request
   the log never answered says which stage asked it and which templates changed);
+- ``compare``: what a verify compares and reports (:class:`VerifyReport`, :class:`Divergence`,
+  ``compare``, ``config_from``, ``basis_of``), shared by the step verifiers;
+- ``persona``: the persona mind's steps verified (its turn path, background steps and failures,
+  the ``persona`` event's version against its card), with the persona prompt set;
 - ``verify_log``: :func:`verify_conversations` — verify what a log holds, by name (an unknown
   conversation or branch is an error), each branch with the prompt set its fork recorded;
 - ``prompt_record``: what a ``fork`` event records of its prompt set (:func:`recorded_fork`),

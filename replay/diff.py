@@ -1,6 +1,8 @@
 """What changed between two states: the narrative and the portrait as text diffs; beliefs, edges and
 review items as sets, each added, removed or changed item listed with the fields that changed;
-the reflections that ran in between, with how many beliefs they decayed and forgot.
+the reflections that ran in between, with how many beliefs they decayed and forgot; for a persona
+conversation, the character's emotions, relationship, goals (the active hard goal), latest
+interpretation, plan and appraisal, and its episodes (:func:`persona_diff`, :func:`persona_view`).
 
 ``diff(a, b)`` works across seqs and across branches alike (a branch's state at the fork point
 equals its parent's). Confidences are compared as stored by the projection; a change smaller
@@ -25,6 +27,7 @@ from typing import Any
 
 from mirror.events.vectors import dimensions
 from mirror.projections.beliefs import BeliefState, ReviewItem
+from mirror.projections.persona import PersonaState
 from mirror.projections.state import ConversationState
 
 from .reflections import portrait_diff
@@ -62,7 +65,67 @@ def state_view(state: ConversationState) -> dict[str, Any]:
         "last_failure": None if state.last_failure is None else asdict(state.last_failure),
         "fork": None if state.fork is None else asdict(state.fork),
         "events_by_type": dict(state.counters.events_by_type),
+        "persona": persona_view(state.persona),
     }
+
+
+def persona_view(persona: PersonaState | None) -> dict[str, Any] | None:
+    """A persona conversation's character as it stands (``None`` for the MIRROR mind): its emotions,
+    relationship and goals (the active hard goal named), the last interpretation, plan and appraisal,
+    and its episodes (the vector's size, not its float32s)."""
+    if persona is None:
+        return None
+    return {
+        "name": persona.name, "version": persona.version, "order": persona.order, "seq": persona.seq,
+        "emotions": dict(persona.emotions), "emotion_turn": persona.emotion_turn, "emotion_reason": persona.emotion_reason,
+        "relationship": dict(persona.relationship), "relationship_turn": persona.relationship_turn,
+        "relationship_reason": persona.relationship_reason,
+        "hard_goals": list(persona.hard_goals), "hard_met": persona.hard_met, "hard_met_turns": list(persona.hard_met_turns),
+        "active_hard_goal": persona.active_hard_goal, "soft_goals": dict(persona.soft_goals),
+        "goal_turn": persona.goal_turn, "goal_reason": persona.goal_reason,
+        "interpretation": None if persona.interpretation is None else asdict(persona.interpretation),
+        "plan": None if persona.plan is None else asdict(persona.plan),
+        "appraisal": None if persona.appraisal is None else asdict(persona.appraisal),
+        "episodes": [{"seq": episode.seq, "turn": episode.turn, "text": episode.text, "importance": episode.importance,
+                      "embedding_dimensions": dimensions(episode.embedding)} for episode in persona.episodes],
+        "episode_turn": persona.episode_turn,
+        "biography": list(persona.biography),
+    }
+
+
+PERSONA_STEPS = ("interpretation", "plan", "appraisal")
+"""The turn path's steps whose latest text a persona diff compares."""
+
+
+def persona_diff(a: PersonaState | None, b: PersonaState | None) -> dict[str, dict[str, Any]]:
+    """What changed in the character from ``a`` to ``b``, by dotted name (``emotions.joy``,
+    ``relationship.trust``, ``soft_goals.<goal>``, ``active_hard_goal``, ``appraisal``, ``episodes``…),
+    each as ``{"before": …, "after": …}``; a persona chosen (or gone) is ``persona``."""
+    if a is None or b is None:
+        if a is b:
+            return {}
+        return {"persona": {"before": None if a is None else a.name, "after": None if b is None else b.name}}
+    changed: dict[str, dict[str, Any]] = {}
+    if (a.name, a.version) != (b.name, b.version):
+        changed["persona"] = {"before": f"{a.name} ({a.version[:12]})", "after": f"{b.name} ({b.version[:12]})"}
+    for group in ("emotions", "relationship", "soft_goals"):
+        before, after = getattr(a, group), getattr(b, group)
+        for name in dict.fromkeys([*before, *after]):
+            old, new = before.get(name), after.get(name)
+            if old is None or new is None or abs(old - new) > CONFIDENCE_EPSILON:
+                changed[f"{group}.{name}"] = {"before": old, "after": new}
+    if a.active_hard_goal != b.active_hard_goal:
+        changed["active_hard_goal"] = {"before": a.active_hard_goal, "after": b.active_hard_goal}
+    for step in PERSONA_STEPS:
+        old_step, new_step = getattr(a, step), getattr(b, step)
+        old_text, new_text = (None if old_step is None else old_step.text), (None if new_step is None else new_step.text)
+        if old_text != new_text:
+            changed[step] = {"before": old_text, "after": new_text}
+    episodes_a = [(episode.turn, episode.text, episode.importance) for episode in a.episodes]
+    episodes_b = [(episode.turn, episode.text, episode.importance) for episode in b.episodes]
+    if episodes_a != episodes_b:
+        changed["episodes"] = {"before": len(episodes_a), "after": len(episodes_b)}
+    return changed
 
 
 def belief_view(belief: BeliefState) -> dict[str, Any]:
@@ -131,6 +194,8 @@ class StateDiff:
     branches when the source's branch reflected more)."""
     beliefs_decayed: int = 0
     beliefs_forgotten: int = 0
+    persona_changed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The persona's changes (:func:`persona_diff`); empty for the MIRROR mind or no change."""
     narratives: tuple[str | None, str | None] = field(default=(None, None), repr=False)
     portraits: tuple[str | None, str | None] = field(default=(None, None), repr=False)
 
@@ -139,7 +204,8 @@ class StateDiff:
         return any((self.narrative_changed, self.portrait_changed, self.reflections, self.threads_changed,
                     self.turns_added, self.beliefs_added,
                     self.beliefs_removed, self.beliefs_changed, self.edges_added, self.edges_removed,
-                    self.edges_changed, self.reviews_added, self.reviews_removed, self.reviews_changed))
+                    self.edges_changed, self.reviews_added, self.reviews_removed, self.reviews_changed,
+                    self.persona_changed))
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -241,6 +307,7 @@ def diff(a: ConversationState, b: ConversationState) -> StateDiff:
         beliefs_decayed=b.counters.beliefs_decayed - a.counters.beliefs_decayed,
         beliefs_forgotten=b.counters.beliefs_forgotten - a.counters.beliefs_forgotten,
         portraits=(a.portrait, b.portrait),
+        persona_changed=persona_diff(a.persona, b.persona),
     )
 
 
@@ -312,6 +379,10 @@ def diff_lines(data: Mapping[str, Any], *, narrative_lines: int | None = None) -
         lines += ["  portrait:", *(f"    {line}" for line in shown)]
         if len(shown) < len(portrait):
             lines.append(f"    … {len(portrait) - len(shown)} more line(s) (`mirror replay diff` shows them all)")
+    persona = data.get("persona_changed") or {}
+    if persona:
+        lines.append(f"  persona ({len(persona)}):")
+        lines.extend(f"    ~ {name}  {_value(change['before'])} → {_value(change['after'])}" for name, change in persona.items())
     sections: tuple[tuple[str, str, Any], ...] = (
         ("beliefs", "added", lambda item: _belief_line("+", item)),
         ("beliefs", "removed", lambda item: _belief_line("-", item)),
@@ -332,6 +403,6 @@ def diff_lines(data: Mapping[str, Any], *, narrative_lines: int | None = None) -
 
 
 __all__ = [
-    "BELIEF_FIELDS", "Change", "EDGE_FIELDS", "REVIEW_FIELDS", "StateDiff", "belief_view", "diff", "diff_lines",
-    "review_view", "state_view",
+    "BELIEF_FIELDS", "Change", "EDGE_FIELDS", "PERSONA_STEPS", "REVIEW_FIELDS", "StateDiff", "belief_view", "diff",
+    "diff_lines", "persona_diff", "persona_view", "review_view", "state_view",
 ]

@@ -6,7 +6,9 @@ prompt set the branch is thought with, so ``replay verify --branch rc-…`` rebu
 What it stores follows the log's storage rule (one copy of each text): the version, a digest
 of every template, and the text of only those templates that differ from the built-in default
 set. A fork from one changed template costs that template plus ~300 bytes of digests, not the
-5.6 KB of the whole set again; a fork with the default set stores no text at all.
+5.6 KB of the whole set again; a fork with the default set stores no text at all. A persona
+conversation's branch records the persona prompt set beside it, by the same rule, its names under
+``persona/`` (:func:`persona_prompts_of_fork` rebuilds it).
 
 :func:`prompts_of_fork` rebuilds the set: the recorded texts, the rest from this checkout's
 built-in default — each checked against its digest, and the whole against the recorded version,
@@ -23,12 +25,15 @@ import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 
+from mirror.cognition.persona.prompting import default_persona_prompts
 from mirror.cognition.prompts import PromptSet, default_prompt_set
 from mirror.events.ids import StreamKey
 from mirror.events.payloads import Fork
 
 from .errors import UnknownPromptSet
 
+PERSONA_PREFIX = "persona/"
+"""How a fork names the persona prompt set's templates among its own (``persona/appraisal.md``)."""
 TEMPLATE_DIGEST_BYTES = 8
 """blake2b-64: 16 hex digits per template, enough to tell an edited template from its default."""
 
@@ -55,17 +60,45 @@ def built_in_prompt_set() -> PromptSet:
 
 
 def recorded_fork(parent_branch: str, fork_seq: int, prompts: PromptSet, *, reason: str = "",
-                  default: PromptSet | None = None) -> Fork:
+                  default: PromptSet | None = None, persona: PromptSet | None = None) -> Fork:
     """The ``fork`` event's payload of a branch thought with ``prompts``: its version, every
     template's digest, and the texts of the templates that differ from ``default`` (the built-in
-    set unless given)."""
+    set unless given). A persona conversation's branch records its ``persona`` prompt set the same
+    way, each name under :data:`PERSONA_PREFIX` (the texts that differ from the built-in persona set)."""
     base = built_in_prompt_set() if default is None else default
-    return Fork(
-        parent_branch, fork_seq, prompts.version, reason,
-        template_digests={name: template_digest(text) for name, text in sorted(prompts.templates.items())},
-        changed_templates={name: text for name, text in sorted(prompts.templates.items())
-                           if base.templates.get(name) != text},
-    )
+    digests = {name: template_digest(text) for name, text in sorted(prompts.templates.items())}
+    changed = {name: text for name, text in sorted(prompts.templates.items()) if base.templates.get(name) != text}
+    if persona is not None:
+        built_in_persona = default_persona_prompts()
+        for name, text in sorted(persona.templates.items()):
+            digests[PERSONA_PREFIX + name] = template_digest(text)
+            if built_in_persona.templates.get(name) != text:
+                changed[PERSONA_PREFIX + name] = text
+    return Fork(parent_branch, fork_seq, prompts.version, reason, template_digests=digests, changed_templates=changed)
+
+
+def persona_prompts_of_fork(key: StreamKey, fork: Fork) -> PromptSet | None:
+    """The persona prompt set ``fork`` recorded (:func:`recorded_fork`), rebuilt over the built-in
+    persona set; ``None`` when it recorded none (a MIRROR conversation's branch, or one made before
+    forks recorded it). A template that neither is recorded nor matches its digest in the
+    built-in set is :class:`UnknownPromptSet`."""
+    recorded = {name[len(PERSONA_PREFIX):]: digest for name, digest in fork.template_digests.items()
+                if name.startswith(PERSONA_PREFIX)}
+    if not recorded:
+        return None
+    base = default_persona_prompts()
+    templates: dict[str, str] = {}
+    unknown: list[str] = []
+    for name, digest in sorted(recorded.items()):
+        text = fork.changed_templates.get(PERSONA_PREFIX + name, base.templates.get(name))
+        if text is None or template_digest(text) != digest:
+            unknown.append(name)
+        else:
+            templates[name] = text
+    if unknown:
+        raise UnknownPromptSet(key, "persona", f"persona template(s) {', '.join(unknown)} are not recorded and "
+                               f"differ from this checkout's built-in persona set ({base.version})")
+    return PromptSet(base.name, templates)
 
 
 def prompts_of_fork(key: StreamKey, fork: Fork, default: PromptSet | None = None) -> PromptSet:
@@ -84,6 +117,8 @@ def prompts_of_fork(key: StreamKey, fork: Fork, default: PromptSet | None = None
     templates: dict[str, str] = {}
     unknown: list[str] = []
     for name, digest in sorted(fork.template_digests.items()):
+        if name.startswith(PERSONA_PREFIX):
+            continue  # the persona mind's set (persona_prompts_of_fork)
         text = fork.changed_templates.get(name, base.templates.get(name))
         if text is None or template_digest(text) != digest:
             unknown.append(name)
@@ -152,6 +187,6 @@ class PromptComparison:
 
 
 __all__ = [
-    "PromptComparison", "STAGE_TEMPLATES", "TEMPLATE_DIGEST_BYTES", "built_in_prompt_set", "changed_templates", "prompts_of_fork",
-    "recorded_fork", "template_digest",
+    "PERSONA_PREFIX", "PromptComparison", "STAGE_TEMPLATES", "TEMPLATE_DIGEST_BYTES", "built_in_prompt_set",
+    "changed_templates", "persona_prompts_of_fork", "prompts_of_fork", "recorded_fork", "template_digest",
 ]

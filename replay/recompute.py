@@ -58,6 +58,7 @@ from mirror.cognition.embeddings.port import Embedder, Embeddings
 from mirror.cognition.errors import ReflectionFailed, ReflectionRefused
 from mirror.cognition.llm import LLM
 from mirror.cognition.memory.turn import recall_for_turn, wants_recall, wants_vector
+from mirror.cognition.persona.prompting import default_persona_prompts
 from mirror.cognition.pipeline import MirrorConfig, talk
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.reflection.triggers import FORCED
@@ -65,13 +66,14 @@ from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import EventBus, Head
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey, event_id, validate_identifier
-from mirror.events.payloads import Monologue, Narrative, Recall, Reflection, Turn
+from mirror.events.payloads import Monologue, Narrative, PersonaChosen, Recall, Reflection, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
 
 from .diff import diff
 from .errors import RecomputeError, UnknownBranch
 from .history import History
+from .persona import BACKGROUND_STAGES, rethink_persona
 from .prompt_record import recorded_fork
 from .recorded import RecordedLLM
 from .recorded_vectors import RecordedEmbedder, RecordedVectors, recorded_embedding_model
@@ -92,6 +94,8 @@ class RecomputePlan:
     counterfactual: bool = False
     branch: str | None = None
     thinking_attempts: int = 3
+    persona_prompts: PromptSet | None = None
+    """The persona mind's prompt set for persona conversations (``None``: the built-in one)."""
 
     def __post_init__(self) -> None:
         if type(self.from_seq) is not int or self.from_seq < 1:
@@ -110,6 +114,8 @@ class RecomputePlan:
         if self.branch is not None:
             return self.branch
         what = f"{self.prompts.version}|{self.from_seq}|{self.mode}|{self.counterfactual}"
+        if self.persona_prompts is not None:  # a MIRROR-only plan keeps the name it always had
+            what += f"|{self.persona_prompts.version}"
         return f"rc-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
 
 
@@ -237,6 +243,14 @@ async def _rethink(
     replies: list[dict[str, Any]] = []
     forced = {event.payload.for_turn for event in recorded_events
               if isinstance(event.payload, Reflection) and FORCED in event.payload.triggers and event.seq > fork_seq}
+    if writer.state.persona is not None:  # the persona mind: its own turn path and background steps
+        thinker = next((e.provenance for e in recorded_events if type(e.payload) in BACKGROUND_STAGES and e.provenance),
+                       talker_provenance)
+        replies = await rethink_persona(writer, turns, done, llm, vectors, plan.prompts,
+                                        plan.persona_prompts or default_persona_prompts(), thinker,
+                                        plan.thinking_attempts)
+        return _Rethought(len(turns), done, llm.live_calls, 0 if vectors is None else vectors.calls, llm.recorded_calls,
+                          replies)
 
     async def think_until_current(upcoming: int) -> None:
         """Think about the newest turn; meanwhile embed the message of turn ``upcoming`` for its
@@ -367,8 +381,16 @@ async def _open_branch(
     if head.last_seq is None:
         base = await _state_of(parent, fork_seq, history, parent_events)
         writer = ConversationWriter(bus, branch, replace(base, key=branch), Head(fork_seq, head.fence), pipelined=True)
-        fork = recorded_fork(parent.branch, fork_seq, plan.prompts, reason="recompute")
-        await writer.append(lambda state: [make_event(branch, state.last_seq + 1, fork, turn=state.turn_count)])
+        # A persona chosen after the fork point is the branch's character too: it comes with the fork.
+        chosen = None if base.persona is not None else next(
+            (event for event in parent_events if event.seq > fork_seq and isinstance(event.payload, PersonaChosen)), None)
+        persona = plan.persona_prompts or default_persona_prompts() if base.persona or chosen else None
+        fork = recorded_fork(parent.branch, fork_seq, plan.prompts, reason="recompute", persona=persona)
+        await writer.append(lambda state: [
+            make_event(branch, state.last_seq + 1, fork, turn=state.turn_count),
+            *([] if chosen is None else [make_event(branch, state.last_seq + 2, chosen.payload, turn=state.turn_count,
+                                                    timestamp=chosen.timestamp)]),
+        ])
         return writer
     point = await history.fork_point(branch)
     if point is None or point.parent != parent or point.fork_seq != fork_seq:

@@ -1,7 +1,8 @@
 """``RecordedVectors``: every embedding the log holds, so replay embeds nothing again.
 
 Memory events carry the vectors an embedder produced — a ``belief`` assert its statement's,
-a ``recall`` its query's — with the embedding request's fingerprint and model on the payload
+a ``recall`` its query's; so do the persona mind's, a ``retrieval`` its query's and an
+``episode`` its exchange's — with the embedding request's fingerprint and model on the payload
 (see :class:`~mirror.events.payloads.Belief`). This index answers from them, by fingerprint
 (the exact request) or by ``(model, text)`` (the same text embedded by the same model gives the
 same vector, whichever batch it came in), so an embedder adapter for replay can serve every
@@ -20,11 +21,12 @@ import numpy as np
 from mirror.cognition.embeddings.port import Embedder, Embeddings, embedding_fingerprint, unpack_vector
 from mirror.cognition.errors import EmbeddingError
 from mirror.events.envelope import Event
-from mirror.events.payloads import Belief, Recall
+from mirror.events.payloads import Belief, Episode, Recall, Retrieval
 
 
 class RecordedVectors:
-    """Vectors from ``belief`` and ``recall`` events, looked up without an embedding call."""
+    """Vectors from ``belief``, ``recall``, ``retrieval`` and ``episode`` events, looked up without
+    an embedding call."""
 
     def __init__(self, events: Iterable[Event] = ()) -> None:
         self._by_fingerprint: dict[str, bytes] = {}
@@ -38,8 +40,10 @@ class RecordedVectors:
             payload = event.payload
             if isinstance(payload, Belief) and payload.embedding:
                 self._keep(payload.embedding_fingerprint, payload.embedding_model, payload.statement, payload.embedding)
-            elif isinstance(payload, Recall) and payload.query_embedding:
+            elif isinstance(payload, (Recall, Retrieval)) and payload.query_embedding:
                 self._keep(payload.query_fingerprint, payload.embedding_model, payload.query, payload.query_embedding)
+            elif isinstance(payload, Episode) and payload.embedding:
+                self._keep(payload.embedding_fingerprint, payload.embedding_model, payload.text, payload.embedding)
 
     def _keep(self, fingerprint: str, model: str, text: str, vector: bytes) -> None:
         if fingerprint:
@@ -142,7 +146,7 @@ def recorded_embedding_model(events: Iterable[Event]) -> str | None:
         payload = event.payload
         if isinstance(payload, Belief) and payload.embedding_model:
             return payload.embedding_model
-        if isinstance(payload, Recall) and payload.embedding_model:
+        if isinstance(payload, (Recall, Retrieval, Episode)) and payload.embedding_model:
             return payload.embedding_model
     return None
 

@@ -38,21 +38,21 @@ model calls. A failed step is re-run with the calls the log does not answer fail
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from dataclasses import replace
+from typing import cast
 
 from mirror.cognition.llm import LLM, ChatRequest, ChatResponse
 from mirror.cognition.memory.stage import RecordedStepFailure, remember
 from mirror.cognition.memory.turn import replay_recall
-from mirror.cognition.pipeline import MirrorConfig, Mode, Thinking, talk, think
+from mirror.cognition.persona.prompting import default_persona_prompts
+from mirror.cognition.pipeline import Thinking, talk, think
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.reflection.insight import draw_insight
 from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
 from mirror.cognition.reflection.step import reflect
 from mirror.cognition.reflection.triggers import FORCED, due, forced_triggers
-from mirror.events.codec import to_json_ready
 from mirror.events.envelope import Event, make_event
-from mirror.events.ids import StreamKey, event_id
+from mirror.events.ids import StreamKey
 from mirror.events.payloads import (
     Belief,
     Edge,
@@ -70,7 +70,18 @@ from mirror.events.payloads import (
 from mirror.projections.conversation import apply
 from mirror.projections.state import ConversationState
 
-from .errors import NonDeterminism, RecordingMiss
+from .compare import (
+    RECORDING_MISS,
+    Divergence,
+    FailsAsRecorded,
+    VerifyReport,
+    basis_of,
+    comparable,
+    compare,
+    config_from,
+)
+from .errors import RecordingMiss
+from .persona import is_persona_prompt_set, persona_failure, persona_steps, verify_persona_step
 from .prompt_record import PromptComparison
 from .recorded import RecordedLLM, ReplayedFailure
 from .recorded_vectors import RecordedEmbedder, RecordedVectors, recorded_embedding_model
@@ -78,79 +89,6 @@ from .recorded_vectors import RecordedEmbedder, RecordedVectors, recorded_embedd
 THINKING_TYPES = (Monologue, Narrative, ThinkerFailed)
 KEPT_STATES = 256
 """How many recent states the replayer keeps as possible starting points of a step."""
-
-
-RECORDING_MISS = "recording_miss"
-"""A divergence's ``kind`` when the replay asked a request the log holds no answer to."""
-
-
-@dataclass(frozen=True)
-class Divergence:
-    """Where the replay went otherwise than the log. ``kind`` is :data:`RECORDING_MISS` when the
-    replay made a request the log never answered (``stage`` says which step asked it), else empty."""
-
-    seq: int
-    reason: str
-    recorded: Any = None
-    replayed: Any = None
-    kind: str = ""
-    stage: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "reason": self.reason, "kind": self.kind, "stage": self.stage,
-                "recorded": self.recorded, "replayed": self.replayed}
-
-
-@dataclass
-class VerifyReport:
-    """What a verify found. ``prompt_set`` is the version it replayed with; ``prompt_notes`` say,
-    when it diverged, how that set differs from the one(s) the diverging events were recorded with."""
-
-    key: StreamKey
-    events: int = 0
-    steps: int = 0
-    unverifiable: int = 0
-    model_calls: int = 0
-    embedding_calls: int = 0
-    recorded_answers: int = 0
-    divergences: list[Divergence] = field(default_factory=list)
-    prompt_set: str = ""
-    prompt_notes: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.divergences
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "tenant": self.key.tenant, "conversation": self.key.conversation, "branch": self.key.branch,
-            "ok": self.ok, "events": self.events, "steps": self.steps, "unverifiable": self.unverifiable,
-            "model_calls": self.model_calls, "embedding_calls": self.embedding_calls,
-            "recorded_answers": self.recorded_answers, "prompt_set": self.prompt_set,
-            "prompt_notes": list(self.prompt_notes),
-            "divergences": [d.as_dict() for d in self.divergences],
-        }
-
-    def raise_for_divergence(self) -> None:
-        if self.divergences:
-            raise NonDeterminism(self.key, self.divergences)
-
-
-def config_from(provenance: Provenance | None, mode: str | None, *, talker: bool) -> MirrorConfig:
-    """The pipeline configuration a recorded call was made with."""
-    checked_mode = cast(Mode, mode or "full")  # a recorded string: MirrorConfig rejects one not in MODES
-    if provenance is None:
-        return MirrorConfig(model="unknown", mode=checked_mode)
-    parameters = provenance.parameters
-    max_tokens = int(parameters.get("max_tokens", 1024 if talker else 3000))
-    seed = parameters.get("seed")
-    return MirrorConfig(
-        model=provenance.model, mode=checked_mode,
-        temperature=float(parameters.get("temperature", 0.7)),
-        talker_max_tokens=max_tokens if talker else 1024,
-        thinker_max_tokens=3000 if talker else max_tokens,
-        seed=None if seed is None else int(seed),
-    )
 
 
 def thinking_steps(events: Sequence[Event]) -> list[list[Event]]:
@@ -163,7 +101,8 @@ def thinking_steps(events: Sequence[Event]) -> list[list[Event]]:
     current: list[Event] = []
     for event in events:
         payload = event.payload
-        if not isinstance(payload, THINKING_TYPES) or _memory_failure(payload) or _reflection_event(payload):
+        if (not isinstance(payload, THINKING_TYPES) or _memory_failure(payload) or _reflection_event(payload)
+                or persona_failure(payload)):
             if current:
                 steps.append(current)
                 current = []
@@ -214,110 +153,25 @@ def memory_steps(events: Sequence[Event]) -> list[list[Event]]:
     return steps
 
 
-def _comparable(event: Event) -> dict[str, Any]:
-    record = dict(to_json_ready(event))
-    record.pop("ts", None)
-    record.pop("timestamp", None)
-    return record
-
-
-def _recorded_prompt_set(events: Sequence[Event | None]) -> str:
-    return next((event.provenance.prompt_set for event in events if event is not None and event.provenance), "")
-
-
-def _article(kind: str) -> str:
-    return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
-
-
-def _missed(old: Event | None, new: Event) -> str | None:
-    """The stage whose request the log never answered, when ``new`` records that and ``old`` did not."""
-    payload = new.payload
-    if not (isinstance(payload, ThinkerFailed) and payload.error_type == RecordingMiss.__name__):
-        return None
-    if old is not None and isinstance(old.payload, ThinkerFailed) and old.payload.error_type == payload.error_type:
-        return None
-    return payload.stage
-
-
-def _compare(recorded: Sequence[Event], replayed: Sequence[Event], report: VerifyReport,
-             prompts: PromptComparison | None = None) -> None:
-    for index in range(max(len(recorded), len(replayed))):
-        old = recorded[index] if index < len(recorded) else None
-        new = replayed[index] if index < len(replayed) else None
-        stage = None if new is None else _missed(old, new)
-        if new is not None and stage is not None:
-            # The rest of the recorded step never happened on replay: this one divergence says why.
-            version = _recorded_prompt_set([old, *recorded])
-            cause = prompts.cause(version, stage) if prompts is not None else f"recorded with prompt set {version}"
-            where = f"where the log has {_article(old.type)}" if old is not None else "where the log has nothing"
-            report.divergences.append(Divergence(
-                new.seq, f"{stage}: the replay asked a request the log never answered ({cause}); it would record a "
-                f"thinker_failed {where}", old and _comparable(old), _comparable(new), RECORDING_MISS, stage))
-            return
-        if old is None or new is None:
-            present = old or new
-            assert present is not None  # index < the longer length: one of the two is there
-            seq = present.seq
-            what = "the replay produced an extra event" if old is None else "the replay produced no such event"
-            report.divergences.append(Divergence(seq, what, old and _comparable(old), new and _comparable(new)))
-            continue
-        a, b = _same_storage_form(_comparable(old), _comparable(new))
-        if a != b:
-            report.divergences.append(Divergence(old.seq, f"{old.type} differs in {', '.join(_differing(a, b))}", a, b))
-
-
-def _same_storage_form(a: dict[str, Any], b: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Compare what the model was asked and answered, not how the log stores or labels it.
-
-    A log written before one copy of each model output (record format 1) holds the raw answer
-    in the provenance; the replayed event keeps a digest instead, since its payload gives the
-    answer back. Where either side keeps a digest, the payloads (compared too) carry the
-    answer, so the ``response`` and ``response_digest`` fields are left out on both sides.
-    Two raw responses (e.g. the unparsable answer of a ``thinker_failed``) are still compared.
-    """
-    left, right = a.get("provenance"), b.get("provenance")
-    if not (isinstance(left, dict) and isinstance(right, dict)):
-        return a, b
-    if left.get("request_fingerprint") == right.get("request_fingerprint") and left.get("prompt_set") != right.get("prompt_set"):
-        # The same request under another prompt-set label: the set gained or changed templates
-        # this request does not use (e.g. the memory stage's). The label is not part of what
-        # was asked (ChatRequest.fingerprint), so it is no divergence; a recorded answer keeps
-        # its label, only a call that got no answer is rebuilt with today's.
-        left, right = {**left, "prompt_set": ""}, {**right, "prompt_set": ""}
-        a, b = {**a, "provenance": left}, {**b, "provenance": right}
-    if not (left.get("response_digest") or right.get("response_digest")):
-        return a, b
-    storage = ("response", "response_digest")
-    return (
-        {**a, "provenance": {k: v for k, v in left.items() if k not in storage}},
-        {**b, "provenance": {k: v for k, v in right.items() if k not in storage}},
-    )
-
-
-def _differing(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
-    """Dotted names of the fields that differ, one level into nested records."""
-    names = []
-    for name in sorted(set(a) | set(b)):
-        left, right = a.get(name), b.get(name)
-        if left == right:
-            continue
-        if not prefix and isinstance(left, dict) and isinstance(right, dict):
-            names.extend(_differing(left, right, f"{name}."))
-        else:
-            names.append(prefix + name)
-    return names
-
-
 async def verify_events(
     key: StreamKey, base: ConversationState, events: Sequence[Event], prompts: PromptSet, *, check_replies: bool = True,
-    known_prompt_sets: Sequence[PromptSet] = (),
+    known_prompt_sets: Sequence[PromptSet] = (), persona_prompts: PromptSet | None = None,
 ) -> VerifyReport:
     """Re-run every recorded step of ``events`` (which continue ``base``) and compare.
 
     ``known_prompt_sets``: prompt sets the log may have been recorded with (besides ``prompts``),
-    so a divergence can name the templates that changed (:class:`PromptComparison`)."""
+    so a divergence can name the templates that changed (:class:`PromptComparison`); persona
+    prompt sets among them are compared with ``persona_prompts``.
+    ``persona_prompts``: the persona mind's prompt set (:mod:`~mirror.replay.persona`; default:
+    the built-in one)."""
     report = VerifyReport(key, events=len(events), prompt_set=prompts.version)
     comparison = PromptComparison(prompts, known_prompt_sets)
+    persona_prompts = persona_prompts or default_persona_prompts()
+    persona_comparison = PromptComparison(persona_prompts, (
+        default_persona_prompts(), *(known for known in known_prompt_sets if is_persona_prompt_set(known.version))))
+    personal = persona_steps(events)
+    if personal:
+        report.persona_prompt_set = persona_prompts.version
     llm = RecordedLLM(events)
     vectors = RecordedVectors(events)
     model = recorded_embedding_model(events) or "recorded"
@@ -330,9 +184,11 @@ async def verify_events(
     index = 0
     while index < len(events):
         event = events[index]
-        step = steps.get(event.seq) or remembered.get(event.seq) or reflected.get(event.seq)
+        step = steps.get(event.seq) or remembered.get(event.seq) or reflected.get(event.seq) or personal.get(event.seq)
         if step is not None:
-            if event.seq in reflected:
+            if event.seq in personal:
+                await verify_persona_step(key, step, states, persona_prompts, llm, report, persona_comparison)
+            elif event.seq in reflected:
                 await _verify_reflection_step(key, event, states, prompts, llm, report, comparison)
             elif event.seq in remembered:
                 await _verify_memory_step(key, step, states, prompts, llm, vectors, model, report, comparison)
@@ -358,8 +214,9 @@ async def verify_events(
     for divergence in report.divergences:
         provenance = divergence.recorded.get("provenance") if isinstance(divergence.recorded, dict) else None
         if isinstance(provenance, dict):
-            comparison.met.add(str(provenance.get("prompt_set", "")))
-    report.prompt_notes = comparison.notes()
+            version = str(provenance.get("prompt_set", ""))
+            (persona_comparison if is_persona_prompt_set(version) else comparison).met.add(version)
+    report.prompt_notes = comparison.notes() + persona_comparison.notes()
     return report
 
 
@@ -368,7 +225,7 @@ def _verify_recall(key: StreamKey, event: Event, states: dict[int, ConversationS
     """Recall again from the state the recall was made from, with its recorded vector, at its
     timestamp; compare what it names. Returns the replayed block (the next turn's Talker reads it)."""
     recorded = cast(Recall, event.payload)  # the caller checked
-    basis = _basis(key, event, states) if event.causation is not None else state
+    basis = basis_of(key, event, states) if event.causation is not None else state
     if basis is None:
         report.divergences.append(Divergence(event.seq, f"the state this recall started from ({event.causation}) is unknown"))
         return ""
@@ -409,7 +266,7 @@ async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, p
         cause = comparison.cause(event.provenance.prompt_set, "talker") if comparison is not None else "a new request"
         report.divergences.append(Divergence(
             event.seq, f"talker: the replay asked a request the log never answered ({cause}); the Talker could not "
-            "reply where the log has a turn", _comparable(event), None, RECORDING_MISS, "talker"))
+            "reply where the log has a turn", comparable(event), None, RECORDING_MISS, "talker"))
         return
     except Exception as exc:  # the replay could not even produce a reply: that is the divergence
         report.divergences.append(Divergence(event.seq, f"the Talker failed on replay: {exc}"))
@@ -420,7 +277,7 @@ async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, p
         turn = replace(turn, reflection=None)
     replayed = make_event(key, event.seq, turn, turn=state.turn_count, provenance=said.provenance,
                           timestamp=event.timestamp, causation=event.causation)
-    _compare([event], [replayed], report, comparison)
+    compare([event], [replayed], report, comparison)
 
 
 async def _verify_step(key: StreamKey, step: list[Event], states: dict[int, ConversationState],
@@ -438,23 +295,7 @@ async def _verify_step(key: StreamKey, step: list[Event], states: dict[int, Conv
     replayed = thinking.events(key, first.seq, timestamp=first.timestamp, causation=first.causation)
     if config.mode == "full" and isinstance(step[-1].payload, Monologue) and len(step) < len(replayed):
         replayed = replayed[: len(step)]  # a step cut between its two events: the next step finishes it
-    _compare(step, replayed, report, comparison)
-
-
-class _FailsAsRecorded:
-    """The recorded LLM, but a call the log does not answer fails as the step recorded it failing."""
-
-    def __init__(self, llm: RecordedLLM, failure: ThinkerFailed) -> None:
-        self.llm, self.failure = llm, failure
-
-    async def chat(self, request: ChatRequest) -> ChatResponse:
-        try:
-            return await self.llm.chat(request)
-        except RecordingMiss:
-            raise ReplayedFailure(self.failure.error_type, self.failure.message) from None
-
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return await self.llm.embed(texts)
+    compare(step, replayed, report, comparison)
 
 
 class _OnlyTheRecordedCall:
@@ -486,7 +327,7 @@ def _step_basis(key: StreamKey, first: Event, provenance: Provenance | None, sta
     if provenance is None:
         report.unverifiable += 1
         return None
-    basis = _basis(key, first, states)
+    basis = basis_of(key, first, states)
     if basis is None:
         report.divergences.append(Divergence(first.seq, f"the state this step started from ({first.causation}) is unknown"))
         return None
@@ -507,11 +348,11 @@ async def _verify_memory_step(key: StreamKey, step: list[Event], states: dict[in
     # A failed step wrote no vectors: whatever it asked the log cannot answer fails as recorded.
     missing = None if failure is None else RecordedStepFailure(failure.error_type, failure.message)
     embedder = RecordedEmbedder(vectors, step_model, missing=missing)
-    asked: LLM = llm if failure is None else _FailsAsRecorded(llm, failure)
+    asked: LLM = llm if failure is None else FailsAsRecorded(llm, failure)
     config = config_from(last.provenance, basis.mode, talker=False)
     thinking = await remember(basis, asked, embedder, prompts, config, attempt=failure.attempt if failure else 1)
     report.embedding_calls += embedder.calls
-    _compare(step, thinking.events(key, first.seq, timestamp=first.timestamp, causation=first.causation), report,
+    compare(step, thinking.events(key, first.seq, timestamp=first.timestamp, causation=first.causation), report,
              comparison)
 
 
@@ -523,7 +364,7 @@ async def _verify_reflection_step(key: StreamKey, event: Event, states: dict[int
     if basis is None:
         return
     thinking = await replay_reflection_step(event, basis, llm, prompts, policy)
-    _compare([event], thinking.events(key, event.seq, timestamp=event.timestamp, causation=event.causation), report,
+    compare([event], thinking.events(key, event.seq, timestamp=event.timestamp, causation=event.causation), report,
              comparison)
 
 
@@ -541,15 +382,6 @@ async def replay_reflection_step(event: Event, basis: ConversationState, llm: Re
     # A failure records no triggers (nor do they change it): those due, or forced when none is.
     triggers = forced_triggers(basis, policy) if forced else (due(basis, policy) or forced_triggers(basis, policy))
     return await reflect(basis, asked, prompts, config, policy, triggers=triggers, attempt=attempt)
-
-
-def _basis(key: StreamKey, first: Event, states: dict[int, ConversationState]) -> ConversationState | None:
-    if first.causation is None:  # recorded without causation: the step saw the state just before it
-        return states.get(first.seq - 1)
-    for seq in sorted(states, reverse=True):
-        if event_id(key.tenant, key.conversation, key.branch, seq) == first.causation:
-            return states[seq]
-    return None
 
 
 __all__ = [

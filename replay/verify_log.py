@@ -11,7 +11,8 @@ given: a recompute branch verifies with zero model calls without being handed a 
 whose templates cannot be rebuilt is :class:`UnknownPromptSet`, which says to pass them).
 ``main``, and a branch whose fork predates the record (version 1), use the given set or this
 checkout's built-in default. The sets at hand are passed on
-as known, so a divergence names the templates that changed.
+as known, so a divergence names the templates that changed. A persona conversation's branch is
+verified with the persona prompt set its fork recorded, unless one is given.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from mirror.events.log import EventLogReader
 
 from .errors import UnknownBranch, UnknownConversation, UnknownPromptSet
 from .history import History
-from .prompt_record import built_in_prompt_set, prompts_of_fork
+from .prompt_record import built_in_prompt_set, persona_prompts_of_fork, prompts_of_fork
 from .verify import VerifyReport, verify_events
 
 
@@ -46,9 +47,11 @@ async def keys_to_verify(log: EventLogReader, tenant: str, conversation: str | N
     return keys
 
 
-async def verify_branch(history: History, key: StreamKey, prompts: PromptSet | None = None) -> VerifyReport:
+async def verify_branch(history: History, key: StreamKey, prompts: PromptSet | None = None,
+                        persona_prompts: PromptSet | None = None) -> VerifyReport:
     """Verify ``key``'s own events (from its fork point, for a forked branch) with ``prompts``, or
-    with the prompt set the branch was made with (see the module docstring)."""
+    with the prompt set the branch was made with (see the module docstring); a persona
+    conversation's steps with ``persona_prompts`` (default: the built-in persona set)."""
     built_in = built_in_prompt_set()
     point = await history.fork_point(key) if key.branch != MAIN_BRANCH else None
     fork = point.fork if point is not None else None
@@ -60,16 +63,26 @@ async def verify_branch(history: History, key: StreamKey, prompts: PromptSet | N
             if prompts is None:
                 raise  # nothing else to verify with: say what is missing
     used = prompts or recorded or built_in
+    recorded_persona = None
+    if fork is not None:
+        try:
+            recorded_persona = persona_prompts_of_fork(key, fork)
+        except UnknownPromptSet:
+            if persona_prompts is None:
+                raise  # nothing else to verify the persona's steps with: say what is missing
     base = await history.state_at(key, point.fork_seq if point else 0)
-    known = [prompt_set for prompt_set in (recorded, built_in) if prompt_set is not None]
-    return await verify_events(key, base, await history.log.read(key), used, known_prompt_sets=known)
+    known = [prompt_set for prompt_set in (recorded, built_in, recorded_persona) if prompt_set is not None]
+    return await verify_events(key, base, await history.log.read(key), used, known_prompt_sets=known,
+                               persona_prompts=persona_prompts or recorded_persona)
 
 
 async def verify_conversations(log: EventLogReader, tenant: str, conversation: str | None, branch: str = MAIN_BRANCH,
-                               prompts: PromptSet | None = None) -> list[VerifyReport]:
+                               prompts: PromptSet | None = None,
+                               persona_prompts: PromptSet | None = None) -> list[VerifyReport]:
     """One report per conversation asked for (``None``: every one of ``tenant``'s with ``branch``)."""
     history = History(log, materialize=False)
-    return [await verify_branch(history, key, prompts) for key in await keys_to_verify(log, tenant, conversation, branch)]
+    return [await verify_branch(history, key, prompts, persona_prompts)
+            for key in await keys_to_verify(log, tenant, conversation, branch)]
 
 
 __all__ = ["keys_to_verify", "verify_branch", "verify_conversations"]

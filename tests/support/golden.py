@@ -23,7 +23,8 @@ A log for a new event type alone is added with ``python -m tests.support.golden 
 from the same events (``PROJECTION_VERSION``), the logs stay and only their expected states are
 folded again: ``python -m tests.support.golden --expected`` (:func:`refresh_expected`). Issue 23
 did both: the logs of turn schema 3 stayed, their expected states gained the reflection fields,
-and ``reflection`` (turn v4, insight v2, reflection v2) was added.
+and ``reflection`` (turn v4, insight v2, reflection v2) was added. Issue 25 added ``persona``
+(the persona mind's nine event types).
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ from mirror.cognition.embeddings import Embedder, OpenAIEmbedder
 from mirror.cognition.llm import LLM
 from mirror.cognition.memory import remember
 from mirror.cognition.openai_client import LLMSettings
+from mirror.cognition.persona import EXAMPLES, read_persona
+from mirror.cognition.persona.background import PERSONA_STAGES, persona_step
+from mirror.cognition.persona.prompting import default_persona_prompts
+from mirror.cognition.persona.turn_path import choose_persona, persona_turn
 from mirror.cognition.pipeline import MirrorConfig, Thinking, talk, think
 from mirror.cognition.prompts import PromptSet, default_prompt_set
 from mirror.cognition.reflection import DEFAULT_POLICY, draw_insight, due, reflect
@@ -48,18 +53,19 @@ from mirror.events.codec import decode, encode
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import MAIN_BRANCH, StreamKey
 from mirror.events.memory_log import InMemoryEventLog
-from mirror.events.payloads import Belief, Edge, Fork, Insight, Narrative, Payload, Provenance, Reflection
+from mirror.events.payloads import Belief, Edge, Fork, Insight, Narrative, Payload, Provenance, Reflection, Retrieval
 from mirror.projections._frozen import FrozenMap
 from mirror.projections.conversation import apply
 from mirror.projections.state import ConversationState, initial_state
 from mirror.replay import History, VerifyReport, recorded_fork
+from mirror.replay.persona import turn_path_events
 from mirror.replay.verify_log import verify_branch
 from mirror.sim.server import SimLLMServer, SimSettings
 from tests.support.sim import SIM_MODEL, sim_client
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 EXPECTED = GOLDEN / "expected.json"
-LOGS = ("conversation", "prototype", "memory", "recompute", "reflection")
+LOGS = ("conversation", "prototype", "memory", "recompute", "reflection", "persona")
 """Logs that must fold to their expected states and verify with no divergence."""
 DIVERGENT = "divergent"
 """A log whose recorded narrative was edited after the fact: verify must find it."""
@@ -324,6 +330,44 @@ async def _reflection(sim: SimLLMServer) -> list[Event]:
     return writer.events
 
 
+PERSONA_MESSAGES = ("Hello, who are you?", "Tell me about the lighthouse.", "Do you ever get lonely out there?")
+
+
+async def _persona(sim: SimLLMServer) -> list[Event]:
+    """The persona mind (``persona``, ``interpretation``, ``retrieval``, ``appraisal``, ``plan``,
+    ``emotion``, ``relationship``, ``goal``, ``episode``, each v1): Wren chosen, her biography
+    embedded; three turns, each through the turn path (appended together, with the causation of
+    the state it ran from) and then the four background steps; the second turn's emotion step
+    gets a malformed answer once (a ``thinker_failed`` of stage ``emotion``) and is retried."""
+    key = StreamKey("golden", "persona")
+    embedder = OpenAIEmbedder(LLMSettings(base_url=sim.base_url, model="sim-embed", max_retries=0),
+                              dimensions=MEMORY_DIMENSIONS)
+    prompts = default_persona_prompts()
+    async with sim_client(sim) as llm:
+        writer = _Writer(key, llm)
+        config = dataclasses.replace(writer.config, mode="baseline", memory=False, reflection=False)
+        writer.append(await choose_persona(read_persona(EXAMPLES / "wren.json"), embedder))
+        for index, message in enumerate(PERSONA_MESSAGES):
+            basis = writer.state
+            said = await persona_turn(basis, message, llm, embedder, prompts, config)
+            for event in turn_path_events(key, basis.last_seq + 1, basis.turn_count, said, writer.events[-1].id, START):
+                writer._apply(dataclasses.replace(event, timestamp=START + event.seq, provenance=_steady(event.provenance)))
+            for stage in PERSONA_STAGES:
+                if index == 1 and stage == "emotion":
+                    sim.script("malformed")
+                    failed = await persona_step(writer.state, stage, llm, embedder, prompts, config)
+                    assert not writer._step(failed), "the scripted malformed answer must fail the emotion step"
+                    assert writer._step(await persona_step(writer.state, stage, llm, embedder, prompts, config, attempt=2))
+                else:
+                    assert writer._step(await persona_step(writer.state, stage, llm, embedder, prompts, config))
+    await embedder.aclose()
+    persona = writer.state.persona
+    assert persona is not None and len(persona.episodes) == len(PERSONA_MESSAGES), persona
+    assert all(isinstance(e.payload, Retrieval) and e.payload.query_embedding for e in writer.events
+               if e.type == "retrieval"), "every retrieval has the query's vector"
+    return writer.events
+
+
 def _log_of(events: Iterable[Event]) -> InMemoryEventLog:
     log = InMemoryEventLog()
     log.add(events)
@@ -368,7 +412,7 @@ async def add_log(name: str) -> None:
     """Write one new golden log and add its expected results, leaving every other log and its
     results as they are (what a new event type needs: the old logs are the past)."""
     with SimLLMServer(SimSettings()) as sim:
-        events = {"memory": _memory, "recompute": _recompute, "reflection": _reflection}[name]
+        events = {"memory": _memory, "recompute": _recompute, "reflection": _reflection, "persona": _persona}[name]
         write_log(name, await events(sim))
     expected = json.loads(EXPECTED.read_text())
     for branch, result in (await fold_and_verify([decode(record) for record in read_log(name)])).items():

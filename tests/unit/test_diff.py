@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 
+from mirror.events.codec import decode
 from mirror.events.envelope import make_event
 from mirror.events.ids import StreamKey
-from mirror.events.payloads import Belief, Edge, Payload, Recall, Turn
+from mirror.events.payloads import Belief, Edge, EmotionUpdate, Payload, PersonaChosen, Recall, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
-from mirror.replay import diff
+from mirror.replay import diff, state_view
 from mirror.replay.diff import diff_lines
+from tests.support.golden import read_log
 
 MAIN = StreamKey("acme", "kitchen")
 BRANCH = StreamKey("acme", "kitchen", "rc-0123456789ab")
@@ -81,3 +83,25 @@ def test_a_long_narrative_diff_is_cut_where_asked_and_says_so() -> None:
     lines = diff_lines(data, narrative_lines=4)
     assert lines[2:6] == [f"    +line {n}" for n in range(4)]
     assert lines[-1] == "    … 6 more line(s) (`mirror replay diff` shows them all)"
+
+
+def test_a_persona_conversation_shows_its_character_in_the_state_and_the_diff() -> None:
+    events = [decode(record) for record in read_log("persona")]
+    chosen = next(index for index, event in enumerate(events) if isinstance(event.payload, PersonaChosen))
+    first_emotion = next(index for index, event in enumerate(events) if isinstance(event.payload, EmotionUpdate))
+    start = fold(events[: chosen + 1], initial_state(events[0].key))
+    then = fold(events[: first_emotion + 1], initial_state(events[0].key))
+    end = fold(events, initial_state(events[0].key))
+    view = json.loads(json.dumps(state_view(then)))
+    assert view["persona"]["emotions"] == events[first_emotion].payload.intensities  # type: ignore[attr-defined]  # an EmotionUpdate
+    assert view["persona"]["active_hard_goal"] == start.persona.hard_goals[0]  # type: ignore[union-attr]  # a persona conversation
+    assert view["persona"]["appraisal"]["for_turn"] == 0 and view["persona"]["episodes"] == []
+    assert state_view(initial_state(MAIN))["persona"] is None
+    change = diff(start, end)
+    assert {"interpretation", "plan", "appraisal", "episodes"} <= set(change.persona_changed)
+    assert change.persona_changed["episodes"] == {"before": 0, "after": 3}
+    lines = diff_lines(json.loads(json.dumps(change.as_dict())))
+    assert f"  persona ({len(change.persona_changed)}):" in lines
+    assert any(line.startswith("    ~ appraisal  none → ") for line in lines)
+    assert not diff(end, end).changed and diff(end, end).persona_changed == {}
+    assert diff(initial_state(MAIN), start).persona_changed == {"persona": {"before": None, "after": "Wren Halloway"}}

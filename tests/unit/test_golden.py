@@ -8,7 +8,9 @@ See tests/support/golden.py for what each log holds and when (rarely) to regener
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from typing import Any
 
 import msgpack
 import pytest
@@ -18,12 +20,23 @@ from mirror.events.codec import RECORD_FORMAT, decode, encode
 from mirror.events.envelope import Event
 from mirror.events.ids import MAIN_BRANCH, StreamKey
 from mirror.events.memory_log import InMemoryEventLog
-from mirror.events.payloads import Belief, Fork, Insight, Narrative, Reflection, ThinkerFailed, Turn
+from mirror.events.payloads import (
+    Appraisal,
+    Belief,
+    EmotionUpdate,
+    Fork,
+    Insight,
+    Narrative,
+    PersonaChosen,
+    Reflection,
+    ThinkerFailed,
+    Turn,
+)
 from mirror.projections.conversation import fold
 from mirror.projections.state import initial_state
 from mirror.replay import History
 from mirror.replay.errors import NonDeterminism
-from mirror.replay.verify import RECORDING_MISS
+from mirror.replay.verify import RECORDING_MISS, thinking_steps, verify_events
 from mirror.replay.verify_log import verify_branch
 from tests.support.golden import (
     DIVERGENT,
@@ -161,3 +174,34 @@ def _in_memory(events: list[Event]) -> InMemoryEventLog:
     log = InMemoryEventLog()
     log.add(events)
     return log
+
+
+async def test_the_persona_log_verifies_each_step_of_the_cycle_and_notices_edits() -> None:
+    """The persona log: every step (the ``persona`` event, each turn path, each background step and
+    the failed emotion step, which is no MIRROR thinking step) is re-run; an edited appraisal, an
+    edited emotion intensity and an edited card each diverge, with no model call."""
+    events = golden_events("persona")
+    key = events[0].key
+
+    async def verified(changed: list[Event]) -> Any:
+        return await verify_events(key, initial_state(key), changed, default_prompt_set())
+
+    report = await verified(events)
+    failures = [e for e in events if isinstance(e.payload, ThinkerFailed)]
+    assert [failure.payload.stage for failure in failures] == ["emotion"]  # type: ignore[attr-defined]  # ThinkerFailed
+    assert report.ok and report.model_calls == 0 and report.embedding_calls == 0
+    assert report.steps == 1 + 3 * 5 + len(failures) and not thinking_steps(events)
+
+    def edited(kind: type, **change: Any) -> tuple[list[Event], int]:
+        seq = next(event.seq for event in events if isinstance(event.payload, kind))
+        return [dataclasses.replace(e, payload=dataclasses.replace(e.payload, **change)) if e.seq == seq else e
+                for e in events], seq
+
+    for changed, seq, field in (
+        (*edited(Appraisal, text="Nothing stirs in me."), "payload.text"),
+        (*edited(EmotionUpdate, intensities={"joy": 1.0}), "payload.intensities"),
+        (*edited(PersonaChosen, card="{}"), "payload.version"),
+    ):
+        report = await verified(changed)
+        assert report.model_calls == 0 and report.divergences[0].seq == seq, report.divergences
+        assert field in report.divergences[0].reason

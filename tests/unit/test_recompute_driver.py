@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from mirror.actors.recompute_driver import summary
+import pytest
+
+from mirror.actors.recompute_driver import persona_prompt_set_with, summary
+from mirror.cognition.persona.prompting import PERSONA_TEMPLATES, default_persona_prompts
+from mirror.replay import RecomputeError
 
 
 def report(**result: Any) -> dict[str, Any]:
@@ -40,3 +44,17 @@ def test_the_branch_diff_lists_its_beliefs_not_just_counts() -> None:
     text = summary(report(diff=change))
     assert "  main@9 → rc-0123456789ab@9\n    beliefs added (1):\n      + b-1  The user is allergic to peanuts" in text
     assert "beliefs added: 1" not in text
+
+
+def test_persona_templates_of_a_recompute_replace_the_built_in_ones_by_name() -> None:
+    built_in = default_persona_prompts()
+    assert persona_prompt_set_with({}) is None  # nothing changed: the plan keeps the built-in set
+    changed = persona_prompt_set_with({"appraisal.md": built_in.templates["appraisal.md"] + "\nBe brief.\n"})
+    assert changed is not None and changed.version.startswith("persona-") and changed.version != built_in.version
+    assert {name for name in PERSONA_TEMPLATES if changed.templates[name] != built_in.templates[name]} == {"appraisal.md"}
+    with pytest.raises(RecomputeError, match="unknown persona template"):
+        persona_prompt_set_with({"apraisal.md": "typo"})
+    with pytest.raises(RecomputeError, match="empty"):
+        persona_prompt_set_with({"plan.md": "  "})
+    with pytest.raises(RecomputeError, match="placeholder"):
+        persona_prompt_set_with({"plan.md": "a $ sign alone"})
