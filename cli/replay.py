@@ -21,7 +21,7 @@ from mirror.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, SHA
 from mirror.cli.prompts import TEMPLATE_COUNT, read_prompt_dir
 
 # The commands import the stack, NATS, cognition, the replay layer and rich.progress in their bodies: see app.py.
-__all__ = ["recompute", "recompute_templates", "replay_app", "verify_lines"]
+__all__ = ["persona_templates", "recompute", "recompute_templates", "replay_app", "verify_lines"]
 
 replay_app = typer.Typer(help="Look back at conversations: state at any event, diffs, deterministic replay.", rich_markup_mode="markdown")
 
@@ -105,7 +105,7 @@ def verify(
         raise ValueError(f"no stack runs for {data} and no --nats-url given")
     prompt_set = load_prompt_set(prompts) if prompts else None
     # The persona templates of DIR/persona/ when it holds them; else a branch's recorded set, or the built-in one.
-    persona_prompts = persona_prompt_set(prompts) if prompts and (prompts / "persona" / "think.md").is_file() else None
+    persona_prompts = persona_prompt_set(prompts) if prompts and (prompts / "persona").is_dir() else None
     tenant = tenant or running.get("tenant") or "default"
     shards = ShardMap.parse(shard_map or running.get("shard_map", []), default=running.get("shard", DEFAULT_SHARD))
     reports = asyncio.run(_verify(nats_url, shard or shards.shard_of(tenant), tenant, conversation, branch, prompt_set,
@@ -140,6 +140,10 @@ def verify_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+PERSONA_DIRECTORY = "persona"
+"""The sub-directory of a prompt directory that holds persona templates (``mirror recompute``)."""
+
+
 def recompute_templates(directory: Path) -> dict[str, str]:
     """The templates a recompute sends: those in ``directory``; a file that is no template is refused
     (``controler.md`` would otherwise be dropped without a word and the recompute run unchanged)."""
@@ -151,9 +155,25 @@ def recompute_templates(directory: Path) -> dict[str, str]:
         raise PromptSetError(f"{directory}: {', '.join(found.unknown)} {'is' if len(found.unknown) == 1 else 'are'} "
                              f"not a template (templates are {', '.join(TEMPLATES)}); "
                              "rename or move it (`mirror prompts diff` compares the directory with the default set)")
-    if not found.templates:
+    if not found.templates and not (directory / PERSONA_DIRECTORY).is_dir():  # persona/ alone: only those change
         raise PromptSetError(f"{directory} holds none of the templates ({', '.join(TEMPLATES)}); "
                              f"`mirror prompts export {directory}` writes the default set there to edit")
+    return dict(found.templates)
+
+
+def persona_templates(directory: Path) -> dict[str, str]:
+    """The persona templates a recompute sends: those in ``directory/persona/`` (none without it);
+    a file there that is no persona template is refused."""
+    from mirror.cognition.errors import PromptSetError
+    from mirror.cognition.persona.prompting import PERSONA_TEMPLATES
+
+    if not (directory / PERSONA_DIRECTORY).is_dir():
+        return {}
+    found = read_prompt_dir(directory / PERSONA_DIRECTORY, PERSONA_TEMPLATES)
+    if found.unknown:
+        raise PromptSetError(f"{directory / PERSONA_DIRECTORY}: {', '.join(found.unknown)} "
+                             f"{'is' if len(found.unknown) == 1 else 'are'} not a persona template (persona templates "
+                             f"are {', '.join(PERSONA_TEMPLATES)})")
     return dict(found.templates)
 
 
@@ -191,7 +211,8 @@ def recompute(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    body = {"prompts": recompute_templates(prompts), "conversations": conversations or [], "from_seq": from_seq,
+    body = {"prompts": recompute_templates(prompts), "persona_prompts": persona_templates(prompts),
+            "conversations": conversations or [], "from_seq": from_seq,
             "mode": None if mode is None else mode.value, "counterfactual": counterfactual, "branch": branch,
             "concurrency": concurrency}
     with gateway_client(data, url, token) as client:

@@ -43,6 +43,7 @@ from mirror.cognition.persona.background import PERSONA_STAGES, persona_step
 from mirror.cognition.persona.model import canonical_json
 from mirror.cognition.persona.turn_path import PersonaTurn, persona_turn
 from mirror.cognition.prompts import PromptSet
+from mirror.cognition.responses import PayloadDoesNotMatch, recorded_response
 from mirror.cognition.writer import ConversationWriter
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey, event_id
@@ -169,6 +170,13 @@ async def _verify_turn_path(key: StreamKey, step: list[Event], states: dict[int,
         report.divergences.append(Divergence(first.seq, f"the state this turn started from ({first.causation}) is unknown"))
         return
     report.steps += 1
+    for event in step:  # an edited step's answer is refused here, at its own seq, before anything is asked
+        try:
+            recorded_response(event)
+        except PayloadDoesNotMatch as exc:
+            report.divergences.append(Divergence(event.seq, f"{event.type} differs from what its model answered: {exc}",
+                                                 comparable(event)))
+            return
     retrieval = next((event for event in step if isinstance(event.payload, Retrieval)), None)
     embedder = _query_embedder(retrieval)
     config = replace(config_from(last.provenance, "baseline", talker=True), memory=False, reflection=False)

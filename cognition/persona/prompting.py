@@ -68,7 +68,7 @@ def persona_prompt_set(directory: str | Path | None = None) -> PromptSet:
             if not text.strip():
                 raise PromptSetError(f"persona prompt set {folder}: {name} is empty")
             templates[name] = text
-    return default if templates == dict(default.templates) else PromptSet(f"{Path(directory).name}-persona", templates)  # type: ignore[arg-type]  # directory is set when folder is
+    return PromptSet("persona", templates)  # named as the built-in set: its version says whether it differs
 
 
 def card_content(persona: PersonaState) -> dict[str, Any]:

@@ -34,6 +34,8 @@ router = APIRouter()
 class RecomputeIn(BaseModel):
     prompts: dict[str, str] = {}
     """Templates that replace the served prompt set's (file name → text); the rest stay."""
+    persona_prompts: dict[str, str] = {}
+    """Persona templates that replace the built-in persona set's, for persona conversations."""
     conversations: list[str] = []
     """Conversation ids to recompute; empty: all of the tenant's."""
     from_seq: int = 1
@@ -52,13 +54,20 @@ async def post_recompute(body: RecomputeIn, owner: Tenant, runtime: Runtime,
     Starting the same recompute again after an interruption resumes its branches.
     """
     from mirror.actors.conversation_actor import NAMESPACE
-    from mirror.actors.recompute_driver import RecomputeDriver, RecomputeJob, driver_name, prompt_set_with
+    from mirror.actors.recompute_driver import (
+        RecomputeDriver,
+        RecomputeJob,
+        driver_name,
+        persona_prompt_set_with,
+        prompt_set_with,
+    )
 
     settings = runtime.settings.runtime
     try:
         base = load_prompt_set(settings.prompts_dir) if settings.prompts_dir else default_prompt_set()
         plan = RecomputePlan(prompt_set_with(body.prompts, base), from_seq=body.from_seq, mode=body.mode,
-                             counterfactual=body.counterfactual, branch=body.branch)
+                             counterfactual=body.counterfactual, branch=body.branch,
+                             persona_prompts=persona_prompt_set_with(body.persona_prompts))
         job = RecomputeJob(owner, plan, tuple(body.conversations), concurrency=body.concurrency)
     except (ValueError, InvalidIdentifier) as exc:
         raise HTTPException(400, str(exc)) from None

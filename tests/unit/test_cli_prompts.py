@@ -9,7 +9,7 @@ import typer.main
 
 from mirror.cli.app import app
 from mirror.cli.prompts import TEMPLATE_COUNT
-from mirror.cli.replay import recompute_templates
+from mirror.cli.replay import persona_templates, recompute_templates
 from mirror.cognition.errors import PromptSetError
 from mirror.cognition.persona.prompting import default_persona_prompts, persona_prompt_set
 from mirror.cognition.prompts import DEFAULT_PROMPT_SETS, TEMPLATES, default_prompt_set
@@ -94,6 +94,17 @@ def test_recompute_sends_only_the_templates_the_directory_holds(tmp_path: Path) 
         recompute_templates(tmp_path)
     with pytest.raises(PromptSetError, match="holds none of the templates"):
         recompute_templates(tmp_path / "README")
+
+
+def test_recompute_sends_the_persona_templates_of_the_persona_sub_directory(tmp_path: Path) -> None:
+    assert persona_templates(tmp_path) == {}
+    (tmp_path / "persona").mkdir()
+    (tmp_path / "persona" / "appraisal.md").write_text("React to $interpretation.\n")
+    assert recompute_templates(tmp_path) == {}  # persona templates alone are a change too
+    assert persona_templates(tmp_path) == {"appraisal.md": "React to $interpretation.\n"}
+    (tmp_path / "persona" / "apraisal.md").write_text("typo")
+    with pytest.raises(PromptSetError, match=r"apraisal\.md is not a persona template"):
+        persona_templates(tmp_path)
 
 
 @pytest.mark.parametrize(("options", "message"), [
