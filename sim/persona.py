@@ -57,7 +57,7 @@ WARMTH = 0.05
 UNPROMPTED_EXPRESSION = 4
 LEXICON: dict[str, tuple[str, ...]] = {
     "joy": ("joy", "happy", "glad", "delight", "pleased", "wonderful", "thank", "love", "smile", "laugh"),
-    "sadness": ("sad", "sorrow", "grief", "griev", "miss", "lost", "loss", "died", "dead", "death", "mourn", "tears",
+    "sadness": ("sad", "sorrow", "grief", "griev", "miss", "lost", "loss", "died", "dead", "death", "drown", "mourn", "tears",
                 "lonely"),
     "anger": ("anger", "angry", "furious", "annoy", "rude", "hate", "outrage", "insult", "stole", "liar"),
     "fear": ("fear", "afraid", "scared", "frighten", "worr", "anxious", "danger", "storm", "drown", "terr"),
