@@ -310,22 +310,21 @@ def prose(step: str, instructions: str, message: str, rng: random.Random) -> str
     if step == "think":
         return f"They said: \"{_first_sentence(message)}\" They want me to answer that."
     if step == "appraisal":
-        name = appraised(message, instructions, rng)
-        return f"I feel {name} at this. {rng.choice(('It lands hard.', 'I did not expect it.', 'It stays with me.'))}"
+        return f"I feel {appraised(message, instructions, rng)} at this. {rng.choice(('It lands hard.', 'I did not expect it.', 'It stays with me.'))}"
     goal_text = _goal(instructions)
     aim = f"work toward this: {goal_text[:1].lower()}{goal_text[1:]}" if goal_text else "keep the talk going"
     if step == "plan":
         gut = _GUT.search(instructions)
-        name = first_emotion(gut.group(1)) if gut else None
-        if name:
-            return f"I want my answer to show that I feel {name}, and to {aim}."
+        felt = first_emotion(gut.group(1)) if gut else None
+        if felt:
+            return f"I want my answer to show that I feel {felt}, and to {aim}."
         return f"I want my answer to {aim}, plainly, without showing what I feel."
     gut, plan = _GUT.search(instructions), _PLAN.search(instructions)
-    name = first_emotion(gut.group(1)) if gut else None
-    shows = bool(name and plan and f"I feel {name}" in plan.group(1))
+    said = first_emotion(gut.group(1)) if gut else None
+    shows = bool(said and plan and f"I feel {said}" in plan.group(1))
     parts = [rng.choice(("Hm.", "Well.", "I see.", "Go on, then."))]
-    if name and (shows or rng.randrange(UNPROMPTED_EXPRESSION) == 0):
-        parts.append(f"I will not hide it: I feel {name}.")
+    if said and (shows or rng.randrange(UNPROMPTED_EXPRESSION) == 0):
+        parts.append(f"I will not hide it: I feel {said}.")
     parts.append(f"Let me {aim}." if goal_text else "Go on.")
     return " ".join(parts)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mirror.harness.evals.persona_order.run import summarise
 from mirror.harness.evals.persona_order.scripts import SCRIPTS, chosen
 
@@ -14,7 +16,7 @@ def test_scripts_are_taken_in_order_cut_to_the_turns_and_repeated_under_new_name
 
 
 def test_the_summary_counts_judged_turns_and_the_bias_is_the_rate_difference() -> None:
-    rows = [{"order": "appraisal_first", "expressed": True}, {"order": "appraisal_first", "expressed": True},
+    rows: list[dict[str, Any]] = [{"order": "appraisal_first", "expressed": True}, {"order": "appraisal_first", "expressed": True},
             {"order": "plan_first", "expressed": True}, {"order": "plan_first", "expressed": False},
             {"order": "plan_first", "error": "the judge failed"}]
     summary = summarise(rows)
