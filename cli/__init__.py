@@ -3,8 +3,9 @@ the HTTP client the client commands use.
 
 ``app`` (the root app and ``main``, the console entry point; it registers everything below),
 ``options`` (the options several groups share, defined once), ``serve`` (up, node, ingest, nats,
-sim-llm), ``client`` (demo, chat, status, events tail; what they show is in ``client_commands``),
-``replay`` (replay state|diff|verify, recompute), ``prompts`` (prompts export|diff), ``persona`` (persona show|export), ``tenants``, ``bench``, ``log``, ``evals``,
+sim-llm), ``client`` (demo, chat, status, events tail; what they show is in ``client_commands``, and for
+the persona mind in ``persona_client``: the chat's mood line, ``demo --mind persona``),
+``replay`` (replay state|diff|verify, recompute), ``prompts`` (prompts export|diff), ``persona`` (persona show|export|push|list), ``tenants``, ``bench``, ``log``, ``evals``,
 ``memory``, ``reflection`` (portrait, reflections, reflect), ``chaos``;
 ``config_file`` (``mirror.toml`` as click's default map), ``gateway_client`` (the HTTP client
 of a running stack), ``tables`` (tables that fit the terminal with every id whole), ``help_layout``

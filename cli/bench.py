@@ -94,6 +94,13 @@ def bench_turns(
                                             help="The simulator's fixed latency for embedding calls."),
     placement: Placement = typer.Option("hosted", "--placement", case_sensitive=False,
                                         help="hosted: many conversations per host; dedicated: a Ray actor each."),
+    mind: str = typer.Option("mirror", "--mind", help="mirror (the Talker) or persona (the persona cycle: overhead over "
+                                                      "the path's four model calls, each step's wall time, the background steps)."),
+    persona: Path = typer.Option(None, "--persona", help="With --mind persona: the persona file (default: the shipped Wren)."),
+    order: str = typer.Option("appraisal_first", "--order", help="With --mind persona: appraisal_first or plan_first."),
+    llm: str = typer.Option(None, "--llm", help="With --mind persona: local (the offline model) or a base URL instead "
+                                                "of the bench's simulator (--llm-latency-ms then does not apply)."),
+    model: str = LLM_MODEL,
     as_json: bool = JSON_ONLY,
     log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
@@ -101,6 +108,21 @@ def bench_turns(
     from mirror.harness.bench.turns import TurnsBenchConfig, run_turns_bench
 
     configure_logging(log_level.value)
+    if mind not in ("mirror", "persona"):
+        raise typer.BadParameter(f"{mind!r} is not mirror or persona", param_hint="'--mind'")
+    if mind == "persona":
+        from mirror.cognition.persona import EXAMPLES, read_persona
+        from mirror.harness.bench.persona_turns import PersonaTurnsConfig, run_persona_turns_bench
+
+        if order not in ("appraisal_first", "plan_first"):
+            raise typer.BadParameter(f"{order!r} is not appraisal_first or plan_first", param_hint="'--order'")
+        chosen = persona or EXAMPLES / "wren.json"
+        read_persona(chosen)  # a bad file is one line, before anything starts
+        _print_result(run_persona_turns_bench(PersonaTurnsConfig(conversations, turns, latency, chosen, order=order,
+                                                                 llm=llm, llm_model=model, memory=memory)), as_json)
+        return
+    if persona is not None or llm is not None:
+        raise typer.BadParameter("--persona and --llm go with --mind persona", param_hint="'--mind'")
     result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode.value, gateways, pause,
                                               memory=memory, compare_memory=compare_memory,
                                               embedding_latency_ms=embedding_latency, placement=placement.value))

@@ -41,10 +41,15 @@ def demo(
     url: str = GATEWAY_URL,
     token: str = GATEWAY_TOKEN,
     conversation: str = typer.Option(None, "--conversation", help="Conversation id (default: a fresh demo-RANDOM)."),
+    mind: str = typer.Option("mirror", "--mind", help="mirror (the memory demo) or persona (a scripted scene with a character)."),
+    persona: Path = typer.Option(None, "--persona", help="With --mind persona: a persona file (card JSON/PNG or TOML; "
+                                 "default: the shipped Wren, examples/wren.json, whom the scene is written for)."),
+    order: str = typer.Option(None, "--order", help="With --mind persona: appraisal_first (default) or plan_first."),
     log_level: LogLevel = QUIET_LOG_LEVEL,
 ) -> None:
     """Play a short conversation that tests memory of a safety constraint, showing the thinking after each turn
-    and the portrait at the end.
+    and the portrait at the end; with `--mind persona`, a short scripted scene with a character, showing each
+    reply's interpretation, appraisal and plan, then the emotion, relationship and goal changes turn by turn.
 
     Uses the stack running for --data (or --url); otherwise starts an embedded one on free ports
     and stops it at the end. Turns are synchronous: each turn's thinking is done before the next.
@@ -56,6 +61,17 @@ def demo(
     configure_logging(log_level.value)
     if conversation:
         validate_identifier("conversation", conversation)
+    if mind not in ("mirror", "persona"):
+        raise typer.BadParameter(f"{mind!r} is not mirror or persona", param_hint="'--mind'")
+    if mind == "mirror" and (persona is not None or order is not None):
+        raise typer.BadParameter("--persona and --order go with --mind persona", param_hint="'--mind'")
+    _check_order(order)
+    persona_mind = None
+    if mind == "persona":
+        from mirror.cli.persona_client import mind_body
+        from mirror.cognition.persona import EXAMPLES
+
+        persona_mind = mind_body(str(persona or EXAMPLES / "wren.json"), order)  # a bad file fails before any stack starts
     try:
         target = find_stack(data, url, token)
     except NoStackRunning:
@@ -64,7 +80,20 @@ def demo(
                             llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"), llm_given=bool(llm))
     console = Console()
     with demo_target(settings, target, console) as found, GatewayClient(found) as client:
-        run_demo(client, console, conversation=conversation)
+        if persona_mind is None:
+            run_demo(client, console, conversation=conversation)
+        else:
+            from mirror.cli.persona_client import run_persona_demo
+
+            run_persona_demo(client, console, persona_mind, conversation=conversation)
+
+
+PLAN_ORDERS = ("appraisal_first", "plan_first")
+
+
+def _check_order(order: str | None) -> None:
+    if order is not None and order not in PLAN_ORDERS:
+        raise typer.BadParameter(f"{order!r} is not {' or '.join(PLAN_ORDERS)}", param_hint="'--order'")
 
 
 def chat(
@@ -72,18 +101,33 @@ def chat(
     data: Path = DATA_DIR,
     url: str = GATEWAY_URL,
     token: str = GATEWAY_TOKEN,
-    wait: bool = typer.Option(True, "--wait/--no-wait", help="After each reply, wait (with a spinner) for the Thinker."),
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="After each reply, wait (with a spinner) for the Thinker "
+                              "(for a persona: its background steps, so the mood line shows what they decided)."),
+    persona: str = typer.Option(None, "--persona", help="Make a new conversation this persona: a file (card JSON/PNG "
+                                "or TOML, sent as a card) or a name in the tenant's store (`mirror persona push`)."),
+    order: str = typer.Option(None, "--order", help="With --persona: appraisal_first (default) or plan_first."),
 ) -> None:
     """Chat with a running stack: replies at once, then a live indicator while the Thinker works.
 
-    Lines come from stdin (so it can be piped); /narrative, /events [N], /help, /quit.
+    Lines come from stdin (so it can be piped); /narrative, /events [N], /help, /quit. When the
+    conversation's mind is persona, a mood line follows each reply: the strongest emotions, the
+    relationship and the active hard goal, read from `GET …/persona` after the background steps
+    (with --no-wait: the state as it is, which the last turn's steps may not have updated yet).
     """
     from mirror.cli.client_commands import run_chat
 
     if conversation:
         validate_identifier("conversation", conversation)
+    if order is not None and persona is None:
+        raise typer.BadParameter("--order goes with --persona", param_hint="'--order'")
+    _check_order(order)
+    mind = None
+    if persona is not None:
+        from mirror.cli.persona_client import mind_body
+
+        mind = mind_body(persona, order)
     with gateway_client(data, url, token) as client:
-        run_chat(client, Console(), conversation, wait=wait)
+        run_chat(client, Console(), conversation, wait=wait, mind=mind)
 
 
 @events_app.command("tail")

@@ -312,10 +312,15 @@ CHAT_HELP = "/narrative shows the narrative, /events [N] the last N events, /hel
 
 
 def run_chat(client: GatewayClient, console: Console, conversation: str | None, *, lines: TextIO = sys.stdin,
-             wait: bool = True) -> None:
-    """A read-reply loop over ``lines``; after each reply, wait for the Thinker (Ctrl-C skips the wait)."""
+             wait: bool = True, mind: dict[str, Any] | None = None) -> None:
+    """A read-reply loop over ``lines``; after each reply, wait for the Thinker (Ctrl-C skips the wait).
+
+    ``mind`` (``{"mind": "persona", "persona": …, "order": …}``) is chosen for the conversation
+    before its first line (a 409 if it already has another mind)."""
     conversation = conversation or f"chat-{secrets.token_hex(3)}"
     client.conversations()  # fails early, in one line, on a wrong URL or token
+    if mind is not None:
+        client.choose(conversation, mind)
     console.print(f"[bold]conversation {conversation}[/] at {client.target.url} — {CHAT_HELP}")
     interactive = lines is sys.stdin and lines.isatty()
     while True:
@@ -343,15 +348,19 @@ def _chat_turn(client: GatewayClient, console: Console, conversation: str, messa
         console.print(f"[red]{escape(str(exc))}[/]")
         return
     console.print(Text.assemble(("mirror> ", "bold green"), answer["reply"]))
-    if not wait:
-        return
-    try:
-        thoughts: list[dict[str, Any]] = []
-        wait_for_thoughts(client, console, conversation, after=answer["seq"], on_event=thoughts.append)
-    except KeyboardInterrupt:
-        console.print("[dim](not waiting; the Thinker goes on in the background)[/]")
-        return
-    console.print(Text(_thought_line(thoughts), style="dim"))
+    persona = answer.get("steps_ms") is not None  # only a persona turn times its path's steps
+    if wait:
+        try:
+            thoughts: list[dict[str, Any]] = []
+            wait_for_thoughts(client, console, conversation, after=answer["seq"], on_event=thoughts.append)
+        except KeyboardInterrupt:
+            console.print("[dim](not waiting; the Thinker goes on in the background)[/]")
+        else:
+            console.print(Text(_thought_line(thoughts), style="dim"))
+    if persona:
+        from mirror.cli.persona_client import mood_line
+
+        console.print(Text(mood_line(client.persona_state(conversation)), style="dim"))
 
 
 def _thought_line(thoughts: list[dict[str, Any]]) -> str:

@@ -8,6 +8,10 @@ offline MiniLM embedder.
 The curate eval runs the MIRROR papers' CuRaTe benchmark (the user's own copy of its
 spreadsheets) through a stack over HTTP and reports accuracy per scenario and mode
 (:mod:`mirror.harness.evals.curate`).
+
+The persona-order eval runs shipped scripted conversations with the persona mind, plan first and
+appraisal first, and a judge model says turn by turn whether the reply expresses the appraised
+emotion (:mod:`mirror.harness.evals.persona_order`).
 """
 
 from __future__ import annotations
@@ -148,6 +152,70 @@ def eval_curate(
     summary = _run_curate(settings, compare_prompts, as_json)
     _print_curate(summary, out, as_json)
     if summary.get("failed"):
+        raise typer.Exit(1)
+
+
+@eval_app.command("persona-order")
+def eval_persona_order(
+    llm: str = typer.Option("sim", "--llm", help="With no --url: the embedded stack's model: sim, local, or an "
+                                                 "OpenAI-compatible base URL (key from MIRROR_LLM_API_KEY)."),
+    model: str = typer.Option("", "--model", help="The model name for an --llm URL."),
+    persona: Path = typer.Option(None, "--persona", show_default="the shipped Wren (examples/wren.json)",
+                                 help="The persona file: a card (JSON or PNG, V2 or V3) or a native TOML persona."),
+    judge: str = typer.Option(None, "--judge", show_default="--llm's model",
+                              help="The judge: an OpenAI-compatible base URL (key from MIRROR_JUDGE_API_KEY), or sim "
+                                   "(a loopback simulator: a pipeline check)."),
+    judge_model: str = typer.Option("", "--judge-model", help="The judge's model name for a --judge URL."),
+    judge_structured_output: str = typer.Option("json_schema", "--judge-structured-output",
+                                                help="How the verdict's JSON schema is sent to a --judge URL: json_schema, "
+                                                     "json_object_schema, json_object or none."),
+    conversations: int = typer.Option(4, "--conversations", min=1, help="Scripted conversations, each run with both "
+                                                                        "orders (the 4 shipped scripts, repeated beyond)."),
+    turns: int = typer.Option(None, "--turns", min=1, help="Only the first N messages of each script (default: all 4)."),
+    concurrency: int = typer.Option(2, "--concurrency", min=1, help="Conversations driven at once."),
+    url: str = typer.Option(None, "--url", envvar="MIRROR_URL", help="A running stack's gateway (then --token and "
+                                                                     "--judge are needed); without it an embedded "
+                                                                     "stack is started and stopped after."),
+    token: str = typer.Option(None, "--token", envvar="MIRROR_TOKEN", help="Bearer token for --url."),
+    stack_data: Path = typer.Option(None, "--stack-data", help="The embedded stack's data directory (default: a "
+                                                               "temporary one, removed after)."),
+    sim_latency: str = typer.Option("fixed:5", "--sim-latency", help="The simulator's latency with --llm sim (embedded)."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the JSON summary (with every per-turn verdict)."),
+) -> None:
+    """The order experiment: does the persona's reply express its appraised emotion, appraisal first vs plan first?
+
+    Runs the same scripted conversations with each order through a stack, and asks the judge
+    model, turn by turn, whether the reply (the formulation) expresses the emotion of that turn's
+    appraisal. Prints per order the rate (expressed / judged) with its counts, and
+    `rational_bias` (appraisal-first's rate minus plan-first's: positive when planning first
+    says the felt emotion less); `--json` adds every verdict. Exit status 1 if a turn failed.
+    """
+    import os
+
+    from mirror.cognition.errors import PersonaInvalid
+    from mirror.cognition.persona import EXAMPLES
+    from mirror.harness.evals.persona_order import PersonaOrderError, PersonaOrderSettings, run_persona_order
+
+    if judge_structured_output not in ("json_schema", "json_object_schema", "json_object", "none"):
+        raise typer.BadParameter(f"{judge_structured_output!r} is not json_schema, json_object_schema, json_object or "
+                                 "none", param_hint="'--judge-structured-output'")
+    settings = PersonaOrderSettings(
+        persona=persona or EXAMPLES / "wren.json", llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
+        judge=judge, judge_model=judge_model, judge_api_key=os.environ.get("MIRROR_JUDGE_API_KEY"),
+        judge_structured_output=judge_structured_output,  # type: ignore[arg-type]  # checked above
+        conversations=conversations, turns=turns, url=url, token=token, stack_data=stack_data, sim_latency=sim_latency,
+        concurrency=concurrency)
+    try:
+        summary = run_persona_order(settings)
+    except (PersonaOrderError, PersonaInvalid) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(json.dumps(summary))
+    else:
+        brief = {key: value for key, value in summary.items() if key not in ("verdicts",)}
+        typer.echo(json.dumps(brief, indent=2))
+    if summary["failed"]:
         raise typer.Exit(1)
 
 

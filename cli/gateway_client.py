@@ -88,10 +88,29 @@ class GatewayClient:
         _raise_for_status(method, path, response)
         return response.json()
 
-    def turn(self, conversation: str, message: str, *, sync: bool = False) -> dict[str, Any]:
-        """Send a user message; with ``sync`` the previous turn's thinking finishes first."""
-        return self._request("POST", f"/v1/conversations/{conversation}/turns", json={"message": message},
+    def turn(self, conversation: str, message: str, *, sync: bool = False,
+             mind: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Send a user message; with ``sync`` the previous turn's thinking finishes first. ``mind``
+        (``{"mind", "persona", "order"}``) chooses a new conversation's mind with its first turn."""
+        return self._request("POST", f"/v1/conversations/{conversation}/turns", json={"message": message, **(mind or {})},
                              params={"sync": "true" if sync else "false"}, timeout=TURN_TIMEOUT_S)
+
+    def choose(self, conversation: str, mind: dict[str, Any]) -> dict[str, Any]:
+        """Fix a conversation's mind before its first turn (the same choice again is a no-op; another a 409)."""
+        return self._request("POST", f"/v1/conversations/{conversation}", json=mind)
+
+    def persona_state(self, conversation: str, *, at: int | None = None) -> dict[str, Any]:
+        """The character's emotions, relationship, goals and last steps (``GET …/persona``)."""
+        return self._request("GET", f"/v1/conversations/{conversation}/persona", params=_given(at=at))
+
+    def personas(self) -> list[str]:
+        return self._request("GET", "/v1/personas")["personas"]
+
+    def push_persona(self, raw: bytes, *, name: str | None = None, toml: bool = False) -> dict[str, Any]:
+        """Store a persona file's bytes (card JSON/PNG, or TOML) in the tenant's store."""
+        content_type = "application/toml" if toml else "image/png" if raw.startswith(b"\x89PNG") else "application/json"
+        return self._request("POST", "/v1/personas", content=raw, params=_given(name=name),
+                             headers={"Content-Type": content_type})
 
     def conversations(self) -> list[dict[str, Any]]:
         return self._request("GET", "/v1/conversations")["conversations"]

@@ -1,4 +1,5 @@
-"""``mirror persona show|export``: check a persona file and see what Mirror will use, or write it as a V3 card.
+"""``mirror persona show|export|push|list``: check a persona file and see what Mirror will use, write it
+as a V3 card, or store it in (and list) the tenant's persona store of a running stack.
 
 A persona file is a Character Card V2/V3 (JSON, or a PNG carrying it) or a native TOML file; the
 schema is in docs/persona.md. Both commands validate the whole file first: a wrong key is
@@ -12,10 +13,13 @@ from pathlib import Path
 
 import typer
 
+from mirror.cli.options import DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, gateway_client
+
 # The commands import cognition (~0.4 s) in their bodies: see app.py.
 __all__ = ["persona_app"]
 
-persona_app = typer.Typer(help="Persona files (character cards V2/V3, JSON or PNG, or TOML): check, show, export.",
+persona_app = typer.Typer(help="Persona files (character cards V2/V3, JSON or PNG, or TOML): check, show, export; "
+                               "the tenant's persona store: push, list.",
                           rich_markup_mode="markdown")
 
 
@@ -62,3 +66,40 @@ def persona_export(
     persona = read_persona(file)
     write_card(persona, out, format)
     typer.echo(f"wrote {out} ({persona.name}, V3 {format}, version {persona.version[:12]})")
+
+
+@persona_app.command("push")
+def persona_push(
+    file: Path = typer.Argument(..., help="A card (.json or .png, V2 or V3) or a native .toml persona."),
+    name: str = typer.Option(None, "--name", help="The name to store it under (default: from the character's name)."),
+    data: Path = DATA_DIR,
+    url: str = GATEWAY_URL,
+    token: str = GATEWAY_TOKEN,
+) -> None:
+    """Validate FILE here, then store it in the tenant's persona store of the running stack
+    (`POST /v1/personas`); a conversation then names it (`mirror chat --persona NAME`)."""
+    from mirror.cognition.persona import read_persona
+    from mirror.events.ids import validate_identifier
+
+    persona = read_persona(file)  # the whole file is checked before anything is sent
+    if name is not None:
+        validate_identifier("persona", name)
+    with gateway_client(data, url, token) as client:
+        stored = client.push_persona(file.read_bytes(), name=name, toml=file.suffix.lower() == ".toml")
+    typer.echo(f"stored {persona.name} as {stored['name']} (version {stored['version'][:12]})")
+
+
+@persona_app.command("list")
+def persona_list(
+    data: Path = DATA_DIR,
+    url: str = GATEWAY_URL,
+    token: str = GATEWAY_TOKEN,
+    as_json: bool = typer.Option(False, "--json", help="Print the names as one JSON list."),
+) -> None:
+    """The names in the tenant's persona store of the running stack (`GET /v1/personas`)."""
+    with gateway_client(data, url, token) as client:
+        names = client.personas()
+    if as_json:
+        typer.echo(json.dumps(names))
+        return
+    typer.echo("\n".join(names) if names else "no personas stored for this tenant (mirror persona push FILE)")

@@ -4,9 +4,9 @@ model that tests, benchmarks and the demo use, always over real loopback HTTP.
 ``server`` (the ASGI app, its threaded server, and the docstring describing every endpoint),
 ``routes`` (one handler function per endpoint), ``state`` (the per-app counters and fault
 script), ``settings`` (settings and the seeded fault and latency schedule), ``content`` (what it
-says: pure functions from a request to content), ``memory``, ``reflection`` and ``curate`` (its
-answers to Mirror's memory stage, to its reflection and to the CuRaTe judge, read from the
-request), ``errors``.
+says: pure functions from a request to content), ``memory``, ``reflection``, ``curate`` and ``persona`` (its
+answers to Mirror's memory stage, to its reflection, to the CuRaTe judge and to the persona mind's
+steps and order judge, read from the request), ``errors``.
 
 A room beside the layers, usable by every layer's tests: it imports only ``mirror.projections``
 (it counts tokens as Mirror estimates them), ``mirror.events.errors`` and the root helpers

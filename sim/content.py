@@ -23,6 +23,7 @@ from typing import Any
 from mirror.projections.monologue import estimate_tokens  # the simulator counts usage as Mirror estimates it
 from mirror.sim import curate as sim_curate
 from mirror.sim import memory as sim_memory
+from mirror.sim import persona as sim_persona
 from mirror.sim import reflection as sim_reflection
 from mirror.sim.errors import UnsatisfiableSchema
 
@@ -137,6 +138,10 @@ def chat_completion(body: Mapping[str, Any], digest: bytes, model: str) -> dict[
     if reflection_kind is not None:  # Mirror's reflection: content read from the request (see sim.reflection)
         remembered = sim_reflection.answer(reflection_kind, last_user_text(body["messages"]),
                                            system_text(body["messages"]))
+    persona_kind = sim_persona.schema_kind(response_format) if remembered is None else None
+    if persona_kind is not None:  # the persona mind's structured steps and the order judge (see sim.persona)
+        remembered = sim_persona.answer(persona_kind, response_format, last_user_text(body["messages"]),
+                                        system_text(body["messages"]))
     if remembered is None:  # the CuRaTe eval's judge: a rating read from the request (see sim.curate)
         remembered = sim_curate.answer(response_format, last_user_text(body["messages"]))
     if remembered is not None:  # Mirror's memory stage: content read from the request (see sim.memory)
@@ -147,6 +152,8 @@ def chat_completion(body: Mapping[str, Any], digest: bytes, model: str) -> dict[
         content = json.dumps(instance(response_format["schema"], rng), ensure_ascii=False)
     elif response_format["type"] == "json_object":
         content = json.dumps(json_object(rng), ensure_ascii=False)
+    elif (step := sim_persona.step_of(system_text(body["messages"]))) is not None:  # a persona prose step
+        content = sim_persona.prose(step, system_text(body["messages"]), last_user_text(body["messages"]), rng)
     else:
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         content, finish_reason = prose(rng, max_tokens)

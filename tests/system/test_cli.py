@@ -159,3 +159,18 @@ def test_log_commands_read_through_the_ingester(nats_server: EmbeddedNats, tmp_p
         assert (stats["events"], stats["conversations"], stats["rejected"]) == (1, 1, 0)
     finally:
         ingester.stop()
+
+
+def test_bench_turns_mind_persona_prints_overhead_steps_and_background() -> None:
+    result = mirror("bench", "turns", "--mind", "persona", "-c", "2", "-t", "2", "--llm-latency-ms", "5", "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = json.loads(result.stdout)
+    assert figures["mind"] == "persona" and figures["persona"] == "Wren Halloway" and figures["turns"] == 4
+    assert figures["path_model_p50_ms"] >= 4 * 5  # the path's four model calls, each at least L
+    assert figures["latency_p50_ms"] > figures["path_model_p50_ms"] and figures["overhead_p50_ms"] > 0
+    assert set(figures["steps_p50_ms"]) == {"think", "retrieval", "appraisal", "plan", "formulation"}
+    assert all(value >= 5 for step, value in figures["steps_p50_ms"].items() if step != "retrieval")
+    assert all(value >= 5 for value in figures["background_model_p50_ms"].values())
+    assert figures["background_wall_p50_ms"] > 4 * 5 and figures["background_failures"] == 0
+    refused = mirror("bench", "turns", "--persona", "x.json", "--json")
+    assert refused.returncode == 2 and "--mind persona" in refused.stderr
