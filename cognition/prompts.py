@@ -61,21 +61,22 @@ class PromptSet:
             raise PromptSetError(f"prompt set {self.version}: {template} is not a valid template: {exc}") from None
 
 
-def load_prompt_set(directory: str | Path) -> PromptSet:
-    """Read every template of a prompt-set directory; missing or empty files are an error."""
+def load_prompt_set(directory: str | Path, names: tuple[str, ...] = TEMPLATES, set_name: str | None = None) -> PromptSet:
+    """Read every template (``names``: the MIRROR mind's unless told) of a prompt-set directory;
+    missing or empty files are an error. The set is named after the directory unless ``set_name``."""
     directory = Path(directory)
     if not directory.is_dir():
         raise PromptSetError(f"prompt set directory {directory} does not exist")
     templates: dict[str, str] = {}
-    for name in TEMPLATES:
+    for name in names:
         path = directory / name
         if not path.is_file():
-            raise PromptSetError(f"prompt set {directory} lacks {name} (needs: {', '.join(TEMPLATES)})")
+            raise PromptSetError(f"prompt set {directory} lacks {name} (needs: {', '.join(names)})")
         text = path.read_text(encoding="utf-8")
         if not text.strip():
             raise PromptSetError(f"prompt set {directory}: {name} is empty")
         templates[name] = text
-    return PromptSet(directory.name, templates)
+    return PromptSet(set_name or directory.name, templates)
 
 
 def default_prompt_set() -> PromptSet:

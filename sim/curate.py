@@ -35,10 +35,11 @@ _TOKEN = re.compile(r"[a-z][a-z']+")
 _SECTION = re.compile(r"^(CONSTRAINT|QUESTION|ANSWER):\s*$", re.MULTILINE)
 
 
-def sections(text: str) -> dict[str, str]:
-    """``{"CONSTRAINT": …, "QUESTION": …, "ANSWER": …}`` of the judge's message (those present)."""
+def sections(text: str, headers: re.Pattern[str] = _SECTION) -> dict[str, str]:
+    """``{"CONSTRAINT": …, "QUESTION": …, "ANSWER": …}`` of the judge's message (those present);
+    ``headers``: another judge's section headers (one group: the name)."""
     found: dict[str, str] = {}
-    marks = list(_SECTION.finditer(text))
+    marks = list(headers.finditer(text))
     for index, mark in enumerate(marks):
         end = marks[index + 1].start() if index + 1 < len(marks) else len(text)
         found[mark.group(1)] = text[mark.end():end].strip()

@@ -42,6 +42,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .curate import sections
 from .memory import schema_kind_of
 
 EMOTION = "persona_emotion"
@@ -238,20 +239,10 @@ def verdict(appraisal: str, reply: str) -> dict[str, Any]:
     return {"appraised_emotion": name, "expressed": False, "reason": f"The reply holds no word of {name}."}
 
 
-def sections(text: str) -> dict[str, str]:
-    """``{"APPRAISAL": …, "REPLY": …}`` of the judge's message (those present)."""
-    found: dict[str, str] = {}
-    marks = list(_SECTION.finditer(text))
-    for index, mark in enumerate(marks):
-        end = marks[index + 1].start() if index + 1 < len(marks) else len(text)
-        found[mark.group(1)] = text[mark.end():end].strip()
-    return found
-
-
 def answer(kind: str, response_format: Mapping[str, Any], last_user_text: str, instructions: str) -> dict[str, Any] | None:
     """The answer to a structured persona request, ``None`` when its message is not data read here."""
     if kind == VERDICT:
-        found = sections(last_user_text)
+        found = sections(last_user_text, _SECTION)
         return verdict(found["APPRAISAL"], found["REPLY"]) if "APPRAISAL" in found and "REPLY" in found else None
     try:
         data = json.loads(last_user_text)
@@ -332,5 +323,5 @@ def prose(step: str, instructions: str, message: str, rng: random.Random) -> str
 __all__ = [
     "DECAY", "EMOTION", "GOAL", "IMPORTANCE", "KINDS", "LEXICON", "MARKERS", "RELATIONSHIP", "RISE", "UNPROMPTED_EXPRESSION",
     "VERDICT", "answer", "appraised", "emotion", "first_emotion", "goal", "goal_met", "hits", "importance", "prose",
-    "relationship", "schema_kind", "sections", "step_of", "verdict",
+    "relationship", "schema_kind", "step_of", "verdict",
 ]

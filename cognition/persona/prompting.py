@@ -22,7 +22,7 @@ from typing import Any
 from mirror.cognition.errors import PromptSetError
 from mirror.cognition.llm import ChatMessage, ChatRequest, JsonSchema
 from mirror.cognition.pipeline import MirrorConfig
-from mirror.cognition.prompts import PromptSet
+from mirror.cognition.prompts import PromptSet, load_prompt_set
 from mirror.projections.persona import PersonaState
 
 PERSONA_TEMPLATES = (
@@ -34,17 +34,7 @@ PERSONA_PROMPTS = Path(__file__).with_name("prompts")
 
 def load_persona_prompts(directory: str | Path) -> PromptSet:
     """Every persona template of ``directory``; a missing or empty one is a :class:`PromptSetError`."""
-    directory = Path(directory)
-    templates: dict[str, str] = {}
-    for name in PERSONA_TEMPLATES:
-        path = directory / name
-        if not path.is_file():
-            raise PromptSetError(f"persona prompt set {directory} lacks {name} (needs: {', '.join(PERSONA_TEMPLATES)})")
-        text = path.read_text(encoding="utf-8")
-        if not text.strip():
-            raise PromptSetError(f"persona prompt set {directory}: {name} is empty")
-        templates[name] = text
-    return PromptSet("persona", templates)
+    return load_prompt_set(directory, PERSONA_TEMPLATES, "persona")
 
 
 @cache
