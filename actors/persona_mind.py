@@ -76,11 +76,7 @@ async def persona_turn(writer: ConversationWriter, key: StreamKey, message: str,
 
     def build(current: ConversationState) -> list[Event]:
         events = [] if chosen is None else [persona_event(key, current, chosen, now)]
-        seq = current.last_seq + 1 + len(events)
-        for offset, thought in enumerate(said.thoughts):
-            events.append(make_event(key, seq + offset, thought.payload, turn=basis.turn_count,
-                                     provenance=thought.provenance, causation=cause, timestamp=now))
-        return events
+        return [*events, *said.events(key, current.last_seq + 1 + len(events), basis.turn_count, cause, now)]
 
     events = await writer.append(build)
     appended = time.perf_counter()

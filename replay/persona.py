@@ -45,7 +45,7 @@ from mirror.cognition.persona.turn_path import PersonaTurn, persona_turn
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.responses import PayloadDoesNotMatch, recorded_response
 from mirror.cognition.writer import ConversationWriter
-from mirror.events.envelope import Event, make_event
+from mirror.events.envelope import Event
 from mirror.events.ids import StreamKey, event_id
 from mirror.events.payloads import (
     Appraisal,
@@ -201,10 +201,8 @@ async def _verify_turn_path(key: StreamKey, step: list[Event], states: dict[int,
 
 def turn_path_events(key: StreamKey, first_seq: int, turn: int, said: PersonaTurn, causation: str | None,
                      timestamp: float) -> list[Event]:
-    """A persona turn's events as :mod:`mirror.actors.persona_mind` appends them: from ``first_seq``
-    on, each of turn ``turn`` (the turn count of the state the path ran from), with its causation."""
-    return [make_event(key, first_seq + offset, thought.payload, turn=turn, provenance=thought.provenance,
-                       causation=causation, timestamp=timestamp) for offset, thought in enumerate(said.thoughts)]
+    """A persona turn's events as the live conversation appends them (:meth:`PersonaTurn.events`)."""
+    return said.events(key, first_seq, turn, causation, timestamp)
 
 
 async def rethink_persona(writer: ConversationWriter, turns: Sequence[Event], done: int, llm: LLM,

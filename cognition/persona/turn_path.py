@@ -29,6 +29,8 @@ from mirror.cognition.llm import LLM, ChatMessage, ChatResponse
 from mirror.cognition.pipeline import MirrorConfig, Thought, UnusableOutput, conversation_messages
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.responses import one_copy
+from mirror.events.envelope import Event, make_event
+from mirror.events.ids import StreamKey
 from mirror.events.payloads import Appraisal, Interpretation, PersonaChosen, Plan, Retrieval, Turn
 from mirror.projections.persona import PersonaState
 from mirror.projections.state import ConversationState
@@ -93,6 +95,14 @@ class PersonaTurn:
     thoughts: tuple[Thought, ...]
     step_ms: dict[str, float]
     llm_ms: float
+
+    def events(self, key: StreamKey, first_seq: int, turn: int, causation: str | None,
+               timestamp: float | None) -> list[Event]:
+        """The turn's events from ``first_seq`` on, each of turn ``turn`` (the turn count of the state
+        the path ran from) with ``causation`` (that state's last event): as the live conversation
+        appends them and as replay rebuilds them."""
+        return [make_event(key, first_seq + offset, thought.payload, turn=turn, provenance=thought.provenance,
+                           causation=causation, timestamp=timestamp) for offset, thought in enumerate(self.thoughts)]
 
 
 def _persona(state: ConversationState) -> PersonaState:
