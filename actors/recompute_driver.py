@@ -379,7 +379,7 @@ def prompt_set_with(overrides: dict[str, str], base: PromptSet) -> PromptSet:
 
 
 def persona_prompt_set_with(overrides: dict[str, str], base: PromptSet | None = None) -> PromptSet | None:
-    """The persona mind's prompt set with some templates replaced (``None`` when none are: the plan
+    """The persona mind's prompt set with some templates replaced (``None`` when none is changed: the plan
     then keeps the built-in set, and the branch the name it always had). ``base``: the built-in
     persona set unless given. An unknown or empty template is a :class:`RecomputeError`."""
     if not overrides:
@@ -394,7 +394,9 @@ def persona_prompt_set_with(overrides: dict[str, str], base: PromptSet | None = 
         if not Template(text).is_valid():
             raise RecomputeError(f"persona template {name} has a malformed $placeholder")
     base = base or default_persona_prompts()
-    return PromptSet(base.name, {**base.templates, **overrides})
+    templates = {**base.templates, **overrides}
+    # The built-in texts sent back (a directory `mirror prompts export` wrote, persona/ untouched) change nothing.
+    return None if templates == dict(base.templates) else PromptSet(base.name, templates)
 
 
 __all__ = ["ConversationResult", "RecomputeDriver", "driver_name", "RecomputeJob", "RecomputeProgress", "prompt_set_with", "persona_prompt_set_with", "plan_slices", "rethought", "recompute_slice", "report", "start_slice", "run_recompute", "summary", "task_llm_settings", "CALLS_PER_CONVERSATION", "MAX_PER_TASK", "Slice"]

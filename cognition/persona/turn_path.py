@@ -42,8 +42,9 @@ from .retrieval import Retrieved, retrieve
 log = logging.getLogger(__name__)
 
 PLAN_ORDERS = ("appraisal_first", "plan_first")
-STEP_MAX_TOKENS = 300
-"""Think, plan and appraisal are one to three sentences each."""
+STEP_MAX_TOKENS = 120
+"""Think, plan and appraisal are one to three sentences each (~60 tokens); a small model that rambles
+is cut at twice that (measured on the offline model: 300 made these three steps 60 % of a turn)."""
 EMBED_TIMEOUT_S = 10.0
 
 

@@ -198,7 +198,7 @@ async def test_the_persona_log_verifies_each_step_of_the_cycle_and_notices_edits
                 for e in events], seq
 
     for changed, seq, field in (
-        (*edited(Appraisal, text="Nothing stirs in me."), "payload.text"),
+        (*edited(Appraisal, text="Nothing stirs in me."), "the event was edited"),
         (*edited(EmotionUpdate, intensities={"joy": 1.0}), "payload.intensities"),
         (*edited(PersonaChosen, card="{}"), "payload.version"),
     ):

@@ -49,6 +49,7 @@ def test_the_branch_diff_lists_its_beliefs_not_just_counts() -> None:
 def test_persona_templates_of_a_recompute_replace_the_built_in_ones_by_name() -> None:
     built_in = default_persona_prompts()
     assert persona_prompt_set_with({}) is None  # nothing changed: the plan keeps the built-in set
+    assert persona_prompt_set_with(dict(built_in.templates)) is None  # the built-in texts sent back change nothing
     changed = persona_prompt_set_with({"appraisal.md": built_in.templates["appraisal.md"] + "\nBe brief.\n"})
     assert changed is not None and changed.version.startswith("persona-") and changed.version != built_in.version
     assert {name for name in PERSONA_TEMPLATES if changed.templates[name] != built_in.templates[name]} == {"appraisal.md"}
