@@ -6,7 +6,11 @@ server, so the client under test runs its real transport, timeouts and retries.
 
 Endpoints (all JSON, save for the `garbage` fault):
 
-    POST /v1/chat/completions   OpenAI request and response shape (one choice, no streaming)
+    POST /v1/chat/completions   OpenAI request and response shape (one choice); `stream: true`
+                                gives `chat.completion.chunk` events, one per token (a word
+                                with the whitespace before it), `settings.token_delay_ms`
+                                apart, the usage chunk when `stream_options.include_usage`,
+                                then `data: [DONE]`; the tokens join to the same content
     POST /v1/embeddings         unit vectors from a hashed bag of words (`dimensions` honoured)
     GET  /v1/models             the configured model
     GET  /healthz               {"status": "ok"}

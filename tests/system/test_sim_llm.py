@@ -482,7 +482,7 @@ def test_embeddings_are_deterministic_unit_vectors(client: httpx.Client) -> None
 
 def test_bad_requests_are_openai_style_400s_that_do_not_count(sim: SimLLMServer, fresh: httpx.Client) -> None:
     for body in (b"{not json", b"[1, 2]", json.dumps({"model": "m"}).encode(),
-                 json.dumps(chat_body(max_tokens=0)).encode(), json.dumps(chat_body(stream=True)).encode(),
+                 json.dumps(chat_body(max_tokens=0)).encode(), json.dumps(chat_body(stream="yes")).encode(),
                  json.dumps(chat_body(response_format={"type": "xml"})).encode(),
                  json.dumps(chat_body(response_format={"type": "json_object", "schema": []})).encode()):
         response = fresh.post("/chat/completions", content=body, headers={"content-type": "application/json"})
