@@ -41,6 +41,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 
 from mirror.events.payloads import Provenance
 
+from .chat_stream import ChunkReader, SSEDecoder, StreamError
 from .errors import (
     LLMBadResponse,
     LLMRateLimited,
@@ -50,7 +51,6 @@ from .errors import (
     excerpt,
     redact,
 )
-from .chat_stream import ChunkReader, SSEDecoder, StreamError
 from .http_transport import STREAM_EXTENSION, AiohttpTransport
 from .llm import ChatRequest, ChatResponse, TokenSink, estimate_tokens
 from .structured import chat_json

@@ -115,7 +115,7 @@ async def test_a_reader_that_leaves_mid_stream_leaves_the_whole_turn_logged(
     assert isinstance(first, str)
     await stream.aclose()  # type: ignore[attr-defined]
     events = await until_async(lambda: infrastructure.event_log.read(key), "the turn, logged without its reader")
-    turns = [event for event in events if isinstance(event.payload, Turn)]
-    assert len(turns) == 1 and turns[0].payload.reply.startswith(first)  # type: ignore[union-attr]
+    turns = [event.payload for event in events if isinstance(event.payload, Turn)]
+    assert len(turns) == 1 and turns[0].reply.startswith(first)
     after = await handle.turn("And then?")
     assert after.turn == 1
