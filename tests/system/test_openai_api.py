@@ -40,11 +40,11 @@ def on(conversation: str) -> dict[str, str]:
 
 def logged_turns(url: str, token: str, conversation: str, at_least: int = 1) -> list[dict]:
     """The conversation's ``turn`` events, once the log holds ``at_least`` of them."""
-    def turns() -> list[dict] | None:
+    def turns() -> list[dict]:
         events = httpx.get(f"{url}/v1/conversations/{conversation}/events", params={"limit": 1000},
                            headers={"Authorization": f"Bearer {token}"}).json().get("events", [])
         found = [event for event in events if event["type"] == "turn"]
-        return found if len(found) >= at_least else None
+        return found if len(found) >= at_least else []
     return until(turns, f"{at_least} turn(s) of {conversation} in the log")
 
 
@@ -81,7 +81,7 @@ def test_a_streamed_completion_joins_to_the_logged_reply_and_ends_with_the_seq(s
     assert chunks[-1].choices == [] and chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
 
 
-def test_two_turns_of_one_conversation_by_header_and_the_history_they_send(stack) -> None:
+def test_two_turns_of_one_conversation_by_header_and_the_history_they_send(stack):
     url, tokens = stack
     client = client_of(url, tokens["acme"])
     first = client.chat.completions.create(model="mirror-baseline", messages=[{"role": "user", "content": "I am Ada."}],
@@ -104,10 +104,10 @@ def test_two_turns_of_one_conversation_by_header_and_the_history_they_send(stack
     assert [t["payload"]["user_message"] for t in turns] == ["I am Ada.", "Who am I?", "And now?", "Still me."]
     with pytest.raises(openai.ConflictError) as conflict:  # its first turn fixed baseline
         client.chat.completions.create(model="mirror-full", messages=[{"role": "user", "content": "x"}], extra_headers=on("two"))
-    assert conflict.value.body["type"] == "conflict_error"  # type: ignore[index]
+    assert conflict.value.body["type"] == "conflict_error"
 
 
-def test_bad_requests_are_openai_errors_that_say_what_was_wrong(stack) -> None:
+def test_bad_requests_are_openai_errors_that_say_what_was_wrong(stack):
     url, tokens = stack
     client = client_of(url, tokens["acme"])
     hello = [{"role": "user", "content": "hello"}]
@@ -118,7 +118,7 @@ def test_bad_requests_are_openai_errors_that_say_what_was_wrong(stack) -> None:
     for name, value in refused.items():
         with pytest.raises(openai.BadRequestError) as error:
             client.chat.completions.create(model="mirror", messages=hello, extra_headers=on("bad"), **{name: value})
-        assert error.value.param == name and error.value.body["type"] == "invalid_request_error", name  # type: ignore[index]
+        assert error.value.param == name and error.value.body["type"] == "invalid_request_error", name
     honoured = client.chat.completions.create(model="mirror", messages=hello, extra_headers=on("bad"), temperature=0.7,
                                               max_tokens=4096)
     assert honoured.choices[0].message.content
