@@ -5,10 +5,16 @@ client that leaves mid-stream (the turn is logged whole and the next one works).
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import httpx
 import openai
+import pytest
 
 from tests.support.up import ctrl_c, start_up
 from tests.support.waits import until
@@ -22,6 +28,29 @@ def turns(stack: dict, conversation: str, at_least: int) -> list[dict]:
         logged = [event for event in events if event["type"] == "turn"]
         return logged if len(logged) >= at_least else []
     return until(found, f"{at_least} turn(s) of {conversation} in the log", timeout=60)
+
+
+README = Path(__file__).parents[2] / "README.md"
+
+
+def readme_examples() -> tuple[str, str]:
+    """The README's openai example (Python) and its streamed curl -N one (shell)."""
+    text = README.read_text()
+    python = re.search(r"With the `openai` package.*?```python\n(.*?)```", text, re.S)
+    shell = re.search(r"Streamed, token by token:\s*```bash\n(.*?)```", text, re.S)
+    assert python and shell, "the README's openai examples moved"
+    return python.group(1), shell.group(1)
+
+
+def run_readme_examples(stack: dict) -> tuple[str, str]:
+    """Both README examples against this stack (its URL for 127.0.0.1:8080, its token for TOKEN)."""
+    python, shell = (example.replace("http://127.0.0.1:8080", stack["url"]) for example in readme_examples())
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(python, {"TOKEN": stack["token"]})  # noqa: S102 - the README's own example
+    streamed = subprocess.run(["bash", "-c", shell], env={"TOKEN": stack["token"], "PATH": "/usr/bin:/bin"},
+                              capture_output=True, text=True, timeout=60, check=True).stdout
+    return printed.getvalue(), streamed
 
 
 def test_the_openai_package_against_mirror_up(tmp_path: Path) -> None:
@@ -54,5 +83,13 @@ def test_the_openai_package_against_mirror_up(tmp_path: Path) -> None:
         after = client.chat.completions.create(model="mirror", messages=[{"role": "user", "content": "Then?"}],
                                                extra_headers=header)
         assert (after.model_extra or {})["mirror"]["turn"] == 3
+
+        if shutil.which("curl") is None:
+            pytest.skip("no curl to run the README's streamed example with")
+        printed, streamed = run_readme_examples(stack)
+        events = [line for line in streamed.splitlines() if line.startswith("data: ")]
+        assert printed.strip() and events[-1] == "data: [DONE]" and '"finish_reason": "stop"' in streamed
+        hello = [turn["payload"]["reply"] for turn in turns(stack, "hello", 2)]
+        assert hello[0] == printed.strip()
     finally:
         assert ctrl_c(process) == 0, log.read_text()[-3000:]
