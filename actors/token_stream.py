@@ -64,14 +64,15 @@ async def streamed_turn(run: Callable[[TokenSink], Awaitable[TurnResult]]) -> As
     finished = False
     try:
         while True:
-            await wake.wait()
-            wake.clear()
             if pending:
                 text = "".join(pending)
                 pending.clear()
                 yield text
-            elif task.done():
+                continue
+            if task.done():
                 break
+            wake.clear()  # after both checks, with no await between: no wake-up is lost
+            await wake.wait()
         finished = True
         yield task.result()
     finally:
