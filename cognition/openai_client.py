@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import functools
+import json
 import logging
 import ssl
 import time
@@ -218,7 +219,10 @@ class OpenAIChatClient:
         """:meth:`chat`, asked with ``stream: true``; each piece of the answer goes to ``on_token``
         as it arrives. The request (and its fingerprint) and the returned response are what
         :meth:`chat` sends and returns for the same content; retries and errors before the first
-        piece are :meth:`chat`'s, a failure after it is raised at once (see :class:`StreamingLLM`)."""
+        piece are :meth:`chat`'s, a failure after it is raised at once (see :class:`StreamingLLM`).
+        A server that ignores ``stream`` and answers one JSON completion is read whole (one piece);
+        one that sends no usage in its stream (``stream_options`` unknown to it) gets estimated token
+        counts, as a plain answer without usage does."""
         self.calls += 1
         mode = self._structured_mode(request)
         started = time.perf_counter()
@@ -416,6 +420,8 @@ class OpenAIChatClient:
                     response = await self._http.send(request, stream=True)
                     try:
                         await self._check_stream_status(response)
+                        if response.headers.get("content-type", "").startswith("application/json"):
+                            return self._whole_answer(await response.aread(), reader, on_token)
                         async for piece in response.aiter_raw():
                             for payload in decoder.feed(piece):
                                 self._read_chunk(reader, payload, on_token)
@@ -436,6 +442,22 @@ class OpenAIChatClient:
                 raise self._given_up(_Transient("connection", detail), reader) from exc
         if not reader.done and not reader.finish_reason:
             raise LLMBadResponse("the streamed answer ended without a finish_reason or [DONE]", base_url=settings.base_url)
+        return reader
+
+    def _whole_answer(self, body: bytes, reader: ChunkReader, on_token: TokenSink) -> ChunkReader:
+        """A server that ignored ``stream: true`` and answered one JSON completion: read whole, one piece."""
+        try:
+            envelope = json.loads(body)
+        except ValueError as exc:
+            raise LLMBadResponse(f"body is not JSON: {excerpt(body.decode('utf-8', 'replace'))!r}",
+                                 base_url=self.settings.base_url) from exc
+        if not isinstance(envelope, dict):
+            raise LLMBadResponse(f"body is JSON {type(envelope).__name__}, not an object", base_url=self.settings.base_url)
+        content = self._content_of(envelope)
+        reader.pieces.append(content)
+        reader.usage = envelope.get("usage") if isinstance(envelope.get("usage"), Mapping) else None
+        reader.done = True
+        on_token(content)
         return reader
 
     def _read_chunk(self, reader: ChunkReader, payload: str, on_token: TokenSink) -> None:

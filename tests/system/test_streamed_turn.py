@@ -14,17 +14,22 @@ from dataclasses import replace
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from mirror.actors.placement.local import LocalPlacement
 from mirror.actors.results import TurnResult
 from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.errors import LLMRequestRejected
 from mirror.cognition.llm import ChatMessage, ChatRequest
-from mirror.cognition.openai_client import LLMSettings
+from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.events.ids import StreamKey
 from mirror.events.memory_infrastructure import InMemoryInfrastructure
 from mirror.events.payloads import Turn
 from mirror.sim.routes import tokens
+from mirror.serving import ThreadedServer
 from mirror.sim.server import SimLLMServer
 from tests.support.sim import SIM_MODEL, sim_client
 from tests.support.waits import until_async
@@ -51,6 +56,27 @@ async def test_a_streamed_call_is_retried_before_its_first_token_and_rejected_li
         sim.script("echo_error")
         with pytest.raises(LLMRequestRejected):
             await client.chat_streamed(REQUEST, pieces.append)
+
+
+async def test_a_server_that_ignores_stream_is_read_whole(sim: SimLLMServer) -> None:
+    async def plain_only(request: Request) -> Response:  # answers as if stream were false
+        body = await request.json()
+        async with httpx.AsyncClient() as http:
+            answer = await http.post(f"{sim.base_url}/chat/completions", json={**body, "stream": False})
+        return Response(answer.content, media_type="application/json")
+
+    async def healthz(request: Request) -> Response:
+        return Response("{}", media_type="application/json")
+
+    app = Starlette(routes=[Route("/v1/chat/completions", plain_only, methods=["POST"]), Route("/healthz", healthz)])
+    with ThreadedServer(app, name="plain-only") as server:
+        async with sim_client(sim) as reference, OpenAIChatClient(LLMSettings(
+                base_url=f"http://127.0.0.1:{server.port}/v1", model=SIM_MODEL, max_retries=0)) as client:
+            pieces: list[str] = []
+            streamed = await client.chat_streamed(REQUEST, pieces.append)
+            plain = await reference.chat(REQUEST)
+    assert pieces == [plain.content] and streamed.content == plain.content
+    assert streamed.provenance.completion_tokens == plain.provenance.completion_tokens
 
 
 def test_the_simulator_streams_chunks_that_join_to_its_plain_answer(sim: SimLLMServer) -> None:

@@ -32,7 +32,7 @@ def _turn(pattern: tuple[str, ...]):
 @pytest.mark.parametrize("pattern", [p for n in range(4) for p in itertools.product("pyb", repeat=n)])
 async def test_every_interleaving_ends_with_the_result_and_every_piece(pattern: tuple[str, ...], slow_reader: bool) -> None:
     async def read() -> list[object]:
-        items = []
+        items: list[object] = []
         async for item in streamed_turn(_turn(pattern)):
             items.append(item)
             if slow_reader:  # a reader that takes its time with each item (Ray's, sending it on)
