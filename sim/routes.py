@@ -111,7 +111,7 @@ async def chat_completions(request: Request) -> Response:
         if fault == "garbage":
             return Response(content.GARBAGE_BODY, media_type="text/html")
         text = response["choices"][0]["message"]["content"]
-        if fault == "malformed":
+        if fault in ("malformed", "cut") and not (fault == "cut" and body.get("stream")):
             response = content.with_content(response, content.garble(text))
         elif fault == "empty":
             response = content.with_content(response, "")
@@ -120,10 +120,13 @@ async def chat_completions(request: Request) -> Response:
         elif fault == "no_usage":
             response = content.without_usage(response)
         if body.get("stream"):
-            return StreamingResponse(_chunks(response, body, settings.token_delay_ms / 1000), media_type="text/event-stream")
+            return StreamingResponse(_chunks(response, body, settings.token_delay_ms / 1000, cut=fault == "cut"),
+                                     media_type="text/event-stream")
         return JSONResponse(response)
 
 
+CUT_AFTER_TOKENS = 2
+"""How many tokens a streamed answer with the ``cut`` fault sends before its body ends."""
 TOKEN_PATTERN = re.compile(r"\s*\S+|\s+")
 """A token is a word with the whitespace before it (as BPE tokens carry their leading space)."""
 
@@ -133,10 +136,12 @@ def tokens(text: str) -> list[str]:
     return TOKEN_PATTERN.findall(text)
 
 
-async def _chunks(response: Mapping[str, Any], body: Mapping[str, Any], delay_s: float) -> AsyncIterator[bytes]:
+async def _chunks(response: Mapping[str, Any], body: Mapping[str, Any], delay_s: float, *,
+                  cut: bool = False) -> AsyncIterator[bytes]:
     """``response`` as ``chat.completion.chunk`` server-sent events: a role chunk, one chunk per
     token (``delay_s`` before each after the first), the finish reason, the usage when
-    ``stream_options.include_usage`` asks for it, then ``data: [DONE]``."""
+    ``stream_options.include_usage`` asks for it, then ``data: [DONE]``; ``cut``: the body ends
+    after the first two tokens."""
     head = {"id": response["id"], "object": "chat.completion.chunk", "created": response["created"],
             "model": response["model"]}
 
@@ -149,6 +154,8 @@ async def _chunks(response: Mapping[str, Any], body: Mapping[str, Any], delay_s:
         for index, token in enumerate(tokens(choices[0]["message"]["content"] or "")):
             if index and delay_s:
                 await asyncio.sleep(delay_s)
+            if cut and index == CUT_AFTER_TOKENS:
+                return
             yield event([{"index": 0, "delta": {"content": token}, "finish_reason": None}])
         yield event([{"index": 0, "delta": {}, "finish_reason": choices[0]["finish_reason"]}])
     options = body.get("stream_options")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from mirror.sim.errors import InvalidSimSetting
 
 # What each fault does to a chat call is described in sim_llm's docstring.
-FAULT_KINDS = ("429", "500", "timeout", "malformed", "empty", "garbage", "no_choices", "no_usage", "echo_error")
+FAULT_KINDS = ("429", "500", "timeout", "malformed", "empty", "garbage", "no_choices", "no_usage", "echo_error", "cut")
 NO_FAULT = "ok"
 MAX_EMBEDDING_DIM = 8192
 _LATENCY_FORMS = "fixed:MS, uniform:LO,HI or lognormal:MEDIAN_MS,SIGMA (milliseconds), e.g. fixed:50"

@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from mirror.events.nats.server import EmbeddedNats
-from tests.support.stack import PLACEMENTS, gateway_stack
+from tests.support.stack import PLACEMENTS, conversation_runtime, gateway_stack
 from tests.support.waits import until
 
 EXAMPLES = Path(__file__).parents[2] / "cognition" / "persona" / "examples"
@@ -23,11 +23,30 @@ TOKEN_DELAY_MS = 10.0
 
 
 @pytest.fixture(scope="module", params=PLACEMENTS)
-def stack(request: pytest.FixtureRequest, ray_cluster: None, nats_server: EmbeddedNats,
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
-    with gateway_stack(nats_server.url, tmp_path_factory.mktemp("openai"), shard="oai", latency="fixed:5",
-                       placement=request.param, token_delay_ms=TOKEN_DELAY_MS) as stack:
-        yield stack
+def served(request: pytest.FixtureRequest, ray_cluster: None, nats_server: EmbeddedNats,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str], str]]:
+    """gateway_stack's pieces, to also yield the simulator's URL (a test scripts its faults)."""
+    from mirror.gateway.app import GatewayServer, GatewaySettings, create_app
+    from mirror.gateway.tenants import TenantRegistry
+
+    directory = tmp_path_factory.mktemp("openai")
+    registry = TenantRegistry(directory / "tenants.json")
+    tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
+    with conversation_runtime(nats_server.url, directory, shard="oai", latency="fixed:5", placement=request.param,
+                              token_delay_ms=TOKEN_DELAY_MS) as runtime:
+        app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json")))
+        with GatewayServer(app) as server:
+            yield server.url, tokens, runtime.llm.base_url.removesuffix("/v1")
+
+
+@pytest.fixture
+def stack(served: tuple[str, dict[str, str], str]) -> tuple[str, dict[str, str]]:
+    return served[0], served[1]
+
+
+@pytest.fixture
+def sim_url(served: tuple[str, dict[str, str], str]) -> str:
+    return served[2]
 
 
 def client_of(url: str, token: str) -> openai.OpenAI:
@@ -196,6 +215,30 @@ def test_a_client_that_leaves_mid_stream_leaves_the_whole_turn_and_the_next_one_
     after = client.chat.completions.create(model="mirror", messages=[{"role": "user", "content": "And then?"}],
                                            extra_headers=on("left"))
     assert (after.model_extra or {})["mirror"]["turn"] == 1
+
+
+def test_a_model_that_fails_mid_stream_ends_it_with_an_error_and_logs_nothing(stack, sim_url: str) -> None:
+    url, tokens = stack
+    client = client_of(url, tokens["acme"])
+    for attempt in range(5):  # the scripted fault goes to the next chat call: a thinker still at work may take it
+        conversation = f"cut-{attempt}"
+        httpx.post(f"{sim_url}/_sim/script", json={"faults": ["cut"]}).raise_for_status()
+        stream = client.chat.completions.create(model="mirror", messages=[{"role": "user", "content": "Go on."}],
+                                                stream=True, extra_headers=on(conversation))
+        received = []
+        try:
+            for chunk in stream:
+                received.append(chunk.choices[0].delta.content or "")
+        except openai.APIError as cut:
+            assert received and "nothing was logged" in cut.message
+            break
+    else:
+        pytest.fail("the cut fault never reached a Talker")
+    after = client.chat.completions.create(model="mirror", messages=[{"role": "user", "content": "Again?"}],
+                                           extra_headers=on(conversation))
+    assert (after.model_extra or {})["mirror"]["turn"] == 0  # the cut turn left nothing in the log
+    (turn,) = logged_turns(url, tokens["acme"], conversation)
+    assert turn["payload"]["user_message"] == "Again?"
 
 
 def test_the_native_turn_streams_tokens_then_the_turn(stack) -> None:

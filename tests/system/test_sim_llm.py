@@ -301,10 +301,11 @@ def test_each_fault_kind_by_script(sim: SimLLMServer, fresh: httpx.Client) -> No
     echoed = fresh.post("/chat/completions", json=body)
     assert echoed.status_code == 400 and echoed.json()["error"]["type"] == "invalid_request_error"
     assert echoed.json()["error"]["message"].endswith("faults please")
+    cut = content_of(fresh.post("/chat/completions", json=body))  # not streamed: as malformed
     healthy_response = fresh.post("/chat/completions", json=body)
     healthy = content_of(healthy_response)
     assert violations(json.loads(healthy), MONOLOGUE_SCHEMA) == []
-    assert malformed != healthy and healthy.startswith(malformed)
+    assert malformed != healthy and healthy.startswith(malformed) and cut == malformed
     assert no_usage.json() == {key: value for key, value in healthy_response.json().items() if key != "usage"}
     stats = sim.stats()
     assert stats["faults"] == dict.fromkeys(FAULT_KINDS, 1) and stats["script"] == []

@@ -22,13 +22,13 @@ from starlette.routing import Route
 from mirror.actors.placement.local import LocalPlacement
 from mirror.actors.results import TurnResult
 from mirror.actors.settings import RuntimeSettings
-from mirror.cognition.errors import LLMRequestRejected
+from mirror.cognition.errors import LLMBadResponse, LLMRequestRejected
 from mirror.cognition.llm import ChatMessage, ChatRequest
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.events.ids import StreamKey
 from mirror.events.memory_infrastructure import InMemoryInfrastructure
 from mirror.events.payloads import Turn
-from mirror.sim.routes import tokens
+from mirror.sim.routes import CUT_AFTER_TOKENS, tokens
 from mirror.serving import ThreadedServer
 from mirror.sim.server import SimLLMServer
 from tests.support.sim import SIM_MODEL, sim_client
@@ -56,6 +56,15 @@ async def test_a_streamed_call_is_retried_before_its_first_token_and_rejected_li
         sim.script("echo_error")
         with pytest.raises(LLMRequestRejected):
             await client.chat_streamed(REQUEST, pieces.append)
+
+
+async def test_a_stream_cut_after_its_first_tokens_is_not_retried(sim: SimLLMServer) -> None:
+    sim.script("cut")
+    async with sim_client(sim, retries=2) as client:
+        pieces: list[str] = []
+        with pytest.raises(LLMBadResponse, match="ended without"):
+            await client.chat_streamed(REQUEST, pieces.append)
+        assert len(pieces) == CUT_AFTER_TOKENS and client.retries == 0  # the sink saw them: never asked again
 
 
 async def test_a_server_that_ignores_stream_is_read_whole(sim: SimLLMServer) -> None:
