@@ -8,6 +8,7 @@ above it (``gateway``, ``stack``, ``harness``, ``cli``) import it, nothing below
 - ``conversation`` — one live conversation in plain asyncio (rebuild, turn, think, snapshot);
 - ``persona_mind`` — a conversation's choice of mind, and the persona mind's turn (its steps, one append);
 - ``handle`` — :class:`ConversationHandle`, the one typed way callers reach a live conversation;
+- ``token_stream`` — a streamed turn: the reply's pieces as they are written, then the acknowledged result;
 - ``conversation_actor`` — a conversation as a Ray actor of its own (the dedicated placement);
 - ``placement/`` — where live conversations run (hosts or dedicated actors) and their handles;
 - ``directory`` — live dedicated actors per node, passivation when a node holds too many;

@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from mirror.cognition.embeddings import Embedder
 from mirror.cognition.errors import LLMError, ReflectionRefused
 from mirror.cognition.memory.turn import TurnMemory, recall_for_turn, wants_recall
+from mirror.cognition.llm import TokenSink
 from mirror.cognition.persona.background import persona_stage_behind
 from mirror.cognition.persona.choice import MindChoice
 from mirror.cognition.persona.prompting import default_persona_prompts
@@ -280,8 +281,11 @@ class Conversation:
 
     async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
                    memory: bool | None = None, reflection: bool | None = None,
-                   mind: MindChoice | None = None) -> TurnResult:
+                   mind: MindChoice | None = None, on_token: TokenSink | None = None) -> TurnResult:
         """Reply to ``message``; the ``turn`` event is acknowledged before this returns.
+
+        ``on_token``: the reply's pieces as the model writes them (joined, exactly the reply); the
+        steps before the reply (recall, a persona's think, plan and appraisal) are not streamed.
 
         ``mode``, ``memory`` and ``reflection``: how this conversation thinks. The first turn fixes them (the
         stack's defaults when not given; the ``turn`` event records them); asking a later turn
@@ -299,7 +303,7 @@ class Conversation:
                 if asked not in (None, False, "baseline"):
                     raise SettingConflict(self.key, setting, asked, "persona", why="a persona conversation runs its own "
                                           "cycle: the MIRROR mind's mode, memory and reflection do not apply to it")
-            return await self._persona_turn(writer, message, chosen)
+            return await self._persona_turn(writer, message, chosen, on_token)
         self._choose(writer.state, mode=mode, memory=memory, reflection=reflection)
         started = time.perf_counter()
         state = writer.state
@@ -312,7 +316,7 @@ class Conversation:
         remembered = time.perf_counter()
         try:
             said = await talk(state, message, self.llm, self.prompts, self.config,
-                              recalled="" if recalled is None else recalled.block)
+                              recalled="" if recalled is None else recalled.block, on_token=on_token)
         except LLMError as failure:  # nothing was appended; the gateway answers it as a 502 or 503
             failure.during("talker")
             raise
@@ -337,14 +341,16 @@ class Conversation:
             recall_ms=round((remembered - started) * 1000, 3),
             embed_ms=0.0 if recalled is None else round(recalled.embed_ms, 3),
             recall_seq=None if recalled is None else event.seq - 1,
+            prompt_tokens=said.provenance.prompt_tokens, completion_tokens=said.provenance.completion_tokens,
         )
 
-    async def _persona_turn(self, writer: ConversationWriter, message: str, chosen: object) -> TurnResult:
+    async def _persona_turn(self, writer: ConversationWriter, message: str, chosen: object,
+                            on_token: TokenSink | None) -> TurnResult:
         """A turn of the persona mind (:mod:`mirror.actors.persona_mind`): the MIRROR stages are off."""
         self.config = replace(self.config, mode="baseline", memory=False, reflection=False)
         try:
             result, _ = await persona_turn(writer, self.key, message, chosen, self.llm, self.embedder,  # type: ignore[arg-type]  # a PersonaChosen or None
-                                           self.persona_prompts, self.config)
+                                           self.persona_prompts, self.config, on_token)
         except LLMError as failure:  # nothing was appended; the gateway answers it as a 502 or 503
             failure.during("talker")
             raise

@@ -12,6 +12,7 @@ import asyncio
 import gc
 import os
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import ray
@@ -22,6 +23,7 @@ from mirror.actors.errors import Passivated
 from mirror.actors.log_file import append_warnings_to
 from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings
+from mirror.actors.token_stream import StreamItem, streamed_turn
 from mirror.cognition.persona.choice import MindChoice
 from mirror.events.ids import StreamKey
 from mirror.projections.snapshot import snapshot_bytes
@@ -80,6 +82,15 @@ class ConversationActor:
                    memory: bool | None = None, reflection: bool | None = None,
                    mind: MindChoice | None = None) -> TurnResult:
         return await (await self._ready()).turn(message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind)
+
+    async def turn_stream(self, message: str, sync: bool = False, mode: str | None = None,
+                          memory: bool | None = None, reflection: bool | None = None,
+                          mind: MindChoice | None = None) -> AsyncIterator[StreamItem]:
+        """A Ray streaming generator (``num_returns="streaming"``): the reply's pieces, then the TurnResult."""
+        conversation = await self._ready()
+        async for item in streamed_turn(lambda sink: conversation.turn(
+                message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind, on_token=sink)):
+            yield item
 
     async def choose(self, mind: MindChoice) -> ConversationSummary:
         return await (await self._ready()).choose(mind)

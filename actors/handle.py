@@ -17,6 +17,7 @@ error whose ``cause`` is it (:class:`~mirror.actors.errors.Fenced`,
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Protocol, runtime_checkable
 
 from mirror.cognition.persona.choice import MindChoice
@@ -24,6 +25,7 @@ from mirror.events.ids import StreamKey
 
 from .conversation import RebuildReport
 from .results import ConversationSummary, ReflectionResult, TurnResult
+from .token_stream import StreamItem
 
 
 @runtime_checkable
@@ -39,6 +41,14 @@ class ConversationHandle(Protocol):
         """Reply to ``message``; its ``turn`` event is acknowledged before this returns.
         ``sync`` waits for the previous turn's thinking first; ``mode``, ``memory`` and
         ``reflection`` are fixed by the first turn (a later one asking for others is ``SettingConflict``)."""
+        ...
+
+    def turn_stream(self, message: str, *, sync: bool = False, mode: str | None = None,
+                    memory: bool | None = None, reflection: bool | None = None,
+                    mind: MindChoice | None = None) -> AsyncIterator[StreamItem]:
+        """:meth:`turn`, streamed: the reply's pieces (``str``) as the model writes them, then the
+        :class:`TurnResult`, which comes only once the ``turn`` event is acknowledged
+        (:mod:`mirror.actors.token_stream`). Closing the iterator early does not stop the turn."""
         ...
 
     async def choose(self, mind: MindChoice) -> ConversationSummary:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 from mirror.cognition.embeddings import Embedder
-from mirror.cognition.llm import LLM
+from mirror.cognition.llm import LLM, TokenSink
 from mirror.cognition.persona.choice import MindChoice
 from mirror.cognition.persona.turn_path import choose_persona
 from mirror.cognition.persona.turn_path import persona_turn as run_persona_turn
@@ -64,13 +64,15 @@ def persona_event(key: StreamKey, state: ConversationState, chosen: PersonaChose
 
 
 async def persona_turn(writer: ConversationWriter, key: StreamKey, message: str, chosen: PersonaChosen | None,
-                       llm: LLM, embedder: Embedder | None, prompts: PromptSet, config: MirrorConfig) -> tuple[TurnResult, Event]:
-    """The persona's reply to ``message``; every event is acknowledged before this returns."""
+                       llm: LLM, embedder: Embedder | None, prompts: PromptSet, config: MirrorConfig,
+                       on_token: TokenSink | None = None) -> tuple[TurnResult, Event]:
+    """The persona's reply to ``message``; every event is acknowledged before this returns.
+    ``on_token``: the formulation's pieces as the model writes them."""
     started = time.perf_counter()
     now = time.time()
     state = writer.state
     basis = state if chosen is None else apply(state, persona_event(key, state, chosen, now))
-    said = await run_persona_turn(basis, message, llm, embedder, prompts, config)
+    said = await run_persona_turn(basis, message, llm, embedder, prompts, config, on_token=on_token)
     talked = time.perf_counter()
     cause = event_id(key.tenant, key.conversation, key.branch, basis.last_seq)
 
@@ -82,11 +84,14 @@ async def persona_turn(writer: ConversationWriter, key: StreamKey, message: str,
     appended = time.perf_counter()
     turn = events[-1]
     retrieval_ms = said.step_ms.get("retrieval", 0.0)
+    formulation = said.thoughts[-1].provenance
     result = TurnResult(
         reply=said.reply, turn=turn.turn, seq=turn.seq, narrative_seq=None, llm_ms=said.llm_ms,
         talk_ms=round((talked - started) * 1000, 3), append_ms=round((appended - talked) * 1000, 3),
         turn_ms=round((appended - started) * 1000, 3), recall_ms=round(retrieval_ms, 3),
         steps_ms=dict(said.step_ms),
+        prompt_tokens=0 if formulation is None else formulation.prompt_tokens,
+        completion_tokens=0 if formulation is None else formulation.completion_tokens,
     )
     return result, turn
 

@@ -35,6 +35,10 @@ class TurnResult:
     steps_ms: dict[str, float] | None = None
     """A persona turn's steps on its path (think, retrieval, appraisal, plan, formulation), each
     one's wall time; ``None`` for the MIRROR mind."""
+    prompt_tokens: int = 0
+    """The reply's model call (the Talker's, a persona's formulation): its prompt tokens, as reported or estimated."""
+    completion_tokens: int = 0
+    """... and the reply's tokens."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -222,6 +222,8 @@ def up(
     snapshot_every: int = typer.Option(
         200, "--snapshot-every", min=1, envvar="MIRROR_SNAPSHOT_EVERY", help="Events between a conversation's snapshots."),
     sim_latency: str = typer.Option("fixed:50", "--sim-latency", help="The simulator's latency with --llm sim."),
+    sim_token_delay: float = typer.Option(
+        0.0, "--sim-token-delay", min=0, help="Milliseconds between a streamed answer's tokens with --llm sim."),
     shard_map: list[str] = SHARD_MAP,
     ingest: list[str] = typer.Option(
         [], "--ingest", metavar="SHARD",
@@ -267,6 +269,7 @@ def up(
         data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
         gateway_port=port, nats_port=nats_port, nats_cluster=nats_cluster, nats_sync=nats_sync, mode=mode.value, memory=memory,
         reflection=reflection, reflection_policy=policy, sim_latency=sim_latency,
+        sim_token_delay_ms=sim_token_delay,
         passivate_after_s=passivate_after_s, max_live_actors=max_live_actors, placement=placement.value,
         hosts=hosts, max_live_per_host=max_live_per_host,
         max_message_bytes=max_message_bytes, snapshot_every=snapshot_every, ray_address=ray_address,
@@ -375,7 +378,7 @@ def sim_llm(
         "fixed:0", "--latency", help="fixed:MS, uniform:LO,HI or lognormal:MEDIAN_MS,SIGMA (milliseconds)."
     ),
     faults: list[str] = typer.Option(
-        [], "--fault", help="KIND=RATE (repeatable), e.g. 500=0.1; KIND: 429, 500, timeout, malformed, empty, garbage, no_choices, no_usage, echo_error."
+        [], "--fault", help="KIND=RATE (repeatable), e.g. 500=0.1; KIND: 429, 500, timeout, malformed, empty, garbage, no_choices, no_usage, echo_error, cut."
     ),
     script: str = typer.Option("", "--script", help="Faults for the next chat calls in order, e.g. ok,429,timeout."),
     seed: int = typer.Option(0, "--seed", help="Seed of the per-call fault and latency draws."),
@@ -384,6 +387,9 @@ def sim_llm(
     embedding_dim: int = typer.Option(64, "--embedding-dim", help="Embedding length unless a request sets 'dimensions'."),
     embedding_latency: str = typer.Option(
         "", "--embedding-latency", help="Latency of embedding calls, same forms as --latency (default: --latency's)."
+    ),
+    token_delay: float = typer.Option(
+        0.0, "--token-delay", min=0, help="Milliseconds between the tokens of a streamed answer (stream: true)."
     ),
     log_level: LogLevel = LOG_LEVEL,
 ) -> None:
@@ -400,6 +406,7 @@ def sim_llm(
         model=model,
         embedding_dim=embedding_dim,
         embedding_latency=embedding_latency or None,
+        token_delay_ms=token_delay,
     )
     with SimLLMServer(settings, host=host, port=port, log_level=log_level.value, access_log=True) as server:
         typer.echo(f"mirror sim-llm at {server.base_url} (model {settings.model}); Ctrl-C stops it")

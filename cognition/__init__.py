@@ -3,7 +3,7 @@
 May import ``mirror.projections`` and ``mirror.events`` (the model and its ports), never the
 runtime. ``pipeline`` (the MIRROR Talker, Inner Monologue and Cognitive Controller), ``llm``
 (the port), ``openai_client`` and ``http_transport`` (the adapter for any OpenAI-compatible
-API), ``structured`` (schema-constrained output), ``prompts`` and ``prompt_sets/`` (versioned
+API), ``chat_stream`` (reading a streamed answer's server-sent chunks), ``structured`` (schema-constrained output), ``prompts`` and ``prompt_sets/`` (versioned
 prompt sets), ``history`` (bounded conversation views), ``embeddings/`` (the embedder port and
 its adapters: OpenAI-compatible endpoints and offline MiniLM), ``memory/`` (the memory stage:
 extraction, the dedup and contradiction gates, recall), ``reflection/`` (insights, the portrait

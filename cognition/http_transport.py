@@ -5,7 +5,9 @@ and redirects are httpx's). Underneath, httpx's default transport (httpcore, any
 ~3 ms of CPU per request on these 2-core machines; aiohttp's ~0.5 ms. Recompute tasks and
 conversation actors make one request per model call, so that CPU bounds them. This transport
 hands each request to an :class:`aiohttp.ClientSession` and gives httpx back a response with
-the raw body (httpx still decodes ``Content-Encoding``).
+the raw body (httpx still decodes ``Content-Encoding``). A request marked with the extension
+:data:`STREAM_EXTENSION` (a streamed chat answer, read as it arrives) gets a response whose body
+is read from aiohttp piece by piece instead; closing it releases the connection.
 
 aiohttp's failures become httpx's own exception types, so callers handle one family:
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -46,6 +49,28 @@ _MAPPED: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
     (aiohttp.ClientOSError, httpx.NetworkError),
     (aiohttp.ClientError, httpx.TransportError),
 )
+
+
+STREAM_EXTENSION = "mirror.stream"
+"""``httpx`` request extension: true asks for the body as it arrives, not read whole first."""
+
+
+class _AiohttpStream(httpx.AsyncByteStream):
+    """An aiohttp response's body, piece by piece; failures as httpx's; :meth:`aclose` releases it."""
+
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
+        self._response = response
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for piece in self._response.content.iter_any():
+                yield piece
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise _as_httpx(exc, self._request) from exc
+
+    async def aclose(self) -> None:
+        self._response.release()
 
 
 def _as_httpx(exc: BaseException, request: httpx.Request) -> httpx.TransportError:
@@ -92,6 +117,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         session = self._session_now()
         body = await request.aread()
+        if request.extensions.get(STREAM_EXTENSION):
+            return await self._streamed(session, request, body)
         try:
             async with session.request(
                 request.method, URL(str(request.url), encoded=True), headers=request.headers.multi_items(),
@@ -104,10 +131,21 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return httpx.Response(status, headers=headers, stream=httpx.ByteStream(content),
                               extensions={"http_version": b"HTTP/1.1"}, request=request)
 
+    async def _streamed(self, session: aiohttp.ClientSession, request: httpx.Request, body: bytes) -> httpx.Response:
+        try:
+            response = await session.request(
+                request.method, URL(str(request.url), encoded=True), headers=request.headers.multi_items(),
+                data=body or None, allow_redirects=False, timeout=_client_timeout(request.extensions),
+            )
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise _as_httpx(exc, request) from exc
+        return httpx.Response(response.status, headers=list(response.raw_headers), stream=_AiohttpStream(response, request),
+                              extensions={"http_version": b"HTTP/1.1"}, request=request)
+
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
 
 
-__all__ = ["AiohttpTransport"]
+__all__ = ["AiohttpTransport", "STREAM_EXTENSION"]

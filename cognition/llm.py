@@ -6,14 +6,15 @@ API) and, for replay, recorded responses looked up by :meth:`ChatRequest.fingerp
 Invariant: the fingerprint covers exactly what reaches the model — messages, model,
 temperature, max_tokens, JSON schema and seed — so two requests with equal fingerprints are the
 same question. ``prompt_set`` is a label for humans and forks, and API keys live in the adapter's
-settings; neither is part of a request's identity.
+settings; neither is part of a request's identity. Nor is streaming (:class:`StreamingLLM`): how
+the answer travels back changes neither the question nor the answer recorded.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -143,6 +144,62 @@ class LLM(Protocol):
     async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
+TokenSink = Callable[[str], None]
+"""Where a streamed answer's text goes as it arrives: called with each new piece, in order; the
+pieces joined are the answer's content. Synchronous and quick (it hands the piece on)."""
+
+
+@runtime_checkable
+class StreamingLLM(LLM, Protocol):
+    """A language model that can also hand its answer on as it is written.
+
+    Streaming is a transport choice, not part of the question: :meth:`chat_streamed` sends the same
+    request (same :meth:`ChatRequest.fingerprint`) and returns the same :class:`ChatResponse` as
+    :meth:`LLM.chat` would for the same content, so a streamed turn replays like any other.
+    Failures before the first piece are retried and raised exactly as :meth:`LLM.chat`'s are;
+    after it, a failure is raised without retrying (the sink has already seen the pieces).
+    """
+
+    async def chat_streamed(self, request: ChatRequest, on_token: TokenSink) -> ChatResponse: ...
+
+
+async def chat_to(llm: LLM, request: ChatRequest, on_token: TokenSink | None) -> ChatResponse:
+    """``llm.chat(request)``, streamed to ``on_token`` when given and the model can stream; a model
+    that cannot hands the sink its whole answer at once."""
+    if on_token is None:
+        return await llm.chat(request)
+    if isinstance(llm, StreamingLLM):
+        return await llm.chat_streamed(request, on_token)
+    response = await llm.chat(request)
+    on_token(response.content)
+    return response
+
+
+class StrippedTokens:
+    """A sink that passes on the pieces of ``content.strip()``: leading whitespace is dropped and a
+    run of whitespace is held back until text follows it, so the pieces passed on join to exactly
+    what a caller keeping ``content.strip()`` records (a Talker's reply)."""
+
+    __slots__ = ("_sink", "_started", "_held")
+
+    def __init__(self, sink: TokenSink) -> None:
+        self._sink = sink
+        self._started = False
+        self._held = ""
+
+    def __call__(self, piece: str) -> None:
+        if not self._started:
+            piece = piece.lstrip()
+            if not piece:
+                return
+            self._started = True
+        text = self._held + piece
+        shown = text.rstrip()
+        self._held = text[len(shown):]
+        if shown:
+            self._sink(shown)
+
+
 def unanswered_provenance(request: ChatRequest) -> Provenance:
     """The provenance of a call that got no answer: its fingerprint and the run-time parameters
     replay rebuilds the request from (without the seed it would ask another one)."""
@@ -161,6 +218,10 @@ __all__ = [
     "ChatRequest",
     "ChatResponse",
     "LLM",
+    "StreamingLLM",
+    "StrippedTokens",
+    "TokenSink",
     "canonical_json",
+    "chat_to",
     "estimate_tokens",
 ]

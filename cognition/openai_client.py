@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import functools
+import json
 import logging
 import ssl
 import time
@@ -41,6 +42,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 
 from mirror.events.payloads import Provenance
 
+from .chat_stream import ChunkReader, SSEDecoder, StreamError
 from .errors import (
     LLMBadResponse,
     LLMRateLimited,
@@ -50,8 +52,8 @@ from .errors import (
     excerpt,
     redact,
 )
-from .http_transport import AiohttpTransport
-from .llm import ChatRequest, ChatResponse, estimate_tokens
+from .http_transport import STREAM_EXTENSION, AiohttpTransport
+from .llm import ChatRequest, ChatResponse, TokenSink, estimate_tokens
 from .structured import chat_json
 
 log = logging.getLogger(__name__)
@@ -210,9 +212,33 @@ class OpenAIChatClient:
         mode = self._structured_mode(request)
         started = time.perf_counter()
         envelope = await self._post_with_retries(CHAT_PATH, self._chat_body(request, mode))
-        latency_ms = (time.perf_counter() - started) * 1000
         content = self._content_of(envelope)
-        prompt_tokens, completion_tokens = self._usage_of(envelope, request, content)
+        return self._response(request, mode, content, envelope.get("usage"), started)
+
+    async def chat_streamed(self, request: ChatRequest, on_token: TokenSink) -> ChatResponse:
+        """:meth:`chat`, asked with ``stream: true``; each piece of the answer goes to ``on_token``
+        as it arrives. The request (and its fingerprint) and the returned response are what
+        :meth:`chat` sends and returns for the same content; retries and errors before the first
+        piece are :meth:`chat`'s, a failure after it is raised at once (see :class:`StreamingLLM`).
+        A server that ignores ``stream`` and answers one JSON completion is read whole (one piece);
+        one that sends no usage in its stream (``stream_options`` unknown to it) gets estimated token
+        counts, as a plain answer without usage does."""
+        self.calls += 1
+        mode = self._structured_mode(request)
+        started = time.perf_counter()
+        body = {**self._chat_body(request, mode), "stream": True, "stream_options": {"include_usage": True}}
+        reader = await self._stream_with_retries(body, on_token)
+        content = reader.content
+        if not content.strip():
+            raise LLMBadResponse("the model returned empty content (is max_tokens too small?)",
+                                 base_url=self.settings.base_url)
+        return self._response(request, mode, content, reader.usage, started)
+
+    def _response(self, request: ChatRequest, mode: StructuredOutputMode, content: str, usage: object,
+                  started: float) -> ChatResponse:
+        """The answer and its provenance (the same whether it was streamed or not)."""
+        latency_ms = (time.perf_counter() - started) * 1000
+        prompt_tokens, completion_tokens = self._usage_of(usage, request, content)
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
         parameters: dict[str, float | int | str] = {
@@ -315,8 +341,7 @@ class OpenAIChatClient:
         return content
 
     @staticmethod
-    def _usage_of(envelope: Mapping[str, Any], request: ChatRequest, content: str) -> tuple[int, int]:
-        usage = envelope.get("usage")
+    def _usage_of(usage: object, request: ChatRequest, content: str) -> tuple[int, int]:
         usage = usage if isinstance(usage, Mapping) else {}
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
         if not isinstance(prompt, int) or isinstance(prompt, bool) or prompt <= 0:
@@ -369,6 +394,100 @@ class OpenAIChatClient:
         if not isinstance(envelope, dict):
             raise LLMBadResponse(f"body is JSON {type(envelope).__name__}, not an object", base_url=settings.base_url)
         return envelope
+
+    async def _stream_with_retries(self, body: dict[str, Any], on_token: TokenSink) -> ChunkReader:
+        """The streamed answer, read whole; attempts are retried as :meth:`_post_with_retries`'
+        until a piece has reached ``on_token``, never after."""
+        retrying = AsyncRetrying(
+            stop=self._stop(),
+            wait=self._wait,
+            retry=retry_if_exception_type(_Transient),
+            before_sleep=self._before_sleep,
+            reraise=True,
+        )
+        try:
+            return await retrying(self._stream_once, body, on_token)
+        except _Transient as failure:
+            raise self._exhausted(failure, retrying.statistics.get("attempt_number", 1)) from failure
+
+    async def _stream_once(self, body: dict[str, Any], on_token: TokenSink) -> ChunkReader:
+        settings = self.settings
+        reader, decoder = ChunkReader(), SSEDecoder()
+        async with self._slots:
+            try:
+                async with asyncio.timeout(settings.timeout_s):
+                    request = self._http.build_request("POST", CHAT_PATH, json=body, extensions={STREAM_EXTENSION: True})
+                    response = await self._http.send(request, stream=True)
+                    try:
+                        await self._check_stream_status(response)
+                        if response.headers.get("content-type", "").startswith("application/json"):
+                            return self._whole_answer(await response.aread(), reader, on_token)
+                        async for piece in response.aiter_raw():
+                            for payload in decoder.feed(piece):
+                                self._read_chunk(reader, payload, on_token)
+                        for payload in decoder.close():
+                            self._read_chunk(reader, payload, on_token)
+                    finally:
+                        await response.aclose()
+            except _Transient as failure:
+                raise self._given_up(failure, reader) from failure
+            except httpx.ConnectTimeout as exc:
+                raise _Transient("unreachable", f"no connection within {settings.connect_timeout_s:g}s") from exc
+            except (httpx.TimeoutException, TimeoutError) as exc:
+                raise self._given_up(_Transient("timeout", f"no answer within {settings.timeout_s:g}s"), reader) from exc
+            except httpx.ConnectError as exc:
+                raise _Transient("unreachable", f"{type(exc).__name__}: {redact(str(exc), settings.api_key)}") from exc
+            except httpx.TransportError as exc:
+                detail = f"{type(exc).__name__}: {redact(str(exc), settings.api_key)}"
+                raise self._given_up(_Transient("connection", detail), reader) from exc
+        if not reader.done and not reader.finish_reason:
+            raise LLMBadResponse("the streamed answer ended without a finish_reason or [DONE]", base_url=settings.base_url)
+        return reader
+
+    def _whole_answer(self, body: bytes, reader: ChunkReader, on_token: TokenSink) -> ChunkReader:
+        """A server that ignored ``stream: true`` and answered one JSON completion: read whole, one piece."""
+        try:
+            envelope = json.loads(body)
+        except ValueError as exc:
+            raise LLMBadResponse(f"body is not JSON: {excerpt(body.decode('utf-8', 'replace'))!r}",
+                                 base_url=self.settings.base_url) from exc
+        if not isinstance(envelope, dict):
+            raise LLMBadResponse(f"body is JSON {type(envelope).__name__}, not an object", base_url=self.settings.base_url)
+        content = self._content_of(envelope)
+        reader.pieces.append(content)
+        reader.usage = envelope.get("usage") if isinstance(envelope.get("usage"), Mapping) else None
+        reader.done = True
+        on_token(content)
+        return reader
+
+    def _read_chunk(self, reader: ChunkReader, payload: str, on_token: TokenSink) -> None:
+        try:
+            text = reader.read(payload)
+        except StreamError as exc:
+            if exc.from_server:
+                raise _Transient("server", redact(str(exc), self.settings.api_key)) from exc
+            raise LLMBadResponse(str(exc), base_url=self.settings.base_url) from exc
+        if text:
+            on_token(text)
+
+    def _given_up(self, failure: _Transient, reader: ChunkReader) -> Exception:
+        """A failure before the first piece may be retried; after it, the pieces are out: raised at once."""
+        if not reader.pieces:
+            return failure
+        return self._exhausted(failure, 1)
+
+    async def _check_stream_status(self, response: httpx.Response) -> None:
+        """:meth:`_post_once`'s reading of the status, for a response whose body is not read yet."""
+        status = response.status_code
+        if response.is_success:
+            return
+        await response.aread()
+        if status == HTTPStatus.TOO_MANY_REQUESTS:
+            retry_after = parse_retry_after(response.headers.get(HEADER_RETRY_AFTER))
+            raise _Transient("rate_limited", self._provider_message(response), retry_after)
+        if status >= HTTPStatus.INTERNAL_SERVER_ERROR:
+            raise _Transient("server", f"{status}: {self._provider_message(response)}", status=status)
+        raise LLMRequestRejected(self.settings.base_url, status, self._provider_message(response))
 
     def _provider_message(self, response: httpx.Response) -> str:
         """The provider's own words (OpenAI ``error.message`` or the body), with the key redacted."""

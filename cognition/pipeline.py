@@ -32,7 +32,17 @@ from typing import Literal
 
 from mirror.cognition.errors import LLMError
 from mirror.cognition.history import THINKER_HISTORY_TOKENS, bound_history
-from mirror.cognition.llm import LLM, ChatMessage, ChatRequest, ChatResponse, JsonSchema, unanswered_provenance
+from mirror.cognition.llm import (
+    LLM,
+    ChatMessage,
+    ChatRequest,
+    ChatResponse,
+    JsonSchema,
+    StrippedTokens,
+    TokenSink,
+    chat_to,
+    unanswered_provenance,
+)
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.responses import one_copy
 from mirror.cognition.structured import parse_json_object
@@ -273,12 +283,14 @@ def thinking_behind(state: ConversationState, mode: str) -> bool:
 
 
 async def talk(state: ConversationState, user_message: str, llm: LLM, prompts: PromptSet, config: MirrorConfig,
-               *, recalled: str = "") -> Talk:
+               *, recalled: str = "", on_token: TokenSink | None = None) -> Talk:
     """The Talker's reply to ``user_message`` from ``state`` (and the recall block ``recalled``, if
-    any); LLM errors propagate (nothing to record)."""
+    any); LLM errors propagate (nothing to record). ``on_token``: the reply's pieces as the model
+    writes them (joined, exactly the returned reply); the request is the same either way."""
     if not isinstance(user_message, str) or not user_message.strip():
         raise ValueError("the user message is empty")
-    response = await llm.chat(talker_request(state, user_message, prompts, config, recalled))
+    sink = None if on_token is None else StrippedTokens(on_token)
+    response = await chat_to(llm, talker_request(state, user_message, prompts, config, recalled), sink)
     reply = _reply_of(response.content)
     if config.mode == "baseline":
         seen = None

@@ -11,13 +11,14 @@ import asyncio
 import base64
 import contextlib
 import json
+import re
 import struct
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from mirror.sim import content as content
@@ -26,7 +27,7 @@ from mirror.sim.settings import FAULT_KINDS, MAX_EMBEDDING_DIM, NO_FAULT, SimSet
 from mirror.sim.state import SimState
 
 __all__ = [
-    "ROUTES", "append_script", "chat_completions", "embeddings", "healthz", "http_error", "models", "reset", "stats",
+    "ROUTES", "TOKEN_PATTERN", "append_script", "chat_completions", "embeddings", "healthz", "http_error", "models", "reset", "stats", "tokens",
 ]
 
 HTTP_BAD_REQUEST = 400
@@ -110,7 +111,7 @@ async def chat_completions(request: Request) -> Response:
         if fault == "garbage":
             return Response(content.GARBAGE_BODY, media_type="text/html")
         text = response["choices"][0]["message"]["content"]
-        if fault == "malformed":
+        if fault in ("malformed", "cut") and not (fault == "cut" and body.get("stream")):
             response = content.with_content(response, content.garble(text))
         elif fault == "empty":
             response = content.with_content(response, "")
@@ -118,7 +119,49 @@ async def chat_completions(request: Request) -> Response:
             response = {**response, "choices": []}
         elif fault == "no_usage":
             response = content.without_usage(response)
+        if body.get("stream"):
+            return StreamingResponse(_chunks(response, body, settings.token_delay_ms / 1000, cut=fault == "cut"),
+                                     media_type="text/event-stream")
         return JSONResponse(response)
+
+
+CUT_AFTER_TOKENS = 2
+"""How many tokens a streamed answer with the ``cut`` fault sends before its body ends."""
+TOKEN_PATTERN = re.compile(r"\s*\S+|\s+")
+"""A token is a word with the whitespace before it (as BPE tokens carry their leading space)."""
+
+
+def tokens(text: str) -> list[str]:
+    """``text`` as the pieces a stream sends: joined, exactly ``text``."""
+    return TOKEN_PATTERN.findall(text)
+
+
+async def _chunks(response: Mapping[str, Any], body: Mapping[str, Any], delay_s: float, *,
+                  cut: bool = False) -> AsyncIterator[bytes]:
+    """``response`` as ``chat.completion.chunk`` server-sent events: a role chunk, one chunk per
+    token (``delay_s`` before each after the first), the finish reason, the usage when
+    ``stream_options.include_usage`` asks for it, then ``data: [DONE]``; ``cut``: the body ends
+    after the first two tokens."""
+    head = {"id": response["id"], "object": "chat.completion.chunk", "created": response["created"],
+            "model": response["model"]}
+
+    def event(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+        return f"data: {json.dumps({**head, 'choices': choices, **extra}, ensure_ascii=False)}\n\n".encode()
+
+    choices = response["choices"]
+    if choices:
+        yield event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+        for index, token in enumerate(tokens(choices[0]["message"]["content"] or "")):
+            if index and delay_s:
+                await asyncio.sleep(delay_s)
+            if cut and index == CUT_AFTER_TOKENS:
+                return
+            yield event([{"index": 0, "delta": {"content": token}, "finish_reason": None}])
+        yield event([{"index": 0, "delta": {}, "finish_reason": choices[0]["finish_reason"]}])
+    options = body.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage") and "usage" in response:
+        yield event([], usage=response["usage"])
+    yield b"data: [DONE]\n\n"
 
 
 async def embeddings(request: Request) -> JSONResponse:
@@ -214,7 +257,7 @@ async def _json_body(request: Request) -> dict[str, Any]:
 
 
 def _check_chat(body: Mapping[str, Any]) -> None:
-    """Reject what OpenAI would reject, and what the simulator cannot answer (streaming)."""
+    """Reject what OpenAI would reject."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise _BadRequest("'messages' is required: a non-empty list of {role, content} objects", "messages")
@@ -225,8 +268,8 @@ def _check_chat(body: Mapping[str, Any]) -> None:
         value = body.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise _BadRequest(f"'{name}' must be a positive integer", name)
-    if body.get("stream"):
-        raise _BadRequest("streaming is not supported by mirror sim-llm; send stream=false", "stream")
+    if not isinstance(body.get("stream", False), bool):
+        raise _BadRequest("'stream' must be true or false", "stream")
     response_format = body.get("response_format")
     if response_format is None:
         return

@@ -6,7 +6,11 @@ server, so the client under test runs its real transport, timeouts and retries.
 
 Endpoints (all JSON, save for the `garbage` fault):
 
-    POST /v1/chat/completions   OpenAI request and response shape (one choice, no streaming)
+    POST /v1/chat/completions   OpenAI request and response shape (one choice); `stream: true`
+                                gives `chat.completion.chunk` events, one per token (a word
+                                with the whitespace before it), `settings.token_delay_ms`
+                                apart, the usage chunk when `stream_options.include_usage`,
+                                then `data: [DONE]`; the tokens join to the same content
     POST /v1/embeddings         unit vectors from a hashed bag of words (`dimensions` honoured)
     GET  /v1/models             the configured model
     GET  /healthz               {"status": "ok"}
@@ -33,6 +37,9 @@ fail one stage, e.g. reflection's `reflection_decay` and `reflection_portrait` c
     garbage     HTTP 200 whose body is not JSON at all (an HTML page, as a misrouted proxy sends)
     no_choices  HTTP 200 whose envelope has `"choices": []` (as a content filter answers)
     no_usage    HTTP 200, the normal completion without its `usage` field
+    cut         streamed: the role chunk and the first two tokens, then the body ends (no
+                finish_reason, no `[DONE]`), as a server that crashed mid-answer; not
+                streamed: as `malformed`
     echo_error  HTTP 400 invalid_request_error whose message repeats the last user message's
                 text, as providers quote what they reject; lets a test check that a client
                 redacts secrets from provider text. Headers are never echoed.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from mirror.sim.errors import InvalidSimSetting
 
 # What each fault does to a chat call is described in sim_llm's docstring.
-FAULT_KINDS = ("429", "500", "timeout", "malformed", "empty", "garbage", "no_choices", "no_usage", "echo_error")
+FAULT_KINDS = ("429", "500", "timeout", "malformed", "empty", "garbage", "no_choices", "no_usage", "echo_error", "cut")
 NO_FAULT = "ok"
 MAX_EMBEDDING_DIM = 8192
 _LATENCY_FORMS = "fixed:MS, uniform:LO,HI or lognormal:MEDIAN_MS,SIGMA (milliseconds), e.g. fixed:50"
@@ -91,6 +91,9 @@ class SimSettings:
     """The latency of embedding calls, when it should differ from chat's (``None``: the same).
     A real embedding call of one short message takes a few milliseconds, a chat call hundreds:
     one latency for both makes a benchmark charge memory a chat call's wait per message."""
+    token_delay_ms: float = 0.0
+    """A streamed answer (``stream: true``) waits this long before each token after the first,
+    as a model writing its reply does; the call's latency comes before the first."""
 
     def __post_init__(self) -> None:
         parse_latency(self.latency)
@@ -112,6 +115,8 @@ class SimSettings:
             raise InvalidSimSetting("retry_after_s", self.retry_after_s, "None or a finite number of seconds >= 0")
         if not all(isinstance(name, str) and name for name in self.fault_schemas):
             raise InvalidSimSetting("fault_schemas", self.fault_schemas, "a tuple of schema names")
+        if not (math.isfinite(self.token_delay_ms) and self.token_delay_ms >= 0):
+            raise InvalidSimSetting("token_delay_ms", self.token_delay_ms, "a finite number of milliseconds >= 0")
         if not self.model:
             raise InvalidSimSetting("model", self.model, "a non-empty model name")
         if not 1 <= self.embedding_dim <= MAX_EMBEDDING_DIM:

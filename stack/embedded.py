@@ -117,6 +117,8 @@ class StackSettings:
     """When the conversations reflect (:class:`~mirror.cognition.reflection.policy.ReflectionPolicy`)."""
     embedding_model: str = "text-embedding-3-small"
     sim_latency: str = "fixed:50"
+    sim_token_delay_ms: float = 0.0
+    """Between the tokens of the simulator's streamed answers (``llm="sim"``)."""
     passivate_after_s: float = 300.0
     placement: str = "hosted"
     """Where live conversations run: ``hosted`` (many per conversation host) or ``dedicated`` (an actor each)."""
@@ -369,6 +371,7 @@ class EmbeddedStack:
                                structured_output=STRUCTURED_OUTPUT, timeout_s=600)
         if settings.llm == "sim":
             sim = self._sim = SimProcess(latency=settings.sim_latency, host=settings.bind,
+                                         token_delay_ms=settings.sim_token_delay_ms,
                                          log_path=self.data_dir / "sim-llm.log").start()
             self._closers.append(sim.stop)
             self.sim_pid = sim.pid

@@ -94,11 +94,13 @@ class SimProcess:
     """`mirror sim-llm` in its own OS process: the simulator's work never shares Mirror's GIL."""
 
     def __init__(self, *, latency: str = "fixed:0", port: int = 0, log_path: str | Path | None = None,
-                 embedding_latency: str | None = None, host: str = "127.0.0.1") -> None:
+                 embedding_latency: str | None = None, host: str = "127.0.0.1", token_delay_ms: float = 0.0) -> None:
         """``embedding_latency``: embedding calls at their own latency (default: ``latency``);
-        ``host``: the address it listens on (``mirror up --bind``)."""
+        ``host``: the address it listens on (``mirror up --bind``); ``token_delay_ms``: between
+        the tokens of a streamed answer."""
         self.latency = latency
         self.embedding_latency = embedding_latency
+        self.token_delay_ms = token_delay_ms
         self.host = host
         self.port = port or free_port(host)
         self.log_path = Path(log_path) if log_path else None
@@ -117,6 +119,8 @@ class SimProcess:
                    "--latency", self.latency, "--log-level", "WARNING"]
         if self.embedding_latency is not None:
             command += ["--embedding-latency", self.embedding_latency]
+        if self.token_delay_ms:
+            command += ["--token-delay", f"{self.token_delay_ms:g}"]
         output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from mirror.actors.conversation_actor import actor_name, conversation_actor
 from mirror.actors.handle import ConversationHandle
 from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings
+from mirror.actors.token_stream import StreamItem
 from mirror.cognition.persona.choice import MindChoice
 from mirror.events.ids import StreamKey
 
@@ -49,6 +51,14 @@ class HostedConversation:
         result: TurnResult = await self.host.turn.remote(self.key, message, sync=sync, mode=mode, memory=memory,
                                                          reflection=reflection, mind=mind)
         return result
+
+    async def turn_stream(self, message: str, *, sync: bool = False, mode: str | None = None,
+                          memory: bool | None = None, reflection: bool | None = None,
+                          mind: MindChoice | None = None) -> AsyncIterator[StreamItem]:
+        refs = self.host.turn_stream.options(num_returns="streaming").remote(
+            self.key, message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind)
+        async for ref in refs:
+            yield await ref
 
     async def choose(self, mind: MindChoice) -> ConversationSummary:
         result: ConversationSummary = await self.host.choose.remote(self.key, mind)
@@ -97,6 +107,14 @@ class DedicatedConversation:
         result: TurnResult = await self.actor.turn.remote(message, sync=sync, mode=mode, memory=memory,
                                                           reflection=reflection, mind=mind)
         return result
+
+    async def turn_stream(self, message: str, *, sync: bool = False, mode: str | None = None,
+                          memory: bool | None = None, reflection: bool | None = None,
+                          mind: MindChoice | None = None) -> AsyncIterator[StreamItem]:
+        refs = self.actor.turn_stream.options(num_returns="streaming").remote(
+            message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind)
+        async for ref in refs:
+            yield await ref
 
     async def choose(self, mind: MindChoice) -> ConversationSummary:
         result: ConversationSummary = await self.actor.choose.remote(mind)

@@ -15,6 +15,7 @@ import gc
 import hashlib
 import os
 import resource
+from collections.abc import AsyncIterator
 from typing import Any
 
 import ray
@@ -24,6 +25,7 @@ from mirror.actors.directory import NAMESPACE
 from mirror.actors.log_file import append_warnings_to
 from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings
+from mirror.actors.token_stream import StreamItem
 from mirror.cognition.persona.choice import MindChoice
 from mirror.events.ids import StreamKey
 
@@ -62,6 +64,14 @@ class ConversationHost:
                    memory: bool | None = None, reflection: bool | None = None,
                    mind: MindChoice | None = None) -> TurnResult:
         return await self.table.turn(key, message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind)
+
+    async def turn_stream(self, key: StreamKey, message: str, sync: bool = False, mode: str | None = None,
+                          memory: bool | None = None, reflection: bool | None = None,
+                          mind: MindChoice | None = None) -> AsyncIterator[StreamItem]:
+        """A Ray streaming generator (``num_returns="streaming"``): the reply's pieces, then the TurnResult."""
+        async for item in self.table.turn_stream(key, message, sync=sync, mode=mode, memory=memory,
+                                                 reflection=reflection, mind=mind):
+            yield item
 
     async def choose(self, key: StreamKey, mind: MindChoice) -> ConversationSummary:
         return await self.table.choose(key, mind)

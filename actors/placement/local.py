@@ -8,12 +8,14 @@ whole conversation — turns, thinking, memory — runs with nothing started but
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.handle import ConversationHandle
 from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings
+from mirror.actors.token_stream import StreamItem
 from mirror.cognition.persona.choice import MindChoice
 from mirror.events.ids import StreamKey
 
@@ -33,6 +35,12 @@ class LocalConversation:
                    memory: bool | None = None, reflection: bool | None = None,
                    mind: MindChoice | None = None) -> TurnResult:
         return await self.table.turn(self.key, message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind)
+
+    def turn_stream(self, message: str, *, sync: bool = False, mode: str | None = None,
+                    memory: bool | None = None, reflection: bool | None = None,
+                    mind: MindChoice | None = None) -> AsyncIterator[StreamItem]:
+        return self.table.turn_stream(self.key, message, sync=sync, mode=mode, memory=memory, reflection=reflection,
+                                      mind=mind)
 
     async def choose(self, mind: MindChoice) -> ConversationSummary:
         return await self.table.choose(self.key, mind)

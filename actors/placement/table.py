@@ -30,7 +30,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -39,6 +39,7 @@ from mirror.actors.conversation import Conversation, RebuildReport
 from mirror.actors.errors import Fenced
 from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings, settings_prompts
+from mirror.actors.token_stream import StreamItem, streamed_turn
 from mirror.cognition.persona.choice import MindChoice
 from mirror.events.ids import StreamKey
 from mirror.projections.snapshot import snapshot_bytes
@@ -143,6 +144,13 @@ class HostedConversations:
                    mind: MindChoice | None = None) -> TurnResult:
         return await self.call(key, lambda conversation: conversation.turn(message, sync=sync, mode=mode, memory=memory,
                                                                            reflection=reflection, mind=mind))
+
+    def turn_stream(self, key: StreamKey, message: str, *, sync: bool = False, mode: str | None = None,
+                    memory: bool | None = None, reflection: bool | None = None,
+                    mind: MindChoice | None = None) -> AsyncIterator[StreamItem]:
+        """:meth:`turn`, streamed (:func:`~mirror.actors.token_stream.streamed_turn`), in the same mailbox."""
+        return streamed_turn(lambda sink: self.call(key, lambda conversation: conversation.turn(
+            message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind, on_token=sink)))
 
     async def choose(self, key: StreamKey, mind: MindChoice) -> ConversationSummary:
         """The mind's choice, in the mailbox (a turn queued before it goes first)."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from mirror.cognition.embeddings import Embedder
 from mirror.cognition.errors import CognitionError
 from mirror.cognition.history import bound_history
-from mirror.cognition.llm import LLM, ChatMessage, ChatResponse
+from mirror.cognition.llm import LLM, ChatMessage, ChatResponse, StrippedTokens, TokenSink, chat_to
 from mirror.cognition.pipeline import MirrorConfig, Thought, UnusableOutput, conversation_messages
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.responses import one_copy
@@ -132,8 +132,9 @@ def _history(state: ConversationState, message: str, config: MirrorConfig, syste
 
 
 async def persona_turn(state: ConversationState, message: str, llm: LLM, embedder: Embedder | None,
-                       prompts: PromptSet, config: MirrorConfig) -> PersonaTurn:
-    """The persona's reply to ``message`` from ``state``, with every step's event."""
+                       prompts: PromptSet, config: MirrorConfig, *, on_token: TokenSink | None = None) -> PersonaTurn:
+    """The persona's reply to ``message`` from ``state``, with every step's event. ``on_token``:
+    the formulation's pieces as they are written (the steps before it are not streamed)."""
     if not isinstance(message, str) or not message.strip():
         raise ValueError("the user message is empty")
     persona = _persona(state)
@@ -198,8 +199,9 @@ async def persona_turn(state: ConversationState, message: str, llm: LLM, embedde
         examples=content.get("mes_example") or "(none given)",
     )
     after = [ChatMessage("system", content["post_history_instructions"])] if content.get("post_history_instructions") else []
-    response = await llm.chat(request(system, _history(state, message, config, system, after)[1:], prompts, config,
-                                      max_tokens=config.talker_max_tokens))
+    response = await chat_to(llm, request(system, _history(state, message, config, system, after)[1:], prompts, config,
+                                          max_tokens=config.talker_max_tokens),
+                             None if on_token is None else StrippedTokens(on_token))
     reply = response.content.strip()
     if not reply:
         raise UnusableOutput("the persona's formulation was empty")

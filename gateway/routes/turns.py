@@ -2,17 +2,26 @@
 
 Bad input (an empty or oversized message, a bad identifier) is refused here, before any actor
 is involved. The reply carries ``Server-Timing`` so clients can tell Mirror's share of a turn.
+With ``?stream=true`` the reply is server-sent events: ``token`` events (``{"text": ...}``, the
+reply's pieces as the model writes them), then one ``turn`` event (the body a plain call
+returns, ``seq`` included), sent only once the ``turn`` event is acknowledged by the bus; a
+failure after the first piece is an ``error`` event instead (:mod:`mirror.gateway.relay`).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Literal
 
+from collections.abc import AsyncIterator
+
 from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from mirror.actors.results import TurnResult
+from mirror.gateway.relay import StreamCut, TurnRelay
 from mirror.gateway.routes.personas import MindIn, mind_choice
 from mirror.gateway.runtime import Runtime, Tenant, key_of
 
@@ -47,7 +56,8 @@ class TurnOut(BaseModel):
 
 @router.post("/v1/conversations/{conversation}/turns", response_model=TurnOut)
 async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Runtime, response: Response,
-                    sync: bool = Query(False, description="wait for the previous turn's thinking first")) -> Any:
+                    sync: bool = Query(False, description="wait for the previous turn's thinking first"),
+                    stream: bool = Query(False, description="server-sent events: the reply's tokens, then the turn")) -> Any:
     started = time.perf_counter()
     key = key_of(owner, conversation)
     if not body.message.strip():
@@ -58,10 +68,31 @@ async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Run
         raise HTTPException(413, f"message is {size} bytes; the limit is {limit}")
     message, mode, memory, reflection = body.message, body.mode, body.memory, body.reflection
     mind = await mind_choice(runtime, owner, body)
+    if stream:
+        relay = TurnRelay(runtime, key, lambda conversation: conversation.turn_stream(
+            message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind))
+        first = await relay.next()  # a failure before the reply begins is still answered with its status
+        return StreamingResponse(_turn_events(relay, first), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
     result = await runtime.ask(key, lambda conversation: conversation.turn(message, sync=sync, mode=mode, memory=memory,
                                                                            reflection=reflection, mind=mind))
     response.headers["Server-Timing"] = server_timing(result, (time.perf_counter() - started) * 1000)
     return result.as_dict()
+
+
+def _event(name: str, data: Any) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+async def _turn_events(relay: TurnRelay, item: str | TurnResult) -> AsyncIterator[bytes]:
+    try:
+        while isinstance(item, str):
+            yield _event("token", {"text": item})
+            item = await relay.next()
+    except StreamCut as cut:
+        yield _event("error", {"detail": str(cut.error), "error": type(cut.error).__name__})
+        return
+    yield _event("turn", TurnOut.model_validate(item.as_dict()).model_dump())
 
 
 SERVER_TIMING = (("recall", "recall_ms"), ("embed", "embed_ms"), ("llm", "llm_ms"), ("talk", "talk_ms"), ("append", "append_ms"), ("actor", "turn_ms"))

@@ -62,12 +62,12 @@ def shard_log(directory: Path, shard: str, default: str) -> Path:
 @contextlib.contextmanager
 def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency: str = "fixed:0",
                          shard_map: tuple[str, ...] = (), reflection: bool = REFLECTION,
-                         **overrides: Any) -> Iterator[RuntimeSettings]:
+                         token_delay_ms: float = 0.0, **overrides: Any) -> Iterator[RuntimeSettings]:
     """What a live conversation needs: an empty stream, an ingester process per shard, the simulator.
 
     ``shard`` is the default shard; ``shard_map`` (``SHARD=TENANT,TENANT`` entries, as ``mirror
     ingest --shard-map`` takes them, so the default shard is then ``0``) adds more, each with its
-    own file (:func:`shard_log`). ``reflection`` is off unless the test asks (:data:`REFLECTION`);
+    own file (:func:`shard_log`); ``token_delay_ms``: the simulator's, between streamed tokens. ``reflection`` is off unless the test asks (:data:`REFLECTION`);
     ``overrides``: the other RuntimeSettings fields. Yields the ``RuntimeSettings`` for it;
     everything is stopped afterwards.
     """
@@ -82,7 +82,7 @@ def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency:
         raise ValueError(f"with a shard map the default shard is '0' (as for `mirror ingest`), not {shard!r}")
     shards = ShardMap.parse(shard_map, default=shard)
     asyncio.run(reset_stream(nats_url))
-    with SimLLMServer(SimSettings(latency=latency)) as sim, contextlib.ExitStack() as ingesters:
+    with SimLLMServer(SimSettings(latency=latency, token_delay_ms=token_delay_ms)) as sim, contextlib.ExitStack() as ingesters:
         for name in shards.shards:
             ingester = IngesterProcess(nats_url, shard_log(directory, name, shard), shard=name, shard_map=shard_map)
             ingesters.callback(ingester.stop)
@@ -95,7 +95,7 @@ def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency:
 
 @contextlib.contextmanager
 def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str, placement: str = "hosted",
-                  shard_map: tuple[str, ...] = (), reflection: bool = REFLECTION,
+                  shard_map: tuple[str, ...] = (), reflection: bool = REFLECTION, token_delay_ms: float = 0.0,
                   **gateway: Any) -> Iterator[tuple[str, dict[str, str]]]:
     """A conversation runtime and the gateway on a free port, with tenants acme and globex, on
     the Ray cluster the caller started (fixture ``ray_cluster``); yields the gateway's URL and
@@ -107,7 +107,7 @@ def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str, p
     registry = TenantRegistry(directory / "tenants.json")
     tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
     with conversation_runtime(nats_url, directory, shard=shard, latency=latency, placement=placement, shard_map=shard_map,
-                              reflection=reflection) as runtime:
+                              reflection=reflection, token_delay_ms=token_delay_ms) as runtime:
         app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json"), **gateway))
         with GatewayServer(app) as server:
             yield server.url, tokens

@@ -301,10 +301,11 @@ def test_each_fault_kind_by_script(sim: SimLLMServer, fresh: httpx.Client) -> No
     echoed = fresh.post("/chat/completions", json=body)
     assert echoed.status_code == 400 and echoed.json()["error"]["type"] == "invalid_request_error"
     assert echoed.json()["error"]["message"].endswith("faults please")
+    cut = content_of(fresh.post("/chat/completions", json=body))  # not streamed: as malformed
     healthy_response = fresh.post("/chat/completions", json=body)
     healthy = content_of(healthy_response)
     assert violations(json.loads(healthy), MONOLOGUE_SCHEMA) == []
-    assert malformed != healthy and healthy.startswith(malformed)
+    assert malformed != healthy and healthy.startswith(malformed) and cut == malformed
     assert no_usage.json() == {key: value for key, value in healthy_response.json().items() if key != "usage"}
     stats = sim.stats()
     assert stats["faults"] == dict.fromkeys(FAULT_KINDS, 1) and stats["script"] == []
@@ -482,7 +483,7 @@ def test_embeddings_are_deterministic_unit_vectors(client: httpx.Client) -> None
 
 def test_bad_requests_are_openai_style_400s_that_do_not_count(sim: SimLLMServer, fresh: httpx.Client) -> None:
     for body in (b"{not json", b"[1, 2]", json.dumps({"model": "m"}).encode(),
-                 json.dumps(chat_body(max_tokens=0)).encode(), json.dumps(chat_body(stream=True)).encode(),
+                 json.dumps(chat_body(max_tokens=0)).encode(), json.dumps(chat_body(stream="yes")).encode(),
                  json.dumps(chat_body(response_format={"type": "xml"})).encode(),
                  json.dumps(chat_body(response_format={"type": "json_object", "schema": []})).encode()):
         response = fresh.post("/chat/completions", content=body, headers={"content-type": "application/json"})

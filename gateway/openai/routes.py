@@ -1,0 +1,122 @@
+"""``POST /v1/chat/completions`` and ``GET /v1/models``, the OpenAI-compatible routes.
+
+A completion is one turn of a Mirror conversation: which one is named by the
+``X-Mirror-Conversation`` header, else by the request's ``user`` field (a 400 without either);
+the last message is the turn (:mod:`~mirror.gateway.openai.shapes`); ``model`` picks the mind
+and mode (:mod:`~mirror.gateway.openai.catalog`). Same bearer tokens and tenants as the native
+API, same statuses; errors in OpenAI's body (:mod:`~mirror.gateway.openai.errors`).
+
+``stream: true`` answers ``chat.completion.chunk`` server-sent events: a role chunk with the
+first piece, one chunk per piece as the model writes it, then the final chunk — empty delta,
+``finish_reason`` and ``mirror: {"conversation", "seq", "turn"}`` — written only once the turn's
+event is acknowledged by the bus, the usage chunk when ``stream_options.include_usage`` asks,
+and ``data: [DONE]``. A failure after the first piece is a ``data: {"error": ...}`` event and no
+``[DONE]`` (nothing was logged). A client that leaves mid-stream does not stop the turn: it is
+appended whole (:mod:`mirror.gateway.relay`), and the next request sees it in the history.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from mirror.actors.results import TurnResult
+from mirror.cognition.pipeline import MirrorConfig
+from mirror.gateway.openai.catalog import model_names, selected
+from mirror.gateway.openai.errors import OpenAIError, error_body
+from mirror.gateway.openai.shapes import (
+    ChatCompletionIn,
+    chunk,
+    completion,
+    completion_id,
+    history_differs,
+    mirror_extension,
+    turn_message,
+    usage,
+)
+from mirror.gateway.relay import StreamCut, TurnRelay
+from mirror.gateway.runtime import Runtime, Tenant, key_of
+from mirror.projections.snapshot import state_from_snapshot
+
+__all__ = ["CONVERSATION_HEADER", "HISTORY_HEADER", "SYSTEM_HEADER", "router"]
+
+CONVERSATION_HEADER = "X-Mirror-Conversation"
+HISTORY_HEADER = "X-Mirror-History"
+"""``same`` when the request's earlier messages are the conversation's latest turns (or there are none), else ``differs``."""
+SYSTEM_HEADER = "X-Mirror-System"
+"""``ignored`` when the request sent system or developer messages (the mind has its own prompts)."""
+
+router = APIRouter()
+
+
+@router.get("/v1/models")
+async def list_models(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
+    created = int(time.time())
+    return {"object": "list", "data": [{"id": name, "object": "model", "created": created, "owned_by": "mirror"}
+                                       for name in await model_names(runtime, owner)]}
+
+
+@router.post("/v1/chat/completions", response_model=None)
+async def chat_completions(body: ChatCompletionIn, request: Request, owner: Tenant, runtime: Runtime) -> Response:
+    conversation = request.headers.get(CONVERSATION_HEADER) or body.user
+    if not conversation:
+        raise OpenAIError(400, f"which conversation? Name it in the {CONVERSATION_HEADER} header or the request's "
+                               "user field (Mirror keeps each conversation's history)", "missing_conversation", "user")
+    key = key_of(owner, conversation)
+    body.check(temperature=MirrorConfig(model=runtime.settings.runtime.llm.model).temperature,
+               max_tokens=runtime.settings.runtime.talker_max_tokens)
+    message, earlier, system = turn_message(body)
+    if not message.strip():
+        raise OpenAIError(400, "the user's message is empty", "invalid_request", "messages")
+    size, limit = len(message.encode()), runtime.settings.max_message_bytes
+    if size > limit:
+        raise OpenAIError(413, f"the user's message is {size} bytes; the limit is {limit}", "message_too_large", "messages")
+    choice = await selected(runtime, owner, body.model)
+    headers = {HISTORY_HEADER: "same"}
+    if system:
+        headers[SYSTEM_HEADER] = "ignored"
+    if earlier:
+        state = state_from_snapshot(await runtime.ask(key, lambda handle: handle.state_bytes()))
+        headers[HISTORY_HEADER] = "differs" if history_differs(earlier, state) else "same"
+    mode, mind = choice.mode, choice.mind
+    identifier = completion_id()
+    if not body.stream:
+        result = await runtime.ask(key, lambda handle: handle.turn(message, mode=mode, mind=mind))
+        return JSONResponse(completion(identifier, body.model, result, conversation), headers=headers)
+    relay = TurnRelay(runtime, key, lambda handle: handle.turn_stream(message, mode=mode, mind=mind))
+    first = await relay.next()  # a failure before the reply begins is answered with its status
+    return StreamingResponse(_chunks(relay, first, identifier, body, conversation), media_type="text/event-stream",
+                             headers={**headers, "Cache-Control": "no-cache"})
+
+
+def _data(value: Any) -> bytes:
+    return f"data: {json.dumps(value, ensure_ascii=False)}\n\n".encode()
+
+
+async def _chunks(relay: TurnRelay, item: str | TurnResult, identifier: str, body: ChatCompletionIn,
+                  conversation: str) -> AsyncIterator[bytes]:
+    created, model = int(time.time()), body.model
+    delta: dict[str, Any] = {"role": "assistant"}
+    try:
+        while isinstance(item, str):
+            yield _data(chunk(identifier, model, created, {**delta, "content": item}))
+            delta = {}
+            item = await relay.next()
+    except StreamCut as cut:
+        error = cut.error
+        yield _data(error_body(getattr(error, "status_code", 503), f"the turn failed after its reply began (nothing "
+                                f"was logged): {type(error).__name__}: {error}", "stream_cut"))
+        return
+    if delta:  # a reply that came whole: its role chunk, then the rest
+        yield _data(chunk(identifier, model, created, {**delta, "content": item.reply}))
+    yield _data(chunk(identifier, model, created, {}, "stop", mirror=mirror_extension(item, conversation)))
+    if body.include_usage():
+        final = chunk(identifier, model, created, {}, usage=usage(item))
+        final["choices"] = []
+        yield _data(final)
+    yield b"data: [DONE]\n\n"

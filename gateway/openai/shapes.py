@@ -1,0 +1,182 @@
+"""The Chat Completions request as Mirror reads it, and the response and chunk shapes it answers with.
+
+Mirror holds the conversation's history: the request's **last message must be the user's**, and
+it is the new turn. Earlier messages are not replayed into the model; they are compared with the
+conversation's recent turns (:func:`history_differs`) and a disagreement is said in the
+``X-Mirror-History`` response header. ``system`` messages are not used (the mind has its own
+prompts) and are said in ``X-Mirror-System: ignored``.
+
+Parameters that would change what the model is asked are honoured or refused, never ignored:
+``temperature`` must be the Talker's own (it is part of every recorded request, so a turn at
+another would not replay); ``max_tokens`` / ``max_completion_tokens`` are honoured when at least
+the Talker's limit (the reply can never be longer) and refused below it; ``stop``, ``n`` > 1,
+``tools``, ``response_format`` other than text, ``logprobs`` and the sampling penalties are
+refused with a 400 naming the parameter. Fields that change nothing about the answer
+(``metadata``, ``store``, ``stream_options`` save ``include_usage``, ...) are accepted.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from mirror.actors.results import TurnResult
+from mirror.gateway.openai.errors import OpenAIError
+from mirror.projections.state import ConversationState
+
+__all__ = [
+    "ChatCompletionIn", "MessageIn", "chunk", "completion", "completion_id", "history_differs", "mirror_extension",
+    "turn_message", "usage",
+]
+
+
+class MessageIn(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatCompletionIn(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    messages: list[MessageIn]
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    user: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    stop: str | list[str] | None = None
+    n: int | None = None
+    top_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    logit_bias: dict[str, Any] | None = None
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    functions: list[Any] | None = None
+    function_call: Any = None
+    response_format: dict[str, Any] | None = None
+    seed: int | None = None
+
+    def check(self, *, temperature: float, max_tokens: int) -> None:
+        """Refuse, with a 400 naming it, any parameter Mirror cannot honour (see the module docstring)."""
+        if self.temperature is not None and abs(self.temperature - temperature) > 1e-9:
+            raise OpenAIError(400, f"temperature {self.temperature:g} cannot be honoured: Mirror's Talker answers at "
+                                   f"{temperature:g}, which every turn's recorded request holds (a turn at another "
+                                   f"would not replay); send {temperature:g} or leave it out",
+                              "unsupported_value", "temperature")
+        for name in ("max_tokens", "max_completion_tokens"):
+            asked = getattr(self, name)
+            if asked is not None and asked < max_tokens:
+                raise OpenAIError(400, f"{name} {asked} cannot be honoured: the Talker's replies are limited to "
+                                       f"{max_tokens} tokens (a stack setting, part of each turn's recorded request); "
+                                       f"send at least {max_tokens} or leave it out", "unsupported_value", name)
+        refused = {
+            "stop": bool(self.stop), "n": self.n not in (None, 1), "tools": bool(self.tools),
+            "tool_choice": self.tool_choice not in (None, "none"), "functions": bool(self.functions),
+            "function_call": self.function_call not in (None, "none"), "logprobs": bool(self.logprobs),
+            "top_logprobs": bool(self.top_logprobs), "logit_bias": bool(self.logit_bias),
+            "top_p": self.top_p not in (None, 1, 1.0), "presence_penalty": self.presence_penalty not in (None, 0, 0.0),
+            "frequency_penalty": self.frequency_penalty not in (None, 0, 0.0), "seed": self.seed is not None,
+            "response_format": self.response_format not in (None, {"type": "text"}),
+        }
+        for name, given in refused.items():
+            if given:
+                raise OpenAIError(400, f"{name} is not supported by Mirror's chat completions: the mind decides how "
+                                       f"it is asked and every request is recorded for replay; leave {name} out",
+                                  "unsupported_parameter", name)
+
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.get("include_usage"))
+
+
+def _text(message: MessageIn, index: int) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    parts = []
+    for part in content:
+        if part.get("type") != "text" or not isinstance(part.get("text"), str):
+            raise OpenAIError(400, f"messages[{index}] has a {part.get('type')!r} part: Mirror reads text only",
+                              "unsupported_content", f"messages[{index}].content")
+        parts.append(part["text"])
+    return "".join(parts)
+
+
+def turn_message(body: ChatCompletionIn) -> tuple[str, list[tuple[str, str]], bool]:
+    """The new turn's message (the last, a user's), the earlier user/assistant messages as
+    (role, text), and whether any system/developer message was sent; a 400 otherwise."""
+    if not body.messages:
+        raise OpenAIError(400, "messages is empty: send at least the user's message", "invalid_request", "messages")
+    last = body.messages[-1]
+    if last.role != "user":
+        raise OpenAIError(400, f"the last message is the {last.role}'s: Mirror answers the newest user message, so "
+                               "the last message must be role user", "invalid_request", "messages")
+    earlier: list[tuple[str, str]] = []
+    system = False
+    for index, message in enumerate(body.messages[:-1]):
+        if message.role in ("system", "developer"):
+            system = True
+        elif message.role in ("user", "assistant"):
+            earlier.append((message.role, _text(message, index)))
+        else:
+            raise OpenAIError(400, f"messages[{index}] is a {message.role} message: Mirror has no tools",
+                              "unsupported_parameter", f"messages[{index}]")
+    return _text(last, len(body.messages) - 1), earlier, system
+
+
+def history_differs(earlier: list[tuple[str, str]], state: ConversationState) -> bool:
+    """Whether the earlier messages disagree with the log: they must be the conversation's latest
+    turns (user, assistant pairs, oldest first); older ones than the state keeps verbatim are not checked."""
+    if not earlier:
+        return False
+    if len(earlier) % 2 or any(role != ("user", "assistant")[i % 2] for i, (role, _) in enumerate(earlier)):
+        return True
+    pairs = [(earlier[i][1], earlier[i + 1][1]) for i in range(0, len(earlier), 2)]
+    if len(pairs) > state.turn_count:
+        return True
+    kept = [(turn.user_message, turn.reply) for turn in state.recent_turns]
+    checked = min(len(pairs), len(kept))
+    return [(u.strip(), a.strip()) for u, a in pairs[len(pairs) - checked:]] != \
+        [(u.strip(), a.strip()) for u, a in kept[len(kept) - checked:]]
+
+
+def completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def usage(result: TurnResult) -> dict[str, int]:
+    return {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
+            "total_tokens": result.prompt_tokens + result.completion_tokens}
+
+
+def mirror_extension(result: TurnResult, conversation: str) -> dict[str, Any]:
+    """Mirror's extension field: where the turn's event landed."""
+    return {"conversation": conversation, "seq": result.seq, "turn": result.turn}
+
+
+def completion(identifier: str, model: str, result: TurnResult, conversation: str) -> dict[str, Any]:
+    """A ``chat.completion`` for an acknowledged turn."""
+    return {
+        "id": identifier, "object": "chat.completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.reply},
+                     "finish_reason": "stop", "logprobs": None}],
+        "usage": usage(result), "mirror": mirror_extension(result, conversation),
+    }
+
+
+def chunk(identifier: str, model: str, created: int, delta: dict[str, Any], finish_reason: str | None = None,
+          **extra: Any) -> dict[str, Any]:
+    """A ``chat.completion.chunk`` of one choice (``extra``: ``usage``, ``mirror``)."""
+    return {"id": identifier, "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}], **extra}
