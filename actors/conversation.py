@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 
 from mirror.cognition.embeddings import Embedder
 from mirror.cognition.errors import LLMError, ReflectionRefused
-from mirror.cognition.memory.turn import TurnMemory, recall_for_turn, wants_recall
 from mirror.cognition.llm import TokenSink
+from mirror.cognition.memory.turn import TurnMemory, recall_for_turn, wants_recall
 from mirror.cognition.persona.background import persona_stage_behind
 from mirror.cognition.persona.choice import MindChoice
 from mirror.cognition.persona.prompting import default_persona_prompts

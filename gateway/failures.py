@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import math
-
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request

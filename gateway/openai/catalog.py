@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mirror.cognition.pipeline import MODES
 from mirror.cognition.persona.choice import MindChoice
+from mirror.cognition.pipeline import MODES
 from mirror.gateway.openai.errors import OpenAIError
 from mirror.gateway.routes.personas import MindIn, mind_choice
 from mirror.gateway.runtime import GatewayRuntime

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Literal
-
 from collections.abc import AsyncIterator
+from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi.responses import StreamingResponse

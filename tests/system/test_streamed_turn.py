@@ -28,8 +28,8 @@ from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.events.ids import StreamKey
 from mirror.events.memory_infrastructure import InMemoryInfrastructure
 from mirror.events.payloads import Turn
-from mirror.sim.routes import CUT_AFTER_TOKENS, tokens
 from mirror.serving import ThreadedServer
+from mirror.sim.routes import CUT_AFTER_TOKENS, tokens
 from mirror.sim.server import SimLLMServer
 from tests.support.sim import SIM_MODEL, sim_client
 from tests.support.waits import until_async
