@@ -217,10 +217,22 @@ def test_a_client_that_leaves_mid_stream_leaves_the_whole_turn_and_the_next_one_
     assert (after.model_extra or {})["mirror"]["turn"] == 1
 
 
+def settled(url: str, tokens: dict[str, str]) -> None:
+    """Every conversation of the stack done thinking (a scripted fault goes to the simulator's next
+    chat call, whichever conversation makes it: an earlier test's thinker or persona steps would take it)."""
+    for token in tokens.values():
+        headers = {"Authorization": f"Bearer {token}"}
+        for listed in httpx.get(f"{url}/v1/conversations", headers=headers, timeout=30).json()["conversations"]:
+            until(lambda listed=listed: not httpx.get(f"{url}/v1/conversations/{listed['id']}", headers=headers,
+                                                      timeout=30).json()["thinking"],
+                  f"conversation {listed['id']} done thinking", timeout=60)
+
+
 def test_a_model_that_fails_mid_stream_ends_it_with_an_error_and_logs_nothing(stack, sim_url: str) -> None:
     url, tokens = stack
     client = client_of(url, tokens["acme"])
     for attempt in range(5):  # the scripted fault goes to the next chat call: a thinker still at work may take it
+        settled(url, tokens)
         conversation = f"cut-{attempt}"
         httpx.post(f"{sim_url}/_sim/script", json={"faults": ["cut"]}).raise_for_status()
         stream = client.chat.completions.create(model="mirror", messages=[{"role": "user", "content": "Go on."}],
