@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -220,12 +221,13 @@ def test_a_client_that_leaves_mid_stream_leaves_the_whole_turn_and_the_next_one_
 def settled(url: str, tokens: dict[str, str]) -> None:
     """Every conversation of the stack done thinking (a scripted fault goes to the simulator's next
     chat call, whichever conversation makes it: an earlier test's thinker or persona steps would take it)."""
+    def idle(headers: dict[str, str], conversation: str) -> bool:
+        return not httpx.get(f"{url}/v1/conversations/{conversation}", headers=headers, timeout=30).json()["thinking"]
+
     for token in tokens.values():
         headers = {"Authorization": f"Bearer {token}"}
         for listed in httpx.get(f"{url}/v1/conversations", headers=headers, timeout=30).json()["conversations"]:
-            until(lambda listed=listed: not httpx.get(f"{url}/v1/conversations/{listed['id']}", headers=headers,
-                                                      timeout=30).json()["thinking"],
-                  f"conversation {listed['id']} done thinking", timeout=60)
+            until(partial(idle, headers, listed["id"]), f"conversation {listed['id']} done thinking", timeout=60)
 
 
 def test_a_model_that_fails_mid_stream_ends_it_with_an_error_and_logs_nothing(stack, sim_url: str) -> None:
