@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import time
-from functools import partial
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import httpx
