@@ -94,6 +94,11 @@ def bench_turns(
                                             help="The simulator's fixed latency for embedding calls."),
     placement: Placement = typer.Option("hosted", "--placement", case_sensitive=False,
                                         help="hosted: many conversations per host; dedicated: a Ray actor each."),
+    stream: bool = typer.Option(False, "--stream", help="Also a streamed turn (?stream=true) beside each plain one: "
+                                "time to first token, its overhead over the simulator's own first token, and the "
+                                "whole turn streamed vs plain, under \"stream\"."),
+    token_delay: float = typer.Option(5.0, "--token-delay-ms", min=0,
+                                      help="The simulator's wait between the tokens of a streamed answer."),
     mind: str = typer.Option("mirror", "--mind", help="mirror (the Talker) or persona (the persona cycle: overhead over "
                                                       "the path's four model calls, each step's wall time, the background steps)."),
     persona: Path = typer.Option(None, "--persona", help="With --mind persona: the persona file (default: the shipped Wren)."),
@@ -110,6 +115,8 @@ def bench_turns(
     configure_logging(log_level.value)
     if mind not in ("mirror", "persona"):
         raise typer.BadParameter(f"{mind!r} is not mirror or persona", param_hint="'--mind'")
+    if mind == "persona" and stream:
+        raise typer.BadParameter("--stream goes with --mind mirror", param_hint="'--stream'")
     if mind == "persona":
         from mirror.cognition.persona import EXAMPLES, read_persona
         from mirror.harness.bench.persona_turns import PersonaTurnsConfig, run_persona_turns_bench
@@ -125,7 +132,8 @@ def bench_turns(
         raise typer.BadParameter("--persona and --llm go with --mind persona", param_hint="'--mind'")
     result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode.value, gateways, pause,
                                               memory=memory, compare_memory=compare_memory,
-                                              embedding_latency_ms=embedding_latency, placement=placement.value))
+                                              embedding_latency_ms=embedding_latency, placement=placement.value,
+                                              stream=stream, token_delay_ms=token_delay))
     _print_result(result, as_json)
 
 

@@ -106,8 +106,10 @@ def chat(
     persona: str = typer.Option(None, "--persona", help="Make a new conversation this persona: a file (card JSON/PNG "
                                 "or TOML, sent as a card) or a name in the tenant's store (`mirror persona push`)."),
     order: str = typer.Option(None, "--order", help="With --persona: appraisal_first (default) or plan_first."),
+    stream: bool = typer.Option(True, "--stream/--no-stream", help="Print the reply's tokens as the model writes them "
+                                "(`?stream=true`), or (--no-stream) the whole reply once the turn is answered."),
 ) -> None:
-    """Chat with a running stack: replies at once, then a live indicator while the Thinker works.
+    """Chat with a running stack: the reply's tokens as they come, then a live indicator while the Thinker works.
 
     Lines come from stdin (so it can be piped); /narrative, /events [N], /help, /quit. When the
     conversation's mind is persona, a mood line follows each reply: the strongest emotions, the
@@ -127,7 +129,7 @@ def chat(
 
         mind = mind_body(persona, order)
     with gateway_client(data, url, token) as client:
-        run_chat(client, Console(), conversation, wait=wait, mind=mind)
+        run_chat(client, Console(), conversation, wait=wait, mind=mind, stream=stream)
 
 
 @events_app.command("tail")

@@ -24,7 +24,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
-from mirror.cli.errors import GatewayRequestFailed
+from mirror.cli.errors import GatewayRequestFailed, ReplyCut
 from mirror.cli.gateway_client import GatewayClient, StackTarget
 from mirror.cli.tables import Field, fitted
 from mirror.cognition.reflection.policy import ReflectionPolicy
@@ -312,10 +312,11 @@ CHAT_HELP = "/narrative shows the narrative, /events [N] the last N events, /hel
 
 
 def run_chat(client: GatewayClient, console: Console, conversation: str | None, *, lines: TextIO = sys.stdin,
-             wait: bool = True, mind: dict[str, Any] | None = None) -> None:
+             wait: bool = True, mind: dict[str, Any] | None = None, stream: bool = True) -> None:
     """A read-reply loop over ``lines``; after each reply, wait for the Thinker (Ctrl-C skips the wait).
 
-    ``mind`` (``{"mind": "persona", "persona": …, "order": …}``) is chosen for the conversation
+    With ``stream`` the reply is printed piece by piece as the model writes it (``?stream=true``);
+    without, in one piece when the whole turn is answered. ``mind`` (``{"mind": "persona", "persona": …, "order": …}``) is chosen for the conversation
     before its first line (a 409 if it already has another mind)."""
     conversation = conversation or f"chat-{secrets.token_hex(3)}"
     client.conversations()  # fails early, in one line, on a wrong URL or token
@@ -337,17 +338,21 @@ def run_chat(client: GatewayClient, console: Console, conversation: str | None, 
             if not _chat_command(client, console, conversation, message):
                 return
             continue
-        _chat_turn(client, console, conversation, message, wait=wait)
+        _chat_turn(client, console, conversation, message, wait=wait, stream=stream)
 
 
-def _chat_turn(client: GatewayClient, console: Console, conversation: str, message: str, *, wait: bool) -> None:
+def _chat_turn(client: GatewayClient, console: Console, conversation: str, message: str, *, wait: bool,
+               stream: bool) -> None:
     try:
-        with console.status("[cyan]replying…[/]"):
-            answer = client.turn(conversation, message)
-    except GatewayRequestFailed as exc:  # the loop goes on: the next message may well succeed
+        if stream:
+            answer = _streamed_reply(client, console, conversation, message)
+        else:
+            with console.status("[cyan]replying…[/]"):
+                answer = client.turn(conversation, message)
+            console.print(Text.assemble(("mirror> ", "bold green"), answer["reply"]))
+    except (GatewayRequestFailed, ReplyCut) as exc:  # the loop goes on: the next message may well succeed
         console.print(f"[red]{escape(str(exc))}[/]")
         return
-    console.print(Text.assemble(("mirror> ", "bold green"), answer["reply"]))
     persona = answer.get("steps_ms") is not None  # only a persona turn times its path's steps
     if wait:
         try:
@@ -361,6 +366,29 @@ def _chat_turn(client: GatewayClient, console: Console, conversation: str, messa
         from mirror.cli.persona_client import mood_line
 
         console.print(Text(mood_line(client.persona_state(conversation)), style="dim"))
+
+
+def _streamed_reply(client: GatewayClient, console: Console, conversation: str, message: str) -> dict[str, Any]:
+    """Print the reply's pieces as they come (a spinner until the first), then end its line; the turn's JSON.
+
+    The pieces are written as they are (no markup, wrapping or highlighting): on the screen they
+    join into exactly the reply the log holds."""
+    pieces = client.turn_stream(conversation, message)
+    try:
+        with console.status("[cyan]replying…[/]"):
+            item = next(pieces)  # a failure before the reply begins is raised here, the line not begun
+        console.print(Text("mirror> ", style="bold green"), end="")
+        try:
+            if not isinstance(item, str):  # a reply that came whole, without pieces
+                console.out(item["reply"], end="", highlight=False)
+            while isinstance(item, str):
+                console.out(item, end="", highlight=False)
+                item = next(pieces)
+        finally:
+            console.out("")  # ends the reply's line, also when it was cut
+        return item
+    finally:
+        pieces.close()
 
 
 def _thought_line(thoughts: list[dict[str, Any]]) -> str:

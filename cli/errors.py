@@ -7,6 +7,7 @@
         ├── MissingToken             a --url without a token (also a ValueError)
         ├── GatewayUnavailable       the gateway cannot be reached
         ├── GatewayRequestFailed     the gateway answered with an error status
+        ├── ReplyCut                 a streamed turn failed after its reply began (an ``error`` event)
         └── PromptFilesExist         `prompts export` would overwrite templates (without --force)
 
 (A prompt directory that cannot be read is the cognition layer's ``PromptSetError``.)
@@ -19,7 +20,7 @@ from __future__ import annotations
 from mirror.events.errors import MirrorError
 
 __all__ = ["CLIError", "ConfigError", "GatewayRequestFailed", "UNKNOWN_CONVERSATION", "GatewayUnavailable", "MissingToken", "NoStackRunning",
-           "PromptFilesExist"]
+           "PromptFilesExist", "ReplyCut"]
 
 
 class CLIError(MirrorError):
@@ -94,6 +95,22 @@ class GatewayRequestFailed(CLIError):
         if self.status == 500:
             return ["see the gateway's log"]
         return []
+
+
+class ReplyCut(CLIError):
+    """A streamed turn ended with an ``error`` event: the reply had begun, then the turn failed.
+
+    The gateway answers a failure before the first piece with its HTTP status
+    (:class:`GatewayRequestFailed`); after it, the response has begun, so the failure comes as an
+    event. The log then holds the whole turn or none of it: the pieces shown may not be logged.
+    """
+
+    def __init__(self, path: str, error: str, detail: str) -> None:
+        self.path = path
+        self.error = error
+        self.detail = detail
+        super().__init__(f"POST {path}: the reply was cut off ({error}: {detail}); what was shown of it may not be "
+                         f"logged (`/events` or `mirror events tail` shows what the log holds)")
 
 
 class PromptFilesExist(CLIError):

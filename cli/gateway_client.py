@@ -3,7 +3,8 @@
 ``mirror up`` (and ``mirror demo`` when it starts its own stack) records the gateway in
 ``<data dir>/stack.json``; :func:`find_stack` reads it, or takes an explicit ``--url`` and
 ``--token``. :class:`GatewayClient` is a small synchronous httpx client of the public API —
-turns, summaries, paged events, the server-sent event stream, time travel, memory, the portrait
+turns (whole, or streamed: :meth:`GatewayClient.turn_stream`), summaries, paged events, the
+server-sent event stream, time travel, memory, the portrait
 and reflections — that turns every transport or
 HTTP failure into one typed error saying what to do, so the CLI prints one line, not a trace.
 
@@ -13,20 +14,21 @@ Errors (``MirrorError`` → ``CLIError`` → …, in :mod:`mirror.cli.errors`):
     MissingToken            --url without a token (also a ValueError)
     GatewayUnavailable      the gateway could not be reached (connection refused, timeout)
     GatewayRequestFailed    the gateway answered with an HTTP error (bad token, unknown id, …)
+    ReplyCut                a streamed turn failed after its reply began (its ``error`` event)
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from mirror.cli.errors import GatewayRequestFailed, GatewayUnavailable, MissingToken, NoStackRunning
+from mirror.cli.errors import GatewayRequestFailed, GatewayUnavailable, MissingToken, NoStackRunning, ReplyCut
 from mirror.stack.embedded import running_stack
 
 TURN_TIMEOUT_S = 660.0  # a sync turn waits for the previous thinking (minutes on the offline model)
@@ -94,6 +96,33 @@ class GatewayClient:
         (``{"mind", "persona", "order"}``) chooses a new conversation's mind with its first turn."""
         return self._request("POST", f"/v1/conversations/{conversation}/turns", json={"message": message, **(mind or {})},
                              params={"sync": "true" if sync else "false"}, timeout=TURN_TIMEOUT_S)
+
+    def turn_stream(self, conversation: str, message: str, *, sync: bool = False,
+                    mind: dict[str, Any] | None = None) -> Generator[str | dict[str, Any], None, None]:
+        """:meth:`turn` with ``?stream=true``: the reply's pieces (``str``) as the model writes them,
+        then the turn's JSON (``dict``, as :meth:`turn` returns it), which the gateway sends only once
+        the ``turn`` event is acknowledged. A failure before the first piece is the usual
+        :class:`GatewayRequestFailed`; after it, :class:`ReplyCut`. Exhaust or close the iterator
+        (closing it early leaves the turn to finish on the server)."""
+        path = f"/v1/conversations/{conversation}/turns"
+        timeout = httpx.Timeout(REQUEST_TIMEOUT_S, read=TURN_TIMEOUT_S)
+        try:
+            with self._http.stream("POST", path, json={"message": message, **(mind or {})}, timeout=timeout,
+                                   params={"sync": "true" if sync else "false", "stream": "true"}) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _raise_for_status("POST", path, response)
+                for name, data in _server_sent_events(response.iter_lines()):
+                    if name == "token":
+                        yield str(data["text"])
+                    elif name == "turn":
+                        yield data
+                        return
+                    elif name == "error":
+                        raise ReplyCut(path, str(data.get("error")), str(data.get("detail")))
+        except httpx.TransportError as exc:
+            raise GatewayUnavailable(self.target.url, f"the streamed turn broke: {_reason(exc)}") from exc
+        raise GatewayUnavailable(self.target.url, "the streamed turn ended without its turn event")
 
     def choose(self, conversation: str, mind: dict[str, Any]) -> dict[str, Any]:
         """Fix a conversation's mind before its first turn (the same choice again is a no-op; another a 409)."""
@@ -252,6 +281,20 @@ class EventStream:
                     data = []
         except httpx.TransportError as exc:
             raise GatewayUnavailable(self._client.target.url, f"the event stream broke: {_reason(exc)}") from exc
+
+
+def _server_sent_events(lines: Iterator[str]) -> Iterator[tuple[str, Any]]:
+    """(event name, its JSON data) per server-sent event; comments skipped, the name ``message`` when none."""
+    name, data = "message", list[str]()
+    for line in lines:
+        if line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        elif not line:
+            if data:
+                yield name, json.loads("\n".join(data))
+            name, data = "message", []
 
 
 def _given(**params: Any) -> dict[str, Any]:

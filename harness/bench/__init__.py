@@ -2,7 +2,7 @@
 measured against taken in the same run where one exists.
 
 ``ingest`` (bench ingest, with ``_sync_cost``: what sync always costs writers awaiting each ack),
-``turns`` (bench turns), ``persona_turns`` (bench turns --mind persona), ``timetravel`` (bench timetravel),
+``turns`` (bench turns, with ``_first_token``: a streamed turn and the model's own first token), ``persona_turns`` (bench turns --mind persona), ``timetravel`` (bench timetravel),
 ``recompute`` (bench recompute), ``live_actors`` (bench actors), ``live_hold`` (bench actors
 --hold), ``recovery`` (bench recovery), ``storage`` (bench storage), ``recall`` (bench recall),
 ``embed`` (bench embed), ``pipeline`` (bench pipeline), ``reflection`` (bench reflection, with

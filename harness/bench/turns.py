@@ -25,6 +25,12 @@ actor timed it (Server-Timing ``recall``), over the turns that recalled (``turns
 ``thinking_backlog_share`` is the fraction of turns (after each conversation's first) that
 arrived while the previous turn's thinking was still running — the Talker then answered from
 an older narrative, as production mode intends.
+``stream`` adds, in the same run, a streamed turn (``?stream=true``) beside every plain one
+(alternating which goes first), against a simulator that waits ``token_delay_ms`` between the
+tokens of a streamed answer, and reports under ``stream`` the time to first token and its
+overhead over the model's own first token, sampled straight from the simulator while the turns
+run, and the streamed whole-turn figures beside the plain ones (:mod:`._first_token`); the
+top-level figures are then the plain turns'.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from mirror.cognition.http_transport import AiohttpTransport
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import nats_servers
 from mirror.harness.bench._cpu import settle
+from mirror.harness.bench._first_token import model_first_tokens, stream_figures, streamed_turn
 from mirror.harness.bench._stats import percentile
 from mirror.processes import free_port
 from mirror.stack.embedded import EmbeddedStack, StackSettings
@@ -67,6 +74,9 @@ class TurnsBenchConfig:
     compare_memory: bool = False
     embedding_latency_ms: float = 0.0
     placement: str = "hosted"
+    stream: bool = False
+    token_delay_ms: float = 5.0
+    """The simulator's wait between the tokens of a streamed answer (only streamed calls wait)."""
 
 
 def server_timing(header: str) -> dict[str, float]:
@@ -80,20 +90,26 @@ def server_timing(header: str) -> dict[str, float]:
 
 
 async def _conversation(client: httpx.AsyncClient, name: str, turns: int, pause_ms: float = 0.0,
-                        rng: random.Random | None = None) -> list[tuple[float, dict[str, Any]]]:
+                        rng: random.Random | None = None, stream: bool = False) -> list[tuple[float, dict[str, Any]]]:
+    """``turns`` plain turns; with ``stream`` a streamed one beside each (marked ``streamed``), alternating which goes first."""
     results = []
     for index in range(turns):
-        if pause_ms and rng is not None:
-            # The user reads and types: a pause of 0.5–1.5 × the mean before every turn (the
-            # first one too, which staggers the conversations' starts).
-            await asyncio.sleep(rng.uniform(0.5, 1.5) * pause_ms / 1000)
-        started = time.perf_counter()
-        response = await client.post(f"/v1/conversations/{name}/turns", json={"message": f"message {index} of {name}"})
-        elapsed = (time.perf_counter() - started) * 1000
-        response.raise_for_status()
-        reply = response.json()
-        reply["timings"] = server_timing(response.headers.get("server-timing", ""))
-        results.append((elapsed, reply))
+        for streamed in ((False, True) if index % 2 == 0 else (True, False)) if stream else (False,):
+            if pause_ms and rng is not None:
+                # The user reads and types: a pause of 0.5–1.5 × the mean before every turn (the
+                # first one too, which staggers the conversations' starts).
+                await asyncio.sleep(rng.uniform(0.5, 1.5) * pause_ms / 1000)
+            message = f"message {index}{'s' if streamed else ''} of {name}"
+            if streamed:
+                results.append(await streamed_turn(client, name, message))
+                continue
+            started = time.perf_counter()
+            response = await client.post(f"/v1/conversations/{name}/turns", json={"message": message})
+            elapsed = (time.perf_counter() - started) * 1000
+            response.raise_for_status()
+            reply = response.json()
+            reply["timings"] = server_timing(response.headers.get("server-timing", ""))
+            results.append((elapsed, reply))
     return results
 
 
@@ -121,16 +137,16 @@ def turn_phases(runs: list[list[tuple[float, dict[str, Any]]]]) -> dict[str, flo
     return {name: round(statistics.median(values), 2) for name, values in phases.items() if values}
 
 
-async def _backlog(client: httpx.AsyncClient, name: str) -> tuple[int, int]:
+async def _backlog(client: httpx.AsyncClient, name: str, warm_up: int = 1) -> tuple[int, int]:
     """(measured turns, of which the Talker saw a narrative older than the previous turn's).
 
-    Turn 0 is the warm-up that activated the actor; it is neither timed nor counted here.
+    The first ``warm_up`` turns activated the actor (and, streaming, the streamed path); they are neither timed nor counted here.
     """
     events = (await client.get(f"/v1/conversations/{name}/events", params={"limit": 1000})).json()["events"]
     turn_of_narrative = {e["seq"]: e["turn"] for e in events if e["type"] == "narrative"}
     late = total = 0
     for event in events:
-        if event["type"] != "turn" or event["turn"] == 0:
+        if event["type"] != "turn" or event["turn"] < warm_up:
             continue
         total += 1
         seen = event["payload"]["narrative_seq"]
@@ -174,7 +190,8 @@ async def _floor(client: httpx.AsyncClient, nats_url: str, conversation: Convers
     return floor
 
 
-async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str, runtime: RuntimeSettings) -> dict[str, Any]:
+async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str, runtime: RuntimeSettings,
+                   sim_base_url: str) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=config.conversations + 4)
     # The load generator's own CPU per request counts in the overhead it measures: aiohttp under
     # httpx, as Mirror's model calls use, costs a fifth of httpx's default transport.
@@ -182,6 +199,8 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
                                  limits=limits, transport=AiohttpTransport(limits=limits)) as client:
         names = [f"bench-{index}" for index in range(config.conversations)]
         await asyncio.gather(*(_conversation(client, name, 1) for name in names))  # activate the actors first
+        if config.stream:  # and the streamed path
+            await asyncio.gather(*(streamed_turn(client, name, "warm-up") for name in names))
         from mirror.actors.placement import conversation_handle
         from mirror.stack.embedded import DEFAULT_TENANT
 
@@ -189,10 +208,18 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         floor = await _floor(client, nats_url, conversation)
         started = time.perf_counter()
         rngs = [random.Random(f"{config.seed}:{name}") for name in names]
-        runs = await asyncio.gather(*(_conversation(client, name, config.turns, config.pause_ms, rng)
-                                      for name, rng in zip(names, rngs, strict=True)))
+        turns_done = asyncio.Event()
+        model = asyncio.create_task(model_first_tokens(sim_base_url, turns_done)) if config.stream else None
+        try:
+            runs = await asyncio.gather(*(_conversation(client, name, config.turns, config.pause_ms, rng, config.stream)
+                                          for name, rng in zip(names, rngs, strict=True)))
+        finally:
+            turns_done.set()
         wall = time.perf_counter() - started
-        backlog = await asyncio.gather(*(_backlog(client, name) for name in names))
+        model_samples = await model if model is not None else []
+        backlog = await asyncio.gather(*(_backlog(client, name, 2 if config.stream else 1) for name in names))
+    streamed = [item for run in runs for item in run if item[1].get("streamed")]
+    runs = [[item for item in run if not item[1].get("streamed")] for run in runs]
     latencies = [elapsed for run in runs for elapsed, _ in run]
     # The simulator's own time is the Talker's LLM call as Mirror timed it (the configured
     # latency plus the simulator's work and its HTTP hop); the rest is Mirror's overhead.
@@ -212,7 +239,7 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         "overhead_p99_ms": round(percentile(overheads, 0.99), 2),
         "floor_p50_ms": floor,
         "overhead_over_floor_p50_ms": round(statistics.median(overheads) - floor["total"], 2),
-        "turns_per_s": round(len(latencies) / wall, 1),
+        "turns_per_s": round((len(latencies) + len(streamed)) / wall, 1),
         "thinking_backlog_share": round(late / total, 3) if total else 0.0,
         "gateways": config.gateways,
         "placement": config.placement,
@@ -222,16 +249,18 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         "embedding_latency_ms": config.embedding_latency_ms,
         "turns_with_recall": len(recalls),
         "recall_p50_ms": round(statistics.median(recalls), 2) if recalls else None,
+        **({"stream": stream_figures(streamed, [item for run in runs for item in run], model_samples, floor,
+                                     config.token_delay_ms)} if config.stream else {}),
     }
 
 
 @contextmanager
-def _stack(config: TurnsBenchConfig) -> Iterator[EmbeddedStack]:
-    """The embedded stack against a simulator of our own (its embedding latency set apart)."""
+def _stack(config: TurnsBenchConfig) -> Iterator[tuple[EmbeddedStack, SimProcess]]:
+    """The embedded stack against a simulator of our own (its embedding latency set apart), and that simulator."""
     with tempfile.TemporaryDirectory(prefix="mirror-bench-turns-") as data:
         sim = SimProcess(latency=f"fixed:{config.llm_latency_ms:g}",
                          embedding_latency=f"fixed:{config.embedding_latency_ms:g}",
-                         log_path=Path(data) / "sim-llm.log").start()
+                         token_delay_ms=config.token_delay_ms, log_path=Path(data) / "sim-llm.log").start()
         try:
             settings = StackSettings(
                 data_dir=Path(data), llm=sim.base_url, llm_model="mirror-sim", mode=config.mode,
@@ -239,14 +268,14 @@ def _stack(config: TurnsBenchConfig) -> Iterator[EmbeddedStack]:
                 gateway_processes=config.gateways, placement=config.placement,
             )
             with EmbeddedStack(settings) as stack:
-                yield stack
+                yield stack, sim
         finally:
             sim.stop()
 
 
 def _run_once(config: TurnsBenchConfig) -> dict[str, Any]:
-    with _stack(config) as stack:
-        return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url, stack.runtime))
+    with _stack(config) as (stack, sim):
+        return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url, stack.runtime, sim.base_url))
 
 
 def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:

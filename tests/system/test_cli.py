@@ -174,3 +174,20 @@ def test_bench_turns_mind_persona_prints_overhead_steps_and_background() -> None
     assert figures["background_wall_p50_ms"] > 4 * 5 and figures["background_failures"] == 0
     refused = mirror("bench", "turns", "--persona", "x.json", "--json")
     assert refused.returncode == 2 and "--mind persona" in refused.stderr
+
+
+def test_bench_turns_stream_prints_first_token_and_streamed_beside_plain() -> None:
+    result = mirror("bench", "turns", "--stream", "-c", "2", "-t", "2", "--llm-latency-ms", "20",
+                    "--token-delay-ms", "2", "--no-memory", "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = json.loads(result.stdout)
+    stream = figures["stream"]
+    assert figures["turns"] == 4 and stream["turns"] == 4 and stream["token_delay_ms"] == 2
+    assert stream["model_samples"] >= 20 and 20 <= stream["model_first_token_p50_ms"] < stream["model_call_p50_ms"]
+    # The first token comes before the whole turn, and after the model's own first token.
+    assert stream["model_first_token_p50_ms"] < stream["first_token_p50_ms"] < stream["latency_p50_ms"]
+    assert stream["first_token_overhead_p50_ms"] > 0 and stream["first_token_overhead_p99_ms"] >= stream["first_token_overhead_p50_ms"]
+    assert stream["llm_call_p50_ms"] > figures["llm_call_p50_ms"]  # a streamed call waits between its tokens
+    assert stream["plain_overhead_p50_ms"] == figures["overhead_p50_ms"]
+    refused = mirror("bench", "turns", "--mind", "persona", "--stream", "--json")
+    assert refused.returncode == 2 and "--mind mirror" in refused.stderr

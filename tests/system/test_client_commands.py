@@ -7,6 +7,7 @@ its data directory (stack.json) or through --url and --token.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
@@ -22,8 +23,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from rich.console import Console
 
-from mirror.cli.client_commands import SIMULATOR_MODEL, SIMULATOR_NOTE
+from mirror.cli.client_commands import SIMULATOR_MODEL, SIMULATOR_NOTE, run_chat
+from mirror.cli.errors import GatewayRequestFailed
+from mirror.cli.gateway_client import GatewayClient, StackTarget
 from mirror.cognition.prompts import DEFAULT_PROMPT_SETS
 from mirror.processes import free_port
 from mirror.stack.embedded import EmbeddedStack, StackSettings
@@ -134,6 +138,54 @@ def test_chat_with_piped_input_replies_and_shows_narrative_and_events(stack: Emb
     assert re.search(r"^\s+3  narrative ", out, re.MULTILINE), out
     with api(stack) as client:
         assert client.get("/v1/conversations/piped-chat").json()["turns"] == 1  # /quit stopped the loop
+        (logged,) = [e for e in client.get("/v1/conversations/piped-chat/events").json()["events"] if e["type"] == "turn"]
+    # The reply was printed piece by piece as it streamed; joined, the pieces are the logged reply.
+    shown = out.split("mirror> ", 1)[1].split("\n  thought: ", 1)[0]
+    assert shown == logged["payload"]["reply"], (shown, logged)
+
+
+def test_the_client_streams_a_turn_whose_pieces_join_to_the_logged_reply(stack: EmbeddedStack) -> None:
+    target = StackTarget(url=stack.url, token=stack.token)
+    with GatewayClient(target) as client:
+        *items, answer = client.turn_stream("streamed-client", "tell me something")
+        pieces = [item for item in items if isinstance(item, str)]
+        assert len(pieces) == len(items) > 1
+        assert isinstance(answer, dict) and answer["turn"] == 0 and answer["llm_ms"] > 0
+        (logged,) = client.events_through("streamed-client", after=answer["seq"] - 1, through=answer["seq"])
+        assert "".join(pieces) == answer["reply"] == logged["payload"]["reply"]
+        with pytest.raises(GatewayRequestFailed) as empty:  # before the first piece: the HTTP status, as ever
+            next(client.turn_stream("streamed-client", "   "))
+        assert empty.value.status == 400 and "message is empty" in empty.value.detail
+
+
+def test_chat_says_a_reply_was_cut_mid_stream_and_goes_on(stack: EmbeddedStack) -> None:
+    sim_url = json.loads((stack.data_dir / "stack.json").read_text())["llm_url"].removesuffix("/v1")
+    with GatewayClient(StackTarget(url=stack.url, token=stack.token)) as client:
+        for attempt in range(5):  # the scripted fault goes to the next chat call: a thinker still at work may take it
+            conversation = f"cut-chat-{attempt}"
+            httpx.post(f"{sim_url}/_sim/script", json={"faults": ["cut"]}).raise_for_status()
+            screen = io.StringIO()
+            run_chat(client, Console(file=screen, width=2000), conversation, lines=io.StringIO("go on\nand then?\n"))
+            out = screen.getvalue()
+            if "the reply was cut off" in out:
+                break
+        else:
+            pytest.fail("the cut fault never reached a Talker")
+        cut, after = out.split("mirror> ")[1:]
+        assert "the reply was cut off (" in cut and "may not be logged" in cut, out
+        turns = [e for e in client.events(conversation) if e["type"] == "turn"]
+        assert [(turn["turn"], turn["payload"]["user_message"]) for turn in turns] == [(0, "and then?")]
+        assert after.split("\n", 1)[0] == turns[0]["payload"]["reply"]
+
+
+def test_chat_no_stream_shows_the_whole_reply(stack: EmbeddedStack) -> None:
+    result = mirror("chat", "unstreamed", "--url", stack.url, "--token", stack.token, "--no-stream", "--no-wait",
+                    stdin="hello\n")
+    assert result.returncode == 0, result.stderr[-3000:]
+    with api(stack) as client:
+        (logged,) = [e for e in client.get("/v1/conversations/unstreamed/events").json()["events"] if e["type"] == "turn"]
+    shown = " ".join(result.stdout.split("mirror> ", 1)[1].split())  # wrapped at the console's width
+    assert shown == " ".join(logged["payload"]["reply"].split())
 
 
 def test_events_tail_prints_every_event_as_a_json_line(stack: EmbeddedStack) -> None:

@@ -62,6 +62,11 @@ def test_chat_with_a_persona_file_shows_a_mood_line_after_each_reply(stack: Embe
     assert re.match(r"  mood: \w+ \d\.\d\d.* · closeness \d\.\d\d, trust \d\.\d\d, curiosity \d\.\d\d · goal 1/3: Find out",
                     moods[0]), moods[0]
     assert "goal 2/3: Learn whether the watch" in moods[1]  # the pocket watch met the first hard goal
+    with api(stack) as client:  # the formulation streamed: each reply's line is the logged reply
+        replies = [e["payload"]["reply"] for e in client.get("/v1/conversations/wren-piped/events",
+                                                              params={"limit": 1000}).json()["events"] if e["type"] == "turn"]
+    shown = [line.removeprefix("mirror> ") for line in result.stdout.splitlines() if line.startswith("mirror> ")]
+    assert shown == replies and len(replies) == 2, result.stdout
     with api(stack) as client:
         assert client.get("/v1/conversations/wren-piped/persona").json()["order"] == "plan_first"
     again = mirror("chat", "wren-piped", "--url", stack.url, "--token", stack.token,
@@ -76,8 +81,8 @@ def test_persona_push_and_list_then_chat_by_name(stack: EmbeddedStack) -> None:
     listed = mirror("persona", "list", "--json", "--url", stack.url, "--token", stack.token)
     assert "odile" in json.loads(listed.stdout)
     chat = mirror("chat", "odile-chat", "--url", stack.url, "--token", stack.token, "--persona", "odile",
-                  "--no-wait", stdin="Hello!\n")
-    assert chat.returncode == 0 and "  mood: " in chat.stdout, chat.stdout + chat.stderr
+                  "--no-wait", "--no-stream", stdin="Hello!\n")
+    assert chat.returncode == 0 and "  mood: " in chat.stdout, chat.stdout + chat.stderr  # the single request too
     missing = mirror("chat", "nobody-chat", "--url", stack.url, "--token", stack.token, "--persona", "nobody",
                      stdin="Hello!\n")
     assert missing.returncode == 2 and "no persona 'nobody'" in missing.stderr, missing.stderr
