@@ -11,7 +11,10 @@ Invariants:
 - The pieces joined are exactly the result's ``reply``.
 - Pieces that arrive while the previous one is still being sent are joined into one item, so a
   slow consumer (or Ray's ~0.7 ms per streamed item) never holds the model up and the items in
-  flight stay few.
+  flight stay few; and after the first piece (sent at once) the next item waits until
+  :data:`PACE_S` has passed since the one before, or the turn has ended (the last pieces never wait):
+  a model writing a token every few milliseconds costs one item per 20 ms, not one per token
+  (measured: one item a token made a streamed turn +18.5 ms p50 slower than a plain one at 20 users).
 - A consumer that leaves (a client disconnects, the generator is closed or cancelled) does not
   stop the turn: it runs on in a task of its own and is appended whole or fails whole (a turn is
   never half logged); its outcome goes to the log.
@@ -29,7 +32,10 @@ from .results import TurnResult
 
 log = logging.getLogger(__name__)
 
-__all__ = ["StreamItem", "streamed_turn"]
+__all__ = ["PACE_S", "StreamItem", "streamed_turn"]
+
+PACE_S = 0.02
+"""At most one item per this many seconds after the first (50 a second: smooth to read)."""
 
 StreamItem = str | TurnResult
 """A piece of the reply (``str``) or, last, the acknowledged turn."""
@@ -61,12 +67,18 @@ async def streamed_turn(run: Callable[[TokenSink], Awaitable[TurnResult]]) -> As
 
     task = asyncio.create_task(whole(), name="streamed-turn")
     task.add_done_callback(lambda _: wake.set())
+    loop = asyncio.get_running_loop()
+    sent: float | None = None  # when the last item went
     finished = False
     try:
         while True:
             if pending:
+                wait = 0.0 if sent is None else PACE_S - (loop.time() - sent)
+                if wait > 0 and not task.done():
+                    await asyncio.wait({task}, timeout=wait)  # more pieces join this item meanwhile
                 text = "".join(pending)
                 pending.clear()
+                sent = loop.time()
                 yield text
                 continue
             if task.done():

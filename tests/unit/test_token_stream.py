@@ -10,7 +10,7 @@ import itertools
 import pytest
 
 from mirror.actors.results import TurnResult
-from mirror.actors.token_stream import streamed_turn
+from mirror.actors.token_stream import PACE_S, streamed_turn
 from mirror.cognition.llm import TokenSink
 
 RESULT = TurnResult(reply="abc", turn=0, seq=1, narrative_seq=None, llm_ms=0, talk_ms=0, append_ms=0, turn_ms=0)
@@ -61,3 +61,20 @@ async def test_the_turns_error_is_raised_and_a_reader_that_leaves_does_not_stop_
     assert await anext(stream) == "a"
     await stream.aclose()  # type: ignore[attr-defined]
     await asyncio.wait_for(done.wait(), 5)  # the turn went on without its reader
+
+
+async def test_a_fast_writer_is_sent_in_paced_items_and_the_first_piece_at_once() -> None:
+    async def fast(sink: TokenSink) -> TurnResult:
+        for _ in range(40):  # a token a millisecond or so
+            sink("x")
+            await asyncio.sleep(0.001)
+        return RESULT
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    items = [item async for item in streamed_turn(fast)]
+    elapsed = loop.time() - started
+    pieces = items[:-1]
+    assert items[-1] is RESULT and "".join(pieces) == "x" * 40  # type: ignore[arg-type]
+    assert pieces[0] == "x"  # the first piece is not held back
+    # at most one item a PACE_S after the first, and the last pieces at the end: however slow the loop ran
+    assert len(pieces) <= 2 + elapsed / PACE_S, (len(pieces), elapsed)
