@@ -31,11 +31,11 @@ import logging
 import ssl
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
@@ -56,6 +56,7 @@ from .http_transport import STREAM_EXTENSION, AiohttpTransport
 from .llm import ChatRequest, ChatResponse, TokenSink, estimate_tokens
 from .structured import chat_json
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 StructuredOutputMode = Literal["json_schema", "json_object_schema", "json_object", "none"]
@@ -352,7 +353,8 @@ class OpenAIChatClient:
 
     # --- transport, retries, translation --------------------------------------------------
 
-    async def _post_with_retries(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _retried(self, attempt: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``attempt(*args)``, retried on transient failures (backoff, ``Retry-After``), then the typed error."""
         retrying = AsyncRetrying(
             stop=self._stop(),
             wait=self._wait,
@@ -361,9 +363,12 @@ class OpenAIChatClient:
             reraise=True,
         )
         try:
-            return await retrying(self._post_once, path, body)
+            return await retrying(attempt, *args)
         except _Transient as failure:
             raise self._exhausted(failure, retrying.statistics.get("attempt_number", 1)) from failure
+
+    async def _post_with_retries(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._retried(self._post_once, path, body)
 
     async def _post_once(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         settings = self.settings
@@ -398,17 +403,7 @@ class OpenAIChatClient:
     async def _stream_with_retries(self, body: dict[str, Any], on_token: TokenSink) -> ChunkReader:
         """The streamed answer, read whole; attempts are retried as :meth:`_post_with_retries`'
         until a piece has reached ``on_token``, never after."""
-        retrying = AsyncRetrying(
-            stop=self._stop(),
-            wait=self._wait,
-            retry=retry_if_exception_type(_Transient),
-            before_sleep=self._before_sleep,
-            reraise=True,
-        )
-        try:
-            return await retrying(self._stream_once, body, on_token)
-        except _Transient as failure:
-            raise self._exhausted(failure, retrying.statistics.get("attempt_number", 1)) from failure
+        return await self._retried(self._stream_once, body, on_token)
 
     async def _stream_once(self, body: dict[str, Any], on_token: TokenSink) -> ChunkReader:
         settings = self.settings
