@@ -12,6 +12,7 @@ import pytest
 
 from mirror.events.nats.server import EmbeddedNats
 from tests.support.stack import PLACEMENTS, gateway_stack
+from tests.support.waits import until
 
 
 @pytest.fixture(scope="module", params=PLACEMENTS)
@@ -53,7 +54,12 @@ def test_two_tenants_concurrent_turns_all_acknowledged_and_logged(stack) -> None
     for tenant, token in tokens.items():
         with httpx.Client(base_url=url, headers=auth(token), timeout=60) as client:
             for index in range(3):
-                listed = client.get(f"/v1/conversations/chat-{index}/events", params={"limit": 1000}).json()["events"]
+                def logged(conversation: str = f"chat-{index}") -> list[dict]:
+                    """The events once the log holds the three turns ([] until then: it commits a moment
+                    after the bus acknowledged)."""
+                    found = client.get(f"/v1/conversations/{conversation}/events", params={"limit": 1000}).json()["events"]
+                    return found if sum(e["type"] == "turn" for e in found) >= 3 else []
+                listed = until(logged, f"the log holding chat-{index}'s three turns")
                 turns = [e for e in listed if e["type"] == "turn"]
                 assert [t["payload"]["user_message"] for t in turns] == [f"{tenant} says {n}" for n in range(3)]
                 assert [e["seq"] for e in listed] == list(range(1, len(listed) + 1))
