@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirror.cognition.chat_stream import ChunkReader, SSEDecoder, StreamError
@@ -18,6 +18,7 @@ def _chunk(content: str | None = None, finish: str | None = None) -> str:
     return json.dumps({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
 
 
+@settings(deadline=None)  # a loaded CI machine must not turn a slow example into a failure
 @given(st.lists(st.text(min_size=1, max_size=8), max_size=12), st.integers(1, 7))
 def test_events_split_anywhere_decode_to_the_same_pieces(pieces: list[str], cut: int) -> None:
     body = "".join(f"data: {_chunk(piece)}\r\n\r\n" for piece in pieces) + f"data: {_chunk(finish='stop')}\n\n" \
@@ -46,6 +47,7 @@ def test_usage_errors_and_what_is_not_a_chunk() -> None:
     assert SSEDecoder().close() == [] and SSEDecoder().feed(b"data: x") == []
 
 
+@settings(deadline=None)  # a loaded CI machine must not turn a slow example into a failure
 @given(st.lists(st.text(alphabet=" \n\tab", max_size=6), max_size=10))
 def test_stripped_pieces_join_to_the_stripped_whole(pieces: list[str]) -> None:
     passed: list[str] = []
@@ -56,6 +58,7 @@ def test_stripped_pieces_join_to_the_stripped_whole(pieces: list[str]) -> None:
     assert all(passed)
 
 
+@settings(deadline=None)  # a loaded CI machine must not turn a slow example into a failure
 @given(st.text(max_size=60))
 def test_the_simulators_tokens_join_to_its_text(text: str) -> None:
     assert "".join(tokens(text)) == text
