@@ -222,5 +222,24 @@ def basis_of(key: StreamKey, first: Event, states: dict[int, ConversationState])
     return None
 
 
-__all__ = ["Divergence", "FailsAsRecorded", "RECORDING_MISS", "VerifyReport", "basis_of", "comparable", "compare",
+def step_basis(key: StreamKey, first: Event, provenance: Provenance | None, states: dict[int, ConversationState],
+                report: VerifyReport) -> ConversationState | None:
+    """The state a recorded step (starting at ``first``) started from, counted as a verified step;
+    ``None`` (counted as unverifiable, or reported as a divergence) when it cannot be replayed:
+    no provenance (recorded before steps kept theirs: nothing to ask with), or its causation's
+    state unknown."""
+    if provenance is None:
+        report.unverifiable += 1
+        return None
+    basis = basis_of(key, first, states)
+    if basis is None:
+        report.divergences.append(Divergence(first.seq, f"the state this step started from ({first.causation}) is unknown"))
+        return None
+    report.steps += 1
+    return basis
+
+
+
+__all__ = [
+    "Divergence", "FailsAsRecorded", "RECORDING_MISS", "VerifyReport", "basis_of", "comparable", "compare", "step_basis",
            "config_from"]

@@ -69,10 +69,10 @@ from .compare import (
     Divergence,
     FailsAsRecorded,
     VerifyReport,
-    basis_of,
     comparable,
     compare,
     config_from,
+    step_basis,
 )
 from .errors import RecordingMiss
 from .prompt_record import PromptComparison
@@ -162,14 +162,10 @@ async def _verify_turn_path(key: StreamKey, step: list[Event], states: dict[int,
     if not isinstance(last.payload, Turn):
         report.divergences.append(Divergence(last.seq, "a persona turn's path ends without its turn"))
         return
-    if last.provenance is None:
-        report.unverifiable += 1
+    provenance = last.provenance
+    basis = step_basis(key, first, provenance, states, report)
+    if basis is None or provenance is None:  # no provenance: counted unverifiable
         return
-    basis = basis_of(key, first, states)
-    if basis is None:
-        report.divergences.append(Divergence(first.seq, f"the state this turn started from ({first.causation}) is unknown"))
-        return
-    report.steps += 1
     for event in step:  # an edited step's answer is refused here, at its own seq, before anything is asked
         try:
             recorded_response(event)
@@ -179,12 +175,12 @@ async def _verify_turn_path(key: StreamKey, step: list[Event], states: dict[int,
             return
     retrieval = next((event for event in step if isinstance(event.payload, Retrieval)), None)
     embedder = _query_embedder(retrieval)
-    config = replace(config_from(last.provenance, "baseline", talker=True), memory=False, reflection=False)
+    config = replace(config_from(provenance, "baseline", talker=True), memory=False, reflection=False)
     message = last.payload.user_message
     try:
         said = await persona_turn(basis, message, llm, embedder, prompts, config)
     except RecordingMiss:
-        version = last.provenance.prompt_set
+        version = provenance.prompt_set
         cause = comparison.cause(version, TURN_PATH_STAGE) if comparison is not None else f"recorded with {version}"
         report.divergences.append(Divergence(
             first.seq, f"{TURN_PATH_STAGE}: the replay asked a request the log never answered ({cause}); the persona "
@@ -255,14 +251,9 @@ def _query_embedder(retrieval: Event | None) -> RecordedEmbedder | None:
 async def _verify_background(key: StreamKey, event: Event, states: dict[int, ConversationState], prompts: PromptSet,
                              llm: RecordedLLM, report: VerifyReport, comparison: PromptComparison | None) -> None:
     payload = event.payload
-    if event.provenance is None:
-        report.unverifiable += 1
-        return
-    basis = basis_of(key, event, states)
+    basis = step_basis(key, event, event.provenance, states, report)
     if basis is None:
-        report.divergences.append(Divergence(event.seq, f"the state this step started from ({event.causation}) is unknown"))
         return
-    report.steps += 1
     failure = payload if isinstance(payload, ThinkerFailed) else None
     stage = failure.stage if failure is not None else BACKGROUND_STAGES[type(payload)]
     asked: LLM = llm if failure is None else FailsAsRecorded(llm, failure)

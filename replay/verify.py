@@ -61,7 +61,6 @@ from mirror.events.payloads import (
     Monologue,
     Narrative,
     Payload,
-    Provenance,
     Recall,
     Reflection,
     ThinkerFailed,
@@ -79,6 +78,7 @@ from .compare import (
     comparable,
     compare,
     config_from,
+    step_basis,
 )
 from .errors import RecordingMiss
 from .persona import is_persona_prompt_set, persona_failure, persona_steps, verify_persona_step
@@ -285,7 +285,7 @@ async def _verify_step(key: StreamKey, step: list[Event], states: dict[int, Conv
                        comparison: PromptComparison | None = None) -> None:
     first = step[0]
     provenance = next((event.provenance for event in step if event.provenance is not None), None)
-    basis = _step_basis(key, first, provenance, states, report)
+    basis = step_basis(key, first, provenance, states, report)
     if basis is None:
         return
     failure = next((event.payload for event in step if isinstance(event.payload, ThinkerFailed)), None)
@@ -318,28 +318,11 @@ class _OnlyTheRecordedCall:
         return await self.llm.embed(texts)
 
 
-def _step_basis(key: StreamKey, first: Event, provenance: Provenance | None, states: dict[int, ConversationState],
-                report: VerifyReport) -> ConversationState | None:
-    """The state a recorded step (starting at ``first``) started from, counted as a verified step;
-    ``None`` (counted as unverifiable, or reported as a divergence) when it cannot be replayed:
-    no provenance (recorded before steps kept theirs: nothing to ask with), or its causation's
-    state unknown."""
-    if provenance is None:
-        report.unverifiable += 1
-        return None
-    basis = basis_of(key, first, states)
-    if basis is None:
-        report.divergences.append(Divergence(first.seq, f"the state this step started from ({first.causation}) is unknown"))
-        return None
-    report.steps += 1
-    return basis
-
-
 async def _verify_memory_step(key: StreamKey, step: list[Event], states: dict[int, ConversationState],
                               prompts: PromptSet, llm: RecordedLLM, vectors: RecordedVectors, model: str,
                               report: VerifyReport, comparison: PromptComparison | None = None) -> None:
     first, last = step[0], step[-1]
-    basis = _step_basis(key, first, last.provenance, states, report)
+    basis = step_basis(key, first, last.provenance, states, report)
     if basis is None:
         return
     failure = last.payload if isinstance(last.payload, ThinkerFailed) else None
@@ -360,7 +343,7 @@ async def _verify_reflection_step(key: StreamKey, event: Event, states: dict[int
                                   prompts: PromptSet, llm: RecordedLLM, report: VerifyReport,
                                   comparison: PromptComparison | None = None,
                                   policy: ReflectionPolicy = DEFAULT_POLICY) -> None:
-    basis = _step_basis(key, event, event.provenance, states, report)
+    basis = step_basis(key, event, event.provenance, states, report)
     if basis is None:
         return
     thinking = await replay_reflection_step(event, basis, llm, prompts, policy)
