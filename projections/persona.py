@@ -83,7 +83,6 @@ class PersonaState:
     biography_importance: tuple[float, ...]
     biography_embeddings: tuple[bytes, ...]
     embedding_model: str
-    hard_met: int = 0
     interpretation: StepRecord | None = None
     plan: StepRecord | None = None
     appraisal: StepRecord | None = None
@@ -100,7 +99,12 @@ class PersonaState:
     emotion_reason: str = ""
     relationship_reason: str = ""
     hard_met_turns: tuple[int, ...] = field(default=())
-    """The turn at which each met hard goal was met, in order (``len == hard_met``)."""
+    """The turn at which each met hard goal was met, in order."""
+
+    @property
+    def hard_met(self) -> int:
+        """How many hard goals are met (the first ``hard_met`` of them)."""
+        return len(self.hard_met_turns)
 
     @property
     def active_hard_goal(self) -> str | None:
@@ -205,10 +209,10 @@ def on_goal(payload: GoalUpdate, state: ConversationState, event: Event) -> Conv
     persona = state.persona
     if persona is None:
         return state
-    hard_met, met_turns = persona.hard_met, persona.hard_met_turns
-    if payload.hard_goal_met and payload.active_hard_goal == hard_met and hard_met < len(persona.hard_goals):
-        hard_met, met_turns = hard_met + 1, (*met_turns, payload.for_turn)
-    return _with(state, hard_met=hard_met, hard_met_turns=met_turns, soft_goals=_merged(persona.soft_goals, payload.soft_goals),
+    met_turns, active = persona.hard_met_turns, persona.hard_met
+    if payload.hard_goal_met and payload.active_hard_goal == active and active < len(persona.hard_goals):
+        met_turns = (*met_turns, payload.for_turn)
+    return _with(state, hard_met_turns=met_turns, soft_goals=_merged(persona.soft_goals, payload.soft_goals),
                  goal_seq=event.seq, goal_turn=_later(persona.goal_turn, payload.for_turn), goal_reason=payload.reason)
 
 
