@@ -20,7 +20,8 @@ for room in ROOMS:
 setup(
     packages=packages,
     package_dir=package_dir,
-    package_data={"mirror.cognition": ["prompt_sets/*/*.md", "persona/examples/*.json", "persona/examples/*.png", "persona/prompts/*.md"], "mirror.harness.evals.memory": ["dialogues.json"]},
+    package_data={"mirror.cognition": ["prompt_sets/*/*.md", "persona/examples/*.json", "persona/examples/*.png", "persona/prompts/*.md"], "mirror.harness.evals.memory": ["dialogues.json"],
+                  "mirror.gateway.inspector": ["static/*.html", "static/*.css", "static/js/*.js"]},
     # The data is the list above and nothing else: the sdist manifest's files are not added as data too
     # (which would also warn that the folder prompt_sets/default "would be ignored" as a package).
     include_package_data=False,

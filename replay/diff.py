@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mirror.events.vectors import dimensions
-from mirror.projections.beliefs import BeliefState, ReviewItem
+from mirror.projections.beliefs import BeliefState, ReviewItem, strength
 from mirror.projections.persona import PersonaState
 from mirror.projections.state import ConversationState
 
@@ -52,7 +52,8 @@ def state_view(state: ConversationState) -> dict[str, Any]:
         "threads": None if state.threads is None else asdict(state.threads),
         "threads_seq": state.threads_seq,
         "recent_turns": [asdict(turn) for turn in state.recent_turns],
-        "beliefs": [belief_view(belief) for belief in state.beliefs.values()],
+        "beliefs": [{**belief_view(belief), "strength": round(strength(belief, state.last_timestamp or belief.last_reinforced), 4)}
+                    for belief in state.beliefs.values()],
         "review_items": [review_view(item) for item in state.review_items.values()],
         "edges": [_edge_view(edge) for edge in state.edges.values()],
         "memory": state.memory,

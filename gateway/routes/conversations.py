@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query
 
 from mirror.events.codec import to_json_ready
 from mirror.events.errors import LogError
-from mirror.gateway.runtime import Runtime, Tenant, key_of
+from mirror.gateway.runtime import Runtime, Tenant, branch_key, key_of
 
 __all__ = ["router"]
 
@@ -52,9 +52,10 @@ async def get_conversation(conversation: str, owner: Tenant, runtime: Runtime) -
 
 @router.get("/v1/conversations/{conversation}/events")
 async def get_events(conversation: str, owner: Tenant, runtime: Runtime, after: int = Query(0, ge=0),
-                     limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
-    key = key_of(owner, conversation)
-    await runtime.existing(key)
+                     limit: int = Query(100, ge=1, le=1000),
+                     branch: str = Query("main", description="a branch's own events (not those it inherits)")) -> dict[str, Any]:
+    await runtime.existing(key_of(owner, conversation))
+    key = branch_key(key_of(owner, conversation), branch)
     events = await (await runtime.log(key.tenant)).read(key, after_seq=after, limit=limit)
     return {"events": [_json(to_json_ready(event)) for event in events],
             "next_after": events[-1].seq if events else after}

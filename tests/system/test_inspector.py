@@ -1,0 +1,273 @@
+"""The inspector (`/inspector`) in a real browser: headless Chromium (Debian's package, driven by
+Playwright) against a real `mirror up --llm sim` — real NATS, Ray, DuckDB and HTTP.
+
+It logs in with a token, opens a conversation, moves the timeline and checks the narrative shown
+is `state?at=`'s, opens Why on a reply and finds its recall, recomputes from the page with an
+edited prompt and finds the difference marked in Compare, follows live and sees a new turn
+arrive, and shows an error for a wrong token, an unknown conversation and a broker that is down.
+With ``MIRROR_SCREENSHOTS=DIR`` it also saves the main views there (``scripts/screenshots`` makes
+the docs' pictures that way). Marked ``browser``: not in the default run; ``.ci/run`` installs
+Chromium and runs them. Skipped only when no Chromium is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from mirror.cognition.prompts import DEFAULT_PROMPT_SETS
+from tests.support.browser import CHROMIUM_ARGS, chromium_path
+from tests.support.up import ctrl_c, start_up
+from tests.support.waits import until
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(chromium_path() is None, reason="no Chromium installed (apt-get install chromium)")]
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+WREN = Path(__file__).resolve().parents[2] / "cognition" / "persona" / "examples" / "wren.json"
+MESSAGES = ("I have a severe peanut allergy.", "My sister Ana lives in Lisbon and she is a nurse.",
+            "I am planning a trip to Lisbon because Ana invited me.", "What should I eat there?")
+TIMEOUT_MS = 60_000
+
+
+def _settled(http: httpx.Client, conversation: str, last: str, turn: int) -> list[dict[str, Any]]:
+    """The conversation's events once its last turn's thinking ended with a ``last`` event."""
+    def done() -> list[dict[str, Any]] | None:
+        events = http.get(f"/v1/conversations/{conversation}/events", params={"limit": 1000}).json()["events"]
+        return events if any(e["type"] == last and e["turn"] == turn for e in events) else None
+    return until(done, f"{conversation}'s thinking after turn {turn}")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("inspector")
+    process, stack = start_up(root / "data", root / "up.log")
+    try:
+        with httpx.Client(base_url=stack["url"], headers={"Authorization": f"Bearer {stack['token']}"}, timeout=120) as http:
+            turns = [http.post("/v1/conversations/trip/turns", params={"sync": "true"}, json={"message": text}).json()
+                     for text in MESSAGES]
+            events = _settled(http, "trip", "memory_step", turns[-1]["turn"])
+            card = json.loads(WREN.read_text())
+            for index, text in enumerate(("Hello, who are you?", "I lost my job today.")):
+                body: dict[str, Any] = {"message": text}
+                if index == 0:
+                    body |= {"mind": "persona", "persona": card}
+                answer = http.post("/v1/conversations/wren-talk/turns", params={"sync": "true"}, json=body)
+                assert answer.status_code == 200, answer.text
+            _settled(http, "wren-talk", "episode", answer.json()["turn"])
+        yield {**stack, "turns": turns, "events": events, "log": root / "up.log"}
+    finally:
+        ctrl_c(process)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=chromium_path(), args=list(CHROMIUM_ARGS))
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    yield page
+    context.close()
+    assert not errors, f"the page threw: {errors}"
+
+
+def api(stack: dict[str, Any]) -> httpx.Client:
+    return httpx.Client(base_url=stack["url"], headers={"Authorization": f"Bearer {stack['token']}"}, timeout=120)
+
+
+def shot(page: Any, name: str) -> None:
+    """Save the view for the docs when ``MIRROR_SCREENSHOTS`` names a folder."""
+    folder = os.environ.get("MIRROR_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=False)
+
+
+def log_in(page: Any, stack: dict[str, Any], where: str = "") -> None:
+    page.goto(f"{stack['url']}/inspector{where}#token={stack['token']}")
+
+
+def test_a_token_in_the_fragment_logs_in_lists_the_conversations_and_leaves_the_address_bar(page, stack) -> None:
+    log_in(page, stack)
+    row = page.locator("#conversations tr[data-conversation=trip]")
+    row.wait_for()
+    assert "token=" not in page.url  # moved to session storage, out of the address bar and history
+    assert page.evaluate("sessionStorage.getItem('mirror.inspector.token')") == stack["token"]
+    cells = row.locator("td").all_inner_texts()
+    assert cells[:4] == ["trip", "mirror", str(len(MESSAGES)), str(len(stack["events"]))]
+    persona = page.locator("#conversations tr[data-conversation=wren-talk] td").nth(1)
+    assert persona.inner_text() == "persona"
+    page.fill("#search", "wren")
+    page.locator("#conversations tr[data-conversation=trip]").wait_for(state="detached")
+    assert page.locator("#conversations tr[data-conversation]").count() == 1
+    shot(page, "conversations")
+
+
+def test_a_token_typed_in_the_field_logs_in(page, stack) -> None:
+    page.goto(f"{stack['url']}/inspector")
+    page.locator("#welcome").wait_for()
+    page.fill("#token", stack["token"])
+    page.click("#token-save")
+    page.locator("#conversations tr[data-conversation=trip]").wait_for()
+
+
+def test_the_timeline_shows_the_narrative_state_at_gives_for_that_seq(page, stack) -> None:
+    narratives = [e for e in stack["events"] if e["type"] == "narrative"]
+    before_any = narratives[0]["seq"] - 1
+    with api(stack) as http:
+        expected = {seq: http.get("/v1/conversations/trip/state", params={"at": seq}).json()
+                    for seq in (before_any, narratives[0]["seq"], narratives[-1]["seq"], narratives[-1]["seq"] + 1)}
+    log_in(page, stack, "?conversation=trip")
+    page.locator("#mind[data-seq]").wait_for()
+    timeline = page.locator("#timeline")
+    for seq, state in expected.items():
+        timeline.focus()
+        page.keyboard.press("Home")  # the first seq, then right-arrow presses up to the one wanted
+        for _ in range(seq - 1):
+            page.keyboard.press("ArrowRight")
+        page.locator(f"#mind[data-seq='{seq}']").wait_for()
+        assert page.inner_text("#seq") == str(seq)
+        shown = page.inner_text("#narrative")
+        assert shown == (state["narrative"] or "No narrative yet."), seq
+    # the narrative's change since the previous one is marked, word by word
+    last = narratives[-1]
+    page.goto(f"{stack['url']}/inspector?conversation=trip&at={last['seq']}")
+    page.locator(f"#mind[data-seq='{last['seq']}']").wait_for()
+    assert page.locator("#narrative-diff ins").count() > 0 and page.locator("#narrative-diff del").count() > 0
+    shot(page, "conversation")
+
+
+def test_why_on_a_reply_shows_the_recall_it_answered_from_and_its_model_call(page, stack) -> None:
+    recalled = [turn for turn in stack["turns"] if turn["recall_seq"] is not None]
+    assert recalled, "no turn recalled anything: the conversation cannot show Why's recall"
+    turn = recalled[-1]
+    with api(stack) as http:
+        recall = http.get("/v1/conversations/trip/events", params={"after": turn["recall_seq"] - 1, "limit": 1}).json()["events"][0]
+    log_in(page, stack, "?conversation=trip")
+    page.click(f"#dialogue .reply[data-seq='{turn['seq']}']")
+    cause = page.locator("#why .cause[data-role=recall]")
+    cause.wait_for()
+    assert cause.get_attribute("data-seq") == str(turn["recall_seq"])
+    assert recall["type"] == "recall" and recall["payload"]["query"][:40] in cause.inner_text()
+    provenance = page.locator("#why table.provenance").first.inner_text()
+    assert "model" in provenance and "tokens" in provenance and " ms" in provenance
+    shot(page, "why")
+
+
+def test_why_on_a_belief_shows_the_turn_it_came_from(page, stack) -> None:
+    log_in(page, stack, "?conversation=trip")
+    belief = page.locator("#beliefs button.belief").first
+    belief.wait_for()
+    belief.click()
+    source = page.locator("#why .cause[data-role=source_turn]")
+    source.wait_for()
+    with api(stack) as http:
+        event = http.get("/v1/conversations/trip/events", params={"after": int(source.get_attribute("data-seq")) - 1,
+                                                                  "limit": 1}).json()["events"][0]
+    assert event["type"] == "turn" and event["payload"]["user_message"][:30] in source.inner_text()
+
+
+def test_a_persona_conversation_shows_its_emotions_relationship_and_goals(page, stack) -> None:
+    with api(stack) as http:
+        persona = http.get("/v1/conversations/wren-talk/state").json()["persona"]
+    log_in(page, stack, "?conversation=wren-talk")
+    page.locator("#persona #emotions").wait_for()
+    rows = page.locator("#persona #emotions tr")
+    assert rows.count() == len(persona["emotions"])
+    for name, value in persona["emotions"].items():
+        assert page.locator(f"#persona #emotions tr[data-name='{name}'] td.number").inner_text() == f"{value:.2f}"
+    assert page.locator("#persona #relationship tr").count() == len(persona["relationship"])
+    assert page.locator("#persona ol.goals li").count() == len(persona["hard_goals"])
+    shot(page, "persona")
+
+
+def test_a_recompute_started_from_the_page_opens_in_compare_with_the_difference_marked(page, stack) -> None:
+    log_in(page, stack, "?conversation=trip")
+    page.locator("#mind[data-seq]").wait_for()
+    page.click("#recompute-open")
+    page.locator("#recompute-dialog[open]").wait_for()
+    page.select_option("#recompute-template", label="controller.md")
+    original = (DEFAULT_PROMPT_SETS / "default" / "controller.md").read_text()
+    assert page.input_value("#recompute-text") == original
+    page.fill("#recompute-text", original + "\nI keep it brief.\n")
+    shot(page, "recompute")
+    page.click("#recompute-start")
+    page.locator("body[data-view=compare-view]").wait_for(timeout=180_000)
+    page.locator("#compare-summary[data-changed=true]").wait_for()
+    narrative = page.locator("#compare-narrative[data-changed=true]")
+    narrative.wait_for()
+    assert narrative.locator(".left del").count() > 0 and narrative.locator(".right ins").count() > 0
+    right = page.input_value("#right-branch")
+    assert right != "main" and page.input_value("#left-branch") == "main"
+    with api(stack) as http:  # what the page marks is what the diff says
+        across = http.get("/v1/conversations/trip/diff", params={"to_branch": right}).json()
+    assert across["narrative_changed"]
+    shot(page, "compare")
+
+
+def test_following_live_shows_a_new_turn_as_it_arrives(page, stack) -> None:
+    log_in(page, stack, "?conversation=trip")
+    page.locator("#live-status[data-live=true]").wait_for()
+    page.check("#follow")
+    with api(stack) as http:
+        turn = http.post("/v1/conversations/trip/turns", json={"message": "Is the food there safe for me?"}).json()
+    page.locator(f"#dialogue .turn[data-seq='{turn['seq']}']").wait_for()
+    page.locator(f"#live-feed li[data-seq='{turn['seq']}']").wait_for()
+    assert "Is the food there safe for me?" in page.inner_text(f"#dialogue .turn[data-seq='{turn['seq']}']")
+    page.wait_for_function("() => Number(document.querySelector('#timeline').max) >= %d" % turn["seq"])
+    with api(stack) as http:
+        _settled(http, "trip", "memory_step", turn["turn"])
+    page.locator("#live-status[data-kind=idle]").wait_for()  # the thinking that followed, seen to end
+    shot(page, "live")
+
+
+def test_a_wrong_token_shows_an_error_not_a_blank_page(page, stack) -> None:
+    page.goto(f"{stack['url']}/inspector#token=mrr_not-a-token")
+    message = page.locator("#message")
+    message.wait_for()
+    assert "401" in message.inner_text() and "token" in message.inner_text()
+    assert page.locator("#welcome").is_visible()
+
+
+def test_an_unknown_conversation_shows_an_error(page, stack) -> None:
+    log_in(page, stack, "?conversation=nobody-here")
+    message = page.locator("#message")
+    message.wait_for()
+    assert "nobody-here" in message.inner_text() and "Not found" in message.inner_text()
+
+
+def test_a_broker_that_is_down_shows_the_503_and_the_page_recovers(page, stack) -> None:
+    log_in(page, stack)
+    page.locator("#conversations tr[data-conversation=trip]").wait_for()
+    os.kill(stack["nats_pid"], signal.SIGSTOP)  # the broker stops answering (its process is frozen)
+    try:
+        page.click("#list-refresh")
+        message = page.locator("#message")
+        message.wait_for()
+        assert "503" in message.inner_text() and "Try again in" in message.inner_text()
+    finally:
+        os.kill(stack["nats_pid"], signal.SIGCONT)
+    def answers() -> bool:
+        loads = int(page.get_attribute("#conversations", "data-loads") or 0)
+        page.click("#list-refresh")  # clears the message, then shows the list or the error again
+        page.wait_for_function("(loads) => Number(document.querySelector('#conversations').dataset.loads || 0) > loads"
+                               " || !document.querySelector('#message').hidden", arg=loads)
+        return page.locator("#message").is_hidden()
+    until(answers, "the list answering again after the broker came back", poll_s=0.5)
