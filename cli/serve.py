@@ -290,6 +290,7 @@ def up(
         typer.echo(f"tenant 'default', token: {stack.token}")
         typer.echo(f"try: curl -H 'Authorization: Bearer {stack.token}' -d '{{\"message\": \"hello\"}}' "
                    f"-H 'Content-Type: application/json' {stack.url}/v1/conversations/first/turns")
+        typer.echo(f"watch the mind: {stack.url}/inspector#token={stack.token}")
         if settings.ray_address is not None or not is_loopback(settings.bind):
             typer.echo(f"other machines join with: mirror node --ray-address {stack.ray_address} "
                        f"(after `ray start --address {stack.ray_address}` there)")

@@ -40,9 +40,9 @@ TIMEOUT_MS = 60_000
 
 def _settled(http: httpx.Client, conversation: str, last: str, turn: int) -> list[dict[str, Any]]:
     """The conversation's events once its last turn's thinking ended with a ``last`` event."""
-    def done() -> list[dict[str, Any]] | None:
+    def done() -> list[dict[str, Any]]:
         events = http.get(f"/v1/conversations/{conversation}/events", params={"limit": 1000}).json()["events"]
-        return events if any(e["type"] == last and e["turn"] == turn for e in events) else None
+        return events if any(e["type"] == last and e["turn"] == turn for e in events) else []
     return until(done, f"{conversation}'s thinking after turn {turn}")
 
 

@@ -186,6 +186,13 @@ def test_the_wheel_installs_imports_every_module_and_serves_a_turn(tmp_path: Pat
         assert answer.status_code == 200, answer.text
         turn = answer.json()
         assert turn["reply"].strip() and turn["seq"] == 1, turn
+        # The inspector's page and its scripts are package data too, served from site-packages.
+        page = httpx.get(f"{stack['url']}/inspector", timeout=30)
+        assert page.status_code == 200 and 'src="/inspector/assets/js/main.js"' in page.text, page.text[:300]
+        static = ROOT / "gateway" / "inspector" / "static"
+        for asset in ("js/main.js", "js/conversation.js", "inspector.css"):
+            served = httpx.get(f"{stack['url']}/inspector/assets/{asset}", timeout=30)
+            assert served.status_code == 200 and served.content == (static / asset).read_bytes(), asset
     finally:
         assert ctrl_c(process) == 0, log.read_text()[-3000:]
     assert not (data / "stack.json").exists()
