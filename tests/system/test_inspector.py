@@ -97,7 +97,7 @@ def shot(page: Any, name: str) -> None:
     folder = os.environ.get("MIRROR_SCREENSHOTS")
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=False)
+        page.screenshot(path=str(Path(folder) / f"inspector-{name}.png"), full_page=False)
 
 
 def log_in(page: Any, stack: dict[str, Any], where: str = "") -> None:
