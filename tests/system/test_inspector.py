@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from mirror.cognition.prompts import DEFAULT_PROMPT_SETS
+from mirror.sim.server import SimLLMServer, SimSettings
 from tests.support.browser import CHROMIUM_ARGS, chromium_path
 from tests.support.up import ctrl_c, start_up
 from tests.support.waits import until
@@ -236,6 +237,32 @@ def test_following_live_shows_a_new_turn_as_it_arrives(page, stack) -> None:
         _settled(http, "trip", "memory_step", turn["turn"])
     page.locator("#live-status[data-kind=idle]").wait_for()  # the thinking that followed, seen to end
     shot(page, "live")
+
+
+def test_a_thinking_stage_that_fails_is_shown_as_it_happens(page, tmp_path: Path) -> None:
+    """A model that fails every memory extraction: the failure arrives live, in red, and the mind
+    at that event says which stage failed while the state before it stays in force."""
+    failing = SimSettings(fault_rates=(("500", 1.0),), fault_schemas=("memory_extraction",))
+    with SimLLMServer(failing) as sim:
+        process, stack = start_up(tmp_path / "data", tmp_path / "up.log", "--llm", sim.base_url)
+        try:
+            with api(stack) as http:
+                first = http.post("/v1/conversations/shaky/turns", params={"sync": "true"}, json={"message": "I am Ana."})
+                assert first.status_code == 200, first.text
+            log_in(page, stack, "?conversation=shaky")
+            page.locator("#live-status[data-live=true]").wait_for()
+            page.check("#follow")
+            with api(stack) as http:
+                second = http.post("/v1/conversations/shaky/turns", json={"message": "I live in Lisbon."}).json()
+            failure = page.locator("#live-feed li.failure")
+            failure.first.wait_for(timeout=120_000)  # after the model client's retries
+            assert "memory failed" in failure.first.inner_text()
+            page.locator("#live-status[data-kind=failure]").wait_for()
+            assert "memory" in page.inner_text("#message")
+            page.locator("#failure").wait_for()  # followed: the mind at the failure names it
+            assert "memory failed" in page.inner_text("#failure") and second["seq"] < int(failure.first.get_attribute("data-seq"))
+        finally:
+            ctrl_c(process)
 
 
 def test_a_wrong_token_shows_an_error_not_a_blank_page(page, stack) -> None:
