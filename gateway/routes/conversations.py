@@ -38,7 +38,7 @@ async def list_conversations(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
     summaries = await log.conversations(owner)
     return {"conversations": [
         {"id": s.conversation, "branches": list(s.branches), "events": s.events, "last_seq": s.last_seq,
-         "updated_at": s.updated_at} for s in summaries
+         "updated_at": s.updated_at, "turns": s.turns, "mind": s.mind} for s in summaries
     ]}
 
 
