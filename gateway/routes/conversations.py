@@ -7,14 +7,13 @@ conversation's actor. Unknown conversations are a 404 before any actor is involv
 from __future__ import annotations
 
 import contextlib
-import json
 from typing import Any
 
 from fastapi import APIRouter, Query
 
-from mirror.events.codec import to_json_ready
 from mirror.events.errors import LogError
 from mirror.gateway.runtime import Runtime, Tenant, key_of
+from mirror.replay.why import event_json
 
 __all__ = ["router"]
 
@@ -56,9 +55,6 @@ async def get_events(conversation: str, owner: Tenant, runtime: Runtime, after: 
     key = key_of(owner, conversation)
     await runtime.existing(key)
     events = await (await runtime.log(key.tenant)).read(key, after_seq=after, limit=limit)
-    return {"events": [_json(to_json_ready(event)) for event in events],
+    return {"events": [event_json(event) for event in events],
             "next_after": events[-1].seq if events else after}
 
-
-def _json(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
