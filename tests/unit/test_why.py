@@ -11,7 +11,7 @@ import pytest
 from mirror.events.codec import decode
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import MAIN_BRANCH, StreamKey
-from mirror.events.payloads import Belief, Fork, Insight, Recall, Reflection, Turn
+from mirror.events.payloads import Belief, Edge, Fork, Insight, Recall, Reflection, Turn
 from mirror.replay.errors import UnknownPosition, UnknownSubject
 from mirror.replay.why import event_json, why_belief, why_edge, why_event
 from tests.support.golden import read_log
@@ -184,17 +184,12 @@ def test_an_edge_comes_from_its_turn_and_memory_step() -> None:
 def test_an_edge_contradicting_another_names_it() -> None:
     key, events = branch("memory")
     last = events[-1]
-    opposing = make_event(key, last.seq + 1, _edge("stress", "prevents", "insomnia", ("stress", "causes", "insomnia")),
+    opposing = make_event(key, last.seq + 1, Edge("stress", "prevents", "insomnia", operation="contradict",
+                                                contradicts=("stress", "causes", "insomnia")),
                           turn=last.turn, timestamp=last.timestamp + 1)
     events = [*events, opposing]
     assert ("contradiction", 7) in roles(why_event(key, events, opposing.seq))
     assert [touch.event.seq for touch in why_edge(key, events, ("stress", "causes", "insomnia")).history] == [7, opposing.seq]
-
-
-def _edge(src: str, relation: str, dst: str, contradicts: tuple[str, str, str]) -> object:
-    from mirror.events.payloads import Edge
-
-    return Edge(src, relation, dst, operation="contradict", contradicts=contradicts)
 
 
 # -------------------------------------------------------------------------------- branches, errors
