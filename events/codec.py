@@ -470,17 +470,25 @@ def to_json_ready(event: Event) -> Mapping[str, Any]:
     """The record as plain JSON-compatible values, for APIs and tools.
 
     Tuples become lists when serialised; bytes (embedding vectors) become base64 text here,
-    since JSON has no bytes: ``base64.b64decode`` gives back the little-endian float32s.
+    since JSON has no bytes: ``base64.b64decode`` gives back the little-endian float32s. A tuple
+    of vectors (a persona's ``biography_embeddings``) becomes a list of base64 texts.
     """
     record = event_to_record(event)
     payload = record["payload"]
-    if any(type(value) is bytes for value in payload.values()):
-        record["payload"] = {
-            name: base64.b64encode(value).decode("ascii") if type(value) is bytes else value
-            for name, value in payload.items()
-        }
+    if any(_holds_bytes(value) for value in payload.values()):
+        record["payload"] = {name: _base64(value) if _holds_bytes(value) else value for name, value in payload.items()}
     record["id"] = event.id
     return record
+
+
+def _holds_bytes(value: Any) -> bool:
+    return type(value) is bytes or (type(value) in (tuple, list) and any(type(item) is bytes for item in value))
+
+
+def _base64(value: Any) -> Any:
+    if type(value) is bytes:
+        return base64.b64encode(value).decode("ascii")
+    return [_base64(item) for item in value]
 
 
 __all__ = [

@@ -58,6 +58,10 @@ class ConversationSummary:
     events: int
     last_seq: int
     updated_at: float
+    turns: int = 0
+    """``turn`` events on the main branch."""
+    mind: str = "mirror"
+    """``persona`` when the main branch holds a ``persona`` event (a character), else ``mirror``."""
 
 
 @dataclass(frozen=True, slots=True)

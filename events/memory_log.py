@@ -101,12 +101,14 @@ class InMemoryEventLog:
         for conversation in sorted(by_conversation):
             keys = by_conversation[conversation]
             main = self._events.get(StreamKey(tenant, conversation, MAIN_BRANCH), {})
+            types = [decode(data).type for _, data in main.values()]
             summaries.append(ConversationSummary(
                 conversation=conversation,
                 branches=tuple(sorted(key.branch for key in keys)),
                 events=sum(len(self._events[key]) for key in keys),
                 last_seq=max(main, default=0),
                 updated_at=max(ts for key in keys for ts, _ in self._events[key].values()),
+                turns=types.count("turn"), mind="persona" if "persona" in types else "mirror",
             ))
         return summaries
 

@@ -25,6 +25,9 @@ May import ``mirror.cognition``, ``mirror.projections`` and ``mirror.events``; t
   rebuilding it (:func:`prompts_of_fork`), and prompt sets compared (:class:`PromptComparison`);
 - ``recompute``: :func:`recompute_conversation` — re-think a conversation on a branch with a new
   prompt set;
+- ``why``: :func:`~mirror.replay.why.why_event`, ``why_belief``, ``why_edge`` — what produced an
+  event, a belief or an edge (its causes, each with its model call) and every event that touched
+  a belief or an edge, read from a branch's events (pure);
 - ``errors``.
 """
 
@@ -39,6 +42,7 @@ from .errors import (
     UnknownPosition,
     UnknownPromptSet,
     UnknownReflection,
+    UnknownSubject,
 )
 from .history import History, Rebuilt
 from .prompt_record import PromptComparison, prompts_of_fork, recorded_fork
@@ -71,6 +75,7 @@ __all__ = [
     "UnknownPosition",
     "UnknownPromptSet",
     "UnknownReflection",
+    "UnknownSubject",
     "VerifyReport",
     "diff",
     "prompts_of_fork",

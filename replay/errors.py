@@ -6,6 +6,7 @@
         ├── UnknownConversation    a conversation the tenant's log does not hold
         ├── UnknownBranch          a branch with no events (or a fork whose parent is missing)
         ├── UnknownReflection      a reflection number the branch has not reached
+        ├── UnknownSubject         a belief id or an edge no event of the branch names ("why")
         ├── UnknownPromptSet       a branch's prompt set cannot be rebuilt from what its fork recorded
         ├── RecordingMiss          RecordedLLM has no recorded answer for a request (LLMError too)
         ├── NonDeterminism         re-thinking produced other events than the log holds
@@ -66,6 +67,14 @@ class UnknownReflection(ReplayError, LookupError):
         super().__init__(f"{key} has no reflection {number}: it has had {count} ({which})")
 
 
+class UnknownSubject(ReplayError, LookupError):
+    """Asked why of a belief id or an edge ``src relation dst`` that no event of the branch names."""
+
+    def __init__(self, key: StreamKey, kind: str, name: str) -> None:
+        self.key, self.kind, self.name = key, kind, name
+        super().__init__(f"{key} never had {kind} {name} (`/beliefs` and `/edges` list what it holds)")
+
+
 class UnknownPromptSet(ReplayError, LookupError):
     """The prompt set a branch was made with cannot be rebuilt here; ``--prompts`` can name it."""
 
@@ -103,5 +112,5 @@ class RecomputeError(ReplayError, ValueError):
 
 __all__ = [
     "NonDeterminism", "RecomputeError", "RecordingMiss", "ReplayError", "UnknownBranch",
-    "UnknownConversation", "UnknownPosition", "UnknownPromptSet", "UnknownReflection",
+    "UnknownConversation", "UnknownPosition", "UnknownPromptSet", "UnknownReflection", "UnknownSubject",
 ]

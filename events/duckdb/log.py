@@ -497,14 +497,16 @@ class DuckDBEventLog:
     def _conversations(self, tenant: str) -> list[ConversationSummary]:
         rows = self._db.execute(
             "SELECT conversation, list(DISTINCT branch ORDER BY branch), count(*), "
-            "max(seq) FILTER (WHERE branch = 'main'), max(ts) "
+            "max(seq) FILTER (WHERE branch = 'main'), max(ts), "
+            "count(*) FILTER (WHERE branch = 'main' AND type = 'turn'), bool_or(type = 'persona' AND branch = 'main') "
             "FROM events WHERE tenant = ? GROUP BY conversation ORDER BY conversation",
             [tenant],
         ).fetchall()
         return [
             ConversationSummary(
                 conversation=row[0], branches=tuple(row[1]), events=int(row[2]),
-                last_seq=int(row[3] or 0), updated_at=float(row[4]),
+                last_seq=int(row[3] or 0), updated_at=float(row[4]), turns=int(row[5]),
+                mind="persona" if row[6] else "mirror",
             )
             for row in rows
         ]

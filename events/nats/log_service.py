@@ -167,7 +167,8 @@ class LogService:
 
     async def _conversations(self, args: dict[str, Any]) -> list[list[Any]]:
         summaries = await self.log.conversations(args["tenant"])
-        return [[s.conversation, list(s.branches), s.events, s.last_seq, s.updated_at] for s in summaries]
+        return [[s.conversation, list(s.branches), s.events, s.last_seq, s.updated_at, s.turns, s.mind]
+                for s in summaries]
 
     async def _save_snapshot(self, args: dict[str, Any]) -> None:
         await self.log.save_snapshot(Snapshot(_key(args), args["seq"], args["projection_version"], args["state"]))
@@ -294,7 +295,8 @@ class LogClient:
 
     async def conversations(self, tenant: str) -> list[ConversationSummary]:
         rows = await self._call("conversations", tenant=tenant)
-        return [ConversationSummary(row[0], tuple(row[1]), row[2], row[3], row[4]) for row in rows]
+        # A service of an older release sends five columns: the summary's defaults stand for the rest.
+        return [ConversationSummary(row[0], tuple(row[1]), row[2], row[3], row[4], *row[5:7]) for row in rows]
 
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         await self._call(

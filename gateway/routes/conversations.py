@@ -7,14 +7,13 @@ conversation's actor. Unknown conversations are a 404 before any actor is involv
 from __future__ import annotations
 
 import contextlib
-import json
 from typing import Any
 
 from fastapi import APIRouter, Query
 
-from mirror.events.codec import to_json_ready
 from mirror.events.errors import LogError
 from mirror.gateway.runtime import Runtime, Tenant, branch_key, key_of
+from mirror.replay.why import event_json
 
 __all__ = ["router"]
 
@@ -38,7 +37,7 @@ async def list_conversations(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
     summaries = await log.conversations(owner)
     return {"conversations": [
         {"id": s.conversation, "branches": list(s.branches), "events": s.events, "last_seq": s.last_seq,
-         "updated_at": s.updated_at} for s in summaries
+         "updated_at": s.updated_at, "turns": s.turns, "mind": s.mind} for s in summaries
     ]}
 
 
@@ -57,9 +56,6 @@ async def get_events(conversation: str, owner: Tenant, runtime: Runtime, after: 
     await runtime.existing(key_of(owner, conversation))
     key = branch_key(key_of(owner, conversation), branch)
     events = await (await runtime.log(key.tenant)).read(key, after_seq=after, limit=limit)
-    return {"events": [_json(to_json_ready(event)) for event in events],
+    return {"events": [event_json(event) for event in events],
             "next_after": events[-1].seq if events else after}
 
-
-def _json(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))

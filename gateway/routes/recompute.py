@@ -1,5 +1,8 @@
 """Recompute: re-think a tenant's conversations on a branch with a changed prompt set.
 
+``GET /v1/prompts`` answers the templates a recompute may replace, as served (the runtime's
+``prompts_dir``, else the built-in set; the persona mind's built-in set), so a client can show one
+and send it back edited.
 ``POST /v1/recompute`` starts a detached driver actor (``main`` is never written); ``GET
 /v1/recompute/{job}`` follows it. Once a job has finished, its final status goes into the
 runtime's :class:`~mirror.gateway.runtime.FinishedJobs` and its driver is killed; that
@@ -20,13 +23,15 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from mirror.cognition.prompts import default_prompt_set, load_prompt_set
+from mirror.actors.settings import settings_prompts
+from mirror.cognition.persona.prompting import default_persona_prompts
+from mirror.cognition.prompts import PromptSet
 from mirror.events.errors import InvalidIdentifier
 from mirror.events.ids import validate_identifier
 from mirror.gateway.runtime import Runtime, Tenant
 from mirror.replay import RecomputePlan
 
-__all__ = ["RecomputeIn", "ray_get_actor", "ray_kill", "router"]
+__all__ = ["RecomputeIn", "get_prompts", "ray_get_actor", "ray_kill", "router"]
 
 router = APIRouter()
 
@@ -64,7 +69,7 @@ async def post_recompute(body: RecomputeIn, owner: Tenant, runtime: Runtime,
 
     settings = runtime.settings.runtime
     try:
-        base = load_prompt_set(settings.prompts_dir) if settings.prompts_dir else default_prompt_set()
+        base = settings_prompts(settings)
         plan = RecomputePlan(prompt_set_with(body.prompts, base), from_seq=body.from_seq, mode=body.mode,
                              counterfactual=body.counterfactual, branch=body.branch,
                              persona_prompts=persona_prompt_set_with(body.persona_prompts))
@@ -84,6 +89,18 @@ async def post_recompute(body: RecomputeIn, owner: Tenant, runtime: Runtime,
     if status["status"] == "failed":
         raise HTTPException(400 if "RecomputeError" in status["error"] else 500, status["error"])
     return JSONResponse(status, status_code=200)
+
+
+@router.get("/v1/prompts")
+async def get_prompts(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
+    """The served prompt sets: each template's text by file name, exactly the names ``POST
+    /v1/recompute`` takes in ``prompts`` and ``persona_prompts``; ``prompt_set`` is each set's
+    version (name and digest), as the events' provenance records it."""
+    return {**_prompt_set(settings_prompts(runtime.settings.runtime)), "persona": _prompt_set(default_persona_prompts())}
+
+
+def _prompt_set(prompts: PromptSet) -> dict[str, Any]:
+    return {"prompt_set": prompts.version, "templates": dict(prompts.templates)}
 
 
 @router.get("/v1/recompute/{job}")

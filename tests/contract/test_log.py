@@ -14,7 +14,7 @@ from mirror.events.envelope import Event, make_event
 from mirror.events.errors import LogError
 from mirror.events.ids import StreamKey
 from mirror.events.log import ConversationSummary, Snapshot
-from mirror.events.payloads import Fork, Monologue, Narrative, Turn
+from mirror.events.payloads import Fork, Monologue, Narrative, PersonaChosen, Turn
 from tests.support.golden import EXPECTED, LOGS, fold_and_verify, read_log, verify_counts
 from tests.support.logs import WritableLog
 
@@ -164,21 +164,31 @@ async def test_seq_at_time_is_the_last_event_at_or_before_it(event_log: Writable
 
 async def test_conversations_of_a_tenant(event_log: WritableLog) -> None:
     other = StreamKey("acme", "conversation-0")
+    character = StreamKey("acme", "conversation-2")
     fork = make_event(StreamKey("acme", KEY.conversation, "alt"), 4, Fork("main", 3, "v2", "recompute"),
                       timestamp=5000.0)
+    # Only main's events count for the mind and the turns: a persona event or a turn on a branch does not.
+    on_the_branch = make_event(fork.key, 8, PersonaChosen("ada", "v1", "{}"), timestamp=5001.0)
     await event_log.write([
-        *history(KEY, 1, 6), fork, *history(fork.key, 5, 3, tag="-alt", start=5000.0),
+        *history(KEY, 1, 6), fork, *history(fork.key, 5, 3, tag="-alt", start=5000.0), on_the_branch,
         *history(other, 1, 2, start=1500.0), *history(StreamKey("globex", "secret"), 1, 9),
+        make_event(character, 1, PersonaChosen("ada", "v1", "{}"), timestamp=3000.0),
+        make_event(character, 2, Turn("hello", "hi", narrative_seq=None), turn=1, timestamp=3001.0),
     ])
-    # last_seq is main's (alt ends at 7), updated_at the newest event of any branch.
+    # last_seq is main's (alt ends at 8), updated_at the newest event of any branch; history()
+    # puts a turn at every third seq (main: 3 and 6; alt: 6).
     assert await event_log.log.conversations("acme") == [
-        ConversationSummary("conversation-0", ("main",), events=2, last_seq=2, updated_at=1502.0),
-        ConversationSummary("conversation-1", ("alt", "main"), events=10, last_seq=6, updated_at=5007.0),
+        ConversationSummary("conversation-0", ("main",), events=2, last_seq=2, updated_at=1502.0, turns=0,
+                            mind="mirror"),
+        ConversationSummary("conversation-1", ("alt", "main"), events=11, last_seq=6, updated_at=5007.0, turns=2,
+                            mind="mirror"),
+        ConversationSummary("conversation-2", ("main",), events=2, last_seq=2, updated_at=3001.0, turns=1,
+                            mind="persona"),
     ]
     assert [summary.conversation for summary in await event_log.log.conversations("globex")] == ["secret"]
     assert await event_log.log.conversations("initech") == []
     stats = await event_log.log.stats()
-    assert (stats.events, stats.conversations, stats.rejected) == (21, 3, 0)
+    assert (stats.events, stats.conversations, stats.rejected) == (24, 4, 0)
 
 
 @pytest.mark.parametrize(

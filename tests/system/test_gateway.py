@@ -83,7 +83,9 @@ def test_tenant_isolation_matrix(stack) -> None:
         assert client.get("/v1/conversations/private", headers=auth(globex)).status_code == 404
         assert client.get("/v1/conversations/private/events", headers=auth(globex)).status_code == 404
         assert client.get("/v1/conversations/private/stream", headers=auth(globex)).status_code == 404
-        assert "private" in [c["id"] for c in client.get("/v1/conversations", headers=auth(acme)).json()["conversations"]]
+        listed = {c["id"]: c for c in client.get("/v1/conversations", headers=auth(acme)).json()["conversations"]}
+        assert set(listed["private"]) == {"id", "branches", "events", "last_seq", "updated_at", "turns", "mind"}
+        assert (listed["private"]["turns"], listed["private"]["mind"], listed["private"]["branches"]) == (1, "mirror", ["main"])
         summary = client.get("/v1/conversations/private", headers=auth(acme)).json()
         assert summary["turns"] == 1 and summary["last_seq"] >= 1  # thinking may still be under way
 

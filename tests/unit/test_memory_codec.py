@@ -15,7 +15,7 @@ from mirror.events.codec import RECORD_FORMAT, decode, encode, event_to_record, 
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import CorruptEvent
 from mirror.events.ids import StreamKey
-from mirror.events.payloads import Belief, Provenance, Recall, ThinkerFailed, Turn
+from mirror.events.payloads import Belief, PersonaChosen, Provenance, Recall, ThinkerFailed, Turn
 from mirror.events.vectors import dimensions, vector_from_bytes, vector_to_bytes
 from mirror.replay import RecordedVectors
 
@@ -113,6 +113,15 @@ def test_json_ready_records_carry_vectors_as_base64() -> None:
     event = make_event(KEY, 1, Belief("b", "assert", "x", embedding=vector), timestamp=1.0)
     ready = json.loads(json.dumps(to_json_ready(event)))
     assert base64.b64decode(ready["payload"]["embedding"]) == vector
+
+
+def test_json_ready_records_carry_a_tuple_of_vectors_as_base64_texts() -> None:
+    vectors = (vector_to_bytes([1.0]), vector_to_bytes([0.5, 0.25]))
+    event = make_event(KEY, 1, PersonaChosen("ada", "v1", "{}", biography=("a", "b"), biography_embeddings=vectors),
+                       timestamp=1.0)
+    ready = json.loads(json.dumps(to_json_ready(event)))  # no default=: every value is JSON already
+    assert [base64.b64decode(text) for text in ready["payload"]["biography_embeddings"]] == list(vectors)
+    assert ready["payload"]["biography"] == ["a", "b"]
 
 
 # ---------------------------------------------------------------------------------- vectors
