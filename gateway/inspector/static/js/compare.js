@@ -23,6 +23,7 @@ export function compareChoice() {
 }
 
 function pair(title, id, before, after) {
+  if (!before && !after) return null; // neither side has one (no portrait yet, no persona)
   const differs = changed(before, after);
   return h("section", { class: `card pair${differs ? " differs" : ""}`, id, dataset: { changed: String(differs) } },
     h("h2", {}, title, differs ? h("span", { class: "badge changed" }, "changed") : h("span", { class: "badge" }, "same")),
@@ -45,9 +46,9 @@ function listOf(title, id, added, removed, changes, text) {
 }
 
 function replies(leftState, rightState) {
-  // recent_turns are the state's last turns, oldest first: the last one is turn `state.turns`.
+  // recent_turns are the state's last turns, oldest first: the last one is turn `state.turns - 1`.
   const byTurn = (state) => new Map(state.recent_turns.map((turn, index) =>
-    [state.turns - state.recent_turns.length + 1 + index, turn]));
+    [state.turns - state.recent_turns.length + index, turn])); // turns count from 0, as events do
   const left = byTurn(leftState);
   const right = byTurn(rightState);
   const turns = [...new Set([...left.keys(), ...right.keys()])].sort((a, b) => a - b);

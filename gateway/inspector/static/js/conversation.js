@@ -2,7 +2,7 @@
 // timeline over seqs between them (each position is `state?at=`), and its events as they arrive.
 
 import { allEvents, api, conversationPath, serverEvents } from "./api.js";
-import { $, clearMessage, clip, h, replace, showMessage, when } from "./dom.js";
+import { $, clip, h, replace, showMessage, when } from "./dom.js";
 import { renderMind } from "./mind.js";
 import { FAILURE, summarize, THINKING } from "./summary.js";
 import { showWhy } from "./why.js";
@@ -194,7 +194,6 @@ function arrived(event) {
     thinking(`thinking: ${event.type} at seq ${event.seq}`);
   }
   if ($("#follow").checked) {
-    clearMessage();
     select(view.lastSeq);
   } else {
     markDialogue();

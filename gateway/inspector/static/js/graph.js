@@ -12,6 +12,10 @@ function key(text) {
   return String(text || "").trim().toLowerCase();
 }
 
+function radius(node) {
+  return 5 + 13 * node.strength;
+}
+
 export function memoryGraph(state, { onBelief, onEdge } = {}) {
   const nodes = new Map();
   const node = (name) => {
@@ -39,10 +43,13 @@ export function memoryGraph(state, { onBelief, onEdge } = {}) {
   const picture = svg("svg", { viewBox: `0 0 ${SIZE} ${SIZE}`, class: "graph", role: "img",
     "aria-label": `${list.length} things, ${state.edges.length} edges` });
   picture.append(svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5,
-    markerWidth: 6, markerHeight: 6, orient: "auto-start-reverse" }, svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow" }))));
+    markerWidth: 9, markerHeight: 9, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" }, svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow" }))));
   for (const edge of state.edges) {
     const [x1, y1] = place.get(key(edge.src));
-    const [x2, y2] = place.get(key(edge.dst));
+    const [xd, yd] = place.get(key(edge.dst));
+    const gap = radius(nodes.get(key(edge.dst))) + 3; // the arrow stops at the node's rim
+    const length = Math.hypot(xd - x1, yd - y1) || 1;
+    const [x2, y2] = [xd - ((xd - x1) * gap) / length, yd - ((yd - y1) * gap) / length];
     const contradicted = (edge.contradicted_by || []).length > 0;
     const line = svg("line", { x1, y1, x2, y2, class: `edge${contradicted ? " contradicted" : ""}`,
       "stroke-width": (1 + 4 * edge.confidence).toFixed(2), "stroke-opacity": (0.3 + 0.7 * edge.confidence).toFixed(2),
@@ -53,7 +60,7 @@ export function memoryGraph(state, { onBelief, onEdge } = {}) {
   }
   for (const item of list) {
     const [x, y] = place.get(item.id);
-    const r = 5 + 13 * item.strength;
+    const r = radius(item);
     const group = svg("g", { class: "node", onclick: () => item.beliefs[0] && onBelief && onBelief(item.beliefs[0]) },
       svg("circle", { cx: x, cy: y, r: r.toFixed(1), "fill-opacity": (0.35 + 0.65 * item.strength).toFixed(2) }),
       svg("text", { x, y: y - r - 4, "text-anchor": "middle" }, item.label.slice(0, 24)),

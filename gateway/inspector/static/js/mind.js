@@ -85,7 +85,7 @@ function persona(view) {
 export function renderMind(target, state, previous, { onWhy }) {
   const parts = [];
   if (state.persona) parts.push(persona(state.persona));
-  parts.push(card("Narrative", "narrative-card",
+  if (!state.persona || state.narrative) parts.push(card("Narrative", "narrative-card",
     state.narrative ? h("p", { id: "narrative", class: "prose" }, state.narrative)
       : h("p", { id: "narrative", class: "muted", dataset: { empty: "true" } }, "No narrative yet."),
     state.narrative ? h("p", { class: "muted" }, `written at seq ${state.narrative_seq}`) : null,

@@ -12,6 +12,7 @@ const ROLES = {
   monologue: "the monologue", turn: "the turn it came after", source_turn: "the turn it came from",
   memory_step: "the memory step", reflection: "a reflection that touched it", insight: "an insight it used",
   belief: "a belief recalled", contradiction: "what contradicts it", causation: "the event it was computed from",
+  related: "a belief it opposes or supports",
 };
 
 function provenance(record) {
@@ -23,11 +24,18 @@ function provenance(record) {
   return h("table", { class: "provenance" }, rows.map(([name, value]) => h("tr", {}, h("th", {}, name), h("td", {}, value))));
 }
 
+// A vector is base64 of little-endian float32s: shown by its size, not as a wall of text.
+function readable(key, value) {
+  if (/embedding/.test(key) && typeof value === "string" && value.length > 40) return `‹a vector of ${Math.floor((value.length * 3) / 16)} floats›`;
+  if (/embeddings$/.test(key) && Array.isArray(value)) return `‹${value.length} vectors›`;
+  return value;
+}
+
 function eventBlock(event, open) {
-  return h("details", { class: "event", open },
-    h("summary", {}, h("span", { class: `badge type-${event.type}` }, event.type), ` seq ${event.seq} · turn ${event.turn} · ${when(event.ts)}`),
-    h("p", {}, summarize(event)),
-    h("pre", {}, JSON.stringify(event.payload, null, 2)));
+  return h("div", { class: "event" },
+    h("p", {}, h("span", { class: `badge type-${event.type}` }, event.type), ` seq ${event.seq} · turn ${event.turn} · ${when(event.ts)}`),
+    h("p", { class: "summary" }, summarize(event)),
+    h("details", { open }, h("summary", {}, "the event as logged"), h("pre", {}, JSON.stringify(event.payload, readable, 2))));
 }
 
 export async function showWhy(conversation, branch, question, { onSeq }) {
