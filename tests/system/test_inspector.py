@@ -35,7 +35,10 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 
 WREN = Path(__file__).resolve().parents[2] / "cognition" / "persona" / "examples" / "wren.json"
 MESSAGES = ("I have a severe peanut allergy.", "My sister Ana lives in Lisbon and she is a nurse.",
-            "I am planning a trip to Lisbon because Ana invited me.", "What should I eat there?")
+            "I am planning a trip to Lisbon because Ana invited me.", "What should I eat there?",
+            "Ana says the custard tarts are famous.", "I will stay three weeks in April.", "I work as a teacher.",
+            "My school gives me the time off.", "I am nervous about flying.", "Ana will meet me at the airport.")
+"""Ten turns: reflection's cooldown, so the page has a portrait to show."""
 TIMEOUT_MS = 60_000
 
 
@@ -50,12 +53,16 @@ def _settled(http: httpx.Client, conversation: str, last: str, turn: int) -> lis
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("inspector")
-    process, stack = start_up(root / "data", root / "up.log")
+    process, stack = start_up(root / "data", root / "up.log", reflection=True)
     try:
         with httpx.Client(base_url=stack["url"], headers={"Authorization": f"Bearer {stack['token']}"}, timeout=120) as http:
             turns = [http.post("/v1/conversations/trip/turns", params={"sync": "true"}, json={"message": text}).json()
                      for text in MESSAGES]
-            events = _settled(http, "trip", "memory_step", turns[-1]["turn"])
+            _settled(http, "trip", "memory_step", turns[-1]["turn"])
+            # ten turns: reflection runs by itself (a burst of beliefs) or, forced, now; a 409 says it ran
+            reflected = http.post("/v1/conversations/trip/reflect")
+            assert reflected.status_code == 200 or reflected.json().get("reason") == "cooldown", reflected.text
+            events = _settled(http, "trip", "reflection", turns[-1]["turn"])
             card = json.loads(WREN.read_text())
             for index, text in enumerate(("Hello, who are you?", "I lost my job today.")):
                 body: dict[str, Any] = {"message": text}
@@ -152,6 +159,14 @@ def test_the_timeline_shows_the_narrative_state_at_gives_for_that_seq(page, stac
     page.goto(f"{stack['url']}/inspector?conversation=trip&at={last['seq']}")
     page.locator(f"#mind[data-seq='{last['seq']}']").wait_for()
     assert page.locator("#narrative-diff ins").count() > 0 and page.locator("#narrative-diff del").count() > 0
+    # the portrait the reflection wrote, from its seq on
+    portrait = next(e for e in stack["events"] if e["type"] == "reflection")
+    with api(stack) as http:
+        reflected = http.get("/v1/conversations/trip/state", params={"at": portrait["seq"]}).json()["portrait"]
+    page.locator("#timeline").focus()
+    page.keyboard.press("End")
+    page.locator(f"#mind[data-seq='{page.inner_text('#seq-last')}']").wait_for()
+    assert reflected and page.inner_text("#portrait") == reflected
     shot(page, "conversation")
 
 

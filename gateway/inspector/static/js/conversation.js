@@ -84,10 +84,19 @@ function renderDialogue() {
 }
 
 function markDialogue() {
+  let reached = null; // the last turn at or before the selected event: kept in sight
   for (const turn of document.querySelectorAll("#dialogue .turn")) {
     const seq = Number(turn.dataset.seq);
     turn.classList.toggle("future", seq > view.seq);
     turn.classList.toggle("now", seq === view.seq);
+    if (seq <= view.seq) reached = turn;
+  }
+  if (reached) {
+    const box = $("#dialogue");
+    const top = reached.offsetTop - box.offsetTop;
+    if (top < box.scrollTop || top + reached.offsetHeight > box.scrollTop + box.clientHeight) {
+      box.scrollTop = Math.max(0, top + reached.offsetHeight - box.clientHeight + 8);
+    }
   }
   for (const tick of document.querySelectorAll("#strip .tick")) {
     tick.classList.toggle("future", Number(tick.dataset.seq) > view.seq);
