@@ -247,7 +247,7 @@ def test_following_live_shows_a_new_turn_as_it_arrives(page, stack) -> None:
     page.locator(f"#dialogue .turn[data-seq='{turn['seq']}']").wait_for()
     page.locator(f"#live-feed li[data-seq='{turn['seq']}']").wait_for()
     assert "Is the food there safe for me?" in page.inner_text(f"#dialogue .turn[data-seq='{turn['seq']}']")
-    page.wait_for_function("() => Number(document.querySelector('#timeline').max) >= %d" % turn["seq"])
+    page.wait_for_function("(seq) => Number(document.querySelector('#timeline').max) >= seq", arg=turn["seq"])
     with api(stack) as http:
         _settled(http, "trip", "memory_step", turn["turn"])
     page.locator("#live-status[data-kind=idle]").wait_for()  # the thinking that followed, seen to end
