@@ -418,7 +418,7 @@ def bench_inspector(
     from mirror.harness.bench.inspector import InspectorBenchConfig, run_inspector_bench
 
     configure_logging(log_level.value)
-    config = InspectorBenchConfig(turns=turns, repeat=repeat, seed=seed, show_progress=progress and not as_json)
+    config = InspectorBenchConfig(turns=turns, repeat=repeat, seed=seed, show_progress=progress)
     with contextlib.redirect_stdout(sys.stderr):  # Ray's driver may print on stdout: stdout is the JSON alone
         result = run_inspector_bench(config)
     _print_result(result, as_json)

@@ -43,7 +43,7 @@ from mirror.harness.bench._script import script
 from mirror.harness.bench._stacks import sim_stack
 from mirror.harness.bench._stats import percentile
 
-__all__ = ["ACTIONS", "InspectorBenchConfig", "run_inspector_bench"]
+__all__ = ["ACTIONS", "InspectorBenchConfig", "run_inspector_bench", "vector_chars"]
 
 CONVERSATION = "bench-inspector"
 PAGE = 1000
@@ -73,6 +73,8 @@ class _Tally:
     requests: int = 0
     bytes: int = 0
     started: float = field(default_factory=time.perf_counter)
+    parts: dict[str, float] = field(default_factory=dict)
+    """Ms of each phase so far (``mark``), for an action whose phases follow one another."""
 
     async def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         response = await self.client.get(path, params=params)
@@ -81,8 +83,12 @@ class _Tally:
         self.bytes += len(response.content)
         return response.json()
 
-    def done(self) -> dict[str, float]:
-        return {"ms": (time.perf_counter() - self.started) * 1000, "bytes": self.bytes, "requests": self.requests}
+    def mark(self, phase: str) -> None:
+        self.parts[phase] = (time.perf_counter() - self.started) * 1000 - sum(self.parts.values())
+
+    def done(self) -> dict[str, Any]:
+        return {"ms": (time.perf_counter() - self.started) * 1000, "bytes": self.bytes, "requests": self.requests,
+                "parts": self.parts}
 
 
 def _conversation(what: str = "") -> str:
@@ -111,36 +117,52 @@ async def _all_events(tally: _Tally) -> list[dict[str, Any]]:
         after = page["next_after"]
 
 
-async def _open(client: httpx.AsyncClient) -> dict[str, float]:
+async def _open(client: httpx.AsyncClient) -> dict[str, Any]:
     tally = _Tally(client)
     listed = await tally.get("/v1/conversations")
     assert any(item["id"] == CONVERSATION for item in listed["conversations"]), "the conversation is not listed"
+    tally.mark("list")
     events = await _all_events(tally)
+    tally.mark("events")
     state = await _state(tally, events[-1]["seq"])
+    tally.mark("state")
     await _previous(tally, state)
+    tally.mark("previous_states")
     return tally.done()
 
 
-async def _step(client: httpx.AsyncClient, seq: int) -> dict[str, float]:
+async def _step(client: httpx.AsyncClient, seq: int) -> dict[str, Any]:
     tally = _Tally(client)
     await _previous(tally, await _state(tally, seq))
     return tally.done()
 
 
-async def _why(client: httpx.AsyncClient, question: dict[str, Any]) -> dict[str, float]:
+async def _why(client: httpx.AsyncClient, question: dict[str, Any]) -> dict[str, Any]:
     tally = _Tally(client)
     await tally.get(_conversation("why"), {**question, "branch": "main"})
     return tally.done()
 
 
-async def _compare(client: httpx.AsyncClient, left: int, right: int) -> dict[str, float]:
+async def _compare(client: httpx.AsyncClient, left: int, right: int) -> dict[str, Any]:
     tally = _Tally(client)
     await asyncio.gather(_state(tally, left), _state(tally, right), tally.get(_conversation("diff"), {
         "from": left, "to": right, "from_branch": "main", "to_branch": "main"}))
     return tally.done()
 
 
-def _figures(samples: Sequence[dict[str, float]]) -> dict[str, Any]:
+def vector_chars(value: Any) -> int:
+    """Characters of the vectors in events' JSON: base64 text under ``embedding``, ``query_embedding``
+    and each of a persona's ``biography_embeddings``."""
+    if isinstance(value, dict):
+        return sum(len(item) if key.endswith("embedding") and isinstance(item, str)
+                   else sum(map(len, item)) if key.endswith("embeddings") and isinstance(item, list)
+                   else vector_chars(item) for key, item in value.items())
+    if isinstance(value, list):
+        return sum(vector_chars(item) for item in value)
+    return 0
+
+
+def _figures(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
     times = [sample["ms"] for sample in samples]
     sizes = [sample["bytes"] for sample in samples]
     requests = [sample["requests"] for sample in samples]
@@ -200,7 +222,7 @@ async def _measure(client: httpx.AsyncClient, config: InspectorBenchConfig) -> d
     }
     if most_recalled is not None:
         actions["why_belief"] = lambda: _why(client, {"belief": most_recalled["belief_id"]})
-    samples: dict[str, list[dict[str, float]]] = {name: [] for name in actions}
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in actions}
     with progress_line("inspector requests", config.repeat * len(actions), config.show_progress) as advance:
         for _ in range(config.repeat):  # the actions take turns, so a slow moment of the machine is shared
             for name, action in actions.items():
@@ -214,7 +236,10 @@ async def _measure(client: httpx.AsyncClient, config: InspectorBenchConfig) -> d
     healthz_p50 = percentile(healthz, 0.5)
     figures = {name: _figures(values) for name, values in samples.items()}
     opened = figures["open"]
-    opened.update(first_ms=round(first_open["ms"], 2), pages=len(events) // PAGE + 1)
+    opened.update(first_ms=round(first_open["ms"], 2), pages=len(events) // PAGE + 1,
+                  parts_p50_ms={phase: round(percentile([sample["parts"][phase] for sample in samples["open"]], 0.5), 2)
+                                for phase in samples["open"][0]["parts"]},
+                  vector_chars_in_events=vector_chars(events))
     if most_recalled is not None:
         figures["why_belief"]["recall_count"] = most_recalled["recall_count"]
     return {
