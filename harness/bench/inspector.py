@@ -10,18 +10,22 @@ times:
 - ``open`` (``openConversation``): ``GET /v1/conversations``; every event, paged as ``allEvents``
   pages them (``limit=1000`` until a short page); ``state?at=`` the last seq; then, at once,
   the previous narrative's and the previous portrait's states (``narrative_seq − 1``,
-  ``portrait_seq − 1``: the diffs ``select`` shows). Total ms, bytes and requests.
+  ``portrait_seq − 1``: the diffs ``select`` shows). Total ms, bytes and requests, each phase's
+  ms (``parts_p50_ms``) and the vectors' share of the events (``vector_chars_in_events``).
 - ``step`` (``select``): one timeline move to a random seq the page has not seen (its cache of
   states is per page view): its state, then its previous narrative's and portrait's at once.
 - ``why_reply``: ``why?seq=`` a random turn's seq; ``why_belief``: ``why?belief=`` the most
   recalled belief (its answer grows with every recall, so its bytes are given too).
 - ``compare`` (``runCompare``): two states and ``diff`` between two random seqs, all at once.
 
-The raw limit, in the same run: ``healthz_p50_ms``, one ``GET /healthz`` round trip (no token,
-no work), and ``open_floor_ms`` = open's requests × that: what opening would cost if Mirror did
-no work at all. The server keeps no answer cache; a state is folded from the nearest snapshot
-(every 200 events) each time, so repeats cost what first looks do, but the first open of a run
-(``open.first_ms``) may also find the log's own caches cold.
+Each action's ms run from its first ask to its last answer parsed, as the page waits;
+``client_json_p50_ms`` is how much of that this client spent parsing JSON (the browser's share,
+not Mirror's). The raw limit, in the same run: ``healthz_p50_ms``, one ``GET /healthz`` round
+trip (no token, no work), and ``open_floor_ms`` = open's requests × that: what opening would
+cost if Mirror did no work at all. The server keeps no answer cache: each state is folded from
+the newest snapshot at or before it (the gateway's reader leaves one every 200 events as it
+folds) plus the events after it, so a repeated look costs what any later look does; the first
+open of the run (``open.first_ms``) may fold more.
 """
 
 from __future__ import annotations
@@ -75,20 +79,25 @@ class _Tally:
     started: float = field(default_factory=time.perf_counter)
     parts: dict[str, float] = field(default_factory=dict)
     """Ms of each phase so far (``mark``), for an action whose phases follow one another."""
+    json_ms: float = 0.0
+    """Ms this client spent parsing the answers (the page's ``response.json()``): the client's work, not Mirror's."""
 
     async def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         response = await self.client.get(path, params=params)
         response.raise_for_status()
         self.requests += 1
         self.bytes += len(response.content)
-        return response.json()
+        started = time.perf_counter()
+        answer = response.json()
+        self.json_ms += (time.perf_counter() - started) * 1000
+        return answer
 
     def mark(self, phase: str) -> None:
         self.parts[phase] = (time.perf_counter() - self.started) * 1000 - sum(self.parts.values())
 
     def done(self) -> dict[str, Any]:
         return {"ms": (time.perf_counter() - self.started) * 1000, "bytes": self.bytes, "requests": self.requests,
-                "parts": self.parts}
+                "parts": self.parts, "json_ms": self.json_ms}
 
 
 def _conversation(what: str = "") -> str:
@@ -170,6 +179,7 @@ def _figures(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "p50_ms": round(percentile(times, 0.5), 2), "p95_ms": round(percentile(times, 0.95), 2),
         "bytes_p50": int(percentile(sizes, 0.5)), "bytes_p95": int(percentile(sizes, 0.95)),
         "requests": int(percentile(requests, 0.5)),
+        "client_json_p50_ms": round(percentile([sample["json_ms"] for sample in samples], 0.5), 2),
     }
 
 
