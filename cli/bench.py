@@ -1,4 +1,4 @@
-"""``mirror bench ingest|turns|timetravel|recompute|actors|recovery|pipeline|embed|recall|storage|reflection``.
+"""``mirror bench ingest|turns|timetravel|recompute|actors|recovery|pipeline|embed|recall|storage|reflection|inspector``.
 
 Each command builds its benchmark's frozen config from the options, runs it from
 :mod:`mirror.harness.bench` (one module per benchmark) and prints its one JSON object; a
@@ -396,3 +396,29 @@ def bench_reflection(
     runs = [result[name] for name in ("reflection_on", "reflection_off") if name in result]
     if not all(run["drained"] for run in runs):
         raise typer.Exit(1)
+
+
+@bench_app.command("inspector")
+def bench_inspector(
+    turns: int = typer.Option(200, "--turns", "-t", min=2, help="Turns of the one conversation (each ?sync=true)."),
+    repeat: int = typer.Option(20, "--repeat", "-r", min=1, help="Times each of the page's actions is measured."),
+    seed: int = typer.Option(7, "--seed", help="Seeds the scripted user and the seqs looked at."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="A progress bar on stderr."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """What the inspector page asks when a person opens a long conversation and looks around.
+
+    One conversation of --turns turns (memory and reflection on, the simulator), then the page's
+    requests, each action --repeat times: open (the list, every event paged, the last state and
+    the previous narrative's and portrait's), step (a timeline move), why_reply, why_belief (the
+    most recalled belief), compare (two states and their diff): p50/p95 ms and bytes, requests;
+    against healthz_p50_ms (one HTTP round trip) and open_floor_ms (open's requests × that).
+    """
+    from mirror.harness.bench.inspector import InspectorBenchConfig, run_inspector_bench
+
+    configure_logging(log_level.value)
+    config = InspectorBenchConfig(turns=turns, repeat=repeat, seed=seed, show_progress=progress)
+    with contextlib.redirect_stdout(sys.stderr):  # Ray's driver may print on stdout: stdout is the JSON alone
+        result = run_inspector_bench(config)
+    _print_result(result, as_json)

@@ -1,0 +1,285 @@
+"""`mirror bench inspector`: what the inspector page asks of the gateway when a person opens a long
+conversation and looks around, over real HTTP against a real stack.
+
+One conversation of ``turns`` turns through the gateway of an embedded stack (the simulator at
+0 ms, memory and reflection on, the scripted user of ``bench reflection``), each turn with
+``?sync=true`` so the thinking keeps up; then, once the last turn's thinking is committed, the
+page's requests in the page's order (``gateway/inspector/static/js/``), each action ``repeat``
+times:
+
+- ``open`` (``openConversation``): ``GET /v1/conversations``; every event, paged as ``allEvents``
+  pages them (``limit=1000`` until a short page); ``state?at=`` the last seq; then, at once,
+  the previous narrative's and the previous portrait's states (``narrative_seq − 1``,
+  ``portrait_seq − 1``: the diffs ``select`` shows). Total ms, bytes and requests, each phase's
+  ms (``parts_p50_ms``) and the vectors' share of the events (``vector_chars_in_events``).
+- ``step`` (``select``): one timeline move to a random seq the page has not seen (its cache of
+  states is per page view): its state, then its previous narrative's and portrait's at once.
+- ``why_reply``: ``why?seq=`` a random turn's seq; ``why_belief``: ``why?belief=`` the most
+  recalled belief (its answer grows with every recall, so its bytes are given too).
+- ``compare`` (``runCompare``): two states and ``diff`` between two random seqs, all at once.
+
+Each action's ms run from its first ask to its last answer parsed, as the page waits;
+``client_json_p50_ms`` is how much of that this client spent parsing JSON (the browser's share,
+not Mirror's). The raw limit, in the same run: ``healthz_p50_ms``, one ``GET /healthz`` round
+trip (no token, no work), and ``open_floor_ms`` = open's requests × that: what opening would
+cost if Mirror did no work at all. The server keeps no answer cache: each state is folded from
+the newest snapshot at or before it (the gateway's reader leaves one every 200 events as it
+folds) plus the events after it, so a repeated look costs what any later look does; the first
+open of the run (``open.first_ms``) may fold more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx
+
+from mirror.cognition.http_transport import AiohttpTransport
+from mirror.cognition.reflection.policy import DEFAULT_POLICY
+from mirror.harness.bench._hosts import progress_line
+from mirror.harness.bench._script import script
+from mirror.harness.bench._stacks import sim_stack
+from mirror.harness.bench._stats import percentile
+
+__all__ = ["ACTIONS", "InspectorBenchConfig", "run_inspector_bench", "vector_chars"]
+
+CONVERSATION = "bench-inspector"
+PAGE = 1000
+"""The page's page of events (``allEvents``), the log's largest."""
+ACTIONS = ("open", "step", "why_reply", "why_belief", "compare")
+REQUEST_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class InspectorBenchConfig:
+    turns: int = 200
+    repeat: int = 20
+    seed: int = 7
+    healthz_samples: int = 100
+    max_per_hour: int = 1_000
+    """Reflection's hourly cap for this run: the turns come in minutes, not the days a person would
+    take, and the default cap (6) would stop reflection after six."""
+    settle_timeout_s: float = 600.0
+    show_progress: bool = False
+
+
+@dataclass(slots=True)
+class _Tally:
+    """One action's requests, as the page makes them: ms from the first ask to the last answer."""
+
+    client: httpx.AsyncClient
+    requests: int = 0
+    bytes: int = 0
+    started: float = field(default_factory=time.perf_counter)
+    parts: dict[str, float] = field(default_factory=dict)
+    """Ms of each phase so far (``mark``), for an action whose phases follow one another."""
+    json_ms: float = 0.0
+    """Ms this client spent parsing the answers (the page's ``response.json()``): the client's work, not Mirror's."""
+
+    async def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        response = await self.client.get(path, params=params)
+        response.raise_for_status()
+        self.requests += 1
+        self.bytes += len(response.content)
+        started = time.perf_counter()
+        answer = response.json()
+        self.json_ms += (time.perf_counter() - started) * 1000
+        return answer
+
+    def mark(self, phase: str) -> None:
+        self.parts[phase] = (time.perf_counter() - self.started) * 1000 - sum(self.parts.values())
+
+    def done(self) -> dict[str, Any]:
+        return {"ms": (time.perf_counter() - self.started) * 1000, "bytes": self.bytes, "requests": self.requests,
+                "parts": self.parts, "json_ms": self.json_ms}
+
+
+def _conversation(what: str = "") -> str:
+    return f"/v1/conversations/{CONVERSATION}" + (f"/{what}" if what else "")
+
+
+async def _state(tally: _Tally, seq: int) -> dict[str, Any]:
+    state: dict[str, Any] = await tally.get(_conversation("state"), {"at": seq, "branch": "main"})
+    return state
+
+
+async def _previous(tally: _Tally, state: dict[str, Any]) -> None:
+    """The previous narrative's and portrait's states, asked at once (``select``'s diffs)."""
+    seqs = [seq - 1 for seq in (state["narrative_seq"], state.get("portrait_seq")) if seq is not None and seq > 1]
+    await asyncio.gather(*(_state(tally, seq) for seq in seqs))
+
+
+async def _all_events(tally: _Tally) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    after = 0
+    while True:
+        page = await tally.get(_conversation("events"), {"after": after, "limit": PAGE})
+        events += page["events"]
+        if len(page["events"]) < PAGE:
+            return events
+        after = page["next_after"]
+
+
+async def _open(client: httpx.AsyncClient) -> dict[str, Any]:
+    tally = _Tally(client)
+    listed = await tally.get("/v1/conversations")
+    assert any(item["id"] == CONVERSATION for item in listed["conversations"]), "the conversation is not listed"
+    tally.mark("list")
+    events = await _all_events(tally)
+    tally.mark("events")
+    state = await _state(tally, events[-1]["seq"])
+    tally.mark("state")
+    await _previous(tally, state)
+    tally.mark("previous_states")
+    return tally.done()
+
+
+async def _step(client: httpx.AsyncClient, seq: int) -> dict[str, Any]:
+    tally = _Tally(client)
+    await _previous(tally, await _state(tally, seq))
+    return tally.done()
+
+
+async def _why(client: httpx.AsyncClient, question: dict[str, Any]) -> dict[str, Any]:
+    tally = _Tally(client)
+    await tally.get(_conversation("why"), {**question, "branch": "main"})
+    return tally.done()
+
+
+async def _compare(client: httpx.AsyncClient, left: int, right: int) -> dict[str, Any]:
+    tally = _Tally(client)
+    await asyncio.gather(_state(tally, left), _state(tally, right), tally.get(_conversation("diff"), {
+        "from": left, "to": right, "from_branch": "main", "to_branch": "main"}))
+    return tally.done()
+
+
+def vector_chars(value: Any) -> int:
+    """Characters of the vectors in events' JSON: base64 text under ``embedding``, ``query_embedding``
+    and each of a persona's ``biography_embeddings``."""
+    if isinstance(value, dict):
+        return sum(len(item) if key.endswith("embedding") and isinstance(item, str)
+                   else sum(map(len, item)) if key.endswith("embeddings") and isinstance(item, list)
+                   else vector_chars(item) for key, item in value.items())
+    if isinstance(value, list):
+        return sum(vector_chars(item) for item in value)
+    return 0
+
+
+def _figures(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    times = [sample["ms"] for sample in samples]
+    sizes = [sample["bytes"] for sample in samples]
+    requests = [sample["requests"] for sample in samples]
+    return {
+        "p50_ms": round(percentile(times, 0.5), 2), "p95_ms": round(percentile(times, 0.95), 2),
+        "bytes_p50": int(percentile(sizes, 0.5)), "bytes_p95": int(percentile(sizes, 0.95)),
+        "requests": int(percentile(requests, 0.5)),
+        "client_json_p50_ms": round(percentile([sample["json_ms"] for sample in samples], 0.5), 2),
+    }
+
+
+# ---------------------------------------------------------------------------- building the conversation
+
+async def _build(client: httpx.AsyncClient, config: InspectorBenchConfig) -> None:
+    with progress_line(f"{config.turns} turns", config.turns, config.show_progress) as advance:
+        for message in script(config.turns, config.seed):
+            answer = await client.post(_conversation("turns"), params={"sync": "true"}, json={"message": message})
+            answer.raise_for_status()
+            advance()
+
+
+async def _settled(client: httpx.AsyncClient, timeout_s: float) -> int:
+    """The last seq, once the conversation has stopped thinking and the log has committed it all."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        summary = (await client.get(_conversation())).raise_for_status().json()
+        last = summary["last_seq"]
+        if not summary["thinking"]:
+            tail = (await client.get(_conversation("events"), params={"after": last - 1, "limit": 1})).raise_for_status()
+            if [event["seq"] for event in tail.json()["events"]] == [last]:
+                return int(last)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{CONVERSATION}: its thinking did not finish and commit within {timeout_s:.0f} s")
+        await asyncio.sleep(0.2)
+
+
+# ---------------------------------------------------------------------------- measuring
+
+async def _measure(client: httpx.AsyncClient, config: InspectorBenchConfig) -> dict[str, Any]:
+    rng = random.Random(config.seed)
+    last_seq = await _settled(client, config.settle_timeout_s)
+    first_open = await _open(client)
+    events = await _all_events(_Tally(client))
+    last_state = await _state(_Tally(client), last_seq)
+    turn_seqs = [event["seq"] for event in events if event["type"] == "turn"]
+    beliefs = last_state["beliefs"]
+    most_recalled = max(beliefs, key=lambda belief: (belief["recall_count"], belief["belief_id"])) if beliefs else None
+
+    def pair() -> tuple[int, int]:
+        left, right = sorted(rng.sample(range(1, last_seq + 1), 2))
+        return left, right
+
+    actions: dict[str, Callable[[], Any]] = {
+        "open": lambda: _open(client),
+        "step": lambda: _step(client, rng.randint(1, last_seq)),
+        "why_reply": lambda: _why(client, {"seq": rng.choice(turn_seqs)}),
+        "compare": lambda: _compare(client, *pair()),
+    }
+    if most_recalled is not None:
+        actions["why_belief"] = lambda: _why(client, {"belief": most_recalled["belief_id"]})
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in actions}
+    with progress_line("inspector requests", config.repeat * len(actions), config.show_progress) as advance:
+        for _ in range(config.repeat):  # the actions take turns, so a slow moment of the machine is shared
+            for name, action in actions.items():
+                samples[name].append(await action())
+                advance()
+    healthz = []
+    for _ in range(config.healthz_samples):
+        started = time.perf_counter()
+        (await client.get("/healthz")).raise_for_status()
+        healthz.append((time.perf_counter() - started) * 1000)
+    healthz_p50 = percentile(healthz, 0.5)
+    figures = {name: _figures(values) for name, values in samples.items()}
+    opened = figures["open"]
+    opened.update(first_ms=round(first_open["ms"], 2), pages=len(events) // PAGE + 1,
+                  parts_p50_ms={phase: round(percentile([sample["parts"][phase] for sample in samples["open"]], 0.5), 2)
+                                for phase in samples["open"][0]["parts"]},
+                  vector_chars_in_events=vector_chars(events))
+    if most_recalled is not None:
+        figures["why_belief"]["recall_count"] = most_recalled["recall_count"]
+    return {
+        "turns": len(turn_seqs), "events": len(events), "last_seq": last_seq,
+        "narrative_seq": last_state["narrative_seq"], "portrait_seq": last_state.get("portrait_seq"),
+        "beliefs": len(beliefs), "reflections": last_state.get("reflections", 0),
+        **{name: figures.get(name) for name in ACTIONS},
+        "healthz_p50_ms": round(healthz_p50, 2),
+        "open_floor_ms": round(opened["requests"] * healthz_p50, 2),
+        "open_over_floor": round(opened["p50_ms"] / (opened["requests"] * healthz_p50), 1) if healthz_p50 else None,
+    }
+
+
+async def _run(url: str, token: str, config: InspectorBenchConfig) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=REQUEST_TIMEOUT_S,
+                                 transport=AiohttpTransport()) as client:
+        started = time.perf_counter()
+        await _build(client, config)
+        built_s = time.perf_counter() - started
+        figures = await _measure(client, config)
+    return {**figures, "build_s": round(built_s, 1)}
+
+
+def run_inspector_bench(config: InspectorBenchConfig) -> dict[str, Any]:
+    """Start the stack, make the conversation, measure; one JSON-ready dict."""
+    load_before = os.getloadavg()[0]
+    policy = replace(DEFAULT_POLICY, max_per_hour=config.max_per_hour)
+    with sim_stack("inspector", 0.0, "full", memory=True, reflection=True, reflection_policy=policy) as stack:
+        figures = asyncio.run(_run(stack.url, stack.token, config))
+    return {
+        "benchmark": "inspector", "repeat": config.repeat, "seed": config.seed, **figures,
+        "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+    }

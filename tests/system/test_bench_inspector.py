@@ -1,0 +1,36 @@
+"""`mirror bench inspector` at 4 turns and 2 repeats, through the CLI: every action measured over a
+real stack (nats-server, Ray, DuckDB, the gateway over HTTP, the simulator), and opening asks what
+the page asks for that many events.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+ACTIONS = ("open", "step", "why_reply", "why_belief", "compare")
+
+
+def test_the_inspector_bench_measures_what_the_page_asks() -> None:
+    result = subprocess.run([sys.executable, "-m", "mirror", "bench", "inspector", "--turns", "4", "--repeat", "2", "--json"],
+                            capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["benchmark"] == "inspector" and report["turns"] == 4 and report["repeat"] == 2
+    assert report["events"] == report["last_seq"] > 4
+    for name in ACTIONS:
+        figures = report[name]
+        assert 0 < figures["p50_ms"] <= figures["p95_ms"], name
+        assert 0 < figures["bytes_p50"] <= figures["bytes_p95"], name
+        assert figures["requests"] >= 1, name
+    # the list, one page of events (a short one ends them), the last state, the previous narrative's
+    # and (once a reflection wrote one) the previous portrait's
+    previous = sum(1 for seq in (report["narrative_seq"], report["portrait_seq"]) if seq is not None and seq > 1)
+    assert report["open"]["pages"] == report["events"] // 1000 + 1 == 1
+    assert report["open"]["requests"] == 1 + 1 + 1 + previous >= 4
+    assert report["why_reply"]["requests"] == report["why_belief"]["requests"] == 1
+    assert report["compare"]["requests"] == 3
+    assert report["why_belief"]["recall_count"] >= 0
+    assert report["healthz_p50_ms"] > 0
+    assert abs(report["open_floor_ms"] - report["open"]["requests"] * report["healthz_p50_ms"]) <= 0.01 * report["open"]["requests"]
