@@ -39,7 +39,7 @@ from pathlib import Path
 from types import TracebackType
 
 from mirror.events.errors import BusError
-from mirror.events.nats.server import SYNC_ALWAYS, EmbeddedNats, validate_sync_interval
+from mirror.events.nats.server import PORT_ATTEMPTS, SYNC_ALWAYS, EmbeddedNats, port_taken, validate_sync_interval
 from mirror.processes import free_port
 
 log = logging.getLogger(__name__)
@@ -89,20 +89,28 @@ class EmbeddedNatsCluster:
     ) -> None:
         if size < 1:
             raise ValueError(f"a NATS cluster needs at least one node, not {size}")
-        ports = list(ports) if ports else node_ports(None, size, host)
-        route_ports = list(route_ports) if route_ports else [free_port(host) for _ in range(size)]
-        if len(ports) != size or len(route_ports) != size:
-            raise ValueError(f"{size} nodes need {size} client ports and {size} route ports, "
-                             f"got {ports} and {route_ports}")
+        self._given = (list(ports) if ports else None, list(route_ports) if route_ports else None)
+        """The ports given (None: chosen here, and chosen again if taken before the first start listened)."""
+        self._ports_chosen = None in self._given
         self.sync_interval = validate_sync_interval(sync_interval)
         self.store_root = Path(store_root)
         self.size = size
         self.host = host
         self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.nodes = self._make_nodes()
+
+    def _make_nodes(self) -> list[EmbeddedNats]:
+        size, host = self.size, self.host
+        ports = self._given[0] or node_ports(None, size, host)
+        route_ports = self._given[1] or [free_port(host) for _ in range(size)]
+        if len(ports) != size or len(route_ports) != size:
+            raise ValueError(f"{size} nodes need {size} client ports and {size} route ports, "
+                             f"got {ports} and {route_ports}")
         routes = [f"nats://{host}:{port}" for port in route_ports]
-        self.nodes = [
+        return [
             EmbeddedNats(node_store(self.store_root, size, index), host=host, port=ports[index],
-                         start_timeout=start_timeout, stop_timeout=stop_timeout,
+                         start_timeout=self.start_timeout, stop_timeout=self.stop_timeout,
                          sync_interval=self.sync_interval, extra_args=() if size == 1 else (
                              "--server_name", server_name(index),
                              "--cluster_name", CLUSTER_NAME,
@@ -128,18 +136,32 @@ class EmbeddedNatsCluster:
         return int(name[len(SERVER_NAME_PREFIX):])
 
     def start(self) -> EmbeddedNatsCluster:
-        """Launch every node, wait until each is ready and the cluster has a JetStream meta leader."""
+        """Launch every node, wait until each is ready and the cluster has a JetStream meta leader.
+
+        Ports chosen here are chosen again when another process took one before its node listened
+        (a node's own outgoing route connections may be given it as their local port), up to
+        :data:`~mirror.events.nats.server.PORT_ATTEMPTS` starts; given ports never are."""
         self._check_layout()
-        try:
-            for node in self.nodes:
-                node.launch()
-            for node in self.nodes:
-                node.wait_ready()
-            if self.size > 1:
-                self._wait_meta_leader()
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                for node in self.nodes:
+                    node.launch()
+                for node in self.nodes:
+                    node.wait_ready()
+                if self.size > 1:
+                    self._wait_meta_leader()
+                break
+            except BusError as exc:
+                self.stop()
+                if not (self._ports_chosen and attempt < PORT_ATTEMPTS and port_taken(exc)):
+                    raise
+                log.warning("a port of the NATS cluster was taken before its node could listen (%s); "
+                            "choosing its ports again", exc)
+                self.nodes = self._make_nodes()
+            except BaseException:
+                self.stop()
+                raise
+        self._ports_chosen = False  # listened on: a node started again must come back where it was
         log.info("NATS cluster of %d ready at %s (JetStream sync_interval %s)", self.size, self.url, self.sync_interval)
         return self
 

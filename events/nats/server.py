@@ -106,6 +106,15 @@ def _port_open(host: str, port: int) -> bool:
 _ERROR_LINE = re.compile(rb"\[(?:FTL|ERR)\] (.*)")
 
 
+PORT_ATTEMPTS = 3
+"""Starts of a server (or cluster) on ports it chose itself, when another process took one first."""
+
+
+def port_taken(error: BaseException) -> bool:
+    """Did a nats-server exit because a port it was to listen on was in use?"""
+    return "address already in use" in str(error)
+
+
 def _last_error(log_file: Path) -> str:
     """The last fatal or error line of a nats-server log (the reason it exited), else its last line.
 
@@ -149,6 +158,8 @@ class EmbeddedNats:
         self.store_dir = Path(store_dir)
         self.host = host
         self.port = port or free_port(host)
+        self._port_chosen = not port
+        """Chosen here, not given: until the server has listened on it, another may be chosen (:meth:`start`)."""
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self.extra_args = extra_args
@@ -181,10 +192,24 @@ class EmbeddedNats:
         return self.store_dir / CONFIG_FILE
 
     def start(self) -> EmbeddedNats:
+        """Launch and wait. A port chosen here and taken by another process between the choice and the
+        bind (an outgoing connection's local port, say) is chosen again, up to :data:`PORT_ATTEMPTS`
+        times; a port that was given, or one the server has listened on before, never is."""
         if self.running:
             return self
-        self.launch()
-        return self.wait_ready()
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self.launch()
+            try:
+                self.wait_ready()
+                break
+            except BusError as exc:
+                if not (self._port_chosen and attempt < PORT_ATTEMPTS and port_taken(exc)):
+                    raise
+                log.warning("nats-server's port %d was taken before it could listen; choosing another", self.port)
+                self._process = None
+                self.port = free_port(self.host)
+        self._port_chosen = False
+        return self
 
     def launch(self) -> None:
         """Start the process without waiting for it (a cluster launches every node, then waits)."""
@@ -254,4 +279,5 @@ class EmbeddedNats:
         self.stop()
 
 
-__all__ = ["CONFIG_FILE", "SYNC_ALWAYS", "EmbeddedNats", "config_text", "nats_server_binary", "validate_sync_interval"]
+__all__ = ["CONFIG_FILE", "PORT_ATTEMPTS", "SYNC_ALWAYS", "EmbeddedNats", "config_text", "nats_server_binary", "port_taken",
+           "validate_sync_interval"]

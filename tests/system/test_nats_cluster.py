@@ -8,6 +8,7 @@ import asyncio
 import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -214,3 +215,31 @@ async def test_mirror_nats_cluster_runs_three_servers_in_the_foreground(tmp_path
         process.send_signal(signal.SIGINT)
         assert process.wait(60) == 0
     assert all(b"Server Exiting" in (tmp_path / "nats" / f"n{i}" / "nats-server.log").read_bytes() for i in range(3))
+
+
+@pytest.mark.parametrize("size", [1, 3])
+async def test_a_chosen_port_taken_before_its_server_listens_is_chosen_again(tmp_path: Path, size: int) -> None:
+    """Between choosing a free port and nats-server binding it, another process may take it (an
+    outgoing connection's local port: the cluster's own routes connect while nodes start). Ports
+    the cluster chose are chosen again; the servers come up, on other ports."""
+    cluster = EmbeddedNatsCluster(tmp_path / "nats", size)
+    taken = cluster.nodes[-1].port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        with cluster:
+            assert cluster.nodes[-1].port != taken and all(node.running for node in cluster.nodes)
+            nc = await connect_nats(cluster.url)
+            try:
+                await ensure_stream(nc.jetstream(), StreamSettings(replicas=size))
+            finally:
+                await nc.close()
+
+
+def test_a_given_port_that_is_taken_is_refused_not_moved(tmp_path: Path) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        with pytest.raises(BusError, match="address already in use"):
+            EmbeddedNatsCluster(tmp_path / "nats", 1, ports=[port]).start()
