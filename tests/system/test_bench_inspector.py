@@ -1,6 +1,7 @@
 """`mirror bench inspector` at 4 turns and 2 repeats, through the CLI: every action measured over a
 real stack (nats-server, Ray, DuckDB, the gateway over HTTP, the simulator), and opening asks what
-the page asks for that many events.
+the page asks for that many events. Marked ``long`` (a stack of its own, ~12 s) to keep the default
+run under its 15 minutes; ``.ci/run`` runs it.
 """
 
 from __future__ import annotations
@@ -9,9 +10,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 ACTIONS = ("open", "step", "why_reply", "why_belief", "compare")
 
 
+@pytest.mark.long
 def test_the_inspector_bench_measures_what_the_page_asks() -> None:
     result = subprocess.run([sys.executable, "-m", "mirror", "bench", "inspector", "--turns", "4", "--repeat", "2", "--json"],
                             capture_output=True, text=True, timeout=240)
