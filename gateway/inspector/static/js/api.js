@@ -151,6 +151,13 @@ export async function allEvents(conversation, { branch = "main", after = 0, sign
   }
 }
 
+// The tenant's conversation `id` as the list gives it (branches, mind, …); "Not found" when it has none.
+export async function listedConversation(id) {
+  const listed = (await api("/v1/conversations")).conversations.find((c) => c.id === id);
+  if (!listed) throw new ApiError(404, `Not found: this tenant has no conversation ${JSON.stringify(id)}.`);
+  return listed;
+}
+
 export function conversationPath(conversation, what = "") {
   return `/v1/conversations/${encodeURIComponent(conversation)}${what ? `/${what}` : ""}`;
 }

@@ -1,7 +1,7 @@
 // One conversation: the dialogue on the left, the mind at the selected event on the right, a
 // timeline over seqs between them (each position is `state?at=`), and its events as they arrive.
 
-import { allEvents, api, conversationPath, serverEvents } from "./api.js";
+import { allEvents, api, conversationPath, listedConversation, serverEvents } from "./api.js";
 import { $, clip, h, replace, showMessage, when } from "./dom.js";
 import { renderMind } from "./mind.js";
 import { FAILURE, summarize, THINKING } from "./summary.js";
@@ -13,7 +13,7 @@ const view = {
 };
 
 export function current() {
-  return { id: view.id, branch: view.branch, branches: view.branches, seq: view.seq, lastSeq: view.lastSeq };
+  return { id: view.id, branch: view.branch, branches: view.branches, mind: view.mind, seq: view.seq, lastSeq: view.lastSeq };
 }
 
 async function stateAt(seq) {
@@ -41,8 +41,7 @@ export async function openConversation(id, { branch = "main", at = null, onChang
   Object.assign(view, { id, branch, states: new Map(), onChange: onChange || (() => {}) });
   $("#conversation-title").textContent = id;
   $("#why").hidden = true;
-  const listed = (await api("/v1/conversations")).conversations.find((c) => c.id === id);
-  if (!listed) throw new Error(`Not found: this tenant has no conversation ${JSON.stringify(id)}.`);
+  const listed = await listedConversation(id);
   view.branches = listed.branches;
   view.mind = listed.mind || "mirror";
   if (!view.branches.includes(branch)) throw new Error(`Not found: conversation ${id} has no branch ${JSON.stringify(branch)}.`);
@@ -178,6 +177,8 @@ async function follow(controller) {
   }
 }
 
+let following = null;
+
 function arrived(event) {
   if (event.seq <= view.lastSeq) return; // already known (the stream may replay the newest)
   view.events.push(event);
@@ -203,7 +204,8 @@ function arrived(event) {
     thinking(`thinking: ${event.type} at seq ${event.seq}`);
   }
   if ($("#follow").checked) {
-    select(view.lastSeq);
+    clearTimeout(following);  // a turn's thinking arrives as a burst: look once it settles a little
+    following = setTimeout(() => select(view.lastSeq), 100);
   } else {
     markDialogue();
   }

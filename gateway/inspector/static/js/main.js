@@ -4,7 +4,7 @@
 //   /inspector?conversation=ID&compare=LEFT,RIGHT    two points side by side (each BRANCH@SEQ or BRANCH)
 //   /inspector#token=…                          log in (the fragment never reaches the server)
 
-import { api, forgetToken, setToken, takeTokenFromFragment, token } from "./api.js";
+import { forgetToken, listedConversation, setToken, takeTokenFromFragment, token } from "./api.js";
 import { $, clearMessage, h, replace, showMessage } from "./dom.js";
 import { bindList, showList } from "./list.js";
 import { current, leaveConversation, openConversation, select } from "./conversation.js";
@@ -69,7 +69,7 @@ async function route() {
       const [left, right] = query.get("compare").split(",").map(point);
       show("#compare-view");
       crumbs(conversation, "compare");
-      const branches = await branchesOf(conversation);
+      const { branches } = await listedConversation(conversation);
       setupCompare({ branches, left, right });
       await runCompare(conversation);
     } else {
@@ -88,12 +88,6 @@ async function route() {
       $("#token").focus();
     }
   }
-}
-
-async function branchesOf(conversation) {
-  const listed = (await api("/v1/conversations")).conversations.find((c) => c.id === conversation);
-  if (!listed) throw new Error(`Not found: this tenant has no conversation ${JSON.stringify(conversation)}.`);
-  return listed.branches;
 }
 
 function navigateQuietly(now) {
@@ -153,8 +147,7 @@ function bind() {
   $("#compare-back").addEventListener("click", () => navigate({ conversation: params().get("conversation") }));
   $("#recompute-open").addEventListener("click", () => {
     const now = current();
-    const mind = $("#mind-badge").textContent;
-    openRecompute(now.id, { mind, fromSeq: 1, onDone: (branch) => openCompare({ branch: "main", seq: null }, { branch, seq: null }) });
+    openRecompute(now.id, { mind: now.mind, fromSeq: 1, onDone: (branch) => openCompare({ branch: "main", seq: null }, { branch, seq: null }) });
   });
   window.addEventListener("popstate", () => route());
   bindWhy();
