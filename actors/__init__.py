@@ -5,8 +5,9 @@ above it (``gateway``, ``stack``, ``harness``, ``cli``) import it, nothing below
 
 - ``settings`` — :class:`RuntimeSettings`, everything a conversation needs, frozen, built at the edge;
 - ``clients`` — the connections a conversation talks through, opened through the infrastructure;
-- ``conversation`` — one live conversation in plain asyncio (rebuild, turn, think, snapshot);
-- ``persona_mind`` — a conversation's choice of mind, and the persona mind's turn (its steps, one append);
+- ``conversation`` — one live conversation in plain asyncio (its settings, turns, thinking, snapshots);
+- ``rebuild`` — a conversation's state rebuilt on activation: the log's snapshot + tail, then the bus;
+- ``persona_mind`` — a conversation's choice of mind (the ``persona`` event a first turn records);
 - ``handle`` — :class:`ConversationHandle`, the one typed way callers reach a live conversation;
 - ``token_stream`` — a streamed turn: the reply's pieces as they are written, then the acknowledged result;
 - ``conversation_actor`` — a conversation as a Ray actor of its own (the dedicated placement);

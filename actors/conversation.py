@@ -1,16 +1,16 @@
 """One live conversation: answer at once, think in the background, append every fact fenced.
 
 :class:`Conversation` is plain asyncio, so it runs inside a Ray actor (``ConversationActor``
-in :mod:`mirror.actors.conversation_actor`) or directly in a test. On start it rebuilds its state from
-the log (snapshot + tail, through the log port: :meth:`~mirror.replay.history.History.rebuild`,
-the one rebuild path) and then from the part of the bus the log has not committed yet, so a restarted or re-activated conversation
-continues exactly where the last one stopped.
+in :mod:`mirror.actors.conversation_actor`) or directly in a test. On start it rebuilds its state
+(:mod:`mirror.actors.rebuild`: the log's snapshot + tail, then what only the bus holds), so a
+restarted or re-activated conversation continues exactly where the last one stopped.
 
-A turn: with memory on and beliefs to recall, the message is embedded and recalled first
-(:mod:`mirror.cognition.memory.turn`, through :attr:`Conversation.memory`, the index kept
-between turns); the Talker replies from the newest narrative and that recall's block; the
-``recall`` and ``turn`` events are appended together and acknowledged *before* the reply is
-returned; then the Thinker runs in the background, one
+A turn (one :class:`~mirror.cognition.turn.TurnRequest`) is the writer's turn code, the code
+recompute and ``replay verify`` run too: with memory on and beliefs to recall, the message is
+embedded and recalled first (through :attr:`Conversation.memory`, the index kept between turns);
+the Talker replies from the newest narrative and that recall's block; the ``recall`` and
+``turn`` events are appended together and acknowledged *before* the reply is returned; then the
+Thinker runs in the background (:data:`~mirror.cognition.stages.STAGES`), one
 thinking step after another, emitting monologue / narrative / thinker_failed events. A new turn
 never waits for it unless asked (``sync=True``, the papers' benchmark setting). Appends and the
 think loop are the :class:`~mirror.cognition.writer.ConversationWriter`'s (serial appends), the
@@ -30,34 +30,32 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from mirror.cognition.embeddings import Embedder
 from mirror.cognition.errors import LLMError, ReflectionRefused
 from mirror.cognition.llm import TokenSink
-from mirror.cognition.memory.turn import TurnMemory, recall_for_turn, wants_recall
-from mirror.cognition.persona.background import persona_stage_behind
+from mirror.cognition.memory.turn import TurnMemory, TurnRecall, recall_for_turn
 from mirror.cognition.persona.choice import MindChoice
 from mirror.cognition.persona.prompting import default_persona_prompts
-from mirror.cognition.pipeline import MirrorConfig, talk
+from mirror.cognition.pipeline import MirrorConfig
 from mirror.cognition.prompts import PromptSet
-from mirror.cognition.reflection.insight import insight_behind
-from mirror.cognition.reflection.triggers import due
+from mirror.cognition.stages import StageContext, stages_behind
+from mirror.cognition.turn import TurnRequest
 from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import EventBus, Head
 from mirror.events.envelope import Event
-from mirror.events.errors import AppendConflict, LogError
-from mirror.events.ids import StreamKey, event_id
+from mirror.events.errors import AppendConflict
+from mirror.events.ids import StreamKey
 from mirror.events.log import LogAccess, Snapshot
-from mirror.events.payloads import Reflection
-from mirror.projections.conversation import apply
+from mirror.events.payloads import PersonaChosen, Reflection
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes
 from mirror.projections.state import ConversationState, initial_state
-from mirror.replay.history import History
 
 from .clients import ConversationClients
 from .errors import Fenced, Passivated, SettingConflict
-from .persona_mind import persona_event, persona_to_record, persona_turn
+from .persona_mind import persona_event, persona_to_record
+from .rebuild import RebuildReport, rebuild
 from .results import ConversationSummary, ReflectionResult, TurnResult
 from .settings import RuntimeSettings, settings_prompts
 
@@ -68,26 +66,6 @@ REPLY_HEAD_START_S = 0.005
 threads, which need the GIL to serialize and send it; started at once, the thinker's prompt
 building and model call held the GIL first and added ~4 ms to every turn (measured with
 ``mirror bench turns``). Thinking takes hundreds of milliseconds: 5 ms later costs it nothing."""
-
-
-@dataclass(frozen=True, slots=True)
-class RebuildReport:
-    """How the last (re)activation rebuilt the state: what it cost, and from where.
-
-    A conversation passivated cleanly comes back from its snapshot alone: ``snapshot_seq ==
-    last_seq``, no log tail and no stream messages, whatever the length of its history.
-    """
-
-    last_seq: int
-    snapshot_seq: int | None
-    snapshot_bytes: int
-    log_tail_events: int
-    stream_messages_read: int
-    stream_events_folded: int
-    scanned_after_stream_seq: int
-    rebuild_ms: float
-    snapshots_discarded: int = 0
-    """Unusable (stale or corrupt) snapshots the rebuild skipped and discarded."""
 
 
 class Conversation:
@@ -161,12 +139,12 @@ class Conversation:
         return self
 
     def _unfinished(self, state: ConversationState) -> bool:
-        """Is a thinking stage left to do for the newest turn (thinking, memory, insight, a due reflection)?"""
-        writer = self._writer()
-        if state.persona is not None:
-            return persona_stage_behind(state) is not None
-        return writer.behind(self.config.mode) or (self.config.memory and writer.memory_behind()) or (
-            self.config.reflection and (insight_behind(state) or bool(due(state, self.policy))))
+        """Is a thinking stage left to do for the newest turn (:data:`~mirror.cognition.stages.STAGES`)?"""
+        return bool(stages_behind(state, self._stage_context()))
+
+    def _stage_context(self) -> StageContext:
+        """What this conversation's stages run with (the same the think loop is given)."""
+        return StageContext(self.llm, self.prompts, self.config, self.embedder, self.policy, self.persona_prompts)
 
     def _choose(self, state: ConversationState, *, mode: str | None, memory: bool | None,
                 reflection: bool | None = None) -> None:
@@ -220,113 +198,49 @@ class Conversation:
             await self.clients.close()
 
     async def _rebuild(self) -> ConversationWriter:
-        """The log's state (the one rebuild path: :meth:`History.rebuild`), then what only the bus holds."""
-        started = time.perf_counter()
-        # The committed offset is read *before* the log: everything at or below it is in what
-        # the rebuild reads, so the bus only needs scanning after it.
-        try:
-            committed = await self.log.committed_offset()
-        except LogError:
-            committed = 0  # a log service that does not track progress: scan the whole subject
-        history = History(self.log, snapshots=self.log, materialize=False, snapshot_every=self.settings.snapshot_every)
-        rebuilt = await history.rebuild(self.key)
-        state, read, folded = await self._fold_uncommitted(rebuilt.state, after_stream_seq=committed)
-        head = await self.bus.head(self.key)
-        if head.last_seq is not None and head.last_seq > state.last_seq and committed:
-            # The offset may belong to a stream that has since gone backwards (its new messages
-            # carry sequences below it): read the whole subject, which compaction keeps short.
-            state, more_read, more_folded = await self._fold_uncommitted(state, after_stream_seq=0)
-            read, folded = read + more_read, folded + more_folded
-        if head.last_seq is not None and head.last_seq > state.last_seq:
-            raise Fenced(self.key, f"stream ends at seq {head.last_seq} but the rebuilt state at {state.last_seq}")
-        if head.last_seq is not None and head.last_seq < state.last_seq:
-            # The log is the record: the stream came back older than it (a broker's disk restored
-            # or lost). Append after the log's last seq, fenced on what the stream holds now.
-            log.warning("%s: the stream ends at seq %d, behind the log's %d (the broker's store went backwards); "
-                        "re-fenced on stream seq %d from the log, appending from seq %d",
-                        self.key, head.last_seq, state.last_seq, head.fence, state.last_seq + 1)
-        self.writer = ConversationWriter(
-            self.bus, self.key, state, Head(state.last_seq, head.fence), on_appended=self._appended,
-        )
-        snapshot = rebuilt.snapshot if rebuilt.snapshot is not None and rebuilt.snapshot.key == self.key else None
-        self._snapshot_seq = snapshot.seq if snapshot else None
-        self.rebuilt = RebuildReport(
-            last_seq=state.last_seq, snapshot_seq=snapshot.seq if snapshot else None,
-            snapshot_bytes=len(snapshot.state) if snapshot else 0, log_tail_events=rebuilt.events_folded,
-            stream_messages_read=read, stream_events_folded=folded, scanned_after_stream_seq=committed,
-            rebuild_ms=round((time.perf_counter() - started) * 1000, 3),
-            snapshots_discarded=rebuilt.snapshots_discarded,
-        )
-        log.info("%s rebuilt: %s", self.key, self.rebuilt)
+        """The state rebuilt (:func:`~mirror.actors.rebuild.rebuild`), and the writer that continues it."""
+        rebuilt = await rebuild(self.key, self.log, self.bus, snapshot_every=self.settings.snapshot_every)
+        self.writer = ConversationWriter(self.bus, self.key, rebuilt.state, rebuilt.head, on_appended=self._appended)
+        self._snapshot_seq = rebuilt.report.snapshot_seq
+        self.rebuilt = rebuilt.report
         return self.writer
-
-    async def _fold_uncommitted(
-        self, state: ConversationState, *, after_stream_seq: int
-    ) -> tuple[ConversationState, int, int]:
-        """Events still only in the stream: the ingester keeps them there until committed.
-
-        Only messages after ``after_stream_seq`` (the log's committed offset) are read, so the
-        cost is the ingester's lag, not the conversation's length. Returns the state, the
-        messages read and the events folded.
-        """
-        read = folded = 0
-        async for _, event in self.bus.tail(self.key, after_stream_seq):
-            read += 1
-            if event.seq == state.last_seq + 1:
-                state = apply(state, event)
-                folded += 1
-        return state, read, folded
 
     # ------------------------------------------------------------------------ turns
 
-    async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None,
-                   mind: MindChoice | None = None, on_token: TokenSink | None = None) -> TurnResult:
-        """Reply to ``message``; the ``turn`` event is acknowledged before this returns.
+    async def turn(self, request: TurnRequest, on_token: TokenSink | None = None) -> TurnResult:
+        """Reply to ``request.message``; the ``turn`` event is acknowledged before this returns.
 
         ``on_token``: the reply's pieces as the model writes them (joined, exactly the reply); the
         steps before the reply (recall, a persona's think, plan and appraisal) are not streamed.
 
-        ``mode``, ``memory`` and ``reflection``: how this conversation thinks. The first turn fixes them (the
-        stack's defaults when not given; the ``turn`` event records them); asking a later turn
-        for other ones is :class:`SettingConflict`, and changes nothing.
+        The request's ``mode``, ``memory`` and ``reflection``: how this conversation thinks. The
+        first turn fixes them (the stack's defaults when not given; the ``turn`` event records
+        them); asking a later turn for other ones is :class:`SettingConflict`, and changes nothing.
+        The turn itself is the writer's (:meth:`~mirror.cognition.writer.ConversationWriter.take_turn`),
+        the code recompute and ``replay verify`` run too.
         """
         self._check_not_fenced()
         if self.passivating:
             raise Passivated(self.key)
-        if sync:
+        if request.sync:
             await self._idle.wait()
         writer = self._writer()
-        chosen = await persona_to_record(self.key, writer.state, mind, self.embedder)
+        chosen = await persona_to_record(self.key, writer.state, request.mind, self.embedder)
         if chosen is not None or writer.state.persona is not None:
-            for setting, asked in (("mode", mode), ("memory", memory), ("reflection", reflection)):
+            for setting in ("mode", "memory", "reflection"):
+                asked = getattr(request, setting)
                 if asked not in (None, False, "baseline"):
                     raise SettingConflict(self.key, setting, asked, "persona", why="a persona conversation runs its own "
                                           "cycle: the MIRROR mind's mode, memory and reflection do not apply to it")
-            return await self._persona_turn(writer, message, chosen, on_token)
-        self._choose(writer.state, mode=mode, memory=memory, reflection=reflection)
+            return await self._persona_turn(writer, request.message, chosen, on_token)
+        self._choose(writer.state, mode=request.mode, memory=request.memory, reflection=request.reflection)
         started = time.perf_counter()
-        state = writer.state
-        # One clock reading: the recall's ``now`` and both events' timestamp, so replay
-        # recomputes decay at the instant the Talker saw it.
-        now = time.time()
-        recalled = None
-        if self.config.memory and wants_recall(state):
-            recalled = await recall_for_turn(state, message, self.embedder, now, memory=self.memory)
-        remembered = time.perf_counter()
         try:
-            said = await talk(state, message, self.llm, self.prompts, self.config,
-                              recalled="" if recalled is None else recalled.block, on_token=on_token)
+            composed, event = await writer.take_turn(request.message, llm=self.llm, prompts=self.prompts,
+                                                     config=self.config, recaller=self._recall, on_token=on_token)
         except LLMError as failure:  # nothing was appended; the gateway answers it as a 502 or 503
             failure.during("talker")
             raise
-        talked = time.perf_counter()
-        try:
-            event = await writer.append_turn(
-                said.turn, said.provenance, recall=None if recalled is None else recalled.payload,
-                recall_causation=event_id(self.key.tenant, self.key.conversation, self.key.branch, state.last_seq),
-                timestamp=now,
-            )
         except AppendConflict as conflict:
             raise self._fenced_off(conflict) from conflict
         appended = time.perf_counter()
@@ -334,30 +248,50 @@ class Conversation:
         # Where the turn's time went, in this process: recall (the message's embedding within
         # it), the Talker (its LLM call within it) and the fenced append until JetStream
         # acknowledged it. The gateway sends these on as a Server-Timing header.
+        recalled, provenance = composed.recall, composed.provenance
+        turn_ms = (appended - started) * 1000
         return TurnResult(
-            reply=said.reply, turn=event.turn, seq=event.seq, narrative_seq=said.turn.narrative_seq,
-            llm_ms=round(said.provenance.latency_ms, 3), talk_ms=round((talked - remembered) * 1000, 3),
-            append_ms=round((appended - talked) * 1000, 3), turn_ms=round((appended - started) * 1000, 3),
-            recall_ms=round((remembered - started) * 1000, 3),
+            reply=composed.turn.reply, turn=event.turn, seq=event.seq, narrative_seq=composed.turn.narrative_seq,
+            llm_ms=round(0.0 if provenance is None else provenance.latency_ms, 3), talk_ms=round(composed.talk_ms, 3),
+            append_ms=round(turn_ms - composed.recall_ms - composed.talk_ms, 3), turn_ms=round(turn_ms, 3),
+            recall_ms=round(composed.recall_ms, 3),
             embed_ms=0.0 if recalled is None else round(recalled.embed_ms, 3),
             recall_seq=None if recalled is None else event.seq - 1,
-            prompt_tokens=said.provenance.prompt_tokens, completion_tokens=said.provenance.completion_tokens,
+            prompt_tokens=0 if provenance is None else provenance.prompt_tokens,
+            completion_tokens=0 if provenance is None else provenance.completion_tokens,
         )
 
-    async def _persona_turn(self, writer: ConversationWriter, message: str, chosen: object,
+    async def _recall(self, state: ConversationState, message: str, now: float) -> TurnRecall | None:
+        """The live turn's recall: the message embedded, recalled through the index kept between turns."""
+        return await recall_for_turn(state, message, self.embedder, now, memory=self.memory)
+
+    async def _persona_turn(self, writer: ConversationWriter, message: str, chosen: PersonaChosen | None,
                             on_token: TokenSink | None) -> TurnResult:
-        """A turn of the persona mind (:mod:`mirror.actors.persona_mind`): the MIRROR stages are off."""
+        """A turn of the persona mind: the MIRROR stages are off."""
         self.config = replace(self.config, mode="baseline", memory=False, reflection=False)
+        started = time.perf_counter()
         try:
-            result, _ = await persona_turn(writer, self.key, message, chosen, self.llm, self.embedder,  # type: ignore[arg-type]  # a PersonaChosen or None
-                                           self.persona_prompts, self.config, on_token)
+            composed, turn = await writer.take_persona_turn(
+                message, llm=self.llm, embedder=self.embedder, prompts=self.persona_prompts, config=self.config,
+                chosen=chosen, on_token=on_token)
         except LLMError as failure:  # nothing was appended; the gateway answers it as a 502 or 503
             failure.during("talker")
             raise
         except AppendConflict as conflict:
             raise self._fenced_off(conflict) from conflict
+        appended = time.perf_counter()
         self._start_thinking()
-        return result
+        said = composed.said
+        talk_ms = sum(said.step_ms.values())
+        formulation = said.thoughts[-1].provenance
+        return TurnResult(
+            reply=said.reply, turn=turn.turn, seq=turn.seq, narrative_seq=None, llm_ms=said.llm_ms,
+            talk_ms=round(talk_ms, 3), append_ms=round((appended - started) * 1000 - talk_ms, 3),
+            turn_ms=round((appended - started) * 1000, 3), recall_ms=round(said.step_ms.get("retrieval", 0.0), 3),
+            steps_ms=dict(said.step_ms),
+            prompt_tokens=0 if formulation is None else formulation.prompt_tokens,
+            completion_tokens=0 if formulation is None else formulation.completion_tokens,
+        )
 
     async def choose(self, mind: MindChoice) -> ConversationSummary:
         """Fix the mind before the first turn: a ``persona`` event for a character (nothing for

@@ -25,6 +25,7 @@ from mirror.actors.results import ConversationSummary, ReflectionResult, TurnRes
 from mirror.actors.settings import RuntimeSettings
 from mirror.actors.token_stream import StreamItem, streamed_turn
 from mirror.cognition.persona.choice import MindChoice
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 from mirror.projections.snapshot import snapshot_bytes
 
@@ -78,18 +79,13 @@ class ConversationActor:
                 await self.passivate()
                 return
 
-    async def turn(self, message: str, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None,
-                   mind: MindChoice | None = None) -> TurnResult:
-        return await (await self._ready()).turn(message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind)
+    async def turn(self, request: TurnRequest) -> TurnResult:
+        return await (await self._ready()).turn(request)
 
-    async def turn_stream(self, message: str, sync: bool = False, mode: str | None = None,
-                          memory: bool | None = None, reflection: bool | None = None,
-                          mind: MindChoice | None = None) -> AsyncIterator[StreamItem]:
+    async def turn_stream(self, request: TurnRequest) -> AsyncIterator[StreamItem]:
         """A Ray streaming generator (``num_returns="streaming"``): the reply's pieces, then the TurnResult."""
         conversation = await self._ready()
-        async for item in streamed_turn(lambda sink: conversation.turn(
-                message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind, on_token=sink)):
+        async for item in streamed_turn(lambda sink: conversation.turn(request.streamed(), sink)):
             yield item
 
     async def choose(self, mind: MindChoice) -> ConversationSummary:

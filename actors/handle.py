@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from typing import Protocol, runtime_checkable
 
 from mirror.cognition.persona.choice import MindChoice
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 
 from .conversation import RebuildReport
@@ -35,17 +36,13 @@ class ConversationHandle(Protocol):
     @property
     def key(self) -> StreamKey: ...
 
-    async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None,
-                   mind: MindChoice | None = None) -> TurnResult:
-        """Reply to ``message``; its ``turn`` event is acknowledged before this returns.
-        ``sync`` waits for the previous turn's thinking first; ``mode``, ``memory`` and
+    async def turn(self, request: TurnRequest) -> TurnResult:
+        """Reply to ``request.message``; its ``turn`` event is acknowledged before this returns.
+        ``request.sync`` waits for the previous turn's thinking first; its ``mode``, ``memory`` and
         ``reflection`` are fixed by the first turn (a later one asking for others is ``SettingConflict``)."""
         ...
 
-    def turn_stream(self, message: str, *, sync: bool = False, mode: str | None = None,
-                    memory: bool | None = None, reflection: bool | None = None,
-                    mind: MindChoice | None = None) -> AsyncIterator[StreamItem]:
+    def turn_stream(self, request: TurnRequest) -> AsyncIterator[StreamItem]:
         """:meth:`turn`, streamed: the reply's pieces (``str``) as the model writes them, then the
         :class:`TurnResult`, which comes only once the ``turn`` event is acknowledged
         (:mod:`mirror.actors.token_stream`). Closing the iterator early does not stop the turn."""

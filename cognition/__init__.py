@@ -8,8 +8,11 @@ prompt sets), ``history`` (bounded conversation views), ``embeddings/`` (the emb
 its adapters: OpenAI-compatible endpoints and offline MiniLM), ``memory/`` (the memory stage:
 extraction, the dedup and contradiction gates, recall), ``reflection/`` (insights, the portrait
 and the decay of old beliefs: the slow loop between turns), ``persona/`` (persona files:
-character cards V2/V3 as JSON or PNG, and native TOML, read, validated and written back), ``writer`` (the one writer: fenced
-appends and the think loop, for the live conversation and recompute), ``responses`` (parsing
+character cards V2/V3 as JSON or PNG, and native TOML, read, validated and written back), ``turn`` (the turn written once: its
+``TurnRequest`` and the code that makes a turn's events, for the live conversation, recompute
+and replay verify), ``stages`` (the thinking stages between turns as one table), ``writer`` (the
+one writer: fenced appends, the turn and the think loop, for the live conversation and
+recompute), ``responses`` (parsing
 what the models answer), ``errors``.
 """
 

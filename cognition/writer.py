@@ -33,25 +33,32 @@ is due (:mod:`mirror.cognition.reflection`). A forced reflection
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from mirror.cognition.embeddings.port import Embedder
 from mirror.cognition.errors import ReflectionFailed, ReflectionRefused
-from mirror.cognition.llm import LLM
-from mirror.cognition.memory.stage import memory_behind, remember, same_memory_inputs
-from mirror.cognition.persona.background import persona_stage_behind, persona_step
-from mirror.cognition.persona.prompting import default_persona_prompts
-from mirror.cognition.pipeline import MirrorConfig, Thinking, think, thinking_behind
+from mirror.cognition.llm import LLM, TokenSink
+from mirror.cognition.memory.stage import memory_behind, same_memory_inputs
+from mirror.cognition.pipeline import MirrorConfig, Thinking, thinking_behind
 from mirror.cognition.prompts import PromptSet
-from mirror.cognition.reflection.insight import draw_insight, insight_behind
 from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
-from mirror.cognition.reflection.step import reflect
-from mirror.cognition.reflection.triggers import due, forced_triggers, refusal
+from mirror.cognition.reflection.triggers import forced_triggers, refusal
+from mirror.cognition.stages import STAGE, STAGES, StageContext, stages_behind
+from mirror.cognition.turn import (
+    ComposedPersonaTurn,
+    ComposedTurn,
+    KeptReply,
+    Recaller,
+    compose_mirror_turn,
+    compose_persona_turn,
+)
 from mirror.events.bus import EventBus, Head
-from mirror.events.envelope import Event, make_event
+from mirror.events.envelope import Event
 from mirror.events.errors import AppendConflict
 from mirror.events.ids import StreamKey, event_id
-from mirror.events.payloads import Provenance, Recall, ThinkerFailed, Turn
+from mirror.events.payloads import PersonaChosen, ThinkerFailed
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState
 
@@ -119,34 +126,41 @@ class ConversationWriter:
             await previous
         self.head = await self.bus.append(self.key, events, self.head)
 
-    async def append_turn(
-        self, turn: Turn, provenance: Provenance | None, *, causation: str | None = None,
-        recall: Recall | None = None, recall_causation: str | None = None, timestamp: float | None = None,
-    ) -> Event:
-        """The ``turn`` event, next after the current state; with ``recall``, the ``recall`` event
-        the Talker answered from goes first, in the same fenced append (a turn and its recall land
-        together or not at all). ``recall_causation`` names the last event of the state the recall
-        was made from; ``timestamp`` (both events) is the ``now`` the recall used.
+    async def take_turn(
+        self, message: str, *, llm: LLM, prompts: PromptSet, config: MirrorConfig, recaller: Recaller,
+        now: float | None = None, kept: KeptReply | None = None, on_token: TokenSink | None = None,
+        basis: ConversationState | None = None, recall_landed: bool = False,
+    ) -> tuple[ComposedTurn, Event]:
+        """A MIRROR turn (:func:`~mirror.cognition.turn.compose_mirror_turn`) from the current state
+        (or ``basis``), appended: the ``recall`` the Talker answered from and the ``turn`` in one
+        fenced append (together or not at all). Returns the composition and the ``turn`` event.
 
         "Together" is as far as the bus goes: JetStream publishes each event fenced on the one
         before, so a writer that dies between the two leaves a ``recall`` with no ``turn``
         after it (a retry recognises a half-landed batch; a crash cannot). Such a recall counts
         once more in its beliefs' recall counts and replays like any other; nothing reads a
-        turn from it."""
+        turn from it.
 
-        def build(state: ConversationState) -> list[Event]:
-            events = []
-            if recall is not None:
-                events.append(make_event(self.key, state.last_seq + 1, recall, turn=state.turn_count,
-                                         causation=recall_causation, timestamp=timestamp))
-            events.append(make_event(
-                self.key, state.last_seq + 1 + len(events), turn, turn=state.turn_count, provenance=provenance,
-                causation=causation, timestamp=timestamp,
-            ))
-            return events
+        ``basis`` and ``recall_landed`` (a resumed recompute): the turn is made from the state
+        before a ``recall`` an interrupted run already appended, and only its ``turn`` is appended."""
+        composed = await compose_mirror_turn(
+            self.state if basis is None else basis, message, llm=llm, prompts=prompts, config=config,
+            now=time.time() if now is None else now, recaller=recaller, kept=kept, on_token=on_token)
+        events = await self.append((replace(composed, recall=None) if recall_landed else composed).build(self.key))
+        return composed, events[-1]
 
-        events = await self.append(build)
-        return events[-1]
+    async def take_persona_turn(
+        self, message: str, *, llm: LLM, embedder: Embedder | None, prompts: PromptSet, config: MirrorConfig,
+        chosen: PersonaChosen | None = None, kept: KeptReply | None = None, on_token: TokenSink | None = None,
+    ) -> tuple[ComposedPersonaTurn, Event]:
+        """A persona turn (:func:`~mirror.cognition.turn.compose_persona_turn`) from the current
+        state, appended in one fenced append (a first turn's ``persona`` event first). Returns the
+        composition and the ``turn`` event."""
+        composed = await compose_persona_turn(self.state, message, llm=llm, embedder=embedder, prompts=prompts,
+                                              config=config, now=time.time(), chosen=chosen, kept=kept,
+                                              on_token=on_token)
+        events = await self.append(composed.build(self.key))
+        return composed, events[-1]
 
     def check(self) -> None:
         """Raise what stopped this writer, if anything did (a conflict; a failed pipelined send)."""
@@ -180,11 +194,12 @@ class ConversationWriter:
         self, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempts: int, embedder: Embedder | None = None,
         overlap_memory: bool = False, policy: ReflectionPolicy = DEFAULT_POLICY, persona_prompts: PromptSet | None = None,
     ) -> None:
-        """Think about the newest turn until it is thought through, then (``config.memory``, with
-        an ``embedder``) remember it, then (``config.reflection``) draw its insight and reflect
-        when a reflection is due (:func:`~mirror.cognition.reflection.triggers.due`); each stage
-        is given up for that turn once ``attempts`` steps in a row failed (then the next turn, a
-        re-activation or a resumed run tries again).
+        """Run the thinking stages (:data:`~mirror.cognition.stages.STAGES`, in the table's order)
+        for the newest turn until none is behind: a persona's background steps; or thinking, then
+        (``config.memory``, with an ``embedder``) remembering, then (``config.reflection``) the
+        insight and a reflection when one is due (:func:`~mirror.cognition.reflection.triggers.due`).
+        Each stage is given up for that turn once ``attempts`` steps of it in a row failed (then the
+        next turn, a re-activation or a resumed run tries again).
 
         Each stage's events follow the previous stage's and each is retried on its own: a failed
         memory step, insight or reflection never re-runs a monologue or controller that
@@ -201,20 +216,15 @@ class ConversationWriter:
         conversation does not: a turn arriving mid-thought would waste the early step's calls,
         and the calls reach the model in the one order a scripted simulator expects.
         """
+        context = StageContext(llm, prompts, config, embedder, policy, persona_prompts)
         async with self.stages:
-            await self._think_until_current(llm, prompts, config, attempts=attempts, embedder=embedder,
-                                            overlap_memory=overlap_memory, policy=policy,
-                                            persona_prompts=persona_prompts)
+            await self._think_until_current(context, attempts=attempts, overlap_memory=overlap_memory)
 
-    async def _think_until_current(
-        self, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempts: int, embedder: Embedder | None,
-        overlap_memory: bool, policy: ReflectionPolicy, persona_prompts: PromptSet | None = None,
-    ) -> None:
-        remembering = config.memory and embedder is not None
-        attempt = memory_attempt = insight_attempt = reflection_attempt = 0
-        persona_attempts: dict[str, int] = {}
+    async def _think_until_current(self, context: StageContext, *, attempts: int, overlap_memory: bool) -> None:
+        tried: dict[str, int] = {}  # stage -> failed steps in a row
         gave_up: dict[str, int] = {}  # stage -> the turn count it was given up at
         early: _EarlyStep | None = None  # the memory step started beside the thinking
+        memory = STAGE["memory"]
         try:
             while True:
                 self.check()
@@ -222,74 +232,36 @@ class ConversationWriter:
                 basis = self.state
                 # causation = the last event the step saw: replay rebuilds exactly that state.
                 cause = event_id(self.key.tenant, self.key.conversation, self.key.branch, basis.last_seq)
-                wants_memory = remembering and self.memory_behind() and gave_up.get("memory") != target
-                given_up = [name for name, turn in gave_up.items() if turn == target]
-                stage = persona_stage_behind(basis, skip=given_up)  # a persona conversation's background steps
-                if stage is not None:
-                    tried = persona_attempts[stage] = persona_attempts.get(stage, 0) + 1
-                    step = await persona_step(basis, stage, llm, embedder, persona_prompts or default_persona_prompts(),
-                                              config, attempt=tried)
-                    await self.append(_after(step, self.key, cause))
-                    if step.ok:
-                        persona_attempts[stage] = 0
-                    elif tried >= attempts and self.state.turn_count == target:
-                        gave_up[stage], persona_attempts[stage] = target, 0
-                    continue
-                if self.behind(config.mode) and gave_up.get("thinking") != target:
-                    if overlap_memory and wants_memory and (early is None or not early.serves(basis, memory_attempt + 1)):
-                        assert embedder is not None  # remembering says so
-                        if early is not None:
-                            await early.drop()
-                        early = _EarlyStep(basis, memory_attempt + 1, asyncio.ensure_future(
-                            remember(basis, llm, embedder, prompts, config, attempt=memory_attempt + 1)))
-                    attempt += 1
-                    thinking = await think(basis, llm, prompts, config, attempt=attempt)
-                    await self.append(_after(thinking, self.key, cause))
-                    if thinking.ok:
-                        attempt = 0
-                    elif attempt >= attempts and self.state.turn_count == target:
-                        gave_up["thinking"], attempt = target, 0
-                    continue
-                if wants_memory:
-                    assert embedder is not None  # remembering says so
-                    memory_attempt += 1
-                    if early is not None and early.serves(basis, memory_attempt):
-                        step = await early.task
-                    else:
-                        if early is not None:
-                            await early.drop()
-                        step = await remember(basis, llm, embedder, prompts, config, attempt=memory_attempt)
+                stage = next((stage for stage in STAGES
+                              if gave_up.get(stage.name) != target and stage.behind(basis, context)), None)
+                if stage is None:
+                    return
+                attempt = tried[stage.name] = tried.get(stage.name, 0) + 1
+                if stage is memory and early is not None and early.serves(basis, attempt):
+                    step = await early.task
                     early = None
-                    await self.append(_after(step, self.key, cause))
-                    if step.ok:
-                        memory_attempt = 0
-                    elif memory_attempt >= attempts and self.state.turn_count == target:
-                        gave_up["memory"], memory_attempt = target, 0
-                    continue
-                if config.reflection and insight_behind(basis) and gave_up.get("insight") != target:
-                    insight_attempt += 1
-                    step = await draw_insight(basis, llm, prompts, config, attempt=insight_attempt)
-                    await self.append(_after(step, self.key, cause))
-                    if step.ok:
-                        insight_attempt = 0
-                    elif insight_attempt >= attempts and self.state.turn_count == target:
-                        gave_up["insight"], insight_attempt = target, 0
-                    continue
-                triggers = due(basis, policy) if config.reflection and gave_up.get("reflection") != target else ()
-                if triggers:
-                    reflection_attempt += 1
-                    step = await reflect(basis, llm, prompts, config, policy, triggers=triggers,
-                                         attempt=reflection_attempt)
-                    await self.append(_after(step, self.key, cause))
-                    if step.ok:
-                        reflection_attempt = 0
-                    elif reflection_attempt >= attempts and self.state.turn_count == target:
-                        gave_up["reflection"], reflection_attempt = target, 0
-                    continue
-                return
+                else:
+                    if early is not None and (stage is memory or not early.serves(basis, tried.get("memory", 0) + 1)):
+                        await early.drop()
+                        early = None
+                    if (overlap_memory and stage.name == "thinking" and early is None
+                            and gave_up.get("memory") != target and memory.behind(basis, context)):
+                        next_attempt = tried.get("memory", 0) + 1
+                        early = _EarlyStep(basis, next_attempt, asyncio.ensure_future(
+                            memory.run(basis, context, next_attempt)))
+                    step = await stage.run(basis, context, attempt)
+                await self.append(_after(step, self.key, cause))
+                if step.ok:
+                    tried[stage.name] = 0
+                elif attempt >= attempts and self.state.turn_count == target:
+                    gave_up[stage.name], tried[stage.name] = target, 0
         finally:
             if early is not None:
                 await early.drop()
+
+    def stages_behind(self, context: StageContext) -> list[str]:
+        """The stages the newest turn still needs (:func:`~mirror.cognition.stages.stages_behind`)."""
+        return stages_behind(self.state, context)
 
     async def reflect_now(
         self, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempts: int, embedder: Embedder | None = None,
@@ -304,9 +276,9 @@ class ConversationWriter:
         ``next_slot``) and writes nothing; with reflection off, too. A reflection that fails is
         recorded (``thinker_failed``) and tried again, up to ``attempts`` in all; then
         :class:`ReflectionFailed`."""
+        context = StageContext(llm, prompts, config, embedder, policy)
         async with self.stages:
-            await self._think_until_current(llm, prompts, config, attempts=attempts, embedder=embedder,
-                                            overlap_memory=False, policy=policy)
+            await self._think_until_current(context, attempts=attempts, overlap_memory=False)
             conversation = str(self.key)
             if not config.reflection:
                 raise ReflectionRefused(conversation, "off", "reflection is off for this conversation")
@@ -319,8 +291,8 @@ class ConversationWriter:
                 self.check()
                 basis = self.state
                 cause = event_id(self.key.tenant, self.key.conversation, self.key.branch, basis.last_seq)
-                step = await reflect(basis, llm, prompts, config, policy, triggers=forced_triggers(basis, policy),
-                                     attempt=attempt)
+                forced = replace(context, triggers=forced_triggers(basis, policy))
+                step = await STAGE["reflection"].run(basis, forced, attempt)
                 events = await self.append(_after(step, self.key, cause))
                 if step.ok:
                     return events[-1]

@@ -30,23 +30,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import replace
-from functools import partial
 from typing import Any, cast
 
 from mirror.cognition.embeddings.port import Embedder, Embeddings
 from mirror.cognition.errors import EmbeddingError
 from mirror.cognition.llm import LLM
-from mirror.cognition.persona.background import PERSONA_STAGES, persona_step
+from mirror.cognition.persona.background import PERSONA_STAGES
 from mirror.cognition.persona.model import canonical_json
-from mirror.cognition.persona.turn_path import PersonaTurn, persona_turn
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.responses import PayloadDoesNotMatch, recorded_response
+from mirror.cognition.stages import STAGE, StageContext
+from mirror.cognition.turn import KeptReply, compose_persona_turn
 from mirror.cognition.writer import ConversationWriter
 from mirror.events.envelope import Event
-from mirror.events.ids import StreamKey, event_id
+from mirror.events.ids import StreamKey
 from mirror.events.payloads import (
     Appraisal,
     EmotionUpdate,
@@ -115,8 +114,8 @@ def persona_steps(events: Sequence[Event]) -> dict[int, list[Event]]:
             while (end < len(events) and isinstance(events[end].payload, PATH_TYPES)
                    and events[end].causation == event.causation):
                 end += 1
-            if end < len(events) and isinstance(events[end].payload, Turn) and events[end].causation == event.causation:
-                end += 1
+            if end < len(events) and isinstance(events[end].payload, Turn):
+                end += 1  # the path's turn: caused by the same state, or a kept reply naming the one it copies
             steps[event.seq] = list(events[index:end])
             index = end
             continue
@@ -176,11 +175,17 @@ async def _verify_turn_path(key: StreamKey, step: list[Event], states: dict[int,
     retrieval = next((event for event in step if isinstance(event.payload, Retrieval)), None)
     embedder = _query_embedder(retrieval)
     config = replace(config_from(provenance, "baseline", talker=True), memory=False, reflection=False)
-    message = last.payload.user_message
+    payload = cast(Turn, last.payload)
+    # A reply a recompute kept names the recorded turn it copies: the path before it is made again.
+    kept = None if last.causation == first.causation or last.causation is None else \
+        KeptReply(payload, provenance, last.causation)
     try:
-        said = await persona_turn(basis, message, llm, embedder, prompts, config)
+        composed = await compose_persona_turn(basis, payload.user_message, llm=llm, embedder=embedder, prompts=prompts,
+                                              config=config, now=first.timestamp, kept=kept)
     except RecordingMiss:
-        version = provenance.prompt_set
+        # the path's steps may be recorded with another set than a kept reply's turn (the parent's)
+        version = next((event.provenance.prompt_set for event in step if event.provenance is not None
+                        and event.provenance.prompt_set != prompts.version), provenance.prompt_set)
         cause = comparison.cause(version, TURN_PATH_STAGE) if comparison is not None else f"recorded with {version}"
         report.divergences.append(Divergence(
             first.seq, f"{TURN_PATH_STAGE}: the replay asked a request the log never answered ({cause}); the persona "
@@ -191,24 +196,24 @@ async def _verify_turn_path(key: StreamKey, step: list[Event], states: dict[int,
         return
     finally:
         report.embedding_calls += 0 if embedder is None else embedder.calls
-    replayed = turn_path_events(key, first.seq, basis.turn_count, said, first.causation, first.timestamp)
+    replayed = composed.events(key, first.seq)
+    if first.causation is None:  # recorded before a step named the state it came from
+        replayed = [replace(event, causation=None) if event.causation == composed.causation else event
+                    for event in replayed]
     compare(step, replayed, report, comparison)
-
-
-def turn_path_events(key: StreamKey, first_seq: int, turn: int, said: PersonaTurn, causation: str | None,
-                     timestamp: float) -> list[Event]:
-    """A persona turn's events as the live conversation appends them (:meth:`PersonaTurn.events`)."""
-    return said.events(key, first_seq, turn, causation, timestamp)
 
 
 async def rethink_persona(writer: ConversationWriter, turns: Sequence[Event], done: int, llm: LLM,
                           embedder: Embedder | None, prompts: PromptSet, persona_prompts: PromptSet,
-                          thinker: Provenance | None, attempts: int) -> list[dict[str, Any]]:
+                          thinker: Provenance | None, attempts: int, *, counterfactual: bool = False
+                          ) -> list[dict[str, Any]]:
     """A persona conversation's recorded turns after the first ``done``, re-run on ``writer``'s
-    branch: each user message through the turn path from the branch's state (a request the prompt
-    change did not touch is answered from the recording), then its background steps, as the live
-    conversation does. ``thinker``: a recorded background step's provenance (its model and
-    parameters). Returns each reply as recorded and as regenerated."""
+    branch as the live conversation runs them (:meth:`~mirror.cognition.writer.ConversationWriter.take_persona_turn`,
+    then the background steps): each user message's path from the branch's state (a request the
+    prompt change did not touch is answered from the recording). The recorded reply is kept (the
+    ``turn`` names the recorded one it copies) unless ``counterfactual``, which asks for a new
+    formulation. ``thinker``: a recorded background step's provenance (its model and parameters).
+    Returns each reply as recorded and as regenerated (counterfactual only)."""
     config = replace(config_from(thinker, "baseline", talker=False), mode="baseline", memory=False, reflection=False)
     replies: list[dict[str, Any]] = []
 
@@ -219,23 +224,16 @@ async def rethink_persona(writer: ConversationWriter, turns: Sequence[Event], do
     await background()  # a resumed run finishes the steps an earlier run left
     for recorded in turns[done:]:
         payload = cast(Turn, recorded.payload)  # the caller passes turn events
-        basis = writer.state
         asked = replace(config_from(recorded.provenance or thinker, "baseline", talker=True), memory=False,
                         reflection=False)
-        said = await persona_turn(basis, payload.user_message, llm, embedder, persona_prompts, asked)
-        cause = event_id(writer.key.tenant, writer.key.conversation, writer.key.branch, basis.last_seq)
-        now = time.time()
-        events = await writer.append(partial(_after, writer.key, basis.turn_count, said, cause, now))
-        replies.append({"seq": events[-1].seq, "user_message": payload.user_message, "recorded": payload.reply,
-                        "regenerated": said.reply})
+        kept = None if counterfactual else KeptReply(payload, recorded.provenance, recorded.id)
+        composed, turn = await writer.take_persona_turn(payload.user_message, llm=llm, embedder=embedder,
+                                                        prompts=persona_prompts, config=asked, kept=kept)
+        if counterfactual:
+            replies.append({"seq": turn.seq, "user_message": payload.user_message, "recorded": payload.reply,
+                            "regenerated": composed.said.reply})
         await background()
     return replies
-
-
-def _after(key: StreamKey, turn: int, said: PersonaTurn, causation: str, timestamp: float,
-           state: ConversationState) -> list[Event]:
-    """The turn path's events, placed after whatever the branch holds when they are appended."""
-    return turn_path_events(key, state.last_seq + 1, turn, said, causation, timestamp)
 
 
 def _query_embedder(retrieval: Event | None) -> RecordedEmbedder | None:
@@ -259,8 +257,8 @@ async def _verify_background(key: StreamKey, event: Event, states: dict[int, Con
     asked: LLM = llm if failure is None else FailsAsRecorded(llm, failure)
     embedder = _episode_embedder(event)
     config = config_from(event.provenance, "baseline", talker=False)
-    thinking = await persona_step(basis, stage, asked, embedder, prompts, config,
-                                  attempt=failure.attempt if failure is not None else 1)
+    context = StageContext(asked, prompts, config, embedder, persona_prompts=prompts)
+    thinking = await STAGE[stage].run(basis, context, failure.attempt if failure is not None else 1)
     report.embedding_calls += 0 if embedder is None else embedder.calls
     compare([event], thinking.events(key, event.seq, timestamp=event.timestamp, causation=event.causation), report,
             comparison)
@@ -307,5 +305,5 @@ def _episode_embedder(event: Event) -> Embedder | None:
 
 __all__ = [
     "BACKGROUND_STAGES", "PATH_TYPES", "TURN_PATH_STAGE", "check_persona_event", "is_persona_prompt_set",
-    "persona_failure", "persona_steps", "rethink_persona", "turn_path_events", "verify_persona_step",
+    "persona_failure", "persona_steps", "rethink_persona", "verify_persona_step",
 ]

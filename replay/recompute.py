@@ -57,15 +57,16 @@ from typing import Any
 from mirror.cognition.embeddings.port import Embedder, Embeddings
 from mirror.cognition.errors import ReflectionFailed, ReflectionRefused
 from mirror.cognition.llm import LLM
-from mirror.cognition.memory.turn import recall_for_turn, wants_recall, wants_vector
+from mirror.cognition.memory.turn import TurnRecall, recall_for_turn, wants_vector
 from mirror.cognition.persona.prompting import default_persona_prompts
-from mirror.cognition.pipeline import MirrorConfig, talk
+from mirror.cognition.pipeline import MirrorConfig
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.reflection.triggers import FORCED
+from mirror.cognition.turn import KeptReply
 from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import EventBus, Head
 from mirror.events.envelope import Event, make_event
-from mirror.events.ids import StreamKey, event_id, validate_identifier
+from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.payloads import Monologue, Narrative, PersonaChosen, Recall, Reflection, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
@@ -248,9 +249,9 @@ async def _rethink(
                        talker_provenance)
         replies = await rethink_persona(writer, turns, done, llm, vectors, plan.prompts,
                                         plan.persona_prompts or default_persona_prompts(), thinker,
-                                        plan.thinking_attempts)
+                                        plan.thinking_attempts, counterfactual=plan.counterfactual)
         return _Rethought(len(turns), done, llm.live_calls, 0 if vectors is None else vectors.calls, llm.recorded_calls,
-                          replies)
+                          replies if plan.counterfactual else None)
 
     async def think_until_current(upcoming: int) -> None:
         """Think about the newest turn; meanwhile embed the message of turn ``upcoming`` for its
@@ -271,6 +272,10 @@ async def _rethink(
                 pass  # refused: nothing written; failed: each attempt is on the branch as a thinker_failed
 
     recall_vectors: Embedder | None = ahead if ahead is not None else vectors
+
+    async def recaller(state: ConversationState, message: str, now: float) -> TurnRecall | None:
+        return await recall_for_turn(state, message, recall_vectors, now)
+
     try:
         await think_until_current(done)
         for index in range(done, len(turns)):
@@ -279,31 +284,23 @@ async def _rethink(
             provenance = recorded.provenance
             config = config_from(talker_provenance, plan.mode or payload.mode, talker=True)
             # Recall again on the branch (its beliefs may differ), the message's vector from the log.
-            now = time.time()
-            basis = writer.state
-            recalled = None
+            now, basis = time.time(), None
             landed = orphan is not None and isinstance(orphan.event.payload, Recall) \
                 and orphan.event.payload.query == payload.user_message
             if landed and orphan is not None:  # the recall of this turn is on the branch already
                 now, basis = orphan.event.timestamp, orphan.state_before
-                recalled = await recall_for_turn(basis, payload.user_message, recall_vectors, now)
-            elif config.memory and wants_recall(basis):
-                recalled = await recall_for_turn(basis, payload.user_message, recall_vectors, now)
             orphan = None
+            kept = None
+            if not plan.counterfactual:  # a kept reply names the recorded turn it copies (causation)
+                kept = KeptReply(payload if plan.mode is None else replace(payload, mode=plan.mode), provenance,
+                                 recorded.id)
+            first_seq = writer.state.last_seq + 1
+            composed, _ = await writer.take_turn(payload.user_message, llm=llm, prompts=plan.prompts, config=config,
+                                                 recaller=recaller, now=now, kept=kept, basis=basis,
+                                                 recall_landed=landed)
             if plan.counterfactual:
-                said = await talk(basis, payload.user_message, llm, plan.prompts, config,
-                                  recalled="" if recalled is None else recalled.block)
-                replies.append({"seq": writer.state.last_seq + 1, "user_message": payload.user_message,
-                                "recorded": payload.reply, "regenerated": said.reply})
-                payload, provenance = said.turn, said.provenance
-            elif plan.mode is not None:
-                payload = replace(payload, mode=plan.mode)
-            # A kept reply names the recorded turn it copies (causation); a regenerated one does not.
-            await writer.append_turn(
-                payload, provenance, causation=None if plan.counterfactual else recorded.id,
-                recall=None if recalled is None or landed else recalled.payload, timestamp=now,
-                recall_causation=event_id(writer.key.tenant, writer.key.conversation, writer.key.branch, basis.last_seq),
-            )
+                replies.append({"seq": first_seq, "user_message": payload.user_message,
+                                "recorded": payload.reply, "regenerated": composed.turn.reply})
             await think_until_current(index + 1)
     finally:
         if ahead is not None:

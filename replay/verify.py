@@ -42,15 +42,15 @@ from dataclasses import replace
 from typing import cast
 
 from mirror.cognition.llm import LLM, ChatRequest, ChatResponse
-from mirror.cognition.memory.stage import RecordedStepFailure, remember
-from mirror.cognition.memory.turn import replay_recall
+from mirror.cognition.memory.stage import RecordedStepFailure
+from mirror.cognition.memory.turn import TurnRecall, replay_recall
 from mirror.cognition.persona.prompting import default_persona_prompts
-from mirror.cognition.pipeline import Thinking, talk, think
+from mirror.cognition.pipeline import Thinking
 from mirror.cognition.prompts import PromptSet
-from mirror.cognition.reflection.insight import draw_insight
 from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
-from mirror.cognition.reflection.step import reflect
 from mirror.cognition.reflection.triggers import FORCED, due, forced_triggers
+from mirror.cognition.stages import STAGE, StageContext
+from mirror.cognition.turn import compose_mirror_turn
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
 from mirror.events.payloads import (
@@ -180,7 +180,7 @@ async def verify_events(
     steps = {step[0].seq: step for step in thinking_steps(events)}
     remembered = {step[0].seq: step for step in memory_steps(events)}
     reflected = {step[0].seq: step for step in reflection_steps(events)}
-    block = ""  # the replayed recall's block, for the turn right after its recall event
+    recall: TurnRecall | None = None  # the replayed recall, for the turn right after its recall event
     index = 0
     while index < len(events):
         event = events[index]
@@ -200,10 +200,10 @@ async def verify_events(
             index += len(step)
         else:
             if isinstance(event.payload, Recall):
-                block = _verify_recall(key, event, states, state, report)
+                recall = _verify_recall(key, event, states, state, report)
             elif check_replies and isinstance(event.payload, Turn):
-                recalled = block if index and isinstance(events[index - 1].payload, Recall) else ""
-                await _verify_turn(key, event, state, prompts, llm, report, recalled, comparison)
+                made = recall if index and isinstance(events[index - 1].payload, Recall) else None
+                await _verify_turn(key, event, state, prompts, llm, report, made, comparison)
             state = apply(state, event)
             states[state.last_seq] = state
             index += 1
@@ -221,20 +221,20 @@ async def verify_events(
 
 
 def _verify_recall(key: StreamKey, event: Event, states: dict[int, ConversationState], state: ConversationState,
-                   report: VerifyReport) -> str:
+                   report: VerifyReport) -> TurnRecall | None:
     """Recall again from the state the recall was made from, with its recorded vector, at its
-    timestamp; compare what it names. Returns the replayed block (the next turn's Talker reads it)."""
+    timestamp; compare what it names. Returns the replayed recall (the next turn's Talker reads its block)."""
     recorded = cast(Recall, event.payload)  # the caller checked
     basis = basis_of(key, event, states) if event.causation is not None else state
     if basis is None:
         report.divergences.append(Divergence(event.seq, f"the state this recall started from ({event.causation}) is unknown"))
-        return ""
+        return None
     report.steps += 1
     try:
         replayed = replay_recall(basis, recorded, event.timestamp)
     except Exception as exc:  # e.g. a recorded vector that no longer fits the beliefs
         report.divergences.append(Divergence(event.seq, f"the recall failed on replay: {exc}"))
-        return ""
+        return None
     fields = ("belief_ids", "review_ids", "edges")
     old = {name: [list(item) if isinstance(item, tuple) else item for item in getattr(recorded, name)] for name in fields}
     new = {name: [list(item) if isinstance(item, tuple) else item for item in getattr(replayed.payload, name)]
@@ -242,12 +242,15 @@ def _verify_recall(key: StreamKey, event: Event, states: dict[int, ConversationS
     if old != new:
         differing = ", ".join(name for name in fields if old[name] != new[name])
         report.divergences.append(Divergence(event.seq, f"recall differs in {differing}", old, new))
-    return replayed.block
+    return replayed
 
 
 async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, prompts: PromptSet,
-                       llm: RecordedLLM, report: VerifyReport, recalled: str = "",
+                       llm: RecordedLLM, report: VerifyReport, recalled: TurnRecall | None = None,
                        comparison: PromptComparison | None = None) -> None:
+    """The Talker's reply made again by the turn's own code (:func:`~mirror.cognition.turn.compose_mirror_turn`)
+    from the state before it, with the replayed recall (``recalled``) as the live turn had its
+    recall, and every answer from the log."""
     payload = cast(Turn, event.payload)  # the caller checked isinstance(event.payload, Turn)
     if event.causation is not None:
         return  # a reply copied from another branch (a recompute keeps them): not produced here
@@ -260,8 +263,14 @@ async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, p
         config = replace(config, memory=payload.memory)
     if payload.reflection is not None:
         config = replace(config, reflection=payload.reflection)
+
+    async def replayed_recall(basis: ConversationState, message: str, now: float) -> TurnRecall | None:
+        return recalled
+
     try:
-        said = await talk(state, payload.user_message, llm, prompts, config, recalled=recalled)
+        composed = await compose_mirror_turn(state, payload.user_message, llm=llm, prompts=prompts,
+                                             config=config,
+                                             now=event.timestamp, recaller=replayed_recall)
     except RecordingMiss:
         cause = comparison.cause(event.provenance.prompt_set, "talker") if comparison is not None else "a new request"
         report.divergences.append(Divergence(
@@ -272,10 +281,10 @@ async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, p
         report.divergences.append(Divergence(event.seq, f"the Talker failed on replay: {exc}"))
         return
     # A version-2 turn did not record whether memory was on; its replay does not claim to know either.
-    turn = said.turn if payload.memory is not None else replace(said.turn, memory=None)
+    turn = composed.turn if payload.memory is not None else replace(composed.turn, memory=None)
     if payload.reflection is None:  # nor did a version-3 turn record whether reflection was on
         turn = replace(turn, reflection=None)
-    replayed = make_event(key, event.seq, turn, turn=state.turn_count, provenance=said.provenance,
+    replayed = make_event(key, event.seq, turn, turn=state.turn_count, provenance=composed.provenance,
                           timestamp=event.timestamp, causation=event.causation)
     compare([event], [replayed], report, comparison)
 
@@ -291,7 +300,7 @@ async def _verify_step(key: StreamKey, step: list[Event], states: dict[int, Conv
     failure = next((event.payload for event in step if isinstance(event.payload, ThinkerFailed)), None)
     attempt = failure.attempt if failure is not None else 1
     config = config_from(provenance, basis.mode, talker=False)
-    thinking = await think(basis, llm, prompts, config, attempt=attempt)
+    thinking = await STAGE["thinking"].run(basis, StageContext(llm, prompts, config), attempt)
     replayed = thinking.events(key, first.seq, timestamp=first.timestamp, causation=first.causation)
     if config.mode == "full" and isinstance(step[-1].payload, Monologue) and len(step) < len(replayed):
         replayed = replayed[: len(step)]  # a step cut between its two events: the next step finishes it
@@ -333,7 +342,8 @@ async def _verify_memory_step(key: StreamKey, step: list[Event], states: dict[in
     embedder = RecordedEmbedder(vectors, step_model, missing=missing)
     asked: LLM = llm if failure is None else FailsAsRecorded(llm, failure)
     config = config_from(last.provenance, basis.mode, talker=False)
-    thinking = await remember(basis, asked, embedder, prompts, config, attempt=failure.attempt if failure else 1)
+    thinking = await STAGE["memory"].run(basis, StageContext(asked, prompts, config, embedder),
+                                         failure.attempt if failure else 1)
     report.embedding_calls += embedder.calls
     compare(step, thinking.events(key, first.seq, timestamp=first.timestamp, causation=first.causation), report,
              comparison)
@@ -360,12 +370,12 @@ async def replay_reflection_step(event: Event, basis: ConversationState, llm: Re
     config = replace(config_from(event.provenance, basis.mode, talker=False), reflection=True)
     attempt = failure.attempt if failure is not None else 1
     if isinstance(payload, Insight) or (failure is not None and failure.stage == "insight"):
-        return await draw_insight(basis, asked, prompts, config, attempt=attempt)
+        return await STAGE["insight"].run(basis, StageContext(asked, prompts, config, policy=policy), attempt)
     forced = isinstance(payload, Reflection) and FORCED in payload.triggers
     # A failure records no triggers (nor do they change it): those due, or forced when none is.
     triggers = forced_triggers(basis, policy) if forced else (due(basis, policy) or forced_triggers(basis, policy))
-    return await reflect(basis, asked, prompts, config, policy, triggers=triggers, attempt=attempt)
-
+    return await STAGE["reflection"].run(basis, StageContext(asked, prompts, config, policy=policy, triggers=triggers),
+                                         attempt)
 
 __all__ = [
     "Divergence", "RECORDING_MISS", "REFLECTION_STAGES", "VerifyReport", "config_from", "memory_steps",

@@ -21,6 +21,7 @@ from mirror.actors.results import ConversationSummary, ReflectionResult, TurnRes
 from mirror.actors.settings import RuntimeSettings
 from mirror.actors.token_stream import StreamItem
 from mirror.cognition.persona.choice import MindChoice
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 
 from .host import conversation_host
@@ -45,18 +46,12 @@ class HostedConversation:
         """The host actor's handle (to kill it in a test, or ask its ``stats``)."""
         return self.placement.host(self.slot)
 
-    async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None,
-                   mind: MindChoice | None = None) -> TurnResult:
-        result: TurnResult = await self.host.turn.remote(self.key, message, sync=sync, mode=mode, memory=memory,
-                                                         reflection=reflection, mind=mind)
+    async def turn(self, request: TurnRequest) -> TurnResult:
+        result: TurnResult = await self.host.turn.remote(self.key, request)
         return result
 
-    async def turn_stream(self, message: str, *, sync: bool = False, mode: str | None = None,
-                          memory: bool | None = None, reflection: bool | None = None,
-                          mind: MindChoice | None = None) -> AsyncIterator[StreamItem]:
-        refs = self.host.turn_stream.options(num_returns="streaming").remote(
-            self.key, message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind)
+    async def turn_stream(self, request: TurnRequest) -> AsyncIterator[StreamItem]:
+        refs = self.host.turn_stream.options(num_returns="streaming").remote(self.key, request.streamed())
         async for ref in refs:
             yield await ref
 
@@ -101,18 +96,12 @@ class DedicatedConversation:
     actor: Any
     """The actor's Ray handle (to kill it in a test)."""
 
-    async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None,
-                   mind: MindChoice | None = None) -> TurnResult:
-        result: TurnResult = await self.actor.turn.remote(message, sync=sync, mode=mode, memory=memory,
-                                                          reflection=reflection, mind=mind)
+    async def turn(self, request: TurnRequest) -> TurnResult:
+        result: TurnResult = await self.actor.turn.remote(request)
         return result
 
-    async def turn_stream(self, message: str, *, sync: bool = False, mode: str | None = None,
-                          memory: bool | None = None, reflection: bool | None = None,
-                          mind: MindChoice | None = None) -> AsyncIterator[StreamItem]:
-        refs = self.actor.turn_stream.options(num_returns="streaming").remote(
-            message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind)
+    async def turn_stream(self, request: TurnRequest) -> AsyncIterator[StreamItem]:
+        refs = self.actor.turn_stream.options(num_returns="streaming").remote(request.streamed())
         async for ref in refs:
             yield await ref
 

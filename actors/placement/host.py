@@ -27,6 +27,7 @@ from mirror.actors.results import ConversationSummary, ReflectionResult, TurnRes
 from mirror.actors.settings import RuntimeSettings
 from mirror.actors.token_stream import StreamItem
 from mirror.cognition.persona.choice import MindChoice
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 
 from .table import HostedConversations
@@ -60,17 +61,12 @@ class ConversationHost:
         self.index = index
         self.table = HostedConversations(settings, name=host_name(index, settings))
 
-    async def turn(self, key: StreamKey, message: str, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None,
-                   mind: MindChoice | None = None) -> TurnResult:
-        return await self.table.turn(key, message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind)
+    async def turn(self, key: StreamKey, request: TurnRequest) -> TurnResult:
+        return await self.table.turn(key, request)
 
-    async def turn_stream(self, key: StreamKey, message: str, sync: bool = False, mode: str | None = None,
-                          memory: bool | None = None, reflection: bool | None = None,
-                          mind: MindChoice | None = None) -> AsyncIterator[StreamItem]:
+    async def turn_stream(self, key: StreamKey, request: TurnRequest) -> AsyncIterator[StreamItem]:
         """A Ray streaming generator (``num_returns="streaming"``): the reply's pieces, then the TurnResult."""
-        async for item in self.table.turn_stream(key, message, sync=sync, mode=mode, memory=memory,
-                                                 reflection=reflection, mind=mind):
+        async for item in self.table.turn_stream(key, request):
             yield item
 
     async def choose(self, key: StreamKey, mind: MindChoice) -> ConversationSummary:

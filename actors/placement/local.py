@@ -17,6 +17,7 @@ from mirror.actors.results import ConversationSummary, ReflectionResult, TurnRes
 from mirror.actors.settings import RuntimeSettings
 from mirror.actors.token_stream import StreamItem
 from mirror.cognition.persona.choice import MindChoice
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 
 from .table import HostedConversations
@@ -31,16 +32,11 @@ class LocalConversation:
     table: HostedConversations
     key: StreamKey
 
-    async def turn(self, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None,
-                   mind: MindChoice | None = None) -> TurnResult:
-        return await self.table.turn(self.key, message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind)
+    async def turn(self, request: TurnRequest) -> TurnResult:
+        return await self.table.turn(self.key, request)
 
-    def turn_stream(self, message: str, *, sync: bool = False, mode: str | None = None,
-                    memory: bool | None = None, reflection: bool | None = None,
-                    mind: MindChoice | None = None) -> AsyncIterator[StreamItem]:
-        return self.table.turn_stream(self.key, message, sync=sync, mode=mode, memory=memory, reflection=reflection,
-                                      mind=mind)
+    def turn_stream(self, request: TurnRequest) -> AsyncIterator[StreamItem]:
+        return self.table.turn_stream(self.key, request)
 
     async def choose(self, mind: MindChoice) -> ConversationSummary:
         return await self.table.choose(self.key, mind)

@@ -41,6 +41,7 @@ from mirror.actors.results import ConversationSummary, ReflectionResult, TurnRes
 from mirror.actors.settings import RuntimeSettings, settings_prompts
 from mirror.actors.token_stream import StreamItem, streamed_turn
 from mirror.cognition.persona.choice import MindChoice
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 from mirror.projections.snapshot import snapshot_bytes
 
@@ -139,18 +140,12 @@ class HostedConversations:
     # The calls a handle makes (a host's methods and the local placement's), each in its place:
     # a turn in the mailbox; the reads beside it, on the state as it is.
 
-    async def turn(self, key: StreamKey, message: str, *, sync: bool = False, mode: str | None = None,
-                   memory: bool | None = None, reflection: bool | None = None,
-                   mind: MindChoice | None = None) -> TurnResult:
-        return await self.call(key, lambda conversation: conversation.turn(message, sync=sync, mode=mode, memory=memory,
-                                                                           reflection=reflection, mind=mind))
+    async def turn(self, key: StreamKey, request: TurnRequest) -> TurnResult:
+        return await self.call(key, lambda conversation: conversation.turn(request))
 
-    def turn_stream(self, key: StreamKey, message: str, *, sync: bool = False, mode: str | None = None,
-                    memory: bool | None = None, reflection: bool | None = None,
-                    mind: MindChoice | None = None) -> AsyncIterator[StreamItem]:
+    def turn_stream(self, key: StreamKey, request: TurnRequest) -> AsyncIterator[StreamItem]:
         """:meth:`turn`, streamed (:func:`~mirror.actors.token_stream.streamed_turn`), in the same mailbox."""
-        return streamed_turn(lambda sink: self.call(key, lambda conversation: conversation.turn(
-            message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind, on_token=sink)))
+        return streamed_turn(lambda sink: self.call(key, lambda conversation: conversation.turn(request.streamed(), sink)))
 
     async def choose(self, key: StreamKey, mind: MindChoice) -> ConversationSummary:
         """The mind's choice, in the mailbox (a turn queued before it goes first)."""

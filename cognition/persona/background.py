@@ -49,18 +49,19 @@ def _done(persona: PersonaState, stage: str) -> int | None:
             "importance": persona.episode_turn}[stage]
 
 
+def persona_step_behind(state: ConversationState, stage: str) -> bool:
+    """Does the newest turn of a persona conversation still need background step ``stage``?"""
+    persona = state.persona
+    if persona is None or state.turn_count == 0:
+        return False
+    done = _done(persona, stage)
+    return done is None or done < state.turn_count - 1
+
+
 def persona_stage_behind(state: ConversationState, skip: Collection[str] = ()) -> str | None:
     """The next background step the newest turn of a persona conversation still needs, or ``None``;
     ``skip``: steps given up for that turn (the others still run: one failing step stops no other)."""
-    persona = state.persona
-    if persona is None or state.turn_count == 0:
-        return None
-    newest = state.turn_count - 1
-    for stage in PERSONA_STAGES:
-        done = _done(persona, stage)
-        if (done is None or done < newest) and stage not in skip:
-            return stage
-    return None
+    return next((stage for stage in PERSONA_STAGES if stage not in skip and persona_step_behind(state, stage)), None)
 
 
 def _scores_schema(name: str, key: str, names: tuple[str, ...]) -> JsonSchema:
@@ -200,4 +201,4 @@ async def persona_step(state: ConversationState, stage: str, llm: LLM, embedder:
 
 
 __all__ = ["IMPORTANCE_SCHEMA", "PERSONA_STAGES", "EmbeddingFailed", "exchange", "goal_schema", "parse_update",
-           "persona_stage_behind", "persona_step", "update_request"]
+           "persona_stage_behind", "persona_step", "persona_step_behind", "update_request"]

@@ -31,7 +31,7 @@ from mirror.cognition.prompts import PromptSet
 from mirror.cognition.responses import one_copy
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
-from mirror.events.payloads import Appraisal, Interpretation, PersonaChosen, Plan, Retrieval, Turn
+from mirror.events.payloads import Appraisal, Interpretation, PersonaChosen, Plan, Provenance, Retrieval, Turn
 from mirror.projections.persona import PersonaState
 from mirror.projections.state import ConversationState
 
@@ -132,9 +132,12 @@ def _history(state: ConversationState, message: str, config: MirrorConfig, syste
 
 
 async def persona_turn(state: ConversationState, message: str, llm: LLM, embedder: Embedder | None,
-                       prompts: PromptSet, config: MirrorConfig, *, on_token: TokenSink | None = None) -> PersonaTurn:
+                       prompts: PromptSet, config: MirrorConfig, *, on_token: TokenSink | None = None,
+                       kept: tuple[Turn, Provenance | None] | None = None) -> PersonaTurn:
     """The persona's reply to ``message`` from ``state``, with every step's event. ``on_token``:
-    the formulation's pieces as they are written (the steps before it are not streamed)."""
+    the formulation's pieces as they are written (the steps before it are not streamed).
+    ``kept``: a recorded ``turn`` (and its provenance) to end the path with instead of asking for
+    a formulation (a recompute that keeps the replies: the steps before it are made again)."""
     if not isinstance(message, str) or not message.strip():
         raise ValueError("the user message is empty")
     persona = _persona(state)
@@ -192,6 +195,10 @@ async def persona_turn(state: ConversationState, message: str, llm: LLM, embedde
         llm_ms += response.provenance.latency_ms
         step_ms[step] = (time.perf_counter() - started) * 1000
 
+    if kept is not None:
+        thoughts.append(Thought(*kept))
+        return PersonaTurn(kept[0].reply, tuple(thoughts), {name: round(ms, 3) for name, ms in step_ms.items()},
+                           round(llm_ms, 3))
     started = time.perf_counter()
     system = prompts.render(
         "formulation.md", system_prompt=content.get("system_prompt") or "", character=character, memories=memories,

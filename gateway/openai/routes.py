@@ -27,6 +27,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from mirror.actors.results import TurnResult
 from mirror.cognition.pipeline import MirrorConfig
+from mirror.cognition.turn import TurnRequest
 from mirror.gateway.openai.catalog import model_names, selected
 from mirror.gateway.openai.errors import OpenAIError, error_body
 from mirror.gateway.openai.shapes import (
@@ -83,12 +84,12 @@ async def chat_completions(body: ChatCompletionIn, request: Request, owner: Tena
     if earlier:
         state = state_from_snapshot(await runtime.ask(key, lambda handle: handle.state_bytes()))
         headers[HISTORY_HEADER] = "differs" if history_differs(earlier, state) else "same"
-    mode, mind = choice.mode, choice.mind
+    turn = TurnRequest(message, mode=choice.mode, mind=choice.mind, stream=bool(body.stream))
     identifier = completion_id()
     if not body.stream:
-        result = await runtime.ask(key, lambda handle: handle.turn(message, mode=mode, mind=mind))
+        result = await runtime.ask(key, lambda handle: handle.turn(turn))
         return JSONResponse(completion(identifier, body.model, result, conversation), headers=headers)
-    relay = TurnRelay(runtime, key, lambda handle: handle.turn_stream(message, mode=mode, mind=mind))
+    relay = TurnRelay(runtime, key, lambda handle: handle.turn_stream(turn))
     first = await relay.next()  # a failure before the reply begins is answered with its status
     return StreamingResponse(_chunks(relay, first, identifier, body, conversation), media_type="text/event-stream",
                              headers={**headers, "Cache-Control": "no-cache"})

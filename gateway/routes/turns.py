@@ -20,6 +20,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from mirror.actors.results import TurnResult
+from mirror.cognition.turn import TurnRequest
 from mirror.gateway.relay import StreamCut, TurnRelay
 from mirror.gateway.routes.personas import MindIn, mind_choice
 from mirror.gateway.runtime import Runtime, Tenant, key_of
@@ -65,16 +66,14 @@ async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Run
     limit = runtime.settings.max_message_bytes
     if size > limit:
         raise HTTPException(413, f"message is {size} bytes; the limit is {limit}")
-    message, mode, memory, reflection = body.message, body.mode, body.memory, body.reflection
-    mind = await mind_choice(runtime, owner, body)
+    request = TurnRequest(body.message, sync=sync, mode=body.mode, memory=body.memory, reflection=body.reflection,
+                          mind=await mind_choice(runtime, owner, body), stream=stream)
     if stream:
-        relay = TurnRelay(runtime, key, lambda conversation: conversation.turn_stream(
-            message, sync=sync, mode=mode, memory=memory, reflection=reflection, mind=mind))
+        relay = TurnRelay(runtime, key, lambda conversation: conversation.turn_stream(request))
         first = await relay.next()  # a failure before the reply begins is still answered with its status
         return StreamingResponse(_turn_events(relay, first), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
-    result = await runtime.ask(key, lambda conversation: conversation.turn(message, sync=sync, mode=mode, memory=memory,
-                                                                           reflection=reflection, mind=mind))
+    result = await runtime.ask(key, lambda conversation: conversation.turn(request))
     response.headers["Server-Timing"] = server_timing(result, (time.perf_counter() - started) * 1000)
     return result.as_dict()
 

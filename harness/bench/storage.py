@@ -34,6 +34,7 @@ import duckdb
 from mirror.actors.conversation import Conversation
 from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.openai_client import LLMSettings
+from mirror.cognition.turn import TurnRequest
 from mirror.events.codec import decode
 from mirror.events.duckdb.log import SCHEMA
 from mirror.events.envelope import Event
@@ -124,7 +125,7 @@ async def _converse(settings: RuntimeSettings, config: StorageBenchConfig) -> di
     started = time.perf_counter()
     try:
         for index in range(config.turns):
-            await conversation.turn(MESSAGES[index % len(MESSAGES)])
+            await conversation.turn(TurnRequest(MESSAGES[index % len(MESSAGES)]))
             if not await conversation.wait_idle(config.think_timeout_s):
                 unfinished += 1
         # The last append's stream seq: committed means every event of the run is in the file.

@@ -58,7 +58,6 @@ from mirror.projections._frozen import FrozenMap
 from mirror.projections.conversation import apply
 from mirror.projections.state import ConversationState, initial_state
 from mirror.replay import History, VerifyReport, recorded_fork
-from mirror.replay.persona import turn_path_events
 from mirror.replay.verify_log import verify_branch
 from mirror.sim.server import SimLLMServer, SimSettings
 from tests.support.sim import SIM_MODEL, sim_client
@@ -350,7 +349,7 @@ async def _persona(sim: SimLLMServer) -> list[Event]:
         for index, message in enumerate(PERSONA_MESSAGES):
             basis = writer.state
             said = await persona_turn(basis, message, llm, embedder, prompts, config)
-            for event in turn_path_events(key, basis.last_seq + 1, basis.turn_count, said, writer.events[-1].id, START):
+            for event in said.events(key, basis.last_seq + 1, basis.turn_count, writer.events[-1].id, START):
                 writer._apply(dataclasses.replace(event, timestamp=START + event.seq, provenance=_steady(event.provenance)))
             for stage in PERSONA_STAGES:
                 if index == 1 and stage == "emotion":

@@ -12,6 +12,7 @@ from mirror.actors.conversation import Conversation
 from mirror.actors.errors import Fenced, SettingConflict
 from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.prompts import default_prompt_set
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
@@ -44,10 +45,10 @@ async def test_a_turn_is_acknowledged_then_thought_about(runtime: RuntimeSetting
     key = StreamKey("acme", "live")
     conversation = await Conversation(key, runtime).start()
     try:
-        first = await conversation.turn("I am allergic to peanuts.")
+        first = await conversation.turn(TurnRequest("I am allergic to peanuts."))
         assert first.reply and first.seq == 1 and first.narrative_seq is None
         assert await conversation.wait_idle(30)
-        second = await conversation.turn("Suggest a snack.", sync=True)
+        second = await conversation.turn(TurnRequest("Suggest a snack.", sync=True))
         assert second.narrative_seq == 3  # sync: the first turn was thought through first
         assert await conversation.wait_idle(30)
         state = conversation.state
@@ -64,14 +65,14 @@ async def test_a_turn_is_acknowledged_then_thought_about(runtime: RuntimeSetting
 async def test_a_restarted_conversation_continues_where_the_last_stopped(runtime: RuntimeSettings) -> None:
     key = StreamKey("acme", "restart")
     first = await Conversation(key, runtime).start()
-    await first.turn("Remember: my name is Ada.")
+    await first.turn(TurnRequest("Remember: my name is Ada."))
     await first.wait_idle(30)
     before = first.state
     await first.stop()
     second = await Conversation(key, runtime).start()  # rebuilt from the log and the stream
     try:
         assert second.state == before
-        reply = await second.turn("What is my name?")
+        reply = await second.turn(TurnRequest("What is my name?"))
         assert before.beliefs  # so the turn recalled first: recall, then turn, right after the old end
         assert (reply.recall_seq, reply.seq) == (before.last_seq + 1, before.last_seq + 2)
         await second.wait_idle(30)
@@ -82,18 +83,18 @@ async def test_a_restarted_conversation_continues_where_the_last_stopped(runtime
 async def test_a_conversation_keeps_the_mode_its_first_turn_fixed_across_a_restart(runtime: RuntimeSettings) -> None:
     key = StreamKey("acme", "moded")
     first = await Conversation(key, runtime).start()  # the stack's default mode is full
-    await first.turn("Hello there.", mode="controller_only")
+    await first.turn(TurnRequest("Hello there.", mode="controller_only"))
     await first.wait_idle(30)
     await first.stop()
     second = await Conversation(key, runtime).start()
     try:
         assert second.config.mode == "controller_only"  # rebuilt from the recorded turn, not the default
         with pytest.raises(SettingConflict, match="runs mode 'controller_only', not 'full'"):
-            await second.turn("Think fully now.", mode="full")
+            await second.turn(TurnRequest("Think fully now.", mode="full"))
         with pytest.raises(SettingConflict, match="runs memory True, not False"):
-            await second.turn("Forget it all.", memory=False)
+            await second.turn(TurnRequest("Forget it all.", memory=False))
         assert second.state.turn_count == 1  # the refused turn changed nothing
-        await second.turn("Carry on.")
+        await second.turn(TurnRequest("Carry on."))
         await second.wait_idle(30)
         assert second.state.mode == "controller_only"
     finally:
@@ -107,13 +108,13 @@ async def test_a_conversation_keeps_the_mode_its_first_turn_fixed_across_a_resta
 async def test_a_conversation_can_turn_its_memory_off_and_keeps_it_off(runtime: RuntimeSettings) -> None:
     key = StreamKey("acme", "forgetful")
     first = await Conversation(key, runtime).start()
-    await first.turn("I am allergic to peanuts.", memory=False)
+    await first.turn(TurnRequest("I am allergic to peanuts.", memory=False))
     await first.wait_idle(30)
     await first.stop()
     second = await Conversation(key, runtime).start()
     try:
         assert second.config.memory is False  # rebuilt from the recorded turn, not the stack's setting
-        reply = await second.turn("What can I not eat?")
+        reply = await second.turn(TurnRequest("What can I not eat?"))
         assert reply.recall_seq is None
         await second.wait_idle(30)
     finally:
@@ -129,7 +130,7 @@ async def test_a_stack_without_memory_refuses_a_conversation_that_asks_for_it(
     conversation = await Conversation(StreamKey("acme", "asks-memory"), runtime_without_memory).start()
     try:
         with pytest.raises(SettingConflict, match="runs without memory"):
-            await conversation.turn("Remember this.", memory=True)
+            await conversation.turn(TurnRequest("Remember this.", memory=True))
         assert conversation.state.turn_count == 0
     finally:
         await conversation.stop()
@@ -140,13 +141,13 @@ async def test_two_writers_on_one_conversation_never_fork_it(runtime: RuntimeSet
     one = await Conversation(key, runtime).start()
     two = await Conversation(key, runtime).start()
     try:
-        await one.turn("Hello from one")
+        await one.turn(TurnRequest("Hello from one"))
         await one.wait_idle(30)
         with pytest.raises(Fenced):
-            await two.turn("Hello from two")  # its head is stale: fenced, nothing appended
+            await two.turn(TurnRequest("Hello from two"))  # its head is stale: fenced, nothing appended
         with pytest.raises(Fenced):
-            await two.turn("Again")  # and it stays stopped
-        await one.turn("Still me")
+            await two.turn(TurnRequest("Again"))  # and it stays stopped
+        await one.turn(TurnRequest("Still me"))
         await one.wait_idle(30)
     finally:
         await one.stop()
@@ -166,10 +167,10 @@ async def test_a_stated_fact_becomes_a_belief_a_restatement_reinforces_it_and_re
     key = StreamKey("acme", "remembers")
     conversation = await Conversation(key, runtime).start()
     try:
-        await conversation.turn("I have a severe peanut allergy.", sync=True)
+        await conversation.turn(TurnRequest("I have a severe peanut allergy.", sync=True))
         assert await conversation.wait_idle(30)
         first = conversation.state
-        await conversation.turn("I have a severe peanut allergy.", sync=True)
+        await conversation.turn(TurnRequest("I have a severe peanut allergy.", sync=True))
         assert await conversation.wait_idle(30)
         state = conversation.state
     finally:
@@ -202,7 +203,7 @@ async def test_memory_can_be_turned_off(runtime_without_memory: RuntimeSettings)
     key = StreamKey("acme", "forgets")
     conversation = await Conversation(key, settings).start()
     try:
-        await conversation.turn("I have a severe peanut allergy.", sync=True)
+        await conversation.turn(TurnRequest("I have a severe peanut allergy.", sync=True))
         assert await conversation.wait_idle(30)
     finally:
         await conversation.stop()
@@ -217,7 +218,7 @@ async def test_a_failed_memory_step_is_retried_without_thinking_again(runtime: R
                json={"faults": ["ok", "ok", "ok", "malformed"]}).raise_for_status()
     conversation = await Conversation(key, runtime).start()
     try:
-        await conversation.turn("My sister lives in Porto.")
+        await conversation.turn(TurnRequest("My sister lives in Porto."))
         assert await conversation.wait_idle(30)
     finally:
         await conversation.stop()

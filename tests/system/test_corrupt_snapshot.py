@@ -19,6 +19,7 @@ import pytest
 from mirror.actors.conversation import Conversation
 from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.openai_client import LLMSettings
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.events.nats.server import EmbeddedNats
@@ -83,7 +84,7 @@ async def test_a_spoiled_snapshot_is_skipped_counted_and_the_conversation_answer
     settings, ingester = stack
     first = await Conversation(KEY, settings).start()
     for message in ("My name is Ada.", "I live in Turin.", "I am allergic to peanuts."):
-        await first.turn(message, sync=True)
+        await first.turn(TurnRequest(message, sync=True))
     assert await first.wait_idle(60)
     await first.passivate()  # the snapshot at the last seq, once the log committed it
     before = first.state
@@ -98,7 +99,7 @@ async def test_a_spoiled_snapshot_is_skipped_counted_and_the_conversation_answer
         assert report is not None
         assert report.snapshots_discarded == 1 and report.snapshot_seq is None  # refolded from the events
         assert second.state == before
-        reply = await second.turn("What am I allergic to?", sync=True)
+        reply = await second.turn(TurnRequest("What am I allergic to?", sync=True))
         assert reply.seq > before.last_seq
         assert await second.wait_idle(60)
         assert await second.log.wait_committed((await second.bus.head(KEY)).fence, 30)

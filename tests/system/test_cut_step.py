@@ -10,11 +10,12 @@ import pytest
 
 from mirror.cognition.pipeline import MirrorConfig, threads_of_a_cut_step
 from mirror.cognition.prompts import default_prompt_set
+from mirror.cognition.turn import no_recall
 from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import Head, InMemoryBus
 from mirror.events.envelope import Event
 from mirror.events.ids import StreamKey
-from mirror.events.payloads import Monologue, Narrative, Provenance, Turn
+from mirror.events.payloads import Monologue, Narrative
 from mirror.projections.conversation import fold
 from mirror.projections.state import initial_state
 from mirror.replay.verify import verify_events
@@ -47,7 +48,7 @@ async def test_a_step_cut_after_its_monologue_is_finished_by_the_controller_alon
     async with sim_client(sim) as llm:
         bus, writer = await _writer([])
         for message in ("My sister moved to Lisbon.", "Where should I visit her?"):
-            await writer.append_turn(*(await _talked(writer, llm, message)))
+            await _talked(writer, llm, message)
             await writer.think_until_current(llm, PROMPTS, CONFIG, attempts=3)
         whole = await _log(bus)
         assert [event.type for event in whole[-3:]] == ["turn", "monologue", "narrative"]
@@ -73,7 +74,7 @@ async def test_a_step_cut_after_its_monologue_is_finished_by_the_controller_alon
 async def test_a_monologue_is_a_cut_step_only_when_nothing_came_after_it(after: str, sim: SimLLMServer) -> None:
     async with sim_client(sim) as llm:
         bus, writer = await _writer([])
-        await writer.append_turn(*(await _talked(writer, llm, "I like tea.")))
+        await _talked(writer, llm, "I like tea.")
         await writer.think_until_current(llm, PROMPTS, CONFIG, attempts=3)
         whole = await _log(bus)
         monologue_at = next(index for index, event in enumerate(whole) if isinstance(event.payload, Monologue))
@@ -87,13 +88,11 @@ async def test_a_monologue_is_a_cut_step_only_when_nothing_came_after_it(after: 
             assert state.last_failure is not None and state.last_failure.stage == "controller"
         else:
             bus, writer = await _writer(whole[: monologue_at + 1])
-            await writer.append_turn(*(await _talked(writer, llm, "And coffee?")))
+            await _talked(writer, llm, "And coffee?")
             state = writer.state
     assert threads_of_a_cut_step(state) is None
 
 
-async def _talked(writer: ConversationWriter, llm: object, message: str) -> tuple[Turn, Provenance]:
-    from mirror.cognition.pipeline import talk
-
-    said = await talk(writer.state, message, llm, PROMPTS, CONFIG)  # type: ignore[arg-type]  # the sim's client is an LLM
-    return said.turn, said.provenance
+async def _talked(writer: ConversationWriter, llm: object, message: str) -> None:
+    """A turn through the writer's turn code, recalling nothing."""
+    await writer.take_turn(message, llm=llm, prompts=PROMPTS, config=CONFIG, recaller=no_recall)  # type: ignore[arg-type]  # the sim's client is an LLM

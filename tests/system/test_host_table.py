@@ -23,6 +23,7 @@ from mirror.actors.placement.table import HostedConversations
 from mirror.actors.results import TurnResult
 from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.errors import LLMError
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
 from mirror.sim.server import SimLLMServer, SimSettings
@@ -43,7 +44,7 @@ async def test_racing_first_messages_activate_once_and_queue_in_order(runtime: R
     key = StreamKey("acme", "race")
     try:
         def turn(n: int) -> Callable[[Conversation], Awaitable[TurnResult]]:
-            return lambda conversation: conversation.turn(f"message {n}")
+            return lambda conversation: conversation.turn(TurnRequest(f"message {n}"))
 
         replies = await asyncio.gather(*(table.call(key, turn(n)) for n in range(8)))
         assert table.stats.activations == 1
@@ -59,12 +60,12 @@ async def test_the_cap_passivates_the_least_recently_used_and_they_come_back_wit
     keys = [StreamKey("acme", f"cap{index}") for index in range(6)]
     try:
         for key in keys:
-            await table.call(key, lambda c: c.turn("first", sync=True))
+            await table.call(key, lambda c: c.turn(TurnRequest("first", sync=True)))
         # Each eviction was begun by the activation that crowded it out; wait for their tasks.
         await asyncio.gather(*table._passivating.values())
         assert table.live_keys() == keys[3:]
         assert table.stats.evictions == 3 and table.stats.passivations == 3
-        again = await table.call(keys[0], lambda c: c.turn("second", sync=True))
+        again = await table.call(keys[0], lambda c: c.turn(TurnRequest("second", sync=True)))
         assert again.turn == 1  # re-activated from its snapshot with its first turn
         rebuilt = await table.call(keys[0], lambda c: asyncio.sleep(0, c.rebuilt))
         assert rebuilt is not None and rebuilt.snapshot_seq is not None and rebuilt.log_tail_events == 0
@@ -79,7 +80,7 @@ async def test_first_messages_racing_past_the_cap_are_all_answered(runtime: Runt
     table = HostedConversations(runtime, max_live=1)
     keys = [StreamKey("acme", f"crowd{index}") for index in range(8)]
     try:
-        replies = await asyncio.gather(*(table.call(key, lambda c: c.turn("first")) for key in keys))
+        replies = await asyncio.gather(*(table.call(key, lambda c: c.turn(TurnRequest("first"))) for key in keys))
         assert [reply.turn for reply in replies] == [0] * len(keys)
         assert len(table.live_keys()) == 1
     finally:
@@ -90,21 +91,21 @@ async def test_a_fenced_conversation_is_dropped_and_rebuilt_while_its_neighbour_
     table = HostedConversations(runtime)
     victim, neighbour = StreamKey("acme", "fenced"), StreamKey("acme", "neighbour")
     try:
-        await table.call(victim, lambda c: c.turn("hello", sync=True))
-        await table.call(neighbour, lambda c: c.turn("hello", sync=True))
+        await table.call(victim, lambda c: c.turn(TurnRequest("hello", sync=True)))
+        await table.call(neighbour, lambda c: c.turn(TurnRequest("hello", sync=True)))
         # The victim's own thinking (monologue, narrative, memory step) appends after its turn;
         # once it is done, the victim has nothing left to write, so the intruder is the only
         # other writer and the one the victim's next turn is fenced by (not the other way round).
         assert await table.call(victim, lambda c: c.wait_idle(60))
         intruder = await Conversation(victim, runtime).start()  # a second writer moves the stream on
-        await intruder.turn("I was here first", sync=True)
+        await intruder.turn(TurnRequest("I was here first", sync=True))
         assert await intruder.wait_idle(30)
         await intruder.stop()
         with pytest.raises(Fenced):
-            await table.call(victim, lambda c: c.turn("stale"))
+            await table.call(victim, lambda c: c.turn(TurnRequest("stale")))
         assert victim not in table.live_keys() and neighbour in table.live_keys()
-        assert (await table.call(neighbour, lambda c: c.turn("still here"))).turn == 1
-        rebuilt = await table.call(victim, lambda c: c.turn("again"))
+        assert (await table.call(neighbour, lambda c: c.turn(TurnRequest("still here")))).turn == 1
+        rebuilt = await table.call(victim, lambda c: c.turn(TurnRequest("again")))
         assert rebuilt.turn == 2  # rebuilt from the log: its own turn and the intruder's before it
     finally:
         await table.close()
@@ -135,12 +136,12 @@ async def test_a_slow_model_call_holds_up_no_other_conversation(slow_runtime: tu
     table = HostedConversations(runtime)
     slow, quick = StreamKey("acme", "slow"), StreamKey("acme", "quick")
     try:
-        await table.call(quick, lambda c: c.turn("warm up"))
+        await table.call(quick, lambda c: c.turn(TurnRequest("warm up")))
         await asyncio.to_thread(sim.script, "timeout")  # the next chat call hangs 4 s, then fails
-        slow_turn = asyncio.create_task(table.call(slow, lambda c: c.turn("take your time")))
+        slow_turn = asyncio.create_task(table.call(slow, lambda c: c.turn(TurnRequest("take your time"))))
         await until_the_model_holds_a_call(sim)  # the slow call is waiting on the model now
         started = time.perf_counter()
-        reply = await table.call(quick, lambda c: c.turn("are you there?"))
+        reply = await table.call(quick, lambda c: c.turn(TurnRequest("are you there?")))
         took = time.perf_counter() - started
         assert reply.turn == 1 and not slow_turn.done()
         assert took < 2.0, f"a neighbour's turn took {took:.2f} s behind a slow model call"

@@ -17,6 +17,7 @@ import pytest
 from mirror.actors.placement.local import LocalPlacement
 from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.openai_client import LLMSettings
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 from mirror.events.memory_infrastructure import InMemoryInfrastructure
 from mirror.events.payloads import Belief, Monologue, Narrative, Recall, Turn
@@ -62,9 +63,9 @@ async def test_turns_thinking_and_memory_run_on_the_in_memory_bus_and_log(
     local, infrastructure = placement
     servers_before = _nats_servers()  # the session's, if another test started one
     conversation = local.handle(KEY)
-    first = await conversation.turn("My name is Ada and I am allergic to peanuts.")
+    first = await conversation.turn(TurnRequest("My name is Ada and I am allergic to peanuts."))
     assert first.seq == 1 and first.reply
-    second = await conversation.turn("Suggest a snack for me.", sync=True)
+    second = await conversation.turn(TurnRequest("Suggest a snack for me.", sync=True))
     assert second.recall_seq == second.seq - 1  # the first turn's belief was recalled for the second
     assert await conversation.wait_idle(timeout=30)
     assert _nats_servers() == servers_before  # none was started for this conversation
@@ -83,7 +84,7 @@ async def test_a_passivated_conversation_comes_back_from_its_snapshot(
 ) -> None:
     local, infrastructure = placement
     conversation = local.handle(KEY)
-    await conversation.turn("I live in Turin.", sync=True)
+    await conversation.turn(TurnRequest("I live in Turin.", sync=True))
     assert await conversation.wait_idle(timeout=30)
     before = state_from_snapshot(await conversation.state_bytes())
     await conversation.passivate()
@@ -92,7 +93,7 @@ async def test_a_passivated_conversation_comes_back_from_its_snapshot(
     report = await again.rebuild_report()  # activates it: the rebuild starts from the snapshot
     assert report is not None and report.snapshot_seq == before.last_seq and report.log_tail_events == 0
     assert state_from_snapshot(await again.state_bytes()) == before
-    reply = await again.turn("Where do I live?")
+    reply = await again.turn(TurnRequest("Where do I live?"))
     assert reply.seq > before.last_seq
     stats = await infrastructure.event_log.stats()
     assert stats.snapshots_discarded == 0 and stats.events == len(await infrastructure.event_log.read(KEY))

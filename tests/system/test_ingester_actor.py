@@ -19,6 +19,7 @@ from mirror.actors.errors import IngesterUnavailable
 from mirror.actors.ingester_actor import RayIngester
 from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.openai_client import LLMSettings
+from mirror.cognition.turn import TurnRequest
 from mirror.events.codec import decode
 from mirror.events.errors import LogUnavailable
 from mirror.events.ids import StreamKey
@@ -76,7 +77,7 @@ async def converse(settings: RuntimeSettings, ingester: RayIngester
     async def talk(conversation: Conversation) -> None:
         turn = 0
         while not done:
-            answer = await conversation.turn(f"message {turn}")  # returns once the turn is acknowledged
+            answer = await conversation.turn(TurnRequest(f"message {turn}"))  # returns once the turn is acknowledged
             replies[conversation.key].append(answer.reply)
             turn += 1
             if turn == 3:

@@ -20,6 +20,7 @@ from hypothesis.stateful import invariant, precondition, rule, run_state_machine
 
 from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.prompts import default_prompt_set
+from mirror.cognition.turn import TurnRequest
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
@@ -59,7 +60,7 @@ def test_memory_keeps_every_belief_and_one_review_per_contradiction(runtime: Run
             self.seen_beliefs: set[str] = set()
 
         def say(self, thing: str, negated: bool) -> None:
-            self.run(self.conversation.turn(statement(thing, negated), sync=True))
+            self.run(self.conversation.turn(TurnRequest(statement(thing, negated), sync=True)))
             assert self.run(self.conversation.wait_idle(60))
             self.said.append((thing, negated))
 

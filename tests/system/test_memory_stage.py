@@ -17,8 +17,9 @@ from mirror.cognition.llm import LLM, ChatRequest, ChatResponse
 from mirror.cognition.memory.extract import CONTRADICTION_SCHEMA, MEMORY_SCHEMA
 from mirror.cognition.memory.stage import EMBEDDING_FAILED, memory_behind
 from mirror.cognition.openai_client import LLMSettings
-from mirror.cognition.pipeline import MONOLOGUE_SCHEMA, MirrorConfig, talk
+from mirror.cognition.pipeline import MONOLOGUE_SCHEMA, MirrorConfig
 from mirror.cognition.prompts import default_prompt_set
+from mirror.cognition.turn import no_recall
 from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import InMemoryBus
 from mirror.events.envelope import Event
@@ -60,8 +61,7 @@ async def conversation(sim: SimLLMServer, messages: list[str], *, mode: str = "f
         own = embedder or embedder_of(sim)
         try:
             for message in messages:
-                said = await talk(writer.state, message, llm, PROMPTS, config)
-                await writer.append_turn(said.turn, said.provenance)
+                await writer.take_turn(message, llm=llm, prompts=PROMPTS, config=config, recaller=no_recall)
                 await writer.think_until_current(llm, PROMPTS, config, attempts=attempts, embedder=own,
                                                  overlap_memory=overlap)
         finally:
@@ -150,8 +150,7 @@ async def test_memory_runs_in_baseline_mode_and_not_when_turned_off(sim: SimLLMS
     writer = ConversationWriter(bus, KEY, initial_state(KEY), (await bus.head(KEY)).with_last_seq(0))
     config = MirrorConfig(model=SIM_MODEL, mode="baseline", memory=False)
     async with sim_client(sim) as llm:
-        said = await talk(writer.state, "Coffee increases my anxiety.", llm, PROMPTS, config)
-        await writer.append_turn(said.turn, said.provenance)
+        await writer.take_turn("Coffee increases my anxiety.", llm=llm, prompts=PROMPTS, config=config, recaller=no_recall)
         await writer.think_until_current(llm, PROMPTS, config, attempts=3, embedder=embedder_of(sim))
     assert [e.type for e in await _all(bus)] == ["turn"]
 
@@ -182,8 +181,7 @@ async def test_a_failed_contradiction_check_writes_no_memory(sim: SimLLMServer) 
     writer = ConversationWriter(bus, KEY, state, head)
     config = MirrorConfig(model=SIM_MODEL, mode="baseline", seed=3)
     async with sim_client(sim) as llm:
-        said = await talk(writer.state, "I am not allergic to peanuts.", llm, PROMPTS, config)
-        await writer.append_turn(said.turn, said.provenance)
+        await writer.take_turn("I am not allergic to peanuts.", llm=llm, prompts=PROMPTS, config=config, recaller=no_recall)
         await writer.think_until_current(llm, PROMPTS, config, attempts=1, embedder=embedder_of(sim))
     events = await _all(bus)
     tail = events[len(first):]

@@ -20,6 +20,7 @@ from mirror.actors.directory import DIRECTORY_NAME, NAMESPACE
 from mirror.actors.placement import conversation_handle, placement_of
 from mirror.actors.results import TurnResult
 from mirror.actors.settings import RuntimeSettings
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
 from tests.support.stack import PLACEMENTS, conversation_runtime, retried
@@ -45,7 +46,7 @@ def runtime(request: pytest.FixtureRequest, ray_cluster: None, nats_server: Embe
 def ask(key: StreamKey, runtime: RuntimeSettings, message: str) -> TurnResult:
     for _ in range(20):
         try:
-            return retried(lambda: conversation_handle(key, runtime).turn(message, sync=True))
+            return retried(lambda: conversation_handle(key, runtime).turn(TurnRequest(message, sync=True)))
         except Exception as exc:  # a passivating actor: a fresh handle re-activates it
             if not is_passivated(exc):
                 raise

@@ -15,6 +15,7 @@ from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.persona import EXAMPLES, read_persona
 from mirror.cognition.persona.choice import MindChoice
 from mirror.cognition.prompts import default_prompt_set
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import (
@@ -53,11 +54,11 @@ async def test_a_persona_turn_records_every_step_then_the_background_updates(run
     key = StreamKey("acme", "wren-1")
     conversation = await Conversation(key, runtime).start()
     try:
-        first = await conversation.turn("Hello, who are you?", mind=wren())
+        first = await conversation.turn(TurnRequest("Hello, who are you?", mind=wren()))
         assert first.reply and first.steps_ms is not None
         assert set(first.steps_ms) == {"think", "retrieval", "appraisal", "plan", "formulation"}
         assert await conversation.wait_idle(30)
-        await conversation.turn("Tell me about the lighthouse.")
+        await conversation.turn(TurnRequest("Tell me about the lighthouse."))
         assert await conversation.wait_idle(30)
         state = conversation.state
     finally:
@@ -79,7 +80,7 @@ async def test_a_restarted_persona_stays_the_character_and_refuses_another_mind(
     key = StreamKey("acme", "wren-2")
     conversation = await Conversation(key, runtime).start()
     try:
-        await conversation.turn("Good evening.", mind=wren())
+        await conversation.turn(TurnRequest("Good evening.", mind=wren()))
         assert await conversation.wait_idle(30)
     finally:
         await conversation.stop()
@@ -88,12 +89,12 @@ async def test_a_restarted_persona_stays_the_character_and_refuses_another_mind(
         assert again.state.persona is not None and again.state.persona.name == "Wren Halloway"
         seq = again.state.last_seq
         with pytest.raises(SettingConflict, match="mind"):
-            await again.turn("Be yourself.", mind=MindChoice("mirror"))
+            await again.turn(TurnRequest("Be yourself.", mind=MindChoice("mirror")))
         odile = read_persona(EXAMPLES / "odile.png")
         with pytest.raises(SettingConflict, match="persona"):
-            await again.turn("Be Odile.", mind=MindChoice("persona", odile))
+            await again.turn(TurnRequest("Be Odile.", mind=MindChoice("persona", odile)))
         assert again.state.last_seq == seq  # refused: nothing appended
-        reply = await again.turn("Still there?")
+        reply = await again.turn(TurnRequest("Still there?"))
         assert reply.steps_ms is not None
     finally:
         await again.stop()
@@ -103,8 +104,8 @@ async def test_a_mirror_conversation_refuses_to_become_a_persona(runtime: Runtim
     key = StreamKey("acme", "plain")
     conversation = await Conversation(key, runtime).start()
     try:
-        await conversation.turn("Hello.")
+        await conversation.turn(TurnRequest("Hello."))
         with pytest.raises(SettingConflict, match="mind"):
-            await conversation.turn("Now be Wren.", mind=wren())
+            await conversation.turn(TurnRequest("Now be Wren.", mind=wren()))
     finally:
         await conversation.stop()

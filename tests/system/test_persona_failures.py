@@ -13,6 +13,7 @@ from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.openai_client import LLMSettings
 from mirror.cognition.persona import EXAMPLES, read_persona
 from mirror.cognition.persona.choice import MindChoice
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 from mirror.events.memory_infrastructure import InMemoryInfrastructure
 from mirror.events.payloads import EmotionUpdate, Episode, GoalUpdate, RelationshipUpdate, ThinkerFailed, Turn
@@ -53,8 +54,7 @@ async def test_a_failed_background_step_keeps_the_previous_state_and_the_others_
     conversation = local.handle(KEY)
     wren = MindChoice("persona", read_persona(EXAMPLES / "wren.json"))
     for index in range(TURNS):
-        await conversation.turn(f"Message {index}: the lighthouse keeper is worried.", sync=True,
-                                mind=wren if index == 0 else None)
+        await conversation.turn(TurnRequest(f"Message {index}: the lighthouse keeper is worried.", sync=True, mind=wren if index == 0 else None))
     assert await conversation.wait_idle(timeout=60)
     events = await infrastructure.event_log.read(KEY)
     failures = [e.payload for e in events if isinstance(e.payload, ThinkerFailed)]

@@ -31,14 +31,14 @@ from mirror.cognition.persona.prompting import PERSONA_PROMPTS, persona_prompt_s
 from mirror.cognition.persona.turn_path import choose_persona, persona_turn
 from mirror.cognition.pipeline import MirrorConfig
 from mirror.cognition.prompts import default_prompt_set
+from mirror.cognition.turn import TurnRequest
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
-from mirror.events.payloads import Appraisal, EmotionUpdate, Interpretation, PersonaChosen, ThinkerFailed
+from mirror.events.payloads import Appraisal, EmotionUpdate, Interpretation, PersonaChosen, ThinkerFailed, Turn
 from mirror.projections.conversation import apply
 from mirror.projections.state import initial_state
 from mirror.replay import History, RecomputePlan, diff, recompute_conversation, state_view
-from mirror.replay.persona import turn_path_events
 from mirror.replay.verify import VerifyReport, verify_events
 from mirror.replay.verify_log import verify_branch
 from mirror.sim.server import SimLLMServer
@@ -71,7 +71,7 @@ async def converse(runtime: RuntimeSettings, key: StreamKey, messages: tuple[str
             if index == fail_emotion_at:  # the path's four calls go through, the emotion step's does not
                 httpx.post(f"{runtime.llm.base_url.removesuffix('/v1')}/_sim/script",
                            json={"faults": ["ok"] * 4 + ["malformed"]}).raise_for_status()
-            await conversation.turn(message, mind=wren(order) if index == 0 else None)
+            await conversation.turn(TurnRequest(message, mind=wren(order) if index == 0 else None))
             assert await conversation.wait_idle(30)
     finally:
         await conversation.stop()
@@ -199,6 +199,12 @@ async def test_recompute_with_a_changed_appraisal_template_rethinks_the_persona(
     new = [event for event in own if isinstance(event.payload, Appraisal)]
     assert all(a.payload != b.payload for a, b in zip(old, new, strict=True))
     assert all(event.provenance is not None and event.provenance.prompt_set == persona_prompts.version for event in new)
+    # Without counterfactual the replies are kept: each branch turn is the recorded one, naming it.
+    recorded_turns = [event for event in recorded if isinstance(event.payload, Turn)]
+    kept = [event for event in own if isinstance(event.payload, Turn)]
+    assert [event.payload for event in kept] == [event.payload for event in recorded_turns]
+    assert [event.causation for event in kept] == [event.id for event in recorded_turns]
+    assert result.replies is None
     first = next(e.payload for e in recorded if isinstance(e.payload, Interpretation))
     assert next(e.payload for e in own if isinstance(e.payload, Interpretation)) == first  # think.md did not change
     assert checked.ok, checked.divergences
@@ -253,7 +259,7 @@ async def generated(sim: SimLLMServer, key: StreamKey, messages: list[str], orde
         for message in messages:
             basis = state
             said = await persona_turn(basis, message, llm, embedder, prompts, config)
-            for event in turn_path_events(key, basis.last_seq + 1, basis.turn_count, said, events[-1].id, time.time()):
+            for event in said.events(key, basis.last_seq + 1, basis.turn_count, events[-1].id, time.time()):
                 append(event)
             for stage in PERSONA_STAGES:
                 step = await persona_step(state, stage, llm, embedder, prompts, config)

@@ -14,6 +14,7 @@ import ray
 
 from mirror.actors.placement import HostedConversation, conversation_handle, placement_of
 from mirror.actors.settings import RuntimeSettings
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
 from mirror.projections.snapshot import state_from_snapshot
@@ -37,7 +38,7 @@ def test_get_or_create_gives_one_actor_per_conversation(runtime: RuntimeSettings
     conversation = conversation_handle(key, runtime)
     same = conversation_handle(key, runtime)
     assert run(conversation.pid()) == run(same.pid())
-    reply = run(conversation.turn("Hello"))
+    reply = run(conversation.turn(TurnRequest("Hello")))
     assert reply.seq == 1
     assert run(same.wait_idle(timeout=30))
     assert run(same.summary()).turns == 1
@@ -47,9 +48,9 @@ def test_get_or_create_gives_one_actor_per_conversation(runtime: RuntimeSettings
 def test_a_killed_actor_is_rebuilt_with_the_state_it_had_plus_finished_thinking(runtime: RuntimeSettings) -> None:
     key = StreamKey("acme", "ray-crash")
     conversation = conversation_handle(key, runtime)
-    run(conversation.turn("I only eat vegetarian food."))
+    run(conversation.turn(TurnRequest("I only eat vegetarian food.")))
     assert run(conversation.wait_idle(timeout=30))
-    run(conversation.turn("Plan lunch."))  # its thinking is now running (200 ms per call)
+    run(conversation.turn(TurnRequest("Plan lunch.")))  # its thinking is now running (200 ms per call)
     old_pid = run(conversation.pid())
     os.kill(old_pid, signal.SIGKILL)  # the worker process dies mid-thought
     until_gone(old_pid, "the killed conversation's worker")  # so what is asked next reaches its successor
@@ -58,7 +59,7 @@ def test_a_killed_actor_is_rebuilt_with_the_state_it_had_plus_finished_thinking(
     assert retried(lambda: conversation.wait_idle(timeout=60))  # the unthought turn is thought through after rebuild
     state = state_from_snapshot(retried(conversation.state_bytes))
     assert state.turn_count == 2 and state.thought_turn == 1 and state.narrative
-    reply = retried(lambda: conversation.turn("And dinner?"))
+    reply = retried(lambda: conversation.turn(TurnRequest("And dinner?")))
     # the turn follows the state, after the recall the Talker answered from when there was one
     assert reply.seq == (reply.recall_seq or state.last_seq) + 1
     assert reply.recall_seq in (None, state.last_seq + 1)

@@ -14,6 +14,7 @@ import pytest
 
 from mirror.actors.conversation import Conversation
 from mirror.actors.settings import RuntimeSettings
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.events.nats.server import EmbeddedNats
@@ -39,7 +40,7 @@ async def test_a_passivated_long_conversation_reactivates_from_its_snapshot(runt
     assert cold.rebuilt.log_tail_events == HISTORY  # the first activation folds the whole log once
     # Everything seeded is committed, so nothing is read back from the stream.
     assert cold.rebuilt.stream_messages_read == 0
-    await cold.turn("What did we talk about?")
+    await cold.turn(TurnRequest("What did we talk about?"))
     assert await cold.wait_idle(30)
     before = cold.state
     await cold.passivate()
@@ -53,7 +54,7 @@ async def test_a_passivated_long_conversation_reactivates_from_its_snapshot(runt
         assert warm.state == before
         # State is bounded: the snapshot of 3,000 events is no bigger than the live state's bytes.
         assert report.snapshot_bytes == len(snapshot_bytes(before)) < 64 * 1024
-        reply = await warm.turn("And now?")
+        reply = await warm.turn(TurnRequest("And now?"))
         assert reply.seq == (reply.recall_seq or before.last_seq) + 1  # after its recall, if any
         assert reply.recall_seq in (None, before.last_seq + 1)
     finally:
@@ -84,12 +85,12 @@ async def test_an_uncommitted_tail_is_read_from_the_stream_after_the_committed_o
         try:
             await seed(nats_server.url, {key: 30}, shard="tail")
             first = await Conversation(key, settings).start()
-            await first.turn("one more")
+            await first.turn(TurnRequest("one more"))
             assert await first.wait_idle(30)
         finally:
             ingester.stop()
         committed_seq = first.state.last_seq
-        await first.turn("said while the log is not ingesting")
+        await first.turn(TurnRequest("said while the log is not ingesting"))
         assert await first.wait_idle(30)
         await first.stop()  # a crash-like stop: no passivation snapshot
         assert first.state.last_seq > committed_seq

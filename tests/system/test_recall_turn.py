@@ -26,6 +26,7 @@ from mirror.cognition.memory.turn import TURN_RECALL, replay_recall
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.cognition.pipeline import talker_request
 from mirror.cognition.prompts import DEFAULT_PROMPT_SETS, default_prompt_set, load_prompt_set
+from mirror.cognition.turn import TurnRequest
 from mirror.events.envelope import Event
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import JetStreamBus
@@ -56,7 +57,7 @@ async def converse(runtime: RuntimeSettings, key: StreamKey, messages: list[str]
     conversation = conversation or await Conversation(key, runtime).start()
     try:
         for message in messages:
-            await conversation.turn(message, sync=True)
+            await conversation.turn(TurnRequest(message, sync=True))
         assert await conversation.wait_idle(30)
         state = conversation.state
     finally:
@@ -136,7 +137,7 @@ async def test_a_dead_embedder_still_answers_and_records_a_keyword_only_recall(r
     assert conversation.embedder is not None
     await conversation.embedder.aclose()
     conversation.embedder = OpenAIEmbedder(dead)  # nothing listens there: every call fails
-    answered = await conversation.turn(LATER)
+    answered = await conversation.turn(TurnRequest(LATER))
     assert answered.reply and answered.recall_seq == answered.seq - 1
     _, events = await converse(runtime, key, [], conversation)
     recall = next(event for event in events if event.seq == answered.recall_seq)

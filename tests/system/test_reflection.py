@@ -18,6 +18,7 @@ from mirror.cognition.errors import ReflectionRefused
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.cognition.prompts import PromptSet, default_prompt_set
 from mirror.cognition.reflection import DEFAULT_POLICY, due
+from mirror.cognition.turn import TurnRequest
 from mirror.events.envelope import Event
 from mirror.events.ids import StreamKey
 from mirror.events.memory_infrastructure import InMemoryInfrastructure
@@ -80,7 +81,7 @@ async def test_a_hundred_turns_reflect_where_due_replay_without_calls_and_recomp
     refused: list[ReflectionRefused] = []
     forced_at: list[int] = []
     for index in range(TURNS):
-        await conversation.turn(f"{MESSAGES[index % len(MESSAGES)]} (turn {index})", sync=True)
+        await conversation.turn(TurnRequest(f"{MESSAGES[index % len(MESSAGES)]} (turn {index})", sync=True))
         if index in (4, 57, 83):  # a user forcing reflections: one in the cooldown, the others when allowed
             assert await conversation.wait_idle(timeout=60)
             try:

@@ -19,6 +19,7 @@ from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.llm import ChatMessage, ChatRequest
 from mirror.cognition.openai_client import OpenAIChatClient
 from mirror.cognition.prompts import DEFAULT_PROMPT_SETS, default_prompt_set, load_prompt_set
+from mirror.cognition.turn import TurnRequest
 from mirror.events.bus import Head
 from mirror.events.codec import encode
 from mirror.events.envelope import Event
@@ -77,7 +78,7 @@ async def talk_through(settings: RuntimeSettings, key: StreamKey, messages: list
     conversation = await Conversation(key, settings).start()
     try:
         for message in messages:
-            await conversation.turn(message, sync=sync)
+            await conversation.turn(TurnRequest(message, sync=sync))
         assert await conversation.wait_idle(60)
         return conversation.state
     finally:

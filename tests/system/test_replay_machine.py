@@ -21,6 +21,7 @@ from hypothesis.stateful import invariant, rule, run_state_machine_as_test
 from mirror.actors.conversation import Conversation
 from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.errors import LLMError
+from mirror.cognition.turn import TurnRequest
 from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
@@ -59,7 +60,7 @@ def test_state_at_every_seq_equals_what_the_actor_held(runtime: RuntimeSettings)
         @rule(message=st.sampled_from(MESSAGES), sync=st.booleans())
         def turn(self, message: str, sync: bool) -> None:
             try:
-                self.run(self.conversation.turn(message, sync=sync))
+                self.run(self.conversation.turn(TurnRequest(message, sync=sync)))
             except LLMError:
                 pass  # a fault met the Talker: the turn is refused and nothing is appended
             self.note()

@@ -25,6 +25,7 @@ from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.errors import LLMBadResponse, LLMRequestRejected
 from mirror.cognition.llm import ChatMessage, ChatRequest
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
+from mirror.cognition.turn import TurnRequest
 from mirror.events.ids import StreamKey
 from mirror.events.memory_infrastructure import InMemoryInfrastructure
 from mirror.events.payloads import Turn
@@ -123,8 +124,8 @@ async def test_a_streamed_turn_logs_what_a_plain_turn_does_and_its_pieces_join_t
     local: tuple[LocalPlacement, InMemoryInfrastructure],
 ) -> None:
     placement, infrastructure = local
-    plain = await placement.handle(StreamKey("acme", "plain")).turn("Tell me about the garden.")
-    items = [item async for item in placement.handle(StreamKey("acme", "streamed")).turn_stream("Tell me about the garden.")]
+    plain = await placement.handle(StreamKey("acme", "plain")).turn(TurnRequest("Tell me about the garden."))
+    items = [item async for item in placement.handle(StreamKey("acme", "streamed")).turn_stream(TurnRequest("Tell me about the garden."))]
     *pieces, result = items
     assert isinstance(result, TurnResult) and all(isinstance(piece, str) for piece in pieces) and pieces
     assert "".join(pieces) == result.reply == plain.reply  # type: ignore[arg-type]
@@ -145,12 +146,12 @@ async def test_a_reader_that_leaves_mid_stream_leaves_the_whole_turn_logged(
     placement, infrastructure = local
     key = StreamKey("acme", "left")
     handle = placement.handle(key)
-    stream = handle.turn_stream("Tell me a long story about the river.")
+    stream = handle.turn_stream(TurnRequest("Tell me a long story about the river."))
     first = await anext(stream)
     assert isinstance(first, str)
     await stream.aclose()  # type: ignore[attr-defined]
     events = await until_async(lambda: infrastructure.event_log.read(key), "the turn, logged without its reader")
     turns = [event.payload for event in events if isinstance(event.payload, Turn)]
     assert len(turns) == 1 and turns[0].reply.startswith(first)
-    after = await handle.turn("And then?")
+    after = await handle.turn(TurnRequest("And then?"))
     assert after.turn == 1

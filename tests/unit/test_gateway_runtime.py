@@ -14,6 +14,7 @@ from fastapi import HTTPException
 
 from mirror.actors.errors import Fenced, Passivated
 from mirror.actors.settings import RuntimeSettings
+from mirror.cognition.turn import TurnRequest
 from mirror.events.errors import BusUnavailable
 from mirror.events.ids import StreamKey
 from mirror.events.nats.infrastructure import NatsInfrastructure
@@ -84,7 +85,7 @@ class ScriptedActors:
 
 def turn(message: str) -> Callable[[Any], Awaitable[Any]]:
     """What a route asks of a conversation: a turn."""
-    return lambda conversation: conversation.turn(message)
+    return lambda conversation: conversation.turn(TurnRequest(message))
 
 
 async def broker_up() -> None:

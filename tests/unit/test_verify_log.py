@@ -13,8 +13,9 @@ from collections.abc import Sequence
 import pytest
 
 from mirror.cognition.llm import ChatRequest, ChatResponse
-from mirror.cognition.pipeline import MirrorConfig, talk
+from mirror.cognition.pipeline import MirrorConfig
 from mirror.cognition.prompts import PromptSet, default_prompt_set
+from mirror.cognition.turn import no_recall
 from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import Head
 from mirror.events.ids import StreamKey
@@ -76,8 +77,7 @@ async def converse(infrastructure: InMemoryInfrastructure, key: StreamKey, model
     writer = ConversationWriter(connections.bus, key, initial_state(key), Head(0, (await connections.bus.head(key)).fence))
     config = MirrorConfig(model="scripted", memory=False)
     for message in MESSAGES:
-        said = await talk(writer.state, message, model, prompts, config)
-        await writer.append_turn(said.turn, said.provenance)
+        await writer.take_turn(message, llm=model, prompts=prompts, config=config, recaller=no_recall)
         await writer.think_until_current(model, prompts, config, attempts=1)
     return connections.log(key.tenant)
 

@@ -1,0 +1,115 @@
+"""Rebuilding a conversation's state on activation: the log's state, then what only the bus holds.
+
+The log's part is the one rebuild path (:meth:`~mirror.replay.history.History.rebuild`: a
+snapshot and the events after it); then the part of the bus the log has not committed yet is
+folded, so a restarted or re-activated conversation continues exactly where the last one
+stopped. The log is trusted over the stream: a stream that ends behind the log (a broker's store
+came back older) is re-fenced on what it holds now, and appending goes on after the log's last
+seq, without a gap; a stream ahead of what could be folded is :class:`~mirror.actors.errors.Fenced`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from mirror.events.bus import EventBus, Head
+from mirror.events.errors import LogError
+from mirror.events.ids import StreamKey
+from mirror.events.log import LogAccess
+from mirror.projections.conversation import apply
+from mirror.projections.state import ConversationState
+from mirror.replay.history import History
+
+from .errors import Fenced
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildReport:
+    """How the last (re)activation rebuilt the state: what it cost, and from where.
+
+    A conversation passivated cleanly comes back from its snapshot alone: ``snapshot_seq ==
+    last_seq``, no log tail and no stream messages, whatever the length of its history.
+    """
+
+    last_seq: int
+    snapshot_seq: int | None
+    snapshot_bytes: int
+    log_tail_events: int
+    stream_messages_read: int
+    stream_events_folded: int
+    scanned_after_stream_seq: int
+    rebuild_ms: float
+    snapshots_discarded: int = 0
+    """Unusable (stale or corrupt) snapshots the rebuild skipped and discarded."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rebuilt:
+    """A rebuilt state, the bus head to append after it (fenced), and how it was rebuilt."""
+
+    state: ConversationState
+    head: Head
+    report: RebuildReport
+
+
+async def rebuild(key: StreamKey, event_log: LogAccess, bus: EventBus, *, snapshot_every: int) -> Rebuilt:
+    """The log's state (the one rebuild path: :meth:`History.rebuild`), then what only the bus holds."""
+    started = time.perf_counter()
+    # The committed offset is read *before* the log: everything at or below it is in what
+    # the rebuild reads, so the bus only needs scanning after it.
+    try:
+        committed = await event_log.committed_offset()
+    except LogError:
+        committed = 0  # a log service that does not track progress: scan the whole subject
+    history = History(event_log, snapshots=event_log, materialize=False, snapshot_every=snapshot_every)
+    rebuilt = await history.rebuild(key)
+    state, read, folded = await _fold_uncommitted(bus, key, rebuilt.state, after_stream_seq=committed)
+    head = await bus.head(key)
+    if head.last_seq is not None and head.last_seq > state.last_seq and committed:
+        # The offset may belong to a stream that has since gone backwards (its new messages
+        # carry sequences below it): read the whole subject, which compaction keeps short.
+        state, more_read, more_folded = await _fold_uncommitted(bus, key, state, after_stream_seq=0)
+        read, folded = read + more_read, folded + more_folded
+    if head.last_seq is not None and head.last_seq > state.last_seq:
+        raise Fenced(key, f"stream ends at seq {head.last_seq} but the rebuilt state at {state.last_seq}")
+    if head.last_seq is not None and head.last_seq < state.last_seq:
+        # The log is the record: the stream came back older than it (a broker's disk restored
+        # or lost). Append after the log's last seq, fenced on what the stream holds now.
+        log.warning("%s: the stream ends at seq %d, behind the log's %d (the broker's store went backwards); "
+                    "re-fenced on stream seq %d from the log, appending from seq %d",
+                    key, head.last_seq, state.last_seq, head.fence, state.last_seq + 1)
+    snapshot = rebuilt.snapshot if rebuilt.snapshot is not None and rebuilt.snapshot.key == key else None
+    report = RebuildReport(
+        last_seq=state.last_seq, snapshot_seq=snapshot.seq if snapshot else None,
+        snapshot_bytes=len(snapshot.state) if snapshot else 0, log_tail_events=rebuilt.events_folded,
+        stream_messages_read=read, stream_events_folded=folded, scanned_after_stream_seq=committed,
+        rebuild_ms=round((time.perf_counter() - started) * 1000, 3),
+        snapshots_discarded=rebuilt.snapshots_discarded,
+    )
+    log.info("%s rebuilt: %s", key, report)
+    return Rebuilt(state, Head(state.last_seq, head.fence), report)
+
+
+async def _fold_uncommitted(
+    bus: EventBus, key: StreamKey, state: ConversationState, *, after_stream_seq: int
+) -> tuple[ConversationState, int, int]:
+    """Events still only in the stream: the ingester keeps them there until committed.
+
+    Only messages after ``after_stream_seq`` (the log's committed offset) are read, so the
+    cost is the ingester's lag, not the conversation's length. Returns the state, the
+    messages read and the events folded.
+    """
+    read = folded = 0
+    async for _, event in bus.tail(key, after_stream_seq):
+        read += 1
+        if event.seq == state.last_seq + 1:
+            state = apply(state, event)
+            folded += 1
+    return state, read, folded
+
+
+__all__ = ["RebuildReport", "Rebuilt", "rebuild"]

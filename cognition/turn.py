@@ -1,0 +1,202 @@
+"""The turn, written once: its request, and the code that makes a turn's events.
+
+A turn's options are one value, :class:`TurnRequest`, built once at the edge (the native route,
+chat completions, the CLI, the harness) and handed whole through the handle, the placements and
+the Ray actors to the conversation. A new option (an idempotency key, a tenant's limits, a trace
+context, a client's instructions) is a field here, the edge that fills it and the code that reads
+it: nothing in between restates it.
+
+The events a turn appends are made here and nowhere else, for both minds:
+
+- :func:`compose_mirror_turn` — recall (when memory is on and there is something to recall) →
+  the Talker → a ``recall`` and a ``turn`` event;
+- :func:`compose_persona_turn` — a first turn's ``persona`` event, the persona cycle's steps on the
+  turn's path (:mod:`mirror.cognition.persona.turn_path`) and the ``turn``.
+
+The live conversation composes from its state and appends through the
+:class:`~mirror.cognition.writer.ConversationWriter` (:meth:`~mirror.cognition.writer.ConversationWriter.take_turn`);
+``recompute`` does the same on a branch with the recorded model answering what the prompt change
+did not touch (and, unless counterfactual, the recorded reply kept: :class:`KeptReply`); ``replay
+verify`` composes from the recorded basis with every answer recorded and compares the events. So
+a change to the turn's code is seen by verify without a line of ``replay/`` changing.
+
+How the turn recalls is the one thing the callers choose (:data:`Recaller`): live and recompute
+embed the message (recompute from the log's vectors), verify re-runs the recorded recall with its
+recorded vector, depth and analyzer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+
+from mirror.events.envelope import Event, make_event
+from mirror.events.ids import StreamKey, event_id
+from mirror.events.payloads import PersonaChosen, Provenance, Turn
+from mirror.projections.conversation import apply
+from mirror.projections.state import ConversationState
+
+from .embeddings.port import Embedder
+from .llm import LLM, TokenSink
+from .memory.turn import TurnRecall
+from .persona.choice import MindChoice
+from .persona.turn_path import PersonaTurn, persona_turn
+from .pipeline import MODES, MirrorConfig, talk
+from .prompts import PromptSet
+
+
+class InvalidTurnRequest(ValueError):
+    """A turn request that cannot be a turn: not a message, or an unknown mode."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    """What a client asked of one turn. Frozen: built once at the edge, read where it is used.
+
+    ``mode``, ``memory`` and ``reflection``: how the conversation thinks (a first turn fixes them;
+    ``None``: the stack's default, or what the first turn fixed). ``mind``: the mind a first turn
+    gives the conversation (a persona, with its order of plan and appraisal). ``sync``: wait for
+    the previous turn's thinking first (the papers' benchmark setting). ``stream``: the client
+    reads the reply token by token.
+    """
+
+    message: str
+    sync: bool = False
+    mode: str | None = None
+    memory: bool | None = None
+    reflection: bool | None = None
+    mind: MindChoice | None = None
+    stream: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.message, str):
+            raise InvalidTurnRequest(f"a turn's message is text, not {type(self.message).__name__}")
+        if self.mode is not None and self.mode not in MODES:
+            raise InvalidTurnRequest(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
+
+    def streamed(self) -> TurnRequest:
+        """The same request, read token by token."""
+        return self if self.stream else replace(self, stream=True)
+
+
+Recaller = Callable[[ConversationState, str, float], Awaitable[TurnRecall | None]]
+"""How a turn recalls: ``(state, message, now) -> the recall`` (``None``: nothing recalled)."""
+
+
+async def no_recall(state: ConversationState, message: str, now: float) -> TurnRecall | None:
+    """A turn that recalls nothing (a writer driven without memory, e.g. a test's)."""
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class KeptReply:
+    """A recorded turn's reply, kept instead of asking for a new one (recompute without
+    ``counterfactual``). The ``turn`` event names the recorded turn it copies (``causation``)."""
+
+    turn: Turn
+    provenance: Provenance | None
+    causation: str
+
+
+@dataclass(frozen=True, slots=True)
+class ComposedTurn:
+    """A MIRROR turn's events before they are appended, and where its time went (ms)."""
+
+    turn: Turn
+    provenance: Provenance | None
+    causation: str | None
+    recall: TurnRecall | None
+    recall_causation: str
+    timestamp: float
+    recall_ms: float
+    talk_ms: float
+
+    def events(self, key: StreamKey, first_seq: int, turn: int) -> list[Event]:
+        """The ``recall`` (if any) and the ``turn``, from ``first_seq`` on, of turn number ``turn``.
+
+        One clock reading for both (the recall's ``now``), so replay recomputes decay at the
+        instant the Talker saw it."""
+        events = []
+        if self.recall is not None:
+            events.append(make_event(key, first_seq, self.recall.payload, turn=turn, causation=self.recall_causation,
+                                     timestamp=self.timestamp))
+        events.append(make_event(key, first_seq + len(events), self.turn, turn=turn, provenance=self.provenance,
+                                 causation=self.causation, timestamp=self.timestamp))
+        return events
+
+    def build(self, key: StreamKey) -> Callable[[ConversationState], list[Event]]:
+        """The events placed after whatever the state holds when they are appended."""
+        return lambda state: self.events(key, state.last_seq + 1, state.turn_count)
+
+
+def _last_event(state: ConversationState) -> str:
+    key = state.key
+    return event_id(key.tenant, key.conversation, key.branch, state.last_seq)
+
+
+async def compose_mirror_turn(
+    state: ConversationState, message: str, *, llm: LLM, prompts: PromptSet, config: MirrorConfig, now: float,
+    recaller: Recaller, kept: KeptReply | None = None, on_token: TokenSink | None = None,
+) -> ComposedTurn:
+    """The MIRROR turn for ``message`` from ``state`` at ``now``: recall, then the Talker (or the
+    ``kept`` reply). LLM errors propagate: nothing was appended."""
+    started = time.perf_counter()
+    recalled = await recaller(state, message, now) if config.memory else None
+    remembered = time.perf_counter()
+    if kept is None:
+        said = await talk(state, message, llm, prompts, config, recalled="" if recalled is None else recalled.block,
+                          on_token=on_token)
+        turn, provenance, causation = said.turn, said.provenance, None
+    else:
+        turn, provenance, causation = kept.turn, kept.provenance, kept.causation
+    talked = time.perf_counter()
+    return ComposedTurn(turn, provenance, causation, recalled, _last_event(state), now,
+                        recall_ms=(remembered - started) * 1000, talk_ms=(talked - remembered) * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class ComposedPersonaTurn:
+    """A persona turn's events before they are appended: the ``persona`` event a first turn
+    records, the path's steps and the ``turn``, all caused by the state the path ran from."""
+
+    said: PersonaTurn
+    chosen: PersonaChosen | None
+    turn_index: int
+    causation: str
+    timestamp: float
+    kept_causation: str | None = None
+
+    def events(self, key: StreamKey, first_seq: int) -> list[Event]:
+        events = [] if self.chosen is None else [make_event(key, first_seq, self.chosen, turn=self.turn_index,
+                                                            timestamp=self.timestamp)]
+        path = self.said.events(key, first_seq + len(events), self.turn_index, self.causation, self.timestamp)
+        if self.kept_causation is not None:  # a kept reply names the recorded turn it copies
+            path[-1] = replace(path[-1], causation=self.kept_causation)
+        return [*events, *path]
+
+    def build(self, key: StreamKey) -> Callable[[ConversationState], list[Event]]:
+        return lambda state: self.events(key, state.last_seq + 1)
+
+
+async def compose_persona_turn(
+    state: ConversationState, message: str, *, llm: LLM, embedder: Embedder | None, prompts: PromptSet,
+    config: MirrorConfig, now: float, chosen: PersonaChosen | None = None, kept: KeptReply | None = None,
+    on_token: TokenSink | None = None,
+) -> ComposedPersonaTurn:
+    """The persona's turn for ``message`` from ``state`` (after ``chosen``'s ``persona`` event, on a
+    first turn): its path's steps, then the formulation — or, ``kept``, the recorded reply after
+    the steps made again."""
+    key = state.key
+    basis = state if chosen is None else apply(state, make_event(key, state.last_seq + 1, chosen,
+                                                                 turn=state.turn_count, timestamp=now))
+    said = await persona_turn(basis, message, llm, embedder, prompts, config, on_token=on_token,
+                              kept=None if kept is None else (kept.turn, kept.provenance))
+    return ComposedPersonaTurn(said, chosen, basis.turn_count, _last_event(basis), now,
+                               None if kept is None else kept.causation)
+
+
+__all__ = [
+    "ComposedPersonaTurn", "ComposedTurn", "InvalidTurnRequest", "KeptReply", "Recaller", "TurnRequest",
+    "compose_mirror_turn", "compose_persona_turn", "no_recall",
+]
