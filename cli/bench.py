@@ -1,4 +1,4 @@
-"""``mirror bench ingest|turns|timetravel|recompute|actors|recovery|pipeline|embed|recall|storage|reflection|inspector``.
+"""``mirror bench ingest|turns|timetravel|recompute|actors|recovery|pipeline|embed|codec|recall|storage|reflection|inspector``.
 
 Each command builds its benchmark's frozen config from the options, runs it from
 :mod:`mirror.harness.bench` (one module per benchmark) and prints its one JSON object; a
@@ -312,6 +312,53 @@ def bench_embed(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     _print_result(result, as_json)
+
+
+@bench_app.command("codec")
+def bench_codec(
+    events: int = typer.Option(200, "--events", min=1, help="Events of each kind (turn, vector, large)."),
+    repeats: int = typer.Option(5, "--repeats", min=1, help="Passes over them; the fastest is reported."),
+    logs: list[Path] = typer.Option([], "--log", exists=True, dir_okay=False,
+                                    help="Also a stored log: a msgpack array of records, as tests/golden holds (repeatable)."),
+    as_json: bool = JSON_ONLY,
+) -> None:
+    """The event codec against msgspec on the same events: µs an event to encode and to decode (validated).
+
+    Prints, per kind (a turn with its provenance, events with a 384-dimension vector, 16 KB
+    payloads, each --log), mean bytes, encode and decode µs an event for both, whether msgspec
+    writes the same bytes and reads the same events, and which of the codec's rules for bad
+    input msgspec keeps (msgspec_semantics). Needs msgspec (the test extra).
+    """
+    try:
+        import msgspec  # noqa: F401
+
+        from mirror.harness.bench.codec import run_codec_bench
+    except ImportError:
+        typer.echo("error: the codec bench compares with msgspec: pip install msgspec (or the test extra)", err=True)
+        raise typer.Exit(2) from None
+    import msgpack
+
+    from mirror.events.errors import CodecError
+
+    stored = []
+    for path in logs:
+        try:
+            records = msgpack.unpackb(path.read_bytes(), raw=False)
+        except (ValueError, msgpack.exceptions.ExtraData, msgpack.exceptions.FormatError) as exc:
+            typer.echo(f"error: {path} is not a msgpack array of records: {exc}", err=True)
+            raise typer.Exit(2) from None
+        if type(records) is not list or not records or not all(type(record) is bytes for record in records):
+            typer.echo(f"error: {path} is not a non-empty msgpack array of records (each a bytes value)", err=True)
+            raise typer.Exit(2)
+        stored.append(records)
+    try:
+        result = run_codec_bench(events, repeats, stored)
+    except CodecError as exc:
+        typer.echo(f"error: a record of a --log does not decode: {exc}", err=True)
+        raise typer.Exit(2) from None
+    _print_result(result, as_json)
+    if not all(kind["same_events"] for kind in result["kinds"].values()):
+        raise typer.Exit(1)
 
 
 @bench_app.command("recall")

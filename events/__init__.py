@@ -4,9 +4,11 @@ The bottom layer: imports nothing else of Mirror but the root helpers (``mirror.
 This package exports the model and the ports; adapters are imported from their modules.
 
 - the model: ``envelope`` (the event and its envelope), ``payloads`` (one frozen class per
-  event type), ``codec`` (msgpack, upcasters), ``ids`` (validated identifiers, stream keys,
-  event ids), ``vectors`` (embeddings as bytes), ``shards`` (which shard's log holds a tenant),
-  ``errors``;
+  event type), ``codec`` (events to msgpack bytes and back: the one entry for both),
+  ``upcasting`` (older schema versions brought up to the current one on read), ``_typecheck``
+  (the codec's checks of decoded maps against the payload classes' annotations), ``ids``
+  (validated identifiers, stream keys, event ids), ``vectors`` (embeddings as bytes),
+  ``shards`` (which shard's log holds a tenant), ``errors``;
 - the ports: ``bus`` (:class:`EventBus`, fenced appends; and ``InMemoryBus``), ``log``
   (:class:`EventLogReader`, :class:`SnapshotStore`, :class:`IngestProgress`), ``infrastructure``
   (:class:`Infrastructure`: how a process opens its bus and logs, chosen in one place);
@@ -63,7 +65,7 @@ _EXPORTS: dict[str, str] = {
     "Provenance": "payloads",
     "Recall": "payloads",
     "Reflection": "payloads",
-    "register_upcaster": "codec",
+    "register_upcaster": "upcasting",
     "ShardMap": "shards",
     "ShardMapError": "errors",
     "Snapshot": "log",

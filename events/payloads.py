@@ -2,7 +2,7 @@
 
 A payload says what happened, in the past tense of the domain, and nothing else: the
 envelope (:class:`mirror.events.Event`) carries who, where and when. Adding a field is a new
-schema version with an upcaster in :mod:`mirror.events.codec`; old records are never
+schema version with an upcaster in :mod:`mirror.events.upcasting`; old records are never
 rewritten.
 """
 

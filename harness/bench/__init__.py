@@ -5,7 +5,7 @@ measured against taken in the same run where one exists.
 ``turns`` (bench turns, with ``_first_token``: a streamed turn and the model's own first token), ``persona_turns`` (bench turns --mind persona), ``timetravel`` (bench timetravel),
 ``recompute`` (bench recompute), ``live_actors`` (bench actors), ``live_hold`` (bench actors
 --hold), ``recovery`` (bench recovery), ``storage`` (bench storage), ``recall`` (bench recall),
-``embed`` (bench embed), ``pipeline`` (bench pipeline), ``inspector`` (bench inspector), ``reflection`` (bench reflection, with
+``embed`` (bench embed), ``codec`` (bench codec: the event codec against msgspec), ``pipeline`` (bench pipeline), ``inspector`` (bench inspector), ``reflection`` (bench reflection, with
 ``_script``, its scripted user); ``_stacks`` (the stacks they start), ``_hosts`` (conversation
 hosts' figures and the progress line), ``_cpu`` (CPU time by process role, waiting for a quiet
 machine) and ``_stats`` (percentiles) are theirs to share.

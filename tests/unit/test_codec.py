@@ -27,12 +27,12 @@ from mirror.events.codec import (
     event_to_record,
     record_to_event,
     unpack,
-    upcast,
 )
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import CodecError, CorruptEvent, InvalidIdentifier, UnknownEventType
 from mirror.events.ids import MAX_IDENTIFIER_LENGTH, StreamKey, event_id, validate_identifier
 from mirror.events.payloads import PAYLOAD_TYPES, Belief, Edge, Monologue, Payload, Provenance, Turn
+from mirror.events.upcasting import upcast
 from tests.support.strategies import (
     PAYLOAD_STRATEGIES,
     events,

@@ -31,11 +31,11 @@ from mirror.cognition.reflection import (
     validate,
 )
 from mirror.cognition.reflection.policy import PROTECTED_TERMS, SECONDS_PER_HOUR
-from mirror.events.codec import upcast
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
 from mirror.events.memory_log import InMemoryEventLog
 from mirror.events.payloads import Belief, Provenance, Recall, Reflection, ThinkerFailed, Turn
+from mirror.events.upcasting import upcast
 from mirror.projections.conversation import apply, fold
 from mirror.projections.state import ConversationState, initial_state
 from mirror.replay import History
