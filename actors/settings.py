@@ -14,6 +14,7 @@ from mirror.cognition.openai_client import LLMSettings
 from mirror.cognition.prompts import PromptSet, default_prompt_set, load_prompt_set
 from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
 from mirror.events.infrastructure import Infrastructure
+from mirror.replay.history import SNAPSHOT_EVERY
 
 PLACEMENTS = ("hosted", "dedicated")
 
@@ -40,7 +41,7 @@ class RuntimeSettings:
     prompts_dir: str | None = None
     talker_max_tokens: int = 1024
     thinker_max_tokens: int = 3000
-    snapshot_every: int = 200
+    snapshot_every: int = SNAPSHOT_EVERY
     thinking_attempts: int = 3
     memory: bool = True
     reflection: bool = True

@@ -1,4 +1,8 @@
+<<<<<<< HEAD
 """``mirror bench ingest|turns|timetravel|recompute|actors|recovery|pipeline|embed|codec|recall|storage|reflection|inspector``.
+=======
+"""``mirror bench ingest|turns|timetravel|recompute|actors|recovery|pipeline|embed|recall|storage|reflection|inspector|report``.
+>>>>>>> i33-bench
 
 Each command builds its benchmark's frozen config from the options, runs it from
 :mod:`mirror.harness.bench` (one module per benchmark) and prints its one JSON object; a
@@ -469,3 +473,57 @@ def bench_inspector(
     with contextlib.redirect_stdout(sys.stderr):  # Ray's driver may print on stdout: stdout is the JSON alone
         result = run_inspector_bench(config)
     _print_result(result, as_json)
+
+
+@bench_app.command("report")
+def bench_report(
+    only: list[str] = typer.Option(None, "--only", help="Re-run only this quick bench (repeatable); the other "
+                                                        "benches' rows stay as the doc has them."),
+    dry_run: bool = typer.Option(False, "--dry-run", "--print", help="Print the section; do not write the doc."),
+    doc: Path = typer.Option(Path("docs/benchmarks.md"), "--doc", help="The doc whose generated section is rewritten."),
+) -> None:
+    """Re-run the quick benches and rewrite the generated table of docs/benchmarks.md from their JSON.
+
+    Quick: timetravel, recall, pipeline (the simulator), embed (skipped without the [local]
+    extra), storage, ingest and turns, at small sizes (each well under two minutes); each runs as
+    its own `mirror bench NAME ... --json`. The section between the bench-report markers gets
+    the date, the machine (cores, memory, CPU, load average), the command and, per headline
+    figure, the value as printed, the raw limit of the same run and the target.
+    """
+    from mirror.harness.bench import report
+
+    names = [bench.name for bench in report.QUICK]
+    unknown = [name for name in only or () if name not in names]
+    if unknown:
+        raise typer.BadParameter(f"{', '.join(unknown)} is not a quick bench: {', '.join(names)}", param_hint="'--only'")
+    text = None if dry_run else _doc_text(doc)
+    load_before = os.getloadavg()[0]
+    results: dict[str, Any] = {}
+    for bench in report.QUICK:
+        if only and bench.name not in only:
+            continue
+        typer.echo(f"running `{bench.command}`", err=True)
+        try:
+            results[bench.name] = report.run_bench(bench)
+        except report.ReportError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+    command = " ".join(["mirror bench report", *(f"--only {name}" for name in only or ())])
+    run = report.Run(report.today(), command, report.machine_now(load_before), results)
+    section = report.render_section(run, report.current_section(text or ""))
+    typer.echo(section)
+    if text is not None:
+        doc.write_text(report.replace_section(text, section))
+        typer.echo(f"wrote {doc}", err=True)
+
+
+def _doc_text(doc: Path) -> str:
+    """The doc's text, checked for its markers before any bench runs (a bad path changes nothing)."""
+    from mirror.harness.bench import report
+
+    try:
+        text = doc.read_text()
+        report.replace_section(text, "")
+    except (OSError, report.ReportError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--doc'") from None
+    return text

@@ -38,7 +38,7 @@ from mirror.gateway.personas import PersonaStore
 from mirror.gateway.settings import GatewaySettings
 from mirror.gateway.streaming import _stream_last_seq
 from mirror.gateway.tenants import TenantRegistry
-from mirror.replay import History
+from mirror.replay import History, serving_history
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -180,12 +180,8 @@ class GatewayRuntime:
         """The time-travel reader of ``tenant``'s shard."""
         shard = self.settings.runtime.shard_of(tenant)
         if shard not in self._histories:
-            event_bus = await self.bus()
-            shard_log = await self.log(tenant)
-            self._histories[shard] = History(
-                shard_log, snapshots=shard_log, snapshot_every=self.settings.runtime.snapshot_every,
-                stream_head=lambda key: _stream_last_seq(event_bus, key),
-            )
+            self._histories[shard] = serving_history(await self.log(tenant), await self.bus(),
+                                                     snapshot_every=self.settings.runtime.snapshot_every)
         return self._histories[shard]
 
     def embedder(self) -> Embedder:

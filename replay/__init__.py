@@ -5,6 +5,7 @@ May import ``mirror.cognition``, ``mirror.projections`` and ``mirror.events``; t
 
 - ``history``: :class:`History` — the one rebuild path (:meth:`History.rebuild`: snapshot + tail,
   skipping an unusable snapshot), and ``state_at`` any seq or time on any branch;
+  :func:`serving_history` — the one the gateway (and the bench that measures it) reads with;
 - ``diff``: :func:`diff` / :class:`StateDiff` — what changed between two states (seqs or branches);
 - ``reflections``: :func:`read_reflections` / :func:`reflection_history` — each reflection of a
   branch with what it changed (the portrait's diff, the beliefs decayed and forgotten, the
@@ -44,7 +45,7 @@ from .errors import (
     UnknownReflection,
     UnknownSubject,
 )
-from .history import History, Rebuilt
+from .history import History, Rebuilt, serving_history
 from .prompt_record import PromptComparison, prompts_of_fork, recorded_fork
 from .recompute import Recomputation, RecomputePlan, recompute_conversation
 from .recorded import RecordedLLM
@@ -83,6 +84,7 @@ __all__ = [
     "read_reflections",
     "recorded_fork",
     "reflection_history",
+    "serving_history",
     "state_view",
     "verify_conversations",
     "verify_events",

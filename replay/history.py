@@ -29,9 +29,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from mirror.events.bus import EventBus
 from mirror.events.envelope import Event
 from mirror.events.ids import MAIN_BRANCH, StreamKey
-from mirror.events.log import EventLogReader, Snapshot, SnapshotStore
+from mirror.events.log import EventLogReader, LogAccess, Snapshot, SnapshotStore
 from mirror.events.payloads import Fork
 from mirror.projections.conversation import apply
 from mirror.projections.errors import CorruptSnapshot, StaleSnapshot
@@ -234,6 +235,20 @@ class History:
             log.debug("snapshot of %s at %d not written: %s", state.key, state.last_seq, exc)
 
 
+def serving_history(log: LogAccess, bus: EventBus, *, snapshot_every: int = SNAPSHOT_EVERY) -> History:
+    """The reader that answers requests for a shard's states: the gateway's time travel, and any
+    benchmark that claims to measure it (so the two cannot drift).
+
+    It discards unusable snapshots through ``log`` and writes the ones it passes while folding
+    (``materialize``: a history the actors never snapshotted is cheap from its second look), and
+    its latest position waits for what the bus has acknowledged (read-your-writes).
+    """
+    async def stream_head(key: StreamKey) -> int | None:
+        return (await bus.head(key)).last_seq
+
+    return History(log, snapshots=log, snapshot_every=snapshot_every, stream_head=stream_head)
+
+
 def _decoded(snapshot: Snapshot) -> tuple[ConversationState | None, str]:
     """The state ``snapshot`` holds, or None and why it cannot be used (stale, corrupt, or
     another state than its row says)."""
@@ -252,4 +267,4 @@ def _rekeyed(state: ConversationState, key: StreamKey) -> ConversationState:
     return state if state.key == key else replace(state, key=key)
 
 
-__all__ = ["ForkPoint", "History", "Rebuilt", "SNAPSHOT_EVERY"]
+__all__ = ["ForkPoint", "History", "Rebuilt", "SNAPSHOT_EVERY", "serving_history"]

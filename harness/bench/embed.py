@@ -1,5 +1,9 @@
 """`mirror bench embed`: the offline embedder's speed on this machine.
 
+Production path: the embedder port a stack started with ``embedder="minilm"`` uses for memory
+(:class:`MiniLMEmbedder`, its ``embed`` and the encoder ``embed_sync`` it runs in a worker
+thread); the default ``endpoint`` embedder asks an HTTP server instead, which this does not time.
+
 Times :class:`MiniLMEmbedder` (all-MiniLM-L6-v2 in numpy) the way memory uses it: one sentence
 at a time, as a turn's statement is embedded (p50 ms, sentences/s), and 32 at a time, as a
 backfill or an eval embeds (sentences/s). The single-sentence path is also timed through the

@@ -1,5 +1,10 @@
 """`mirror bench ingest`: end-to-end event throughput against the raw JetStream limit.
 
+Production path: the writers' fenced appends (``JetStreamBus.append``, many conversations'
+appends in flight at once) and the shard's ingester process committing them to DuckDB
+(``IngesterProcess``, as the stack starts it), on a nats-server that syncs as Mirror's does; no
+actors, gateway or model, so the figures are the bus's and the log's.
+
 End to end = fenced, deduplicated appends from many conversations through JetStream, until
 an ingester in its own process has committed every event to DuckDB. The raw limit is the
 same encoded payloads published pipelined, without fences, ids or consumers, measured in the

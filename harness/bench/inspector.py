@@ -1,6 +1,10 @@
 """`mirror bench inspector`: what the inspector page asks of the gateway when a person opens a long
 conversation and looks around, over real HTTP against a real stack.
 
+Production path: the inspector page's own requests, in its order, over HTTP to the gateway of
+an embedded stack (``mirror up``'s, the simulator as the model), whose states come from the
+gateway's reader (:func:`~mirror.replay.history.serving_history`).
+
 One conversation of ``turns`` turns through the gateway of an embedded stack (the simulator at
 0 ms, memory and reflection on, the scripted user of ``bench reflection``), each turn with
 ``?sync=true`` so the thinking keeps up; then, once the last turn's thinking is committed, the

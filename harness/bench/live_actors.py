@@ -1,5 +1,10 @@
 """`mirror bench actors`: many conversations under a live cap, and what (re-)activation costs.
 
+Production path: turns through the HTTP gateway of the embedded stack (``mirror up``'s), the
+conversation hosts' placement and live cap, passivation to a snapshot and re-activation by
+``History.rebuild``; the cap is set small (the default is 5,000 a host) so that crowding out
+happens within the run.
+
 N conversations (1,000 by default) on the embedded stack under a cap small enough that the
 least recently used passivate as others activate: ``placement="hosted"`` (the default) with
 ``max_live_per_host`` = 32 in each host (``hosts``, 0: one per CPU, so 64 live on two cores),

@@ -1,5 +1,9 @@
 """`mirror bench actors --hold N`: N conversations live at once in the conversation hosts of one node.
 
+Production path: first turns through the HTTP gateway of the embedded stack, hosted placement;
+the per-host cap is raised above N and idle passivation pushed past the run (the defaults: 5,000
+a host, 300 s), so what is read is N live conversations' memory.
+
 The embedded stack (hosted placement) with the per-host cap above N and idle passivation
 beyond the run, so every conversation activated stays live. First each host serves one
 warm-up conversation (its connections, prompt set and imports paid), and the hosts' resident

@@ -1,5 +1,9 @@
 """`mirror bench turns --mind persona`: what Mirror adds to a persona turn, and where its time goes.
 
+Production path: ``POST /v1/conversations/{id}/turns`` of persona conversations over HTTP to
+the gateway of the embedded stack (its defaults, the model aside: the simulator at a fixed
+latency, or ``llm``).
+
 C conversations × T turns of the persona mind through the HTTP gateway, each conversation made the
 persona (a card object, with the order) by an untimed first turn that also activates its actor.
 A persona turn's path makes four model calls (think, appraisal, plan, formulation) and, with an

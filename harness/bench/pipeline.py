@@ -1,5 +1,9 @@
 """`mirror bench pipeline`: wall time of each MIRROR stage per turn, in one process.
 
+Production path: the MIRROR mind's own ``talk`` and ``think`` (:mod:`mirror.cognition.pipeline`),
+which a conversation's turn and its thinking call, through the product's ``OpenAIChatClient``;
+without memory, the actor, the bus or the log: the model's time and the pipeline's alone.
+
 Runs a short scripted conversation through the real pipeline and the real httpx client —
 against the offline local model, the simulator, or any OpenAI-compatible URL — and times the
 Talker, the Inner Monologue and the Cognitive Controller separately. The events are folded in

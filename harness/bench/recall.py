@@ -1,5 +1,9 @@
 """`mirror bench recall`: one conversation's recall latency at 10,000 beliefs and 5,000 edges.
 
+Production path: :meth:`MemoryIndex.recall` with the Talker's recall settings (``TURN_RECALL``:
+limit, depth, edges, analyzer), the call ``recall_at`` makes on every turn; the index is built
+from synthetic items here rather than synced from a conversation's state.
+
 The memory is synthetic but shaped like a long conversation's: statements from templates over
 a seeded, Zipf-weighted vocabulary of made-up nouns (so a few words are common, most rare, as
 in real text), embedded with the simulator's own embedding function
@@ -28,7 +32,7 @@ import bm25s
 import numpy as np
 
 from mirror.cognition.embeddings import pack_vector
-from mirror.cognition.memory import MemoryIndex, MemoryItem
+from mirror.cognition.memory import TURN_RECALL, MemoryIndex, MemoryItem, RecallResult
 from mirror.projections.constants import SECONDS_PER_DAY
 from mirror.projections.edges import EdgeState
 from mirror.sim.content import embedding
@@ -104,14 +108,20 @@ def _percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
+def _recall(index: MemoryIndex, text: str, vector: np.ndarray, now: float) -> RecallResult:
+    """One recall as the Talker's turn makes it (``recall_at``'s call, with ``TURN_RECALL``)."""
+    return index.recall(text, vector, now, limit=TURN_RECALL.limit, depth=TURN_RECALL.depth,
+                        max_edges=TURN_RECALL.max_edges, max_reviews=TURN_RECALL.max_reviews)
+
+
 def _time_recalls(index: MemoryIndex, queries: list[tuple[str, np.ndarray]], now: float, rounds: int) -> list[float]:
     for text, vector in queries[:10]:  # warm caches (posting arrays, allocator)
-        index.recall(text, vector, now)
+        _recall(index, text, vector, now)
     timings = []
     for _ in range(rounds):
         for text, vector in queries:
             started = time.perf_counter()
-            index.recall(text, vector, now)
+            _recall(index, text, vector, now)
             timings.append((time.perf_counter() - started) * 1000.0)
     return timings
 
@@ -126,12 +136,12 @@ def run_recall_bench(beliefs: int = 10_000, edges: int = 5_000, queries: int = 2
     query_mix = [(text, np.asarray(embedding(text, EMBEDDING_DIMENSIONS), dtype=np.float32)) for text in workload.queries]
 
     started = time.perf_counter()
-    large = MemoryIndex(items[:-1], workload.edges)
+    large = MemoryIndex(items[:-1], workload.edges, analyzer=TURN_RECALL.analyzer)
     build_ms = (time.perf_counter() - started) * 1000.0
     started = time.perf_counter()
     large.upsert(items[-1])
     add_one_ms = (time.perf_counter() - started) * 1000.0
-    small = MemoryIndex(items[:SMALL_MEMORY], workload.edges)
+    small = MemoryIndex(items[:SMALL_MEMORY], workload.edges, analyzer=TURN_RECALL.analyzer)
 
     large_ms = _time_recalls(large, query_mix, workload.now, rounds)
     small_ms = _time_recalls(small, query_mix, workload.now, rounds)
@@ -140,7 +150,7 @@ def run_recall_bench(beliefs: int = 10_000, edges: int = 5_000, queries: int = 2
     bm25s.BM25().index(bm25s.tokenize(workload.statements, show_progress=False), show_progress=False)
     bm25s_rebuild_ms = (time.perf_counter() - started) * 1000.0
 
-    sample = large.recall(*query_mix[0], workload.now)
+    sample = _recall(large, *query_mix[0], workload.now)
     p50, p50_small = statistics.median(large_ms), statistics.median(small_ms)
     return {
         "beliefs": beliefs,

@@ -1,5 +1,9 @@
 """`mirror bench recompute`: how close re-thinking a tenant comes to the model's own limit.
 
+Production path: the recompute driver ``POST /v1/recompute`` runs (``RecomputeJob`` and
+``run_recompute``: Ray tasks over the shard's log, its slices and in-flight bound), called here
+directly rather than through HTTP and the driver actor, against the simulator.
+
 N conversations of T recorded turns, re-thought on a branch by Ray tasks against the simulator
 at fixed latency L with at most C chat calls in flight. The ideal rate is
 C / (chat calls per conversation × L); ``efficiency`` = achieved / ideal. Ray's worker processes

@@ -1,5 +1,9 @@
 """``mirror bench recovery``: how long a crash costs a conversation, phase by phase.
 
+Production path: turns through the HTTP gateway of the embedded stack; the kills are SIGKILLs
+of the processes the stack runs (a conversation host or actor, the ingester), and recovery is
+Ray's restart and the conversation's own rebuild.
+
 On an embedded stack (simulator at a fixed latency) with ``conversations`` in a closed loop
 (a short pause between turns), it makes two kinds of crash and measures what users see:
 

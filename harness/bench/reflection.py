@@ -1,5 +1,8 @@
 """`mirror bench reflection`: what reflection costs a long conversation, with it on and off in one run.
 
+Production path: turns through the HTTP gateway of the embedded stack with memory and reflection
+on (the defaults), the default reflection policy but for its hourly cap (lifted: see below).
+
 One conversation of ``turns`` turns (1,000 by default) through the HTTP gateway of an embedded
 stack, memory on, ``full`` mode, the simulator at ``llm_latency_ms`` (100 ms; its embedding
 calls at 0 ms, as in ``bench turns``), and the same again on a fresh stack with reflection off:

@@ -1,5 +1,9 @@
 """``mirror bench storage``: what one turn costs in the DuckDB log, with memory off and on.
 
+Production path: the live conversation (:class:`Conversation`, the class the hosts run)
+appending through the fenced JetStream bus, committed by the ingester process into DuckDB;
+without Ray and the gateway, which write nothing to the log.
+
 Why the log itself and not the codec: issue 12 asks for bytes per turn before and after the
 one-copy change and for lean memory events, and what a user pays for is the file the ingester
 writes — the ``events`` rows it committed, through the real path (the :class:`Conversation`,

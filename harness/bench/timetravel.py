@@ -1,11 +1,19 @@
 """`mirror bench timetravel`: how long ``state_at`` takes, wherever in a long history it looks.
 
+Production path: ``GET /v1/conversations/{id}/state?at=`` — the reader the gateway builds for a
+shard, :func:`~mirror.replay.history.serving_history` (snapshots read and written through the
+shard's log, the runtime's default interval, the latest position settled against the bus),
+asking the ingester over NATS; the HTTP hop and the JSON of the answer are not timed.
+
 One conversation of N events (turns, monologues, narratives, beliefs, edges) appended fenced
-through JetStream and committed by an ingester process; then ``state_at`` at random positions
-through the log's NATS read API — the path the gateway's ``/state`` takes. The first look folds
-the whole history once and leaves a snapshot every 200 events (reported as
-``cold_first_call_ms``); every later look folds at most one interval, wherever it lands.
-``ratio_deep_vs_shallow`` = p50 at position N-100 / p50 at position 100.
+through JetStream and committed by an ingester process. Then the first look, at the last
+position (``cold_first_call_ms``), folds the whole history and leaves a snapshot at every
+interval (200 events), as the gateway's reader does for any history it folds further than one
+interval — the same rows, at the same interval, a live conversation writes as it goes; the bench
+then checks that every interval has its snapshot (``snapshots``), so what is timed next is the
+state a user's stack is in. Every later look folds at most one interval, wherever it lands:
+``p50_ms``/``p99_ms`` at random positions; ``ratio_deep_vs_shallow`` = p50 at position N-100 /
+p50 at position 100.
 """
 
 from __future__ import annotations
@@ -19,14 +27,18 @@ from typing import Any
 
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
-from mirror.events.nats.jetstream import JetStreamBus
-from mirror.events.nats.log_service import LogClient
+from mirror.events.infrastructure import Connections
+from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.events.payloads import Belief, Edge, Monologue, Narrative, Turn
 from mirror.harness.bench._stacks import nats_and_ingester
 from mirror.harness.bench._stats import percentile
-from mirror.replay import History
+from mirror.projections.snapshot import PROJECTION_VERSION
+from mirror.replay import History, serving_history
+from mirror.replay.history import SNAPSHOT_EVERY
 
-__all__ = ["TimeTravelBenchConfig", "history_events", "run_timetravel_bench"]
+__all__ = ["TimeTravelBenchConfig", "bench_history", "history_events", "measure_timetravel", "run_timetravel_bench"]
+
+TENANT = "bench"
 
 
 def history_events(key: StreamKey, count: int) -> list[Event]:
@@ -60,37 +72,47 @@ class TimeTravelBenchConfig:
     seed: int = 7
 
 
-async def _timetravel(config: TimeTravelBenchConfig, nats_url: str) -> dict[str, Any]:
-    key = StreamKey("bench", "long-conversation")
+def bench_history(connections: Connections, tenant: str = TENANT) -> History:
+    """The reader the bench times: the gateway's own (``GatewayRuntime.history``), with the
+    runtime's default snapshot interval (``RuntimeSettings.snapshot_every``), as a stack
+    started with defaults has it."""
+    return serving_history(connections.log(tenant), connections.bus, snapshot_every=SNAPSHOT_EVERY)
+
+
+async def measure_timetravel(connections: Connections, config: TimeTravelBenchConfig) -> dict[str, Any]:
+    """Append the history through ``connections``, wait until its log has committed it, and time
+    ``state_at`` through :func:`bench_history` (see the module docstring)."""
+    key = StreamKey(TENANT, "long-conversation")
     events = history_events(key, config.events)
-    bus = await JetStreamBus.connect(nats_url)
-    try:
-        head = (await bus.head(key)).with_last_seq(0)
-        for start in range(0, len(events), 500):
-            head = await bus.append(key, events[start:start + 500], head)
-        log = LogClient(bus.nc)
-        assert await log.wait_committed(head.fence, timeout=120), "the ingester did not commit the history"
-        history = History(log)
+    bus, log = connections.bus, connections.log(TENANT)
+    head = (await bus.head(key)).with_last_seq(0)
+    for start in range(0, len(events), 500):
+        head = await bus.append(key, events[start:start + 500], head)
+    if not await log.wait_committed(head.fence, timeout=120):
+        raise RuntimeError("the log did not commit the history within 120 s")
+    history = bench_history(connections)
 
-        async def timed(seq: int) -> float:
-            started = time.perf_counter()
-            state = await history.state_at(key, seq)
-            elapsed = (time.perf_counter() - started) * 1000
-            assert state.last_seq == seq
-            return elapsed
+    async def timed(seq: int) -> float:
+        started = time.perf_counter()
+        state = await history.state_at(key, seq)
+        elapsed = (time.perf_counter() - started) * 1000
+        if state.last_seq != seq:
+            raise RuntimeError(f"state_at({seq}) answered the state at {state.last_seq}")
+        return elapsed
 
-        cold = await timed(config.events)
-        rng = random.Random(config.seed)
-        positions = [rng.randint(1, config.events) for _ in range(config.lookups)]
-        times = [await timed(seq) for seq in positions]
-        shallow = [await timed(min(100, config.events)) for _ in range(50)]
-        deep = [await timed(max(1, config.events - 100)) for _ in range(50)]
-    finally:
-        await bus.close()
+    cold = await timed(config.events)
+    snapshots = await _snapshots_in_place(history, key, config.events)
+    rng = random.Random(config.seed)
+    positions = [rng.randint(1, config.events) for _ in range(config.lookups)]
+    times = [await timed(seq) for seq in positions]
+    shallow = [await timed(min(100, config.events)) for _ in range(50)]
+    deep = [await timed(max(1, config.events - 100)) for _ in range(50)]
     return {
         "benchmark": "timetravel",
         "events": config.events,
         "lookups": config.lookups,
+        "snapshot_every": history.snapshot_every,
+        "snapshots": snapshots,
         "cold_first_call_ms": round(cold, 2),
         "p50_ms": round(percentile(times, 0.5), 2),
         "p99_ms": round(percentile(times, 0.99), 2),
@@ -98,6 +120,26 @@ async def _timetravel(config: TimeTravelBenchConfig, nats_url: str) -> dict[str,
         "deep_p50_ms": round(statistics.median(deep), 2),
         "ratio_deep_vs_shallow": round(statistics.median(deep) / statistics.median(shallow), 3),
     }
+
+
+async def _snapshots_in_place(history: History, key: StreamKey, events: int) -> int:
+    """How many interval boundaries hold a snapshot; an error if one does not (the timed looks
+    would then fold more than one interval, which no user's stack does)."""
+    boundaries = range(history.snapshot_every, events + 1, history.snapshot_every)
+    for boundary in boundaries:
+        loaded = await history.log.load(key, projection_version=PROJECTION_VERSION, until_seq=boundary)
+        if loaded.snapshot is None or loaded.snapshot.seq != boundary:
+            found = None if loaded.snapshot is None else loaded.snapshot.seq
+            raise RuntimeError(f"no snapshot at seq {boundary} after the first look (the newest before it: {found})")
+    return len(boundaries)
+
+
+async def _timetravel(config: TimeTravelBenchConfig, nats_url: str) -> dict[str, Any]:
+    connections = await NatsInfrastructure(nats_url).connect(name="mirror-bench-timetravel")
+    try:
+        return await measure_timetravel(connections, config)
+    finally:
+        await connections.close()
 
 
 def run_timetravel_bench(config: TimeTravelBenchConfig) -> dict[str, Any]:

@@ -1,5 +1,9 @@
 """`mirror bench turns`: what Mirror adds to a turn, measured through the HTTP gateway.
 
+Production path: ``POST /v1/conversations/{id}/turns`` over HTTP to the gateway of the embedded
+stack ``mirror up`` runs (hosted placement, memory and reflection on: the defaults), the
+simulator as the model.
+
 C conversations × T turns against the embedded stack with the simulator at a fixed latency L.
 Each conversation sends its next turn as soon as the previous reply arrives (a closed loop that
 saturates a small machine), or, with ``pause_ms``, after a user's pause of 0.5–1.5 × that
