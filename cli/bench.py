@@ -1,8 +1,4 @@
-<<<<<<< HEAD
-"""``mirror bench ingest|turns|timetravel|recompute|actors|recovery|pipeline|embed|codec|recall|storage|reflection|inspector``.
-=======
-"""``mirror bench ingest|turns|timetravel|recompute|actors|recovery|pipeline|embed|recall|storage|reflection|inspector|report``.
->>>>>>> i33-bench
+"""``mirror bench ingest|turns|timetravel|recompute|actors|recovery|pipeline|embed|codec|recall|storage|reflection|inspector|report``.
 
 Each command builds its benchmark's frozen config from the options, runs it from
 :mod:`mirror.harness.bench` (one module per benchmark) and prints its one JSON object; a
