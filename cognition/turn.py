@@ -144,6 +144,7 @@ async def compose_mirror_turn(
     started = time.perf_counter()
     recalled = await recaller(state, message, now) if config.memory else None
     remembered = time.perf_counter()
+    provenance: Provenance | None
     if kept is None:
         said = await talk(state, message, llm, prompts, config, recalled="" if recalled is None else recalled.block,
                           on_token=on_token)

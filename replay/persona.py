@@ -175,7 +175,7 @@ async def _verify_turn_path(key: StreamKey, step: list[Event], states: dict[int,
     retrieval = next((event for event in step if isinstance(event.payload, Retrieval)), None)
     embedder = _query_embedder(retrieval)
     config = replace(config_from(provenance, "baseline", talker=True), memory=False, reflection=False)
-    payload = cast(Turn, last.payload)
+    payload = last.payload
     # A reply a recompute kept names the recorded turn it copies: the path before it is made again.
     kept = None if last.causation == first.causation or last.causation is None else \
         KeptReply(payload, provenance, last.causation)

@@ -77,14 +77,14 @@ def test_a_crashed_host_takes_no_state_and_no_neighbour_with_it(ray_cluster: Non
         assert all(isinstance(handle, HostedConversation) for handle in handles)
         refs = [handle for handle in handles if isinstance(handle, HostedConversation)]
         for ref in refs:
-            assert retried(functools.partial(ref.turn, "My name is Ada.", sync=True)).turn == 0
+            assert retried(functools.partial(ref.turn, TurnRequest("My name is Ada.", sync=True))).turn == 0
         victim_slot = refs[0].slot
         survivors_pid = {ref.slot: run(ref.pid()) for ref in refs if ref.slot != victim_slot}
         assert survivors_pid, "the twelve conversations all hashed to one host"
         victim_pid = ray.get(placement.host(victim_slot).pid.remote())
         os.kill(victim_pid, signal.SIGKILL)
         until_gone(victim_pid, "the killed host")  # so the next turns reach its successor
-        replies = [retried(functools.partial(ref.turn, "What is my name?", sync=True), retry_for_s=RESTART_S)
+        replies = [retried(functools.partial(ref.turn, TurnRequest("What is my name?", sync=True)), retry_for_s=RESTART_S)
                    for ref in refs]
         assert [reply.turn for reply in replies] == [1] * len(refs)  # nothing acknowledged was lost
         for ref in refs:
