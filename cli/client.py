@@ -17,12 +17,12 @@ from mirror.cli.errors import NoStackRunning
 from mirror.cli.logging_setup import configure_logging
 from mirror.cli.options import (
     AFTER_SEQ,
+    CONVERSATION,
     DATA_DIR,
     GATEWAY_TOKEN,
     GATEWAY_URL,
     LLM_MODEL,
     QUIET_LOG_LEVEL,
-    CONVERSATION,
     LogLevel,
     gateway_client,
     identifier,

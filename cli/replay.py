@@ -17,7 +17,17 @@ from typing import Any
 
 import typer
 
-from mirror.cli.options import BRANCH, CONVERSATION, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, SHARD_MAP, Mode, gateway_client, identifier
+from mirror.cli.options import (
+    BRANCH,
+    CONVERSATION,
+    DATA_DIR,
+    GATEWAY_TOKEN,
+    GATEWAY_URL,
+    SHARD_MAP,
+    Mode,
+    gateway_client,
+    identifier,
+)
 from mirror.cli.prompts import TEMPLATE_COUNT, read_prompt_dir
 
 # The commands import the stack, NATS, cognition, the replay layer and rich.progress in their bodies: see app.py.
