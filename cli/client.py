@@ -17,6 +17,7 @@ from mirror.cli.errors import NoStackRunning
 from mirror.cli.logging_setup import configure_logging
 from mirror.cli.options import (
     AFTER_SEQ,
+    CONVERSATION,
     DATA_DIR,
     GATEWAY_TOKEN,
     GATEWAY_URL,
@@ -24,8 +25,8 @@ from mirror.cli.options import (
     QUIET_LOG_LEVEL,
     LogLevel,
     gateway_client,
+    identifier,
 )
-from mirror.events.ids import validate_identifier
 
 # The commands import the stack, the gateway client and the local model in their bodies: see app.py.
 __all__ = ["chat", "demo", "events_app", "status"]
@@ -40,7 +41,8 @@ def demo(
     data: Path = DATA_DIR,
     url: str = GATEWAY_URL,
     token: str = GATEWAY_TOKEN,
-    conversation: str = typer.Option(None, "--conversation", help="Conversation id (default: a fresh demo-RANDOM)."),
+    conversation: str = typer.Option(None, "--conversation", help="Conversation id (default: a fresh demo-RANDOM).",
+                                     callback=identifier("conversation")),
     mind: str = typer.Option("mirror", "--mind", help="mirror (the memory demo) or persona (a scripted scene with a character)."),
     persona: Path = typer.Option(None, "--persona", help="With --mind persona: a persona file (card JSON/PNG or TOML; "
                                  "default: the shipped Wren, examples/wren.json, whom the scene is written for)."),
@@ -59,8 +61,6 @@ def demo(
     from mirror.stack.local_model import local_model_installed
 
     configure_logging(log_level.value)
-    if conversation:
-        validate_identifier("conversation", conversation)
     if mind not in ("mirror", "persona"):
         raise typer.BadParameter(f"{mind!r} is not mirror or persona", param_hint="'--mind'")
     if mind == "mirror" and (persona is not None or order is not None):
@@ -97,7 +97,8 @@ def _check_order(order: str | None) -> None:
 
 
 def chat(
-    conversation: str = typer.Argument(None, help="Conversation id to continue (default: a fresh chat-RANDOM)."),
+    conversation: str = typer.Argument(None, help="Conversation id to continue (default: a fresh chat-RANDOM).",
+                                       callback=identifier("conversation")),
     data: Path = DATA_DIR,
     url: str = GATEWAY_URL,
     token: str = GATEWAY_TOKEN,
@@ -118,8 +119,6 @@ def chat(
     """
     from mirror.cli.client_commands import run_chat
 
-    if conversation:
-        validate_identifier("conversation", conversation)
     if order is not None and persona is None:
         raise typer.BadParameter("--order goes with --persona", param_hint="'--order'")
     _check_order(order)
@@ -134,7 +133,7 @@ def chat(
 
 @events_app.command("tail")
 def events_tail(
-    conversation: str,
+    conversation: str = CONVERSATION,
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events as they are published."),
     after: int = AFTER_SEQ,
     data: Path = DATA_DIR,
@@ -144,7 +143,6 @@ def events_tail(
     """Print a conversation's events as JSON lines (committed ones; --follow then streams new ones until Ctrl-C)."""
     from mirror.cli.client_commands import tail_events
 
-    validate_identifier("conversation", conversation)
     with gateway_client(data, url, token) as client:
         try:
             tail_events(client, conversation, typer.echo, after=after, follow=follow)

@@ -20,6 +20,7 @@ Errors (``MirrorError`` → ``CLIError`` → …, in :mod:`mirror.cli.errors`):
 from __future__ import annotations
 
 import json
+import string
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
@@ -94,7 +95,7 @@ class GatewayClient:
              mind: dict[str, Any] | None = None) -> dict[str, Any]:
         """Send a user message; with ``sync`` the previous turn's thinking finishes first. ``mind``
         (``{"mind", "persona", "order"}``) chooses a new conversation's mind with its first turn."""
-        return self._request("POST", f"/v1/conversations/{conversation}/turns", json={"message": message, **(mind or {})},
+        return self._request("POST", conversation_path(conversation, "turns"), json={"message": message, **(mind or {})},
                              params={"sync": "true" if sync else "false"}, timeout=TURN_TIMEOUT_S)
 
     def turn_stream(self, conversation: str, message: str, *, sync: bool = False,
@@ -104,7 +105,7 @@ class GatewayClient:
         the ``turn`` event is acknowledged. A failure before the first piece is the usual
         :class:`GatewayRequestFailed`; after it, :class:`ReplyCut`. Exhaust or close the iterator
         (closing it early leaves the turn to finish on the server)."""
-        path = f"/v1/conversations/{conversation}/turns"
+        path = conversation_path(conversation, "turns")
         timeout = httpx.Timeout(REQUEST_TIMEOUT_S, read=TURN_TIMEOUT_S)
         try:
             with self._http.stream("POST", path, json={"message": message, **(mind or {})}, timeout=timeout,
@@ -126,11 +127,11 @@ class GatewayClient:
 
     def choose(self, conversation: str, mind: dict[str, Any]) -> dict[str, Any]:
         """Fix a conversation's mind before its first turn (the same choice again is a no-op; another a 409)."""
-        return self._request("POST", f"/v1/conversations/{conversation}", json=mind)
+        return self._request("POST", conversation_path(conversation), json=mind)
 
     def persona_state(self, conversation: str, *, at: int | None = None) -> dict[str, Any]:
         """The character's emotions, relationship, goals and last steps (``GET …/persona``)."""
-        return self._request("GET", f"/v1/conversations/{conversation}/persona", params=_given(at=at))
+        return self._request("GET", conversation_path(conversation, "persona"), params=_given(at=at))
 
     def personas(self) -> list[str]:
         return self._request("GET", "/v1/personas")["personas"]
@@ -145,11 +146,11 @@ class GatewayClient:
         return self._request("GET", "/v1/conversations")["conversations"]
 
     def summary(self, conversation: str) -> dict[str, Any]:
-        return self._request("GET", f"/v1/conversations/{conversation}")
+        return self._request("GET", conversation_path(conversation))
 
     def events_page(self, conversation: str, *, after: int = 0, limit: int = PAGE_LIMIT) -> list[dict[str, Any]]:
         """Committed events with seq > ``after``, at most ``limit``, in seq order."""
-        return self._request("GET", f"/v1/conversations/{conversation}/events",
+        return self._request("GET", conversation_path(conversation, "events"),
                              params={"after": after, "limit": limit})["events"]
 
     def events(self, conversation: str, *, after: int = 0) -> Iterator[dict[str, Any]]:
@@ -175,32 +176,32 @@ class GatewayClient:
 
     def state(self, conversation: str, *, at: int | None = None, at_time: str | None = None,
               branch: str = "main") -> dict[str, Any]:
-        return self._request("GET", f"/v1/conversations/{conversation}/state",
+        return self._request("GET", conversation_path(conversation, "state"),
                              params=_given(branch=branch, at=at, at_time=at_time))
 
     def diff(self, conversation: str, *, source: int | None = None, target: int | None = None,
              from_branch: str = "main", to_branch: str = "main") -> dict[str, Any]:
-        return self._request("GET", f"/v1/conversations/{conversation}/diff",
+        return self._request("GET", conversation_path(conversation, "diff"),
                              params=_given(from_branch=from_branch, to_branch=to_branch, **{"from": source, "to": target}))
 
     def memory(self, conversation: str, query: str, *, at: int | None = None, branch: str = "main",
                limit: int | None = None) -> dict[str, Any]:
         """What ``query`` recalls at seq ``at`` (default: the last), with every item's ranks and scores."""
-        return self._request("GET", f"/v1/conversations/{conversation}/memory",
+        return self._request("GET", conversation_path(conversation, "memory"),
                              params=_given(query=query, branch=branch, at=at, limit=limit))
 
     def memory_items(self, conversation: str, what: str, *, at: int | None = None,
                      branch: str = "main") -> dict[str, Any]:
         """The projected ``beliefs``, ``edges`` or ``reviews`` at seq ``at`` (default: the last)."""
-        return self._request("GET", f"/v1/conversations/{conversation}/{what}", params=_given(branch=branch, at=at))
+        return self._request("GET", conversation_path(conversation, what), params=_given(branch=branch, at=at))
 
     def portrait(self, conversation: str, *, at: int | None = None, branch: str = "main") -> dict[str, Any]:
         """The portrait at seq ``at`` (default: the last), with the last reflection and the counts."""
-        return self._request("GET", f"/v1/conversations/{conversation}/portrait", params=_given(branch=branch, at=at))
+        return self._request("GET", conversation_path(conversation, "portrait"), params=_given(branch=branch, at=at))
 
     def reflections(self, conversation: str, *, at: int | None = None, branch: str = "main") -> dict[str, Any]:
         """Every reflection up to seq ``at`` (page after page, joined) and the failed attempts."""
-        path = f"/v1/conversations/{conversation}/reflections"
+        path = conversation_path(conversation, "reflections")
         answer = self._request("GET", path, params=_given(branch=branch, at=at, limit=REFLECTIONS_PAGE))
         while len(answer["reflections"]) < answer["count"]:
             page = self._request("GET", path, params=_given(branch=branch, at=answer["seq"], limit=REFLECTIONS_PAGE,
@@ -212,18 +213,18 @@ class GatewayClient:
 
     def reflection(self, conversation: str, number: int, *, branch: str = "main") -> dict[str, Any]:
         """What reflection ``number`` (1-based) changed."""
-        return self._request("GET", f"/v1/conversations/{conversation}/reflections/{number}",
+        return self._request("GET", conversation_path(conversation, "reflections", number),
                              params=_given(branch=branch))
 
     def reflect(self, conversation: str) -> dict[str, Any]:
         """Force a reflection now (it waits for the thinking behind it, then makes two model calls)."""
-        return self._request("POST", f"/v1/conversations/{conversation}/reflect", timeout=TURN_TIMEOUT_S)
+        return self._request("POST", conversation_path(conversation, "reflect"), timeout=TURN_TIMEOUT_S)
 
     def start_recompute(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._request("POST", "/v1/recompute", json=body)
 
     def recompute_status(self, job: str) -> dict[str, Any]:
-        return self._request("GET", f"/v1/recompute/{job}")
+        return self._request("GET", f"/v1/recompute/{path_segment(job)}")
 
     def stream(self, conversation: str) -> EventStream:
         return EventStream(self, conversation)
@@ -239,7 +240,7 @@ class EventStream:
 
     def __init__(self, client: GatewayClient, conversation: str) -> None:
         self._client = client
-        self._path = f"/v1/conversations/{conversation}/stream"
+        self._path = conversation_path(conversation, "stream")
         self._context: Any = None
         self._lines: Iterator[str] | None = None
 
@@ -297,6 +298,25 @@ def _server_sent_events(lines: Iterator[str]) -> Iterator[tuple[str, Any]]:
             name, data = "message", []
 
 
+_PLAIN = frozenset(string.ascii_letters + string.digits + "_-")
+
+
+def path_segment(value: object) -> str:
+    """``value`` as one path segment: every byte outside ``[A-Za-z0-9_-]`` (the identifier alphabet) percent-encoded.
+
+    The commands validate ids before any request (:func:`mirror.cli.options.identifier`); this is the second
+    guard, so that no id can ever add a query string (``?``), a segment (``/``) or a step up (``..``, which
+    httpx would resolve before sending: ``.`` is encoded too) to the URL it is put in.
+    """
+    return "".join(char if char in _PLAIN else "".join(f"%{byte:02X}" for byte in char.encode())
+                   for char in str(value))
+
+
+def conversation_path(conversation: str, *rest: object) -> str:
+    """``/v1/conversations/{conversation}/{rest…}``, each part one encoded segment (:func:`path_segment`)."""
+    return "/".join(("/v1/conversations", *(path_segment(part) for part in (conversation, *rest))))
+
+
 def _given(**params: Any) -> dict[str, Any]:
     """Query parameters without the ones left at None (the API's defaults apply to those)."""
     return {name: value for name, value in params.items() if value is not None}
@@ -318,5 +338,5 @@ def _reason(exc: httpx.TransportError) -> str:
 
 __all__ = [
     "CONNECTED_COMMENT", "EventStream", "GatewayClient", "PAGE_LIMIT", "REFLECTIONS_PAGE", "REQUEST_TIMEOUT_S",
-    "STREAM_READ_TIMEOUT_S", "StackTarget", "TURN_TIMEOUT_S", "find_stack",
+    "STREAM_READ_TIMEOUT_S", "StackTarget", "TURN_TIMEOUT_S", "conversation_path", "find_stack", "path_segment",
 ]

@@ -18,7 +18,7 @@ from pathlib import Path
 import typer
 
 from mirror.cli.errors import NoStackRunning
-from mirror.cli.options import AFTER_SEQ, BRANCH, DATA_DIR, SHARD_MAP
+from mirror.cli.options import AFTER_SEQ, BRANCH, CONVERSATION, DATA_DIR, SHARD_MAP, TENANT
 from mirror.events.ids import StreamKey
 
 # The commands import NATS and the codec in their bodies: see app.py.
@@ -82,8 +82,8 @@ def log_stats(
 
 @log_app.command("read")
 def log_read(
-    tenant: str,
-    conversation: str,
+    tenant: str = TENANT,
+    conversation: str = CONVERSATION,
     branch: str = BRANCH,
     after: int = AFTER_SEQ,
     limit: int = typer.Option(100, "--limit", min=1),

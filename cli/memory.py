@@ -19,7 +19,7 @@ from typing import Any
 import typer
 from rich.console import Console, RenderableType
 
-from mirror.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, gateway_client
+from mirror.cli.options import BRANCH, CONVERSATION, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, gateway_client
 from mirror.cli.tables import Field, fitted
 
 __all__ = ["memory_app"]
@@ -40,7 +40,7 @@ def _console() -> Console:
 
 @memory_app.command("show")
 def show(
-    conversation: str, at: int = AT, branch: str = BRANCH, as_json: bool = AS_JSON,
+    conversation: str = CONVERSATION, at: int = AT, branch: str = BRANCH, as_json: bool = AS_JSON,
     data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,
 ) -> None:
     """Beliefs, causal edges and open review items, as they were right after event --at."""
@@ -63,7 +63,7 @@ def show(
 
 @memory_app.command("search")
 def search(
-    conversation: str, query: str, at: int = AT, branch: str = BRANCH,
+    conversation: str = CONVERSATION, query: str = typer.Argument(...), at: int = AT, branch: str = BRANCH,
     limit: int = typer.Option(5, "--limit", min=1, max=50, help="Most beliefs to recall."),
     as_json: bool = AS_JSON,
     data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,
@@ -88,7 +88,7 @@ def search(
 
 @memory_app.command("reviews")
 def reviews(
-    conversation: str, at: int = AT, branch: str = BRANCH, as_json: bool = AS_JSON,
+    conversation: str = CONVERSATION, at: int = AT, branch: str = BRANCH, as_json: bool = AS_JSON,
     data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,
 ) -> None:
     """Open review items: pairs of beliefs that contradict each other (both kept, never merged)."""

@@ -9,18 +9,21 @@ The config file finds them by flag name like any other option (``data``, ``nats_
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+from mirror.events.ids import validate_identifier
 
 if TYPE_CHECKING:
     from mirror.cli.gateway_client import GatewayClient
 
 __all__ = [
-    "ADVERTISE", "AFTER_SEQ", "BIND", "BRANCH", "DATA_DIR", "GATEWAY_TOKEN", "GATEWAY_URL", "LLM_MODEL", "LOG_LEVEL", "LogLevel",
-    "MODE", "Mode", "NATS_URL", "Placement", "QUIET_LOG_LEVEL", "SHARD_MAP", "SYNC_HELP", "gateway_client",
-    "sync_interval",
+    "ADVERTISE", "AFTER_SEQ", "BIND", "BRANCH", "CONVERSATION", "DATA_DIR", "GATEWAY_TOKEN", "GATEWAY_URL", "LLM_MODEL", "LOG_LEVEL", "LogLevel",
+    "MODE", "Mode", "NATS_URL", "Placement", "QUIET_LOG_LEVEL", "SHARD_MAP", "SYNC_HELP", "TENANT", "gateway_client",
+    "identifier", "sync_interval",
 ]
 
 
@@ -41,11 +44,33 @@ class Mode(enum.StrEnum):
 
 
 class Placement(enum.StrEnum):
-    """Where live conversations run (mirror.actors.conversation.PLACEMENTS, spelt out as Mode is)."""
+    """Where live conversations run (mirror.actors.settings.PLACEMENTS, spelt out as Mode is)."""
 
     hosted = "hosted"
     dedicated = "dedicated"
 
+
+def identifier(kind: str) -> Callable[[Any], Any]:
+    """The callback of every parameter that names a ``kind`` (conversation, branch, tenant, persona): each value
+    (of a repeatable option, every one) passes :func:`mirror.events.ids.validate_identifier` while click reads
+    the command line, so a bad one is refused before the command runs, and so before any request or connection.
+
+    The refusal is the :class:`~mirror.events.errors.InvalidIdentifier` itself, not a usage error: ``main`` prints
+    it as the one line a bad id gets everywhere (``mirror: error: invalid conversation 'a/b': …``, exit status 2),
+    the same words the gateway answers with. ``None`` (an optional parameter not given) passes.
+    """
+
+    def check(value: str | list[str] | None) -> str | list[str] | None:
+        for each in [value] if isinstance(value, str) else value or ():
+            validate_identifier(kind, each)
+        return value
+
+    return check
+
+
+CONVERSATION = typer.Argument(..., callback=identifier("conversation"), show_default=False)
+"""A conversation id, required (the commands with a help text or a default of their own pass the same callback)."""
+TENANT = typer.Argument(..., callback=identifier("tenant"), show_default=False)
 
 DATA_DIR = typer.Option(Path("data"), "--data", envvar="MIRROR_DATA", help="Data directory of the embedded stack.")
 NATS_URL = typer.Option(..., "--nats-url", envvar="MIRROR_NATS_URL", help="NATS server URL, e.g. nats://127.0.0.1:4222.")
@@ -59,7 +84,7 @@ QUIET_LOG_LEVEL = typer.Option(LogLevel.WARNING, "--log-level", envvar="MIRROR_L
 MODE = typer.Option(Mode.full, "--mode", envvar="MIRROR_MODE", metavar="MODE",
                     help="Thinking mode: baseline (the Talker alone), threads_only, controller_only, or full (both).")
 LLM_MODEL = typer.Option("", "--model", envvar="MIRROR_LLM_MODEL", help="Model name for a URL endpoint.")
-BRANCH = typer.Option("main", "--branch")
+BRANCH = typer.Option("main", "--branch", callback=identifier("branch"))
 SHARD_MAP = typer.Option(
     [], "--shard-map", help="SHARD=TENANT,TENANT: tenants whose log is that shard's (repeatable); "
                             "tenants listed nowhere are on shard 0. In mirror.toml: shard_map = [\"1=acme,globex\"].")

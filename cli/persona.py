@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from mirror.cli.options import DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, gateway_client
+from mirror.cli.options import DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, gateway_client, identifier
 
 # The commands import cognition (~0.4 s) in their bodies: see app.py.
 __all__ = ["persona_app"]
@@ -71,7 +71,8 @@ def persona_export(
 @persona_app.command("push")
 def persona_push(
     file: Path = typer.Argument(..., help="A card (.json or .png, V2 or V3) or a native .toml persona."),
-    name: str = typer.Option(None, "--name", help="The name to store it under (default: from the character's name)."),
+    name: str = typer.Option(None, "--name", help="The name to store it under (default: from the character's name).",
+                             callback=identifier("persona")),
     data: Path = DATA_DIR,
     url: str = GATEWAY_URL,
     token: str = GATEWAY_TOKEN,
@@ -79,11 +80,8 @@ def persona_push(
     """Validate FILE here, then store it in the tenant's persona store of the running stack
     (`POST /v1/personas`); a conversation then names it (`mirror chat --persona NAME`)."""
     from mirror.cognition.persona import read_persona
-    from mirror.events.ids import validate_identifier
 
     persona = read_persona(file)  # the whole file is checked before anything is sent
-    if name is not None:
-        validate_identifier("persona", name)
     with gateway_client(data, url, token) as client:
         stored = client.push_persona(file.read_bytes(), name=name, toml=file.suffix.lower() == ".toml")
     typer.echo(f"stored {persona.name} as {stored['name']} (version {stored['version'][:12]})")

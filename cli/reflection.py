@@ -19,11 +19,12 @@ import typer
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from mirror.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, gateway_client
+from mirror.cli.options import BRANCH, CONVERSATION, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, gateway_client
 from mirror.cli.tables import Field, fitted
+from mirror.events.ids import MAIN_BRANCH
 
 __all__ = [
-    "DECISION_FIELDS", "REFLECTION_FIELDS", "portrait", "portrait_text", "reflect", "reflection_detail",
+    "DECISION_FIELDS", "REFLECTION_FIELDS", "follow_up", "portrait", "portrait_text", "reflect", "reflection_detail",
     "reflections", "reflections_table",
 ]
 
@@ -32,7 +33,7 @@ AS_JSON = typer.Option(False, "--json", help="Print the API's JSON instead of te
 
 
 def portrait(
-    conversation: str, at: int = AT, branch: str = BRANCH, as_json: bool = AS_JSON,
+    conversation: str = CONVERSATION, at: int = AT, branch: str = BRANCH, as_json: bool = AS_JSON,
     data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,
 ) -> None:
     """The portrait: who the user is and how the relationship stands, as the last accepted
@@ -46,7 +47,7 @@ def portrait(
 
 
 def reflections(
-    conversation: str,
+    conversation: str = CONVERSATION,
     number: int = typer.Argument(None, min=1, help="Show what reflection NUMBER (1-based) changed, in full."),
     at: int = AT, branch: str = BRANCH, as_json: bool = AS_JSON,
     data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,
@@ -71,22 +72,21 @@ def reflections(
                   f"{result['count']} reflection(s), {len(result['failures'])} failed attempt(s)")
     if result["reflections"]:
         console.print(reflections_table(console, result["reflections"]))
-        console.print(f"`mirror reflections {result['conversation']} N` shows what reflection N changed", style="dim",
-                      markup=False)
+        console.print(f"`{follow_up(result)}` shows what reflection N changed", style="dim", markup=False)
     for failure in result["failures"]:
         console.print(Text(f"failed at seq {failure['seq']} (turn {failure['turn']}): {failure['error_type']}: "
                            f"{failure['message']}", style="red"))
 
 
 def reflect(
-    conversation: str, as_json: bool = AS_JSON,
+    conversation: str = CONVERSATION, as_json: bool = AS_JSON,
     data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,
 ) -> None:
     """Force a reflection now, then show what it changed.
 
     It waits for the thinking behind it, then decays old beliefs and rewrites the portrait. Refused
-    (exit status 2, one line) during the cooldown after the last reflection, naming the turns left,
-    and at the hourly cap, naming when the next may run.
+    (exit status 2, one line) during the cooldown (counted from the start until the first reflection,
+    then from the last one), naming the turns left, and at the hourly cap, naming when the next may run.
     """
     with gateway_client(data, url, token) as client:
         result = client.reflect(conversation)
@@ -103,6 +103,12 @@ def reflect(
 
 
 # ------------------------------------------------------------------------------------ rendering
+
+def follow_up(result: dict[str, Any]) -> str:
+    """The command that shows one of the listed reflections: on the branch they were listed from."""
+    branch = "" if result["branch"] == MAIN_BRANCH else f" --branch {result['branch']}"
+    return f"mirror reflections {result['conversation']} N{branch}"
+
 
 REFLECTION_FIELDS = (Field("#", "number"), Field("seq", "number", drop=3), Field("turn", "number", drop=4),
                      Field("triggers", "id", drop=2), Field("portrait"), Field("beliefs", "id"),

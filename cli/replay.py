@@ -17,7 +17,17 @@ from typing import Any
 
 import typer
 
-from mirror.cli.options import BRANCH, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, SHARD_MAP, Mode, gateway_client
+from mirror.cli.options import (
+    BRANCH,
+    CONVERSATION,
+    DATA_DIR,
+    GATEWAY_TOKEN,
+    GATEWAY_URL,
+    SHARD_MAP,
+    Mode,
+    gateway_client,
+    identifier,
+)
 from mirror.cli.prompts import TEMPLATE_COUNT, read_prompt_dir
 
 # The commands import the stack, NATS, cognition, the replay layer and rich.progress in their bodies: see app.py.
@@ -34,7 +44,7 @@ def _print_json(value: Any) -> None:
 
 @replay_app.command("state")
 def state(
-    conversation: str,
+    conversation: str = CONVERSATION,
     at: int = typer.Option(None, "--at", min=0, help="The seq to look at (default: the last)."),
     at_time: str = typer.Option(None, "--at-time", help="Or an ISO 8601 time, e.g. 2026-11-23T12:00:00Z."),
     branch: str = BRANCH,
@@ -47,12 +57,12 @@ def state(
 
 @replay_app.command("diff")
 def diff(
-    conversation: str,
+    conversation: str = CONVERSATION,
     source: int = typer.Option(None, "--from", min=0, help=(
         "Seq of the earlier state (default: 0 on one branch; with --to-branch, the head of --from-branch).")),
     target: int = typer.Option(None, "--to", min=0, help="Seq of the later state (default: the last)."),
-    from_branch: str = typer.Option("main", "--from-branch"),
-    to_branch: str = typer.Option("main", "--to-branch"),
+    from_branch: str = typer.Option("main", "--from-branch", callback=identifier("branch")),
+    to_branch: str = typer.Option("main", "--to-branch", callback=identifier("branch")),
     as_json: bool = typer.Option(False, "--json", help="Print the diff as JSON instead of a summary."),
     data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,
 ) -> None:
@@ -73,9 +83,10 @@ def diff(
 
 @replay_app.command("verify")
 def verify(
-    conversation: str = typer.Argument(None, help="Conversation id (or --all)."),
+    conversation: str = typer.Argument(None, help="Conversation id (or --all).", callback=identifier("conversation")),
     all_conversations: bool = typer.Option(False, "--all", help="Every conversation of the tenant."),
-    tenant: str = typer.Option(None, "--tenant", help="Tenant (default: the stack's default tenant)."),
+    tenant: str = typer.Option(None, "--tenant", help="Tenant (default: the stack's default tenant).",
+                               callback=identifier("tenant")),
     branch: str = BRANCH,
     prompts: Path = PROMPTS,
     nats_url: str | None = typer.Option(None, "--nats-url", envvar="MIRROR_NATS_URL",
@@ -194,11 +205,13 @@ def recompute(
     prompts: Path = typer.Option(
         ..., "--prompts", help=f"Directory of the changed templates: any of the {TEMPLATE_COUNT} (`mirror prompts export DIR` "
                                "writes them all); those it lacks stay the stack's."),
-    conversations: list[str] = typer.Option(None, "--conversation", help="Only these (repeatable; default: all)."),
+    conversations: list[str] = typer.Option(None, "--conversation", help="Only these (repeatable; default: all).",
+                                            callback=identifier("conversation")),
     from_seq: int = typer.Option(1, "--from-seq", min=1, help="Re-think from this seq on (fork after from_seq - 1)."),
     mode: Mode = typer.Option(None, "--mode", help="Thinking mode on the branch (default: as recorded)."),
     counterfactual: bool = typer.Option(False, "--counterfactual", help="Regenerate the Talker's replies too."),
-    branch: str = typer.Option(None, "--branch", help="Branch name (default: derived from the prompts and options)."),
+    branch: str = typer.Option(None, "--branch", help="Branch name (default: derived from the prompts and options).",
+                               callback=identifier("branch")),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Most model calls in flight at once."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,

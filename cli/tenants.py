@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from mirror.cli.options import DATA_DIR
+from mirror.cli.options import DATA_DIR, TENANT
 
 # The commands import the registry in their bodies (~10 ms that `mirror --help` need not pay): see app.py.
 __all__ = ["tenants_app"]
@@ -19,7 +19,7 @@ tenants_app = typer.Typer(help="Tenants and their bearer tokens (stored hashed).
 
 
 @tenants_app.command("add")
-def tenants_add(tenant: str, data: Path = DATA_DIR) -> None:
+def tenants_add(tenant: str = TENANT, data: Path = DATA_DIR) -> None:
     """Create a bearer token for TENANT (shown once; only its hash is stored)."""
     from mirror.gateway.tenants import TenantRegistry
 
@@ -37,7 +37,7 @@ def tenants_list(data: Path = DATA_DIR) -> None:
 
 
 @tenants_app.command("revoke")
-def tenants_revoke(tenant: str, data: Path = DATA_DIR) -> None:
+def tenants_revoke(tenant: str = TENANT, data: Path = DATA_DIR) -> None:
     """Revoke every token of TENANT; a running gateway refuses them at once."""
     from mirror.gateway.tenants import TenantRegistry
 

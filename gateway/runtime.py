@@ -284,7 +284,12 @@ Tenant = Annotated[str, Depends(require_tenant)]
 
 
 def key_of(tenant_id: str, conversation: str) -> StreamKey:
-    """The tenant's conversation (main branch); 400 for an identifier that is not one."""
+    """The tenant's conversation (main branch); 400 for an identifier that is not one.
+
+    With :func:`branch_key`, the one way a route turns its ``conversation`` and ``branch`` parameters
+    into a key: every route calls them before it looks anything up or reads its body's other fields, so
+    a bad id is the same 400 everywhere, ``{"detail": "invalid conversation …"}`` (the words of
+    :class:`~mirror.events.errors.InvalidIdentifier`, which the CLI prints too)."""
     try:
         return StreamKey(tenant_id, validate_identifier("conversation", conversation))
     except InvalidIdentifier as exc:
@@ -292,6 +297,7 @@ def key_of(tenant_id: str, conversation: str) -> StreamKey:
 
 
 def branch_key(key: StreamKey, branch: str) -> StreamKey:
+    """``key`` on ``branch``; 400 for a branch name that is not an identifier (see :func:`key_of`)."""
     try:
         return StreamKey(key.tenant, key.conversation, validate_identifier("branch", branch))
     except InvalidIdentifier as exc:

@@ -53,8 +53,9 @@ def refusal(state: ConversationState, policy: ReflectionPolicy) -> Refusal | Non
         return Refusal("no_turns", "the conversation has no turn to reflect on yet")
     left = turns_left_in_cooldown(state, policy)
     if left:
-        return Refusal("cooldown", f"within the cooldown of {policy.cooldown} turns after the last reflection: "
-                       f"{left} more turn(s) first", turns_left=left)
+        since = "after the last reflection" if state.counters.reflections else "from the start (no reflection ran yet)"
+        return Refusal("cooldown", f"within the cooldown of {policy.cooldown} turns {since}: {left} more turn(s) first",
+                       turns_left=left)
     recent = reflections_within_the_hour(state)
     if len(recent) >= policy.max_per_hour:
         next_slot = min(recent) + SECONDS_PER_HOUR

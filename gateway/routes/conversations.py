@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Query
 
 from mirror.events.errors import LogError
+from mirror.events.ids import StreamKey
 from mirror.gateway.runtime import Runtime, Tenant, branch_key, key_of
 from mirror.replay.why import event_json
 
@@ -53,8 +54,8 @@ async def get_conversation(conversation: str, owner: Tenant, runtime: Runtime) -
 async def get_events(conversation: str, owner: Tenant, runtime: Runtime, after: int = Query(0, ge=0),
                      limit: int = Query(100, ge=1, le=1000),
                      branch: str = Query("main", description="a branch's own events (not those it inherits)")) -> dict[str, Any]:
-    await runtime.existing(key_of(owner, conversation))
-    key = branch_key(key_of(owner, conversation), branch)
+    key = branch_key(key_of(owner, conversation), branch)  # both ids checked before anything is looked up
+    await runtime.existing(StreamKey(key.tenant, key.conversation))
     events = await (await runtime.log(key.tenant)).read(key, after_seq=after, limit=limit)
     return {"events": [event_json(event) for event in events],
             "next_after": events[-1].seq if events else after}

@@ -71,12 +71,13 @@ async def get_memory(
     before a turn's ``recall`` event and ``now`` = that event's timestamp, it names what the event
     names and ``rendered`` is the block the Talker read.
     """
+    key = branch_key(key_of(owner, conversation), branch)  # the ids first, as on every route
     if not query.strip():
         raise HTTPException(400, "query is empty: give the message to recall for")
     size = len(query.encode())
     if size > runtime.settings.max_message_bytes:
         raise HTTPException(413, f"query is {size} bytes; the limit is {runtime.settings.max_message_bytes}")
-    state = await _state(runtime, owner, conversation, branch, at)
+    state = await _state(runtime, owner, key.conversation, key.branch, at)
     if now is None:
         now = state.last_timestamp or 0.0
     vector, model, fingerprint = await _embedded(runtime, state, query)

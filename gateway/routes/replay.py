@@ -47,10 +47,11 @@ async def get_diff(
     Across two branches the default compares their heads, as the recompute report does; on one
     branch, the conversation's start with its end."""
     key = key_of(owner, conversation)
+    earlier, later = branch_key(key, from_branch), branch_key(key, to_branch)  # every id checked before any read
     if source is None and from_branch == to_branch:
         source = 0
-    before = await _state_of(runtime, branch_key(key, from_branch), source, None)
-    after = await _state_of(runtime, branch_key(key, to_branch), target, None)
+    before = await _state_of(runtime, earlier, source, None)
+    after = await _state_of(runtime, later, target, None)
     return diff(before, after).as_dict()
 
 

@@ -41,6 +41,7 @@ async def get_why(
 ) -> dict[str, Any]:
     """What produced it (``causes``, most direct first, each with its event and model call) and,
     for a belief or an edge, every event that touched it (``history``, oldest first)."""
+    key = branch_key(key_of(owner, conversation), branch)  # the ids first, as on every route
     edge = (src, relation, dst)
     asked = [name for name, given in (("seq", seq is not None), ("belief", belief is not None),
                                       ("src/relation/dst", any(part is not None for part in edge))) if given]
@@ -50,7 +51,6 @@ async def get_why(
     if asked == ["src/relation/dst"] and not all(edge):
         missing = [name for name, part in zip(("src", "relation", "dst"), edge, strict=True) if not part]
         raise HTTPException(400, f"an edge is src, relation and dst: give {', '.join(missing)} too")
-    key = branch_key(key_of(owner, conversation), branch)
     await runtime.existing(StreamKey(key.tenant, key.conversation))
     history = await runtime.history(key.tenant)
     try:

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from mirror.cli.reflection import portrait_text, reflection_detail, reflections_table
+from mirror.cli.reflection import follow_up, portrait_text, reflection_detail, reflections_table
 from mirror.gateway.routes.reflection import portrait_view
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState
@@ -85,3 +85,9 @@ def test_long_belief_ids_stay_whole_in_the_decisions() -> None:
     view["decisions"] = [{**decision, "belief_id": LONGEST_ID} for decision in view["decisions"]]
     text = rendered(reflection_detail(Console(width=WIDTH), {**header, **view}))
     assert whole(LONGEST_ID, text), text
+
+
+def test_the_follow_up_command_stays_on_the_branch_listed() -> None:
+    """`mirror reflections C --branch B` suggests a command that reads B too; on main, no --branch."""
+    assert follow_up({"conversation": "kitchen", "branch": "rc-1"}) == "mirror reflections kitchen N --branch rc-1"
+    assert follow_up({"conversation": "kitchen", "branch": "main"}) == "mirror reflections kitchen N"

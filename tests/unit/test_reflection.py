@@ -169,8 +169,12 @@ def test_a_refusal_names_the_turns_left_or_the_next_slot() -> None:
         log.turn(T0 + index)
     cooling = refusal(log.state, DEFAULT_POLICY)
     assert cooling is not None and (cooling.reason, cooling.turns_left) == ("cooldown", 6)
+    # None ran yet: the cooldown counts from the start, and the refusal says so (not "after the last reflection").
+    assert cooling.detail == "within the cooldown of 10 turns from the start (no reflection ran yet): 6 more turn(s) first"
     policy = ReflectionPolicy(cooldown=1, max_per_hour=2)
     log.add(_reflection(("forced",)), timestamp=T0 + 10)
+    after = refusal(log.state, ReflectionPolicy(cooldown=3))
+    assert after is not None and after.detail == "within the cooldown of 3 turns after the last reflection: 3 more turn(s) first"
     log.turn(T0 + 20)
     log.add(_reflection(("forced",)), timestamp=T0 + 30)
     log.turn(T0 + 40)
