@@ -322,9 +322,12 @@ def _conversation_of(result: ConversationResult) -> str:
 
 def summary(report_data: dict[str, Any]) -> str:
     """The report as a person reads it: one block per conversation."""
+    sets = f"prompt set {report_data['prompt_set']}"
+    if report_data.get("persona_prompt_set"):  # a persona conversation runs on the persona set
+        sets += f", persona prompt set {report_data['persona_prompt_set']}"
     lines = [
         f"recompute of {report_data['conversations']} conversation(s) of {report_data['tenant']!r} on branch "
-        f"{report_data['branch']} (prompt set {report_data['prompt_set']}): {report_data['completed']} done, "
+        f"{report_data['branch']} ({sets}): {report_data['completed']} done, "
         f"{report_data['failed']} failed, {report_data['model_calls']} model calls, "
         f"{report_data['recorded_answers']} answers reused, {report_data['seconds']} s",
     ]

@@ -59,3 +59,10 @@ def test_persona_templates_of_a_recompute_replace_the_built_in_ones_by_name() ->
         persona_prompt_set_with({"plan.md": "  "})
     with pytest.raises(RecomputeError, match="placeholder"):
         persona_prompt_set_with({"plan.md": "a $ sign alone"})
+
+
+def test_a_persona_recompute_names_the_persona_prompt_set_it_ran_with() -> None:
+    plain = summary(report())
+    assert "(prompt set custom-0123456789ab)" in plain and "persona prompt set" not in plain
+    persona = summary({**report(), "persona_prompt_set": "persona-0123456789ab"})
+    assert "(prompt set custom-0123456789ab, persona prompt set persona-0123456789ab)" in persona
