@@ -15,6 +15,7 @@ import asyncio
 import json
 import os
 import pickle
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,9 @@ class ScriptedModel:
         return ChatResponse(content, Provenance(request.model, request.prompt_set, request.fingerprint(),
                                                 {"temperature": float(request.temperature)}, response=content))
 
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        raise AssertionError("this conversation keeps no memory: nothing is embedded")
+
 
 async def _one_turn(infrastructure: InMemoryInfrastructure) -> None:
     connections = await infrastructure.connect(name="test")
@@ -103,7 +107,7 @@ def _gateway(tmp_path: Path, error: BaseException) -> tuple[FastAPI, dict[str, s
     token = TenantRegistry(tenants).add("acme")
     infrastructure = InMemoryInfrastructure()
     asyncio.run(_one_turn(infrastructure))
-    settings = GatewaySettings(RuntimeSettings(infrastructure, LLMSettings(base_url=MODEL_URL, model="m")),  # type: ignore[arg-type]  # the in-memory infrastructure serves in-process conversations
+    settings = GatewaySettings(RuntimeSettings(infrastructure, LLMSettings(base_url=MODEL_URL, model="m")),
                                str(tenants), actor_timeout_s=0.2)
     app = create_app(settings, lambda key: FailingConversation(error))  # type: ignore[arg-type,return-value]  # a scripted handle
     return app, {"Authorization": f"Bearer {token}"}
@@ -208,3 +212,31 @@ def test_each_kind_of_error_is_answered_as_pinned(tmp_path: Path, name: str) -> 
 
 def test_every_pinned_answer_has_its_case() -> None:
     assert sorted(json.loads(PINNED.read_text())) == sorted(CASES)
+
+
+def test_a_subclass_takes_its_nearest_row_in_its_mro() -> None:
+    """``LLMTimeout`` has no row of its own: ``LLMError``'s answers it (503 with Retry-After, as
+    ``LLMUnavailable``); an error of no row's class is the ``Exception`` row's 500."""
+    from mirror.cognition.errors import LLMError, LLMTimeout
+    from mirror.gateway.error_table import TABLE, answer, rule_for
+
+    timeout = LLMTimeout(MODEL_URL, 2, 60.0)
+    assert rule_for(timeout) is TABLE[LLMError]
+    assert (answer(timeout).status, answer(timeout).headers) == (503, {"Retry-After": "2"})
+    assert answer(ZeroDivisionError("x")).status == 500 and answer(ZeroDivisionError("x")).unexpected
+
+
+def test_the_memory_api_s_embedder_failures_keep_their_answers() -> None:
+    """The embedder's own errors (no app-level pin: they need beliefs with vectors): as the memory route answered them."""
+    from mirror.gateway.error_table import answer
+    from mirror.gateway.errors import EmbedderFailed, EmbedderUnavailable, QueryDoesNotFit
+
+    down = answer(EmbedderUnavailable("e5", LLMUnavailable(MODEL_URL, 1, "ConnectError: refused")))
+    assert (down.status, dict(down.headers)) == (503, {"Retry-After": "5"})
+    assert down.detail.startswith(f"the embedder (e5) is unavailable: LLM at {MODEL_URL} unavailable")
+    failed = answer(EmbedderFailed("e5", LLMBadResponse("no data", base_url=MODEL_URL)))
+    assert (failed.status, dict(failed.headers), failed.detail.startswith("the embedder (e5) gave no usable vector: ")) == (
+        502, {}, True)
+    mismatch = answer(QueryDoesNotFit("e5", "3 dimensions, not 4"))
+    assert (mismatch.status, mismatch.detail) == (
+        409, "the query's embedding does not fit this conversation's beliefs (embedder model 'e5'): 3 dimensions, not 4")
