@@ -9,7 +9,9 @@ builds one and imports every module from it).
 from setuptools import find_packages, setup
 
 ROOMS = ("events", "projections", "cognition", "replay", "actors", "sim", "gateway", "stack", "harness", "cli")
-"""The layers (bottom to top: events … actors) and the rooms beside and above them."""
+"""The layers (bottom to top: events … actors) and the rooms beside and above them: the one list of
+them. ``scripts/lint`` and ``tests/unit/test_layout.py`` read it from here (with ``ast``: importing
+this file would run ``setup()``); the layout test checks the tree against it."""
 
 package_dir = {"mirror": "mirror"}
 packages = ["mirror"]

@@ -130,7 +130,7 @@ def bench_turns(
         return
     if persona is not None or llm is not None:
         raise typer.BadParameter("--persona and --llm go with --mind persona", param_hint="'--mind'")
-    result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode.value, gateways, pause,
+    result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode, gateways, pause,
                                               memory=memory, compare_memory=compare_memory,
                                               embedding_latency_ms=embedding_latency, placement=placement.value,
                                               stream=stream, token_delay_ms=token_delay))
@@ -198,7 +198,7 @@ def bench_recovery(
     with contextlib.redirect_stdout(sys.stderr):
         result = run_recovery_bench(RecoveryBenchConfig(
             placement=placement.value, conversations=conversations, rounds=rounds, ingester_kills=ingester_kills,
-            pause_ms=pause_ms, llm_latency_ms=latency, mode=mode.value, show_progress=not as_json))
+            pause_ms=pause_ms, llm_latency_ms=latency, mode=mode, show_progress=not as_json))
     _print_result(result, as_json)
     if result["actor_kill"]["failed"] or result["ingester_kill"]["failed"]:
         raise typer.Exit(1)
@@ -237,7 +237,7 @@ def bench_actors(
         from mirror.harness.bench.live_hold import HoldBenchConfig, run_hold_bench
 
         held = run_hold_bench(HoldBenchConfig(
-            conversations=hold, hosts=hosts, concurrency=concurrency, llm_latency_ms=latency, mode=mode.value,
+            conversations=hold, hosts=hosts, concurrency=concurrency, llm_latency_ms=latency, mode=mode,
             memory=memory, show_progress=not as_json))
         _print_result(held, as_json)
         if held["errors"] or not held["all_live"]:
@@ -249,7 +249,7 @@ def bench_actors(
         conversations=conversations, placement=placement.value, hosts=hosts, max_live_per_host=max_live_per_host,
         max_live_actors=max_live, long_conversations=long_conversations,
         short_events=short_events, long_events=long_events, samples=samples, concurrency=concurrency,
-        llm_latency_ms=latency, mode=mode.value, memory=memory, show_progress=not as_json,
+        llm_latency_ms=latency, mode=mode, memory=memory, show_progress=not as_json,
     )
     result = run_actors_bench(config)
     _print_result(result, as_json)
@@ -281,7 +281,7 @@ def bench_pipeline(
     prompt_set = load_prompt_set(prompts) if prompts else default_prompt_set()
     with llm_endpoint(llm, sim_latency) as (base_url, endpoint_model, structured_output):
         config = PipelineBenchConfig(
-            base_url=base_url, model=model or endpoint_model or "default", mode=mode.value, turns=turns,
+            base_url=base_url, model=model or endpoint_model or "default", mode=mode, turns=turns,
             api_key=os.environ.get("MIRROR_LLM_API_KEY"), structured_output=structured_output,
             talker_max_tokens=LOCAL_TALKER_MAX_TOKENS if llm == "local" else 1024,
             thinker_max_tokens=LOCAL_THINKER_MAX_TOKENS if llm == "local" else 3000,
@@ -435,7 +435,7 @@ def bench_reflection(
 
     configure_logging(log_level.value)
     config = ReflectionBenchConfig(turns=turns, llm_latency_ms=latency, pause_ms=pause, wait_for_thinking=wait_for_thinking,
-                                   mode=mode.value, seed=seed, max_per_hour=max_per_hour, compare=compare,
+                                   mode=mode, seed=seed, max_per_hour=max_per_hour, compare=compare,
                                    placement=placement.value, show_progress=progress)
     with contextlib.redirect_stdout(sys.stderr):  # Ray's driver may print on stdout: stdout is the JSON alone
         result = run_reflection_bench(config)

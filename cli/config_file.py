@@ -146,6 +146,8 @@ def _toml_types(annotation: Any) -> tuple[tuple[type, ...], str]:
         return (int, float), "a number"
     if isinstance(annotation, type) and issubclass(annotation, (str, Path, enum.Enum)):
         return (str,), "a string"
+    if typing.get_origin(annotation) is typing.Literal and all(isinstance(arg, str) for arg in typing.get_args(annotation)):
+        return (str,), "a string"  # a choice of words (the thinking mode: mirror.modes.Mode)
     raise TypeError(f"no TOML mapping for option type {annotation!r}")  # a new option type: extend this
 
 

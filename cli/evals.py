@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from mirror.modes import MODES
+
 if TYPE_CHECKING:
     from mirror.harness.evals.curate import CurateSettings
 
@@ -95,8 +97,8 @@ def eval_curate(
                                                 help="How the rating's JSON schema is sent to a --judge URL: json_schema "
                                                      "(OpenAI, vLLM, llama.cpp), json_object_schema (llama-cpp-python, as "
                                                      "`mirror up --llm local` serves), json_object or none."),
-    modes: str = typer.Option("baseline,threads_only,controller_only,full", "--modes",
-                              help="Modes to run, comma-separated: baseline, threads_only, controller_only, full."),
+    modes: str = typer.Option(",".join(MODES), "--modes",
+                              help=f"Modes to run, comma-separated: {', '.join(MODES)}."),
     scenarios: str = typer.Option("1-5", "--scenarios", help="Scenarios to run: 1-5, or a list like 1,2,5."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N dialogues of inputs.xlsx."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Conversations driven at once."),

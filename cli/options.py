@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from mirror.events.ids import validate_identifier
+from mirror.modes import Mode
 
 if TYPE_CHECKING:
     from mirror.cli.gateway_client import GatewayClient
@@ -34,17 +35,8 @@ class LogLevel(enum.StrEnum):
     ERROR = "ERROR"
 
 
-class Mode(enum.StrEnum):
-    """The thinking modes (mirror.cognition.pipeline.MODES, spelt out: importing cognition costs every command 0.2 s)."""
-
-    baseline = "baseline"
-    threads_only = "threads_only"
-    controller_only = "controller_only"
-    full = "full"
-
-
 class Placement(enum.StrEnum):
-    """Where live conversations run (mirror.actors.settings.PLACEMENTS, spelt out as Mode is)."""
+    """Where live conversations run (mirror.actors.settings.PLACEMENTS, spelt out: importing actors costs every command Ray's import)."""
 
     hosted = "hosted"
     dedicated = "dedicated"
@@ -81,7 +73,8 @@ LOG_LEVEL = typer.Option(LogLevel.INFO, "--log-level", envvar="MIRROR_LOG_LEVEL"
 QUIET_LOG_LEVEL = typer.Option(LogLevel.WARNING, "--log-level", envvar="MIRROR_LOG_LEVEL", case_sensitive=False,
                                help="Log level, to stderr.")
 """For commands whose output is the point (benchmarks, the demo): only warnings interleave with it."""
-MODE = typer.Option(Mode.full, "--mode", envvar="MIRROR_MODE", metavar="MODE",
+# Annotated ``Mode`` (the Literal of mirror.modes), an option with this default offers exactly the modes.
+MODE = typer.Option("full", "--mode", envvar="MIRROR_MODE", metavar="MODE",
                     help="Thinking mode: baseline (the Talker alone), threads_only, controller_only, or full (both).")
 LLM_MODEL = typer.Option("", "--model", envvar="MIRROR_LLM_MODEL", help="Model name for a URL endpoint.")
 BRANCH = typer.Option("main", "--branch", callback=identifier("branch"))

@@ -24,8 +24,8 @@ from mirror.cli.errors import CLIError, PromptFilesExist
 __all__ = ["PromptDir", "TEMPLATE_COUNT", "changed_templates", "prompts_app", "read_prompt_dir", "template_diff"]
 
 TEMPLATE_COUNT = 13
-"""``len(mirror.cognition.prompts.TEMPLATES)``, spelt out for help texts as options.Mode spells
-out the modes (importing cognition costs every command 0.4 s); tests/unit/test_cli_prompts.py checks it."""
+"""``len(mirror.cognition.prompts.TEMPLATES)``, spelt out for help texts
+(importing cognition costs every command 0.4 s); tests/unit/test_cli_prompts.py checks it."""
 
 DIFF_SAME, DIFF_DIFFERENT, DIFF_TROUBLE = 0, 1, 2
 """``prompts diff``'s exit statuses, as diff(1)'s (trouble: any error is exit status 2 in ``mirror``)."""

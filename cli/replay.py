@@ -208,7 +208,7 @@ def recompute(
     conversations: list[str] = typer.Option(None, "--conversation", help="Only these (repeatable; default: all).",
                                             callback=identifier("conversation")),
     from_seq: int = typer.Option(1, "--from-seq", min=1, help="Re-think from this seq on (fork after from_seq - 1)."),
-    mode: Mode = typer.Option(None, "--mode", help="Thinking mode on the branch (default: as recorded)."),
+    mode: Mode | None = typer.Option(None, "--mode", help="Thinking mode on the branch (default: as recorded)."),
     counterfactual: bool = typer.Option(False, "--counterfactual", help="Regenerate the Talker's replies too."),
     branch: str = typer.Option(None, "--branch", help="Branch name (default: derived from the prompts and options).",
                                callback=identifier("branch")),
@@ -226,7 +226,7 @@ def recompute(
 
     body = {"prompts": recompute_templates(prompts), "persona_prompts": persona_templates(prompts),
             "conversations": conversations or [], "from_seq": from_seq,
-            "mode": None if mode is None else mode.value, "counterfactual": counterfactual, "branch": branch,
+            "mode": mode, "counterfactual": counterfactual, "branch": branch,
             "concurrency": concurrency}
     with gateway_client(data, url, token) as client:
         status = client.start_recompute(body)

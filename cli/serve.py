@@ -267,7 +267,7 @@ def up(
     policy = ReflectionPolicy(every=reflect_every, cooldown=reflect_cooldown, max_per_hour=reflections_per_hour)
     settings = StackSettings(
         data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
-        gateway_port=port, nats_port=nats_port, nats_cluster=nats_cluster, nats_sync=nats_sync, mode=mode.value, memory=memory,
+        gateway_port=port, nats_port=nats_port, nats_cluster=nats_cluster, nats_sync=nats_sync, mode=mode, memory=memory,
         reflection=reflection, reflection_policy=policy, sim_latency=sim_latency,
         sim_token_delay_ms=sim_token_delay,
         passivate_after_s=passivate_after_s, max_live_actors=max_live_actors, placement=placement.value,

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
 
 from mirror.cognition.errors import LLMError
 from mirror.cognition.history import THINKER_HISTORY_TOKENS, bound_history
@@ -49,11 +48,10 @@ from mirror.cognition.structured import parse_json_object
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
 from mirror.events.payloads import Monologue, Narrative, Payload, Provenance, ThinkerFailed, ThinkerStage, Turn
+from mirror.modes import MODES, Mode
 from mirror.projections.monologue import Threads, estimate_tokens
 from mirror.projections.state import ConversationState
 
-Mode = Literal["baseline", "threads_only", "controller_only", "full"]
-MODES: tuple[str, ...] = ("baseline", "threads_only", "controller_only", "full")
 THREAD_MAX_CHARS = 1200
 PORTRAIT_MAX_CHARS = 1200
 """How much of the portrait the Talker reads: reflection bounds what it writes, this bounds what

@@ -25,15 +25,16 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Depends, HTTPException, Request
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from mirror.actors.errors import Fenced, SettingConflict
+from mirror.actors.errors import Fenced
 from mirror.actors.handle import ConversationHandle
 from mirror.cognition.embeddings import Embedder, OpenAIEmbedder
-from mirror.cognition.errors import LLMError
 from mirror.events.bus import EventBus
-from mirror.events.errors import BusError, BusUnavailable, InvalidIdentifier, LogUnavailable
+from mirror.events.errors import BusError, BusUnavailable
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.infrastructure import Connections
 from mirror.events.log import LogAccess
+from mirror.gateway.error_table import RETRY_AFTER_S, from_actor
+from mirror.gateway.errors import ConversationNotLive, ConversationRefencing, ConversationTimedOut, UnknownConversation
 from mirror.gateway.personas import PersonaStore
 from mirror.gateway.settings import GatewaySettings
 from mirror.gateway.streaming import _stream_last_seq
@@ -50,8 +51,6 @@ __all__ = [
 
 BUS_CONNECT_TIMEOUT_S = 1.5
 """The gateway's first connection to the broker: past this a request gets a 503 (the next one tries again)."""
-RETRY_AFTER_S = 2
-"""What a 503 for a dependency that is down (the broker, the log's owner) tells the client to wait."""
 ASK_ATTEMPTS = 5
 """Calls of a conversation actor, in all, while it passivates or vanishes under us."""
 
@@ -191,12 +190,13 @@ class GatewayRuntime:
         return self._embedder
 
     async def existing(self, key: StreamKey) -> int:
-        """The conversation's last seq; 404 when it has no events (in the log or, not yet logged, the stream)."""
+        """The conversation's last seq; :class:`UnknownConversation` (a 404) when it has no events (in the
+        log or, not yet logged, the stream)."""
         last_seq = await (await self.log(key.tenant)).last_seq(key)
         if last_seq == 0:
             bus_head = await _stream_last_seq(await self.bus(), key)
             if bus_head is None:
-                raise HTTPException(404, f"no conversation {key.conversation!r} for this tenant")
+                raise UnknownConversation(key.conversation)
             return bus_head
         return last_seq
 
@@ -204,14 +204,14 @@ class GatewayRuntime:
         """``call(handle)`` of the conversation; a passivating or vanished one is re-activated and asked again.
 
         At most :data:`ASK_ATTEMPTS` calls; then the last error is raised as it was, but a
-        conversation still passivating or whose process is unavailable is a 503 with
-        ``Retry-After``. A fenced
-        conversation (another writer moved on, or the stream went backwards under it) is asked
-        again too — its next incarnation rebuilds from the log and re-fences — and is a 503 with
-        ``Retry-After`` if it is still fenced after the last attempt; a setting conflict is a 409 at once; the broker,
-        a log or the model failing inside the conversation's process is raised here as itself
-        (the app answers it: :mod:`mirror.gateway.failures`); no answer within the settings'
-        ``actor_timeout_s`` is a 504.
+        conversation still passivating or whose process is unavailable is :class:`ConversationNotLive`.
+        A fenced conversation (another writer moved on, or the stream went backwards under it) is
+        asked again too — its next incarnation rebuilds from the log and re-fences — and is
+        :class:`ConversationRefencing` if it is still fenced after the last attempt. An error of the
+        conversation's process that the error table answers ``from_actor`` (a setting conflict, the
+        broker, a log or the model failing, a refused or failed reflection) is raised here as itself
+        at once; no answer within the settings' ``actor_timeout_s`` is :class:`ConversationTimedOut`.
+        What each is answered with is :mod:`mirror.gateway.error_table`'s to say.
         """
         try:
             async for attempt in AsyncRetrying(retry=retry_if_exception(_ask_again), wait=_ask_backoff,
@@ -219,15 +219,13 @@ class GatewayRuntime:
                 with attempt:
                     return await self._ask_once(key, call)
         except Fenced as fenced:
-            raise HTTPException(503, f"conversation {key} is being re-fenced after losing its fence ({fenced}); "
-                                     "ask again", headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+            raise ConversationRefencing(key, fenced) from None
         except Exception as exc:
             if not _passivated(exc):
                 raise
             # Still passivating, or its process unavailable (a machine cut off or gone, and Ray
             # not yet done restarting its actors elsewhere): a dependency that is down, not a bug.
-            raise HTTPException(503, f"conversation {key} has no live process yet ({type(exc).__name__}); "
-                                     "ask again", headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+            raise ConversationNotLive(key, type(exc).__name__) from None
         raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
     async def _ask_once(self, key: StreamKey, call: Callable[[ConversationHandle], Awaitable[T]]) -> T:
@@ -247,13 +245,10 @@ class GatewayRuntime:
             if isinstance(cause, Fenced):
                 log.warning("%s lost its fence (%s); asking a new incarnation", key, cause)
                 raise cause from None
-            if isinstance(cause, SettingConflict):
-                raise HTTPException(409, str(cause)) from None
-            if isinstance(cause, BusError | LogUnavailable | LLMError):  # from inside the actor: answered as if here
+            if from_actor(cause):  # from inside the actor: answered as if here
                 raise cause from None
             if isinstance(exc, TimeoutError):
-                raise HTTPException(504, f"conversation {key} did not answer within {self.settings.actor_timeout_s:g} s; "
-                                         f"its process may be overloaded: ask again") from None
+                raise ConversationTimedOut(key, self.settings.actor_timeout_s) from None
             raise
 
 
@@ -284,21 +279,16 @@ Tenant = Annotated[str, Depends(require_tenant)]
 
 
 def key_of(tenant_id: str, conversation: str) -> StreamKey:
-    """The tenant's conversation (main branch); 400 for an identifier that is not one.
+    """The tenant's conversation (main branch); :class:`~mirror.events.errors.InvalidIdentifier` (a 400,
+    :mod:`mirror.gateway.error_table`) for an identifier that is not one.
 
     With :func:`branch_key`, the one way a route turns its ``conversation`` and ``branch`` parameters
     into a key: every route calls them before it looks anything up or reads its body's other fields, so
     a bad id is the same 400 everywhere, ``{"detail": "invalid conversation …"}`` (the words of
     :class:`~mirror.events.errors.InvalidIdentifier`, which the CLI prints too)."""
-    try:
-        return StreamKey(tenant_id, validate_identifier("conversation", conversation))
-    except InvalidIdentifier as exc:
-        raise HTTPException(400, str(exc)) from None
+    return StreamKey(tenant_id, validate_identifier("conversation", conversation))
 
 
 def branch_key(key: StreamKey, branch: str) -> StreamKey:
-    """``key`` on ``branch``; 400 for a branch name that is not an identifier (see :func:`key_of`)."""
-    try:
-        return StreamKey(key.tenant, key.conversation, validate_identifier("branch", branch))
-    except InvalidIdentifier as exc:
-        raise HTTPException(400, str(exc)) from None
+    """``key`` on ``branch``; a 400 for a branch name that is not an identifier (see :func:`key_of`)."""
+    return StreamKey(key.tenant, key.conversation, validate_identifier("branch", branch))

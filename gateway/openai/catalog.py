@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from mirror.cognition.persona.choice import MindChoice
 from mirror.cognition.pipeline import MODES
+from mirror.gateway.error_table import answer
 from mirror.gateway.openai.errors import OpenAIError
 from mirror.gateway.routes.personas import MindIn, mind_choice
 from mirror.gateway.runtime import GatewayRuntime
@@ -45,8 +46,7 @@ async def selected(runtime: GatewayRuntime, tenant: str, model: str) -> Selected
         except OpenAIError:
             raise
         except Exception as exc:  # the store's 404 or 400, in this API's words
-            status = getattr(exc, "status_code", None)
-            if status in (400, 404):
+            if answer(exc).status in (400, 404):
                 raise OpenAIError(404, f"the model {model!r} does not exist: no persona {name!r} in this tenant's store "
                                        "(POST /v1/personas first; GET /v1/models lists the models)",
                                   "model_not_found", "model") from None

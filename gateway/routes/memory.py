@@ -38,20 +38,18 @@ from mirror.cognition.memory import (
 from mirror.cognition.memory.turn import TURN_RECALL, recall_at
 from mirror.cognition.memory.view import edge_view
 from mirror.events.ids import StreamKey
+from mirror.gateway.errors import EmbedderFailed, EmbedderUnavailable, QueryDoesNotFit
 from mirror.gateway.runtime import GatewayRuntime, Runtime, Tenant, branch_key, key_of
 from mirror.projections.beliefs import strength
 from mirror.projections.state import ConversationState
-from mirror.replay import ReplayError
 from mirror.replay.diff import belief_view, review_view
 
-__all__ = ["EMBEDDER_RETRY_AFTER_S", "MAX_LIMIT", "router"]
+__all__ = ["MAX_LIMIT", "router"]
 
 router = APIRouter()
 
 MAX_LIMIT = 50
 """Most beliefs one recall may return: the Talker sees a handful; more is a listing (``…/beliefs``)."""
-EMBEDDER_RETRY_AFTER_S = 5
-"""What a 503 for an unreachable embedder tells the client to wait, in seconds."""
 
 _AT = Query(None, ge=0, description="the seq to look at (default: the last)")
 _BRANCH = Query("main", description="the branch to look at")
@@ -84,8 +82,7 @@ async def get_memory(
     try:
         result = recall_at(state, query, vector, now, settings=replace(TURN_RECALL, limit=limit))
     except EmbeddingShapeError as exc:
-        raise HTTPException(409, f"the query's embedding does not fit this conversation's beliefs "
-                                 f"(embedder model {model!r}): {exc}") from None
+        raise QueryDoesNotFit(model, exc) from exc
     return {**_where(state), "limit": limit, "embedding_model": model, "query_fingerprint": fingerprint,
             **recall_view(result, max_chars=TURN_RECALL.max_chars)}
 
@@ -127,10 +124,7 @@ async def _state(runtime: GatewayRuntime, owner: str, conversation: str, branch:
                  at: int | None) -> ConversationState:
     key = branch_key(key_of(owner, conversation), branch)
     await runtime.existing(StreamKey(key.tenant, key.conversation))
-    try:
-        return await (await runtime.history(key.tenant)).state_at(key, at)
-    except ReplayError as exc:  # a seq beyond the end, a branch with no events
-        raise HTTPException(404, str(exc)) from None
+    return await (await runtime.history(key.tenant)).state_at(key, at)
 
 
 async def _embedded(runtime: GatewayRuntime, state: ConversationState,
@@ -143,10 +137,9 @@ async def _embedded(runtime: GatewayRuntime, state: ConversationState,
     try:
         embeddings = await asyncio.wait_for(embedder.embed([query]), timeout_s)
     except (LLMUnavailable, TimeoutError) as exc:  # LLMTimeout and LLMRateLimited are LLMUnavailable
-        raise HTTPException(503, f"the embedder ({embedder.model}) is unavailable: {exc or 'timed out'}",
-                            headers={"Retry-After": str(EMBEDDER_RETRY_AFTER_S)}) from None
+        raise EmbedderUnavailable(embedder.model, exc) from exc
     except LLMError as exc:  # it answered, but not with vectors: its fault, not the client's
-        raise HTTPException(502, f"the embedder ({embedder.model}) gave no usable vector: {exc}") from None
+        raise EmbedderFailed(embedder.model, exc) from exc
     return embeddings.vectors[0], embeddings.model, embeddings.request_fingerprint
 
 

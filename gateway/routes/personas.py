@@ -20,15 +20,12 @@ from typing import Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel
 
-from mirror.cognition.errors import PersonaInvalid
 from mirror.cognition.persona import Persona, from_document, persona_from_bytes
-from mirror.cognition.persona.choice import InvalidMindChoice, MindChoice
-from mirror.events.errors import InvalidIdentifier
+from mirror.cognition.persona.choice import MindChoice
 from mirror.events.ids import StreamKey
 from mirror.gateway.personas import persona_slug
 from mirror.gateway.runtime import GatewayRuntime, Runtime, Tenant, key_of
 from mirror.projections.snapshot import state_from_snapshot
-from mirror.replay import ReplayError
 
 __all__ = ["MindIn", "mind_choice", "router"]
 
@@ -49,14 +46,8 @@ class MindIn(BaseModel):
 
 async def _persona(runtime: GatewayRuntime, tenant: str, persona: str | dict[str, Any]) -> Persona:
     if isinstance(persona, dict):
-        try:
-            return from_document(persona, "request body's persona", "json")
-        except PersonaInvalid as exc:
-            raise HTTPException(400, str(exc)) from None
-    try:
-        found = await runtime.personas.get(await runtime.bus(), tenant, persona)
-    except InvalidIdentifier as exc:
-        raise HTTPException(400, str(exc)) from None
+        return from_document(persona, "request body's persona", "json")
+    found = await runtime.personas.get(await runtime.bus(), tenant, persona)
     if found is None:
         raise HTTPException(404, f"no persona {persona!r} in this tenant's store (POST /v1/personas first)")
     return found
@@ -68,10 +59,7 @@ async def mind_choice(runtime: GatewayRuntime, tenant: str, body: MindIn) -> Min
         return None
     mind = body.mind or ("persona" if body.persona is not None else "mirror")
     persona = None if body.persona is None else await _persona(runtime, tenant, body.persona)
-    try:
-        return MindChoice(mind, persona, body.order or "appraisal_first")
-    except InvalidMindChoice as exc:
-        raise HTTPException(400, str(exc)) from None
+    return MindChoice(mind, persona, body.order or "appraisal_first")
 
 
 @router.post("/v1/personas", status_code=201)
@@ -83,15 +71,9 @@ async def post_persona(request: Request, owner: Tenant, runtime: Runtime,
     if len(raw) > MAX_PERSONA_BYTES:
         raise HTTPException(413, f"the persona is {len(raw)} bytes; the limit is {MAX_PERSONA_BYTES}")
     toml = "toml" in request.headers.get("content-type", "")
-    try:
-        persona = persona_from_bytes(raw, "request body", toml=toml)
-    except PersonaInvalid as exc:
-        raise HTTPException(400, str(exc)) from None
+    persona = persona_from_bytes(raw, "request body", toml=toml)
     stored = name or persona_slug(persona.name)
-    try:
-        await runtime.personas.put(await runtime.bus(), owner, stored, persona)
-    except InvalidIdentifier as exc:
-        raise HTTPException(400, str(exc)) from None
+    await runtime.personas.put(await runtime.bus(), owner, stored, persona)
     return {"name": stored, "version": persona.version, "persona": persona.view()}
 
 
@@ -125,10 +107,7 @@ async def get_persona_state(conversation: str, owner: Tenant, runtime: Runtime,
     if at is None:
         state = state_from_snapshot(await runtime.ask(key, lambda handle: handle.state_bytes()))
     else:
-        try:
-            state = await (await runtime.history(owner)).state_at(StreamKey(owner, conversation), at)
-        except ReplayError as exc:
-            raise HTTPException(404, str(exc)) from None
+        state = await (await runtime.history(owner)).state_at(StreamKey(owner, conversation), at)
     if state.persona is None:
         raise HTTPException(404, f"conversation {conversation!r} is not a persona (its mind is mirror)"
                                  if state.turn_count or at is None or at >= last_seq else

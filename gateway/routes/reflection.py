@@ -18,31 +18,22 @@ unchanged); a broker or log that is down is the usual 503 (:mod:`mirror.gateway.
 
 from __future__ import annotations
 
-import math
-import time
 from dataclasses import asdict
-from datetime import UTC, datetime
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Query
 
-from mirror.cognition.errors import ReflectionFailed, ReflectionRefused
 from mirror.events.ids import StreamKey
 from mirror.gateway.runtime import GatewayRuntime, Runtime, Tenant, branch_key, key_of
 from mirror.projections.state import ConversationState
-from mirror.replay import ReplayError
 from mirror.replay.reflections import ReflectionHistory, read_reflection, read_reflections
 
-__all__ = ["FAILED_RETRY_AFTER_S", "MAX_LIMIT", "portrait_view", "refusal_response", "router"]
+__all__ = ["MAX_LIMIT", "portrait_view", "router"]
 
 router = APIRouter()
 
 MAX_LIMIT = 200
 """Most reflections one page lists (a conversation of 1,000 turns reflects about 50 times)."""
-
-FAILED_RETRY_AFTER_S = 30
-"""What a 503 for a reflection whose model calls all failed tells the client to wait, in seconds."""
 
 _AT = Query(None, ge=0, description="the seq to look at (default: the last)")
 _BRANCH = Query("main", description="the branch to look at")
@@ -56,10 +47,7 @@ async def get_portrait(conversation: str, owner: Tenant, runtime: Runtime, at: i
     ``portrait`` is ``None`` before the first accepted reflection; ``last_reflection`` is the last
     one that ran (accepted or not), ``pending_insights`` what the next one will consolidate."""
     key = await _key(runtime, owner, conversation, branch)
-    try:
-        state = await (await runtime.history(key.tenant)).state_at(key, at)
-    except ReplayError as exc:  # a seq beyond the end, a branch with no events
-        raise HTTPException(404, str(exc)) from None
+    state = await (await runtime.history(key.tenant)).state_at(key, at)
     return {**_where(state), **portrait_view(state)}
 
 
@@ -87,10 +75,7 @@ async def get_reflection(conversation: str, number: int, owner: Tenant, runtime:
     """What reflection ``number`` (1-based, on the branch) changed: the portrait's diff, the beliefs
     decayed and forgotten, the decisions and the overruled ones, and what it cost."""
     key = await _key(runtime, owner, conversation, branch)
-    try:
-        view, last = await read_reflection(await runtime.history(key.tenant), key, number)
-    except ReplayError as exc:  # no such reflection yet, a branch with no events
-        raise HTTPException(404, str(exc)) from None
+    view, last = await read_reflection(await runtime.history(key.tenant), key, number)
     return {"conversation": key.conversation, "branch": key.branch, "seq": last.seq, "timestamp": last.timestamp,
             **view.as_dict()}
 
@@ -107,32 +92,8 @@ async def post_reflect(conversation: str, owner: Tenant, runtime: Runtime) -> An
     the portrait unchanged)."""
     key = key_of(owner, conversation)
     await runtime.existing(key)  # an unknown conversation is a 404, never a new empty one
-    try:
-        result = await runtime.ask(key, lambda live: live.reflect())
-    except Exception as exc:
-        cause = getattr(exc, "cause", None) or exc  # across Ray: the conversation's own error
-        if isinstance(cause, ReflectionRefused):
-            return refusal_response(cause)
-        if isinstance(cause, ReflectionFailed):
-            raise HTTPException(503, str(cause), headers={"Retry-After": str(FAILED_RETRY_AFTER_S)}) from None
-        raise
+    result = await runtime.ask(key, lambda live: live.reflect())  # refused or failed: raised as itself
     return result.as_dict()
-
-
-def refusal_response(refused: ReflectionRefused, now: float | None = None) -> JSONResponse:
-    """A refused forced reflection as an answer: 429 with ``Retry-After`` (seconds from ``now``,
-    default the clock) at the hourly cap, 409 otherwise; the body says why and, for the cooldown,
-    how many turns are left, for the cap from when (an ISO time and the timestamp)."""
-    body: dict[str, Any] = {"detail": str(refused), "reason": refused.reason}
-    if refused.reason == "hourly_cap" and refused.next_slot is not None:
-        wait = max(1, math.ceil(refused.next_slot - (time.time() if now is None else now)))
-        when = datetime.fromtimestamp(refused.next_slot, UTC).isoformat(timespec="seconds")
-        body.update(detail=f"{refused}; try again after {when} (in {wait} s)", next_slot=refused.next_slot,
-                    next_slot_iso=when)
-        return JSONResponse(body, status_code=429, headers={"Retry-After": str(wait)})
-    if refused.reason == "cooldown":
-        body["turns_left"] = refused.turns_left
-    return JSONResponse(body, status_code=409)
 
 
 def portrait_view(state: ConversationState) -> dict[str, Any]:
@@ -158,10 +119,7 @@ async def _key(runtime: GatewayRuntime, owner: str, conversation: str, branch: s
 async def _reflections(runtime: GatewayRuntime, owner: str, conversation: str, branch: str,
                        at: int | None) -> ReflectionHistory:
     key = await _key(runtime, owner, conversation, branch)
-    try:
-        return await read_reflections(await runtime.history(key.tenant), key, at)
-    except ReplayError as exc:
-        raise HTTPException(404, str(exc)) from None
+    return await read_reflections(await runtime.history(key.tenant), key, at)
 
 
 def _where(state: ConversationState) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from fastapi import APIRouter, HTTPException, Query
 
 from mirror.events.ids import StreamKey
 from mirror.gateway.runtime import GatewayRuntime, Runtime, Tenant, branch_key, key_of
-from mirror.replay import ReplayError, diff, state_view
+from mirror.replay import diff, state_view
 
 __all__ = ["router"]
 
@@ -60,10 +60,7 @@ async def _state_of(runtime: GatewayRuntime, key: StreamKey, at: int | None, at_
         raise HTTPException(400, "give at (a seq) or at_time (an ISO time), not both")
     when = None if at_time is None else _parse_time(at_time)
     await runtime.existing(StreamKey(key.tenant, key.conversation))
-    try:
-        return await (await runtime.history(key.tenant)).state_at(key, at, at_time=when)
-    except ReplayError as exc:
-        raise HTTPException(404, str(exc)) from None
+    return await (await runtime.history(key.tenant)).state_at(key, at, at_time=when)
 
 
 def _parse_time(text: str) -> float:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi.responses import StreamingResponse
@@ -24,6 +24,7 @@ from mirror.cognition.turn import TurnRequest
 from mirror.gateway.relay import StreamCut, TurnRelay
 from mirror.gateway.routes.personas import MindIn, mind_choice
 from mirror.gateway.runtime import Runtime, Tenant, key_of
+from mirror.modes import Mode
 
 __all__ = ["SERVER_TIMING", "TurnIn", "TurnOut", "router", "server_timing"]
 
@@ -32,8 +33,8 @@ router = APIRouter()
 
 class TurnIn(MindIn):
     message: str
-    mode: Literal["baseline", "threads_only", "controller_only", "full"] | None = None
-    """The thinking mode of this conversation (mirror.cognition.pipeline.MODES): its first turn fixes it,
+    mode: Mode | None = None
+    """The thinking mode of this conversation (mirror.modes.MODES): its first turn fixes it,
     the stack's default when not given; a later turn asking for another is a 409."""
     memory: bool | None = None
     """Whether this conversation's memory is on (the memory stage runs, the Talker recalls): fixed like ``mode``."""

@@ -18,7 +18,7 @@ from mirror.events.envelope import Event
 from mirror.events.ids import StreamKey
 from mirror.events.payloads import Belief, Edge, MemoryStep
 from mirror.gateway.runtime import Runtime, Tenant, branch_key, key_of
-from mirror.replay import History, ReplayError
+from mirror.replay import History
 from mirror.replay.why import why_belief, why_edge, why_event
 
 __all__ = ["MEMORY_STEP_LOOKAHEAD", "router"]
@@ -53,19 +53,16 @@ async def get_why(
         raise HTTPException(400, f"an edge is src, relation and dst: give {', '.join(missing)} too")
     await runtime.existing(StreamKey(key.tenant, key.conversation))
     history = await runtime.history(key.tenant)
-    try:
-        last = await history.last_seq(key)
-        if seq is not None:
-            if seq > last:
-                raise HTTPException(404, f"{key} has no seq {seq}: it ends at seq {last}")
-            return why_event(key, await _events_for(history, key, seq, last), seq).as_dict()
-        events = await history.events(key)
-        if belief is not None:
-            return why_belief(key, events, belief).as_dict()
-        assert src and relation and dst  # checked above
-        return why_edge(key, events, (src, relation, dst)).as_dict()
-    except ReplayError as exc:  # a branch with no events, a belief or an edge never seen
-        raise HTTPException(404, str(exc)) from None
+    last = await history.last_seq(key)  # a branch with no events, a belief or an edge never seen: a ReplayError
+    if seq is not None:
+        if seq > last:
+            raise HTTPException(404, f"{key} has no seq {seq}: it ends at seq {last}")
+        return why_event(key, await _events_for(history, key, seq, last), seq).as_dict()
+    events = await history.events(key)
+    if belief is not None:
+        return why_belief(key, events, belief).as_dict()
+    assert src and relation and dst  # checked above
+    return why_edge(key, events, (src, relation, dst)).as_dict()
 
 
 async def _events_for(history: History, key: StreamKey, seq: int, last: int) -> list[Event]:

@@ -49,6 +49,7 @@ from mirror.events.payloads import (
     ThinkerFailed,
     Turn,
 )
+from mirror.modes import MODES
 from mirror.projections.constants import SECONDS_PER_DAY
 from mirror.projections.state import Limits
 
@@ -100,7 +101,7 @@ optional_seqs = st.none() | st.integers(1, 10_000)
 
 
 def turn_payloads(text: st.SearchStrategy[str] = texts) -> st.SearchStrategy[Turn]:
-    modes = st.sampled_from(["full", "baseline", "threads_only", "controller_only"]) | text
+    modes = st.sampled_from(MODES) | text
     flags = st.none() | st.booleans()
     return st.builds(Turn, user_message=text, reply=text, narrative_seq=optional_seqs, mode=modes, memory=flags,
                      reflection=flags)

@@ -35,7 +35,7 @@ from mirror.cognition.llm import ChatMessage, ChatRequest
 from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.events.nats.infrastructure import NatsInfrastructure
 from mirror.gateway.app import create_app
-from mirror.gateway.failures import model_failure_status
+from mirror.gateway.error_table import model_failure_status
 from mirror.gateway.settings import GatewaySettings
 from mirror.gateway.tenants import TenantRegistry
 from mirror.processes import free_port

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from mirror.harness.evals.curate.assembly import INTERPOSED_TURNS
+from mirror.modes import MODES
 
 __all__ = ["MODES", "PLOTS", "accuracy_table", "comparison_markdown", "mode_totals", "relative_change",
            "report_markdown", "rich_table", "write_plots"]
 
-MODES = ("baseline", "threads_only", "controller_only", "full")
 PLOTS = ("accuracy_by_scenario.png", "accuracy_vs_interposed_turns.png")
 RATED = "rated"
 

@@ -1,0 +1,84 @@
+"""Errors the gateway itself raises: what failed between a request and the conversation or the embedder.
+
+    MirrorError                        (mirror.events.errors)
+    └── GatewayError
+        ├── UnknownConversation        a conversation with no events (in the log or the stream)
+        ├── ConversationUnavailable    no live process answered; asking again can help
+        │   ├── ConversationRefencing  still fenced after every attempt: its next incarnation re-fences
+        │   └── ConversationNotLive    still passivating, or its process unavailable, after every attempt
+        ├── ConversationTimedOut       no answer within the gateway's ``actor_timeout_s``
+        └── EmbedderError              the memory API's embedder failed on a query
+            ├── EmbedderUnavailable    it could not be reached in time (asking again can help)
+            ├── EmbedderFailed         it answered, but not with vectors
+            └── QueryDoesNotFit        its vector has another size than the conversation's beliefs'
+
+Routes and the runtime raise these (and the layers' own errors) and never decide an HTTP status:
+:mod:`mirror.gateway.error_table` says what each one is answered with.
+"""
+
+from __future__ import annotations
+
+from mirror.events.errors import MirrorError
+
+__all__ = [
+    "ConversationNotLive", "ConversationRefencing", "ConversationTimedOut", "ConversationUnavailable",
+    "EmbedderError", "EmbedderFailed", "EmbedderUnavailable", "GatewayError", "QueryDoesNotFit", "UnknownConversation",
+]
+
+
+class GatewayError(MirrorError):
+    """Something between a request and what serves it failed."""
+
+
+class UnknownConversation(GatewayError):
+    def __init__(self, conversation: str) -> None:
+        self.conversation = conversation
+        super().__init__(f"no conversation {conversation!r} for this tenant")
+
+
+class ConversationUnavailable(GatewayError):
+    """The conversation has no process that answers now; it will, so ask again."""
+
+
+class ConversationRefencing(ConversationUnavailable):
+    def __init__(self, key: object, fenced: object) -> None:
+        self.key = key
+        super().__init__(f"conversation {key} is being re-fenced after losing its fence ({fenced}); ask again")
+
+
+class ConversationNotLive(ConversationUnavailable):
+    def __init__(self, key: object, error_type: str) -> None:
+        self.key = key
+        self.error_type = error_type
+        super().__init__(f"conversation {key} has no live process yet ({error_type}); ask again")
+
+
+class ConversationTimedOut(GatewayError):
+    def __init__(self, key: object, timeout_s: float) -> None:
+        self.key = key
+        self.timeout_s = timeout_s
+        super().__init__(f"conversation {key} did not answer within {timeout_s:g} s; "
+                         "its process may be overloaded: ask again")
+
+
+class EmbedderError(GatewayError):
+    """The embedder of memory queries failed (the error it raised is the ``__cause__``)."""
+
+
+class EmbedderUnavailable(EmbedderError):
+    def __init__(self, model: str, detail: object) -> None:
+        self.model = model
+        super().__init__(f"the embedder ({model}) is unavailable: {detail or 'timed out'}")
+
+
+class EmbedderFailed(EmbedderError):
+    def __init__(self, model: str, detail: object) -> None:
+        self.model = model
+        super().__init__(f"the embedder ({model}) gave no usable vector: {detail}")
+
+
+class QueryDoesNotFit(EmbedderError):
+    def __init__(self, model: str | None, detail: object) -> None:
+        self.model = model
+        super().__init__(f"the query's embedding does not fit this conversation's beliefs "
+                         f"(embedder model {model!r}): {detail}")
