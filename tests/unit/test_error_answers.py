@@ -35,8 +35,9 @@ from mirror.cognition.errors import (
 )
 from mirror.cognition.llm import ChatRequest, ChatResponse
 from mirror.cognition.openai_client import LLMSettings
-from mirror.cognition.pipeline import MirrorConfig, talk
+from mirror.cognition.pipeline import MirrorConfig
 from mirror.cognition.prompts import default_prompt_set
+from mirror.cognition.turn import no_recall
 from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import Head
 from mirror.events.errors import BusUnavailable, LogUnavailable
@@ -98,8 +99,8 @@ class ScriptedModel:
 async def _one_turn(infrastructure: InMemoryInfrastructure) -> None:
     connections = await infrastructure.connect(name="test")
     writer = ConversationWriter(connections.bus, KEY, initial_state(KEY), Head(0, 0))
-    said = await talk(writer.state, "hello", ScriptedModel(), default_prompt_set(), MirrorConfig(model="m", memory=False))
-    await writer.append_turn(said.turn, said.provenance)
+    await writer.take_turn("hello", llm=ScriptedModel(), prompts=default_prompt_set(),
+                           config=MirrorConfig(model="m", memory=False), recaller=no_recall)
 
 
 def _gateway(tmp_path: Path, error: BaseException) -> tuple[FastAPI, dict[str, str]]:
