@@ -43,8 +43,9 @@ async def list_conversations(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
 
 @router.get("/v1/conversations/{conversation}")
 async def get_conversation(conversation: str, owner: Tenant, runtime: Runtime) -> dict[str, Any]:
-    """The live conversation's summary, with its ``branches`` from the log (``["main"]`` until the
-    log holds its first event): what a client needs to find one conversation without the list."""
+    # The live conversation's summary, with its branches from the log (["main"] until the log holds
+    # its first event): what a client needs to find one conversation without the tenant's list.
+    # (A comment, not a docstring: FastAPI would publish a docstring in /openapi.json.)
     key = key_of(owner, conversation)
     await runtime.existing(key)
     summary = await runtime.ask(key, lambda conversation: conversation.summary())
