@@ -136,7 +136,9 @@ class EventLogReader(Protocol):
         """The highest seq of ``key`` whose event happened at or before ``timestamp``; 0 if none."""
         ...
 
-    async def conversations(self, tenant: str) -> list[ConversationSummary]:
+    async def conversations(self, tenant: str, conversation: str | None = None) -> list[ConversationSummary]:
+        """The tenant's conversations by id; with ``conversation``, that one alone (an empty list
+        when it has no events), so finding one costs one conversation's rows, not the tenant's."""
         ...
 
     async def stats(self) -> LogStats:

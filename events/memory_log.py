@@ -91,11 +91,11 @@ class InMemoryEventLog:
         stored = self._events.get(key, {})
         return max((seq for seq, (ts, _) in stored.items() if ts <= moment), default=0)
 
-    async def conversations(self, tenant: str) -> list[ConversationSummary]:
+    async def conversations(self, tenant: str, conversation: str | None = None) -> list[ConversationSummary]:
         validate_identifier("tenant", tenant)
         by_conversation: dict[str, list[StreamKey]] = {}
         for key, stored in self._events.items():
-            if key.tenant == tenant and stored:
+            if key.tenant == tenant and stored and conversation in (None, key.conversation):
                 by_conversation.setdefault(key.conversation, []).append(key)
         summaries = []
         for conversation in sorted(by_conversation):

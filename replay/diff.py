@@ -101,7 +101,9 @@ PERSONA_STEPS = ("interpretation", "plan", "appraisal")
 def persona_diff(a: PersonaState | None, b: PersonaState | None) -> dict[str, dict[str, Any]]:
     """What changed in the character from ``a`` to ``b``, by dotted name (``emotions.joy``,
     ``relationship.trust``, ``soft_goals.<goal>``, ``active_hard_goal``, ``appraisal``, ``episodes``…),
-    each as ``{"before": …, "after": …}``; a persona chosen (or gone) is ``persona``."""
+    each as ``{"before": …, "after": …}``; a persona chosen (or gone) is ``persona``. ``episodes``
+    holds the counts as ``before``/``after`` and the episodes themselves (``{"turn", "text",
+    "importance"}``) in ``added`` and ``removed``: equal counts with other episodes still say what changed."""
     if a is None or b is None:
         if a is b:
             return {}
@@ -122,11 +124,20 @@ def persona_diff(a: PersonaState | None, b: PersonaState | None) -> dict[str, di
         old_text, new_text = (None if old_step is None else old_step.text), (None if new_step is None else new_step.text)
         if old_text != new_text:
             changed[step] = {"before": old_text, "after": new_text}
-    episodes_a = [(episode.turn, episode.text, episode.importance) for episode in a.episodes]
-    episodes_b = [(episode.turn, episode.text, episode.importance) for episode in b.episodes]
+    episodes_a = [_episode(episode) for episode in a.episodes]
+    episodes_b = [_episode(episode) for episode in b.episodes]
     if episodes_a != episodes_b:
-        changed["episodes"] = {"before": len(episodes_a), "after": len(episodes_b)}
+        # the counts alone can be equal (the oldest dropped as one is added, or re-thought text):
+        # the episodes added and removed say what changed
+        changed["episodes"] = {"before": len(episodes_a), "after": len(episodes_b),
+                               "added": [episode for episode in episodes_b if episode not in episodes_a],
+                               "removed": [episode for episode in episodes_a if episode not in episodes_b]}
     return changed
+
+
+def _episode(episode: Any) -> dict[str, Any]:
+    """An episode as a persona diff compares and shows it (its vector left out)."""
+    return {"turn": episode.turn, "text": episode.text, "importance": episode.importance}
 
 
 def belief_view(belief: BeliefState) -> dict[str, Any]:
@@ -345,6 +356,11 @@ def _review_line(sign: str, review: dict[str, Any]) -> str:
     return f"{sign} {review['review_id']}  {review['belief_id']}{statement} contradicts {review['opposed_id']}{opposed}"
 
 
+def _episode_line(sign: str, episode: dict[str, Any]) -> str:
+    """An episode a persona diff added or removed; its turn counted from 1, as people count turns."""
+    return f"      {sign} turn {episode['turn'] + 1} (importance {_value(float(episode['importance']))})  {episode['text']}"
+
+
 def _change_line(change: dict[str, Any]) -> str:
     fields = change.get("fields") or {"confidence": {"before": change["before"], "after": change["after"]}}
     text = f"  {change['text']}" if change.get("text") else ""
@@ -383,7 +399,10 @@ def diff_lines(data: Mapping[str, Any], *, narrative_lines: int | None = None) -
     persona = data.get("persona_changed") or {}
     if persona:
         lines.append(f"  persona ({len(persona)}):")
-        lines.extend(f"    ~ {name}  {_value(change['before'])} → {_value(change['after'])}" for name, change in persona.items())
+        for name, change in persona.items():
+            lines.append(f"    ~ {name}  {_value(change['before'])} → {_value(change['after'])}")
+            lines.extend(_episode_line(sign, episode) for sign, key in (("-", "removed"), ("+", "added"))
+                         for episode in change.get(key) or ())
     sections: tuple[tuple[str, str, Any], ...] = (
         ("beliefs", "added", lambda item: _belief_line("+", item)),
         ("beliefs", "removed", lambda item: _belief_line("-", item)),

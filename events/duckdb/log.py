@@ -490,17 +490,17 @@ class DuckDBEventLog:
             self._con.execute("ROLLBACK")
             raise
 
-    async def conversations(self, tenant: str) -> list[ConversationSummary]:
+    async def conversations(self, tenant: str, conversation: str | None = None) -> list[ConversationSummary]:
         validate_identifier("tenant", tenant)
-        return await self._read(self._conversations, tenant)
+        return await self._read(self._conversations, tenant, conversation)
 
-    def _conversations(self, tenant: str) -> list[ConversationSummary]:
+    def _conversations(self, tenant: str, conversation: str | None) -> list[ConversationSummary]:
         rows = self._db.execute(
             "SELECT conversation, list(DISTINCT branch ORDER BY branch), count(*), "
             "max(seq) FILTER (WHERE branch = 'main'), max(ts), "
             "count(*) FILTER (WHERE branch = 'main' AND type = 'turn'), bool_or(type = 'persona' AND branch = 'main') "
-            "FROM events WHERE tenant = ? GROUP BY conversation ORDER BY conversation",
-            [tenant],
+            "FROM events WHERE tenant = ? AND (? IS NULL OR conversation = ?) GROUP BY conversation ORDER BY conversation",
+            [tenant, conversation, conversation],
         ).fetchall()
         return [
             ConversationSummary(

@@ -166,7 +166,7 @@ class LogService:
         return await self.log.seq_at_time(_key(args), float(timestamp))
 
     async def _conversations(self, args: dict[str, Any]) -> list[list[Any]]:
-        summaries = await self.log.conversations(args["tenant"])
+        summaries = await self.log.conversations(args["tenant"], args.get("conversation"))
         return [[s.conversation, list(s.branches), s.events, s.last_seq, s.updated_at, s.turns, s.mind]
                 for s in summaries]
 
@@ -293,10 +293,13 @@ class LogClient:
     async def seq_at_time(self, key: StreamKey, timestamp: float) -> int:
         return int(await self._call("seq_at_time", **self._key_args(key), timestamp=float(timestamp)))
 
-    async def conversations(self, tenant: str) -> list[ConversationSummary]:
-        rows = await self._call("conversations", tenant=tenant)
-        # A service of an older release sends five columns: the summary's defaults stand for the rest.
-        return [ConversationSummary(row[0], tuple(row[1]), row[2], row[3], row[4], *row[5:7]) for row in rows]
+    async def conversations(self, tenant: str, conversation: str | None = None) -> list[ConversationSummary]:
+        rows = await self._call("conversations", tenant=tenant, conversation=conversation)
+        # A service of an older release sends five columns, and all the tenant's conversations
+        # (it ignores ``conversation``): the summary's defaults stand for the rest, and the filter
+        # is applied here too.
+        return [ConversationSummary(row[0], tuple(row[1]), row[2], row[3], row[4], *row[5:7]) for row in rows
+                if conversation in (None, row[0])]
 
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         await self._call(

@@ -44,10 +44,16 @@ async def list_conversations(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
 
 @router.get("/v1/conversations/{conversation}")
 async def get_conversation(conversation: str, owner: Tenant, runtime: Runtime) -> dict[str, Any]:
+    # The live conversation's summary, with its branches from the log (["main"] until the log holds
+    # its first event): what a client needs to find one conversation without the tenant's list.
+    # (A comment, not a docstring: FastAPI would publish a docstring in /openapi.json.)
     key = key_of(owner, conversation)
     await runtime.existing(key)
     summary = await runtime.ask(key, lambda conversation: conversation.summary())
-    return {"id": conversation, **{k: v for k, v in summary.as_dict().items() if k not in ("tenant", "conversation")}}
+    logged = await (await runtime.log(owner)).conversations(owner, conversation)
+    branches = list(logged[0].branches) if logged else ["main"]
+    return {"id": conversation, **{k: v for k, v in summary.as_dict().items() if k not in ("tenant", "conversation")},
+            "branches": branches}
 
 
 @router.get("/v1/conversations/{conversation}/events")

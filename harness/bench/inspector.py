@@ -11,7 +11,7 @@ One conversation of ``turns`` turns through the gateway of an embedded stack (th
 page's requests in the page's order (``gateway/inspector/static/js/``), each action ``repeat``
 times:
 
-- ``open`` (``openConversation``): ``GET /v1/conversations``; every event, paged as ``allEvents``
+- ``open`` (``openConversation``): ``GET /v1/conversations/{id}`` (its summary: mind and branches); every event, paged as ``allEvents``
   pages them (``limit=1000`` until a short page); ``state?at=`` the last seq; then, at once,
   the previous narrative's and the previous portrait's states (``narrative_seq − 1``,
   ``portrait_seq − 1``: the diffs ``select`` shows). Total ms, bytes and requests, each phase's
@@ -132,9 +132,9 @@ async def _all_events(tally: _Tally) -> list[dict[str, Any]]:
 
 async def _open(client: httpx.AsyncClient) -> dict[str, Any]:
     tally = _Tally(client)
-    listed = await tally.get("/v1/conversations")
-    assert any(item["id"] == CONVERSATION for item in listed["conversations"]), "the conversation is not listed"
-    tally.mark("list")
+    summary = await tally.get(_conversation())
+    assert "main" in summary["branches"], "the conversation's summary names no main branch"
+    tally.mark("summary")
     events = await _all_events(tally)
     tally.mark("events")
     state = await _state(tally, events[-1]["seq"])

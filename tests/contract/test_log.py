@@ -186,6 +186,10 @@ async def test_conversations_of_a_tenant(event_log: WritableLog) -> None:
                             mind="persona"),
     ]
     assert [summary.conversation for summary in await event_log.log.conversations("globex")] == ["secret"]
+    # one conversation by id: the same summary, without the tenant's others
+    assert await event_log.log.conversations("acme", "conversation-1") == (await event_log.log.conversations("acme"))[1:2]
+    assert await event_log.log.conversations("acme", "nobody") == []
+    assert await event_log.log.conversations("globex", "conversation-1") == []
     assert await event_log.log.conversations("initech") == []
     stats = await event_log.log.stats()
     assert (stats.events, stats.conversations, stats.rejected) == (24, 4, 0)

@@ -108,6 +108,11 @@ def shot(page: Any, name: str) -> None:
         page.screenshot(path=str(Path(folder) / f"inspector-{name}.png"), full_page=False)
 
 
+def flat(text: str) -> str:
+    """``text`` with its runs of white space as one space, as a page's paragraph shows it."""
+    return " ".join(text.split())
+
+
 def log_in(page: Any, stack: dict[str, Any], where: str = "") -> None:
     page.goto(f"{stack['url']}/inspector{where}#token={stack['token']}")
 
@@ -142,8 +147,17 @@ def test_the_timeline_shows_the_narrative_state_at_gives_for_that_seq(page, stac
     with api(stack) as http:
         expected = {seq: http.get("/v1/conversations/trip/state", params={"at": seq}).json()
                     for seq in (before_any, narratives[0]["seq"], narratives[-1]["seq"], narratives[-1]["seq"] + 1)}
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
     log_in(page, stack, "?conversation=trip")
     page.locator("#mind[data-seq]").wait_for()
+    # one conversation is looked up by its id (its summary), never by loading the tenant's list
+    paths = [httpx.URL(url).path for url in asked]
+    assert "/v1/conversations/trip" in paths and "/v1/conversations" not in paths
+    # turns are counted from 1 on the page (the API's `turn` is 0-based), as the CLI and the list count them
+    first, last = stack["turns"][0], stack["turns"][-1]
+    assert page.inner_text(f"#dialogue .turn[data-seq='{first['seq']}'] .who") == "user · turn 1"
+    assert page.inner_text(f"#dialogue .turn[data-seq='{last['seq']}'] .who") == f"user · turn {len(MESSAGES)}"
     timeline = page.locator("#timeline")
     for seq, state in expected.items():
         timeline.focus()
@@ -224,13 +238,26 @@ def test_a_recompute_started_from_the_page_opens_in_compare_with_the_difference_
     assert page.input_value("#recompute-text") == original
     page.fill("#recompute-text", original + "\nI keep it brief.\n")
     shot(page, "recompute")
+    asked: list[tuple[str, int]] = []  # each answer the page got while it watched, in order
+    page.on("response", lambda response: asked.append((response.url, response.status)))
     page.click("#recompute-start")
     page.locator("body[data-view=compare-view]").wait_for(timeout=180_000)
+    # what it asked up to the job's last status (then Compare asks for states and the diff)
+    watching = asked[:max(index for index, (url, _) in enumerate(asked) if "/v1/recompute/" in url) + 1]
+    right = page.input_value("#right-branch")
+    # each round asks for the job and the branch's new events: no state folded, no 404 before the branch exists
+    assert not [url for url, _ in watching if "/state" in url], watching
+    assert not [(url, status) for url, status in watching if status >= 400], watching
+    rounds = [url for url, _ in watching if "/events" in url]
+    assert rounds and all(f"branch={right}" in url for url in rounds)
+    with api(stack) as http:
+        own = http.get("/v1/conversations/trip/events", params={"branch": right, "limit": 1000}).json()["events"]
+    assert page.text_content("#recompute-status").startswith(f"done: branch {right} ends at seq {own[-1]['seq']} ")
+    assert page.get_attribute("#recompute-progress", "value") == page.get_attribute("#recompute-progress", "max")
     page.locator("#compare-summary[data-changed=true]").wait_for()
     narrative = page.locator("#compare-narrative[data-changed=true]")
     narrative.wait_for()
     assert narrative.locator(".left del").count() > 0 and narrative.locator(".right ins").count() > 0
-    right = page.input_value("#right-branch")
     assert right != "main" and page.input_value("#left-branch") == "main"
     with api(stack) as http:  # what the page marks is what the diff says
         across = http.get("/v1/conversations/trip/diff", params={"to_branch": right}).json()
@@ -313,3 +340,106 @@ def test_a_broker_that_is_down_shows_the_503_and_the_page_recovers(page, stack) 
                                " || !document.querySelector('#message').hidden", arg=loads)
         return page.locator("#message").is_hidden()
     until(answers, "the list answering again after the broker came back", poll_s=0.5)
+
+
+def test_closing_the_recompute_dialog_stops_watching_the_job(page, stack) -> None:
+    log_in(page, stack, "?conversation=trip")
+    page.locator("#mind[data-seq]").wait_for()
+    page.click("#recompute-open")
+    page.locator("#recompute-dialog[open]").wait_for()
+    page.select_option("#recompute-template", label="controller.md")
+    page.fill("#recompute-text", page.input_value("#recompute-text") + "\nI answer in one sentence.\n")
+    rounds: list[str] = []
+    page.on("request", lambda request: rounds.append(request.url) if "/v1/recompute/" in request.url else None)
+    with page.expect_request(lambda request: "/v1/recompute/" in request.url) as first:
+        page.click("#recompute-start")
+    job = httpx.URL(first.value.url).path.rsplit("/", 1)[-1]
+    page.locator("#recompute-dialog[data-watching=true]").wait_for()
+    page.click("#recompute-cancel")
+    page.locator("#recompute-dialog:not([open]):not([data-watching])").wait_for(state="attached")
+    seen = len(rounds)
+    with api(stack) as http:  # the job runs on after the dialog closed; wait for it to end
+        until(lambda: http.get(f"/v1/recompute/{job}").json()["status"] != "running", f"recompute job {job} ending",
+              timeout=180, poll_s=0.5)
+    assert len(rounds) == seen, rounds[seen:]  # the page stopped asking when its dialog closed
+    assert page.locator("body[data-view=conversation-view]").is_visible()  # and did not open Compare
+
+
+def test_the_state_cache_keeps_the_most_recently_used_states_only(page, stack) -> None:
+    kept = 64  # conversation.js's KEPT_STATES
+    assert len(stack["events"]) > kept + 3, "the conversation is too short to pass the cache's bound"
+    asked: list[int] = []
+    page.on("request", lambda request: asked.append(int(httpx.URL(request.url).params["at"]))
+            if "/state" in request.url and "at=" in request.url else None)
+    log_in(page, stack, "?conversation=trip&at=1")
+    page.locator("#mind[data-seq='1']").wait_for()
+    for seq in range(2, kept + 4):
+        page.click("#seq-next")
+        page.locator(f"#mind[data-seq='{seq}']").wait_for()
+    before = len(asked)
+    page.click("#seq-prev")  # a state used a moment ago: still kept, not asked again
+    page.locator(f"#mind[data-seq='{kept + 2}']").wait_for()
+    assert kept + 2 not in asked[before:]
+    with page.expect_request(lambda request: "/state" in request.url and httpx.URL(request.url).params.get("at") == "1"):
+        page.click("#seq-first")  # the least recently used: evicted, so asked again
+    page.locator("#mind[data-seq='1']").wait_for()
+
+
+def test_bad_values_in_the_address_bar_are_said_not_replaced(page, stack) -> None:
+    last = len(stack["events"])  # main's events, each with its seq, before any later test added a turn
+    log_in(page, stack, "?conversation=trip&at=9999")
+    message = page.locator("#message")
+    message.wait_for()
+    assert "at=9999 is past the end" in message.inner_text() and "ends at seq" in message.inner_text()
+    page.locator("#mind[data-seq]").wait_for()
+    assert int(page.get_attribute("#mind", "data-seq") or 0) >= last
+    page.goto(f"{stack['url']}/inspector?conversation=trip&compare=main,nope@3")
+    message.wait_for()
+    assert 'no branch "nope"' in message.inner_text() and "its branches: main" in message.inner_text()
+    assert page.inner_text("#compare-summary") == "" and page.locator("#compare-body section").count() == 0
+
+
+def test_compare_shows_a_persona_s_episodes_that_differ(page, stack) -> None:
+    with api(stack) as http:
+        events = http.get("/v1/conversations/wren-talk/events", params={"limit": 1000}).json()["events"]
+    episode = [e for e in events if e["type"] == "episode"][-1]
+    log_in(page, stack, f"?conversation=wren-talk&compare=main@{episode['seq'] - 1},main@{episode['seq']}")
+    page.locator("#compare-summary[data-changed=true]").wait_for()
+    section = page.locator("#compare-episodes[data-changed=true]")
+    section.wait_for()
+    assert flat(episode["payload"]["text"]) in flat(section.locator("li.added").inner_text())
+    assert f"turn {episode['turn'] + 1} " in section.locator("li.added").inner_text()
+
+
+def test_why_on_a_persona_reply_shows_the_texts_it_retrieved(page, stack) -> None:
+    with api(stack) as http:
+        events = http.get("/v1/conversations/wren-talk/events", params={"limit": 1000}).json()["events"]
+        retrieval = [e for e in events if e["type"] == "retrieval"][-1]
+        persona = http.get("/v1/conversations/wren-talk/state", params={"at": retrieval["seq"]}).json()["persona"]
+    turns, entries = retrieval["payload"]["episode_turns"], retrieval["payload"]["biography_entries"]
+    assert turns or entries, "the persona retrieved nothing: Why has no text to show"
+    reply = next(e for e in events if e["type"] == "turn" and e["seq"] > retrieval["seq"])
+    log_in(page, stack, "?conversation=wren-talk")
+    page.click(f"#dialogue .reply[data-seq='{reply['seq']}']")
+    cause = page.locator("#why .cause[data-role=retrieval]")
+    cause.wait_for()
+    for index in entries:
+        item = cause.locator(f"li.biography[data-entry='{index}']")
+        assert flat(item.inner_text()) == flat(f"biography {index + 1}: {persona['biography'][index]}")
+    texts = {e["turn"]: e["text"] for e in persona["episodes"]}
+    for turn in turns:
+        shown = cause.locator(f"li.episode[data-turn='{turn}']").inner_text()
+        assert flat(shown) == flat(f"episode of turn {turn + 1}: {texts[turn]}")
+
+
+def test_a_persona_without_hard_goals_shows_no_hard_goals_heading(page, stack) -> None:
+    card = json.loads(WREN.read_text())
+    card["data"]["extensions"]["mirror"]["hard_goals"] = []
+    with api(stack) as http:
+        answer = http.post("/v1/conversations/no-goals/turns", params={"sync": "true"},
+                           json={"message": "Hello.", "mind": "persona", "persona": card})
+        assert answer.status_code == 200, answer.text
+        assert http.get("/v1/conversations/no-goals/state").json()["persona"]["hard_goals"] == []
+    log_in(page, stack, "?conversation=no-goals")
+    page.locator("#persona #emotions").wait_for()
+    assert "Hard goals" not in page.inner_text("#persona") and page.locator("#persona ol.goals").count() == 0

@@ -4,6 +4,7 @@ and in the readable form; timestamps alone are no change (a branch re-derives it
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from mirror.events.codec import decode
@@ -99,9 +100,30 @@ def test_a_persona_conversation_shows_its_character_in_the_state_and_the_diff() 
     assert state_view(initial_state(MAIN))["persona"] is None
     change = diff(start, end)
     assert {"interpretation", "plan", "appraisal", "episodes"} <= set(change.persona_changed)
-    assert change.persona_changed["episodes"] == {"before": 0, "after": 3}
+    episodes = change.persona_changed["episodes"]
+    assert (episodes["before"], episodes["after"], episodes["removed"]) == (0, 3, [])
+    assert [episode["text"] for episode in episodes["added"]] == [e.text for e in end.persona.episodes]  # type: ignore[union-attr]  # a persona conversation
     lines = diff_lines(json.loads(json.dumps(change.as_dict())))
     assert f"  persona ({len(change.persona_changed)}):" in lines
     assert any(line.startswith("    ~ appraisal  none → ") for line in lines)
     assert not diff(end, end).changed and diff(end, end).persona_changed == {}
     assert diff(initial_state(MAIN), start).persona_changed == {"persona": {"before": None, "after": "Wren Halloway"}}
+
+
+def test_episodes_rewritten_with_the_same_count_say_what_changed() -> None:
+    """A re-thought episode leaves the count as it was: the diff names the episode that went and the
+    one that came, and the report shows them (not a bare "episodes 3 → 3")."""
+    events = [decode(record) for record in read_log("persona")]
+    end = fold(events, initial_state(events[0].key))
+    assert end.persona is not None and len(end.persona.episodes) == 3
+    first = end.persona.episodes[0]
+    rewritten = dataclasses.replace(end.persona, episodes=(dataclasses.replace(first, text="Another memory."),
+                                                           *end.persona.episodes[1:]))
+    change = diff(end, dataclasses.replace(end, persona=rewritten)).persona_changed
+    assert change == {"episodes": {
+        "before": 3, "after": 3, "removed": [{"turn": first.turn, "text": first.text, "importance": first.importance}],
+        "added": [{"turn": first.turn, "text": "Another memory.", "importance": first.importance}]}}
+    lines = diff_lines(json.loads(json.dumps(diff(end, dataclasses.replace(end, persona=rewritten)).as_dict())))
+    at = lines.index("    ~ episodes  3 → 3")
+    assert lines[at + 1].startswith(f"      - turn {first.turn + 1} (importance ") and lines[at + 1].endswith(first.text)
+    assert lines[at + 2].endswith("  Another memory.") and lines[at + 2].startswith("      + turn ")

@@ -151,11 +151,10 @@ export async function allEvents(conversation, { branch = "main", after = 0, sign
   }
 }
 
-// The tenant's conversation `id` as the list gives it (branches, mind, …); "Not found" when it has none.
-export async function listedConversation(id) {
-  const listed = (await api("/v1/conversations")).conversations.find((c) => c.id === id);
-  if (!listed) throw new ApiError(404, `Not found: this tenant has no conversation ${JSON.stringify(id)}.`);
-  return listed;
+// One conversation's summary, looked up by its id (branches, mind, last seq, thinking…); the
+// gateway's 404 says when the tenant has no such conversation. The tenant's list is never loaded for it.
+export function conversationSummary(id) {
+  return api(conversationPath(id));
 }
 
 export function conversationPath(conversation, what = "") {

@@ -2,7 +2,7 @@
 // differences marked: narratives, portraits, beliefs, edges and replies (from `diff` and two states).
 
 import { api, conversationPath } from "./api.js";
-import { $, clip, h, replace, showMessage } from "./dom.js";
+import { $, clip, h, replace, showMessage, turnLabel } from "./dom.js";
 import { changed, renderSide } from "./textdiff.js";
 
 function side(value) {
@@ -57,7 +57,7 @@ function replies(leftState, rightState) {
     const b = right.get(turn);
     const differs = changed(a?.reply, b?.reply);
     return h("tr", { class: differs ? "differs" : "", dataset: { turn, changed: String(differs) } },
-      h("th", {}, `turn ${turn}`),
+      h("th", {}, turnLabel(turn)),
       h("td", {}, a ? renderSide(a.reply, b?.reply ?? "", "left") : h("span", { class: "muted" }, "—")),
       h("td", {}, b ? renderSide(a?.reply ?? "", b.reply, "right") : h("span", { class: "muted" }, "—")));
   });
@@ -97,6 +97,7 @@ export async function runCompare(conversation) {
     pair("Narrative", "compare-narrative", difference.narrative_before ?? a.narrative ?? "", difference.narrative_after ?? b.narrative ?? ""),
     pair("Portrait", "compare-portrait", difference.portrait_before ?? a.portrait ?? "", difference.portrait_after ?? b.portrait ?? ""),
     persona(a, b),
+    a.persona || b.persona ? episodes(difference.persona_changed?.episodes) : null,
     listOf("Beliefs", "compare-beliefs", difference.beliefs_added, difference.beliefs_removed, difference.beliefs_changed, beliefText),
     listOf("Edges", "compare-edges", difference.edges_added, difference.edges_removed, difference.edges_changed, edgeText),
     replies(a, b));
@@ -104,8 +105,19 @@ export async function runCompare(conversation) {
 
 function persona(a, b) {
   if (!a.persona && !b.persona) return null;
+  const scores = (values) => Object.entries(values || {}).map(([k, v]) => `${k} ${Number(v).toFixed(2)}`).join(", ");
   const text = (state) => state.persona ? ["interpretation", "appraisal", "plan"].map((name) =>
-    `${name}: ${state.persona[name]?.text ?? "–"}`).join("\n") + "\nemotions: " +
-    Object.entries(state.persona.emotions).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", ") : "";
+    `${name}: ${state.persona[name]?.text ?? "–"}`).join("\n") +
+    `\nemotions: ${scores(state.persona.emotions)}\nrelationship: ${scores(state.persona.relationship)}` +
+    `\nworking on: ${state.persona.active_hard_goal ?? "–"}\nsoft goals: ${scores(state.persona.soft_goals)}` : "";
   return pair("Persona", "compare-persona", text(a), text(b));
+}
+
+// The persona's episodes (what it remembers of each turn) added and removed between the two sides,
+// from the diff's `persona_changed.episodes`; equal counts can still hold other episodes.
+function episodes(change) {
+  const text = (episode) => `${turnLabel(episode.turn)} (importance ${Number(episode.importance).toFixed(2)}): ${episode.text}`;
+  if (!change) return listOf("Persona's episodes", "compare-episodes", [], [], [], text);
+  return listOf(`Persona's episodes (${change.before} → ${change.after})`, "compare-episodes",
+    change.added || [], change.removed || [], [], text);
 }

@@ -1,8 +1,8 @@
 // One conversation: the dialogue on the left, the mind at the selected event on the right, a
 // timeline over seqs between them (each position is `state?at=`), and its events as they arrive.
 
-import { allEvents, api, conversationPath, listedConversation, serverEvents } from "./api.js";
-import { $, clip, h, replace, showMessage, when } from "./dom.js";
+import { allEvents, api, conversationPath, conversationSummary, serverEvents } from "./api.js";
+import { $, clip, h, replace, showMessage, turnLabel, when } from "./dom.js";
 import { renderMind } from "./mind.js";
 import { FAILURE, summarize, THINKING } from "./summary.js";
 import { showWhy } from "./why.js";
@@ -16,14 +16,26 @@ export function current() {
   return { id: view.id, branch: view.branch, branches: view.branches, mind: view.mind, seq: view.seq, lastSeq: view.lastSeq };
 }
 
+// The states looked at, newest use last, at most KEPT_STATES of them: one state of a long
+// conversation weighs tens to hundreds of kB (its beliefs, edges and last 20 turns), so a sweep of
+// the timeline over thousands of seqs would otherwise keep tens of MB. 64 holds a stretch of the
+// timeline stepped back and forth, with the previous narrative's and portrait's states each
+// position also reads; a seq further away is asked for again (one `state?at=`, tens of ms).
+export const KEPT_STATES = 64;
+
 async function stateAt(seq) {
   const cacheKey = `${view.branch}@${seq}`;
-  if (!view.states.has(cacheKey)) {
-    const asked = api(conversationPath(view.id, "state"), { params: { at: seq, branch: view.branch } });
-    view.states.set(cacheKey, asked);
-    asked.catch(() => view.states.delete(cacheKey));
+  const kept = view.states.get(cacheKey);
+  if (kept) {
+    view.states.delete(cacheKey); // used now: the newest again
+    view.states.set(cacheKey, kept);
+    return kept;
   }
-  return view.states.get(cacheKey);
+  const asked = api(conversationPath(view.id, "state"), { params: { at: seq, branch: view.branch } });
+  view.states.set(cacheKey, asked);
+  asked.catch(() => view.states.delete(cacheKey));
+  while (view.states.size > KEPT_STATES) view.states.delete(view.states.keys().next().value); // the least recently used
+  return asked;
 }
 
 // A branch's events: main's up to the fork, then its own (a recompute branch inherits the rest).
@@ -41,10 +53,12 @@ export async function openConversation(id, { branch = "main", at = null, onChang
   Object.assign(view, { id, branch, states: new Map(), onChange: onChange || (() => {}) });
   $("#conversation-title").textContent = id;
   $("#why").hidden = true;
-  const listed = await listedConversation(id);
-  view.branches = listed.branches;
-  view.mind = listed.mind || "mirror";
-  if (!view.branches.includes(branch)) throw new Error(`Not found: conversation ${id} has no branch ${JSON.stringify(branch)}.`);
+  const summary = await conversationSummary(id);
+  view.branches = summary.branches;
+  view.mind = summary.mind || "mirror";
+  if (!view.branches.includes(branch)) {
+    throw new Error(`Not found: conversation ${id} has no branch ${JSON.stringify(branch)} (its branches: ${view.branches.join(", ")}).`);
+  }
   $("#mind-badge").textContent = view.mind;
   $("#mind-badge").className = `badge mind-${view.mind}`;
   replace($("#branch"), view.branches.map((name) => h("option", { value: name, selected: name === branch }, name)));
@@ -54,9 +68,20 @@ export async function openConversation(id, { branch = "main", at = null, onChang
   renderDialogue();
   replace($("#live-feed"));
   $("#live-count").textContent = "";
-  await select(at === null ? view.lastSeq : Math.min(Math.max(1, at), view.lastSeq));
+  await select(at === null ? view.lastSeq : shownSeq(at, branch));
   if (branch === "main") startLive();
   else $("#live-status").textContent = "live events follow main only";
+}
+
+// The seq the address bar asked for (`at=`), or, when this branch has no such seq, the nearest
+// one — said at the top, never swapped silently.
+function shownSeq(at, branch) {
+  if (Number.isInteger(at) && at >= 1 && at <= view.lastSeq) return at;
+  const past = Number.isInteger(at) && at > view.lastSeq;
+  const shown = past ? view.lastSeq : 1;
+  showMessage(past ? `at=${at} is past the end: branch ${branch} ends at seq ${view.lastSeq}; showing seq ${shown}.`
+    : `at=${at} is not a seq (seqs are whole numbers from 1); showing seq ${shown}.`, "warning");
+  return shown;
 }
 
 function renderTimeline() {
@@ -72,7 +97,7 @@ function renderTimeline() {
 
 function turnBlock(event) {
   return h("article", { class: "turn", dataset: { seq: event.seq, turn: event.turn } },
-    h("p", { class: "user" }, h("span", { class: "who" }, `user · turn ${event.turn}`), event.payload.user_message),
+    h("p", { class: "user" }, h("span", { class: "who" }, `user · ${turnLabel(event.turn)}`), event.payload.user_message),
     h("button", { type: "button", class: "reply", dataset: { seq: event.seq }, title: "why: what produced this reply",
       onclick: () => why({ seq: event.seq }) }, h("span", { class: "who" }, `reply · seq ${event.seq}`), event.payload.reply));
 }
@@ -114,7 +139,7 @@ export async function select(seq) {
   $("#timeline").value = seq;
   $("#seq").textContent = seq;
   const event = view.events.find((e) => e.seq === seq);
-  $("#seq-event").textContent = event ? `${event.type} · turn ${event.turn} · ${when(event.ts)} · ${clip(summarize(event), 90)}` : "";
+  $("#seq-event").textContent = event ? `${event.type} · ${turnLabel(event.turn)} · ${when(event.ts)} · ${clip(summarize(event), 90)}` : "";
   markDialogue();
   view.onChange(current());
   let state;
@@ -196,7 +221,7 @@ function arrived(event) {
     const dialogue = $("#dialogue");
     if (!dialogue.querySelector(".turn")) dialogue.replaceChildren();
     dialogue.append(turnBlock(event));
-    thinking(`thinking after turn ${event.turn}…`);
+    thinking(`thinking after ${turnLabel(event.turn)}…`);
   } else if (event.type === FAILURE) {
     thinking(`${event.payload.stage} failed: ${clip(event.payload.message, 80)}`, "failure");
     showMessage(`Thinking failed at seq ${event.seq}: ${event.payload.stage} (${event.payload.error_type}): ${event.payload.message}`, "warning");

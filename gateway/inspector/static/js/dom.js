@@ -72,3 +72,9 @@ export function clip(text, length = 120) {
 export function number(value, digits = 2) {
   return typeof value === "number" ? value.toFixed(digits) : "–";
 }
+
+// A turn as people count it: the API's `turn` is 0-based (the first turn is 0), the page — like
+// the CLI's "turn 1 of 10" and every count of turns — says "turn 1" for it.
+export function turnLabel(turn) {
+  return typeof turn === "number" ? `turn ${turn + 1}` : "no turn";
+}

@@ -4,7 +4,7 @@
 //   /inspector?conversation=ID&compare=LEFT,RIGHT    two points side by side (each BRANCH@SEQ or BRANCH)
 //   /inspector#token=…                          log in (the fragment never reaches the server)
 
-import { forgetToken, listedConversation, setToken, takeTokenFromFragment, token } from "./api.js";
+import { conversationSummary, forgetToken, setToken, takeTokenFromFragment, token } from "./api.js";
 import { $, clearMessage, h, replace, showMessage } from "./dom.js";
 import { bindList, showList } from "./list.js";
 import { current, leaveConversation, openConversation, select } from "./conversation.js";
@@ -33,7 +33,15 @@ function navigate(query, { replaceOnly = false } = {}) {
 
 function point(text) {
   const [branch, seq] = String(text || "main").split("@");
-  return { branch: branch || "main", seq: seq ? Number(seq) : null };
+  return { branch: branch || "main", seq: seq ? Number(seq) : null, text: String(text || "main") };
+}
+
+// What is wrong with one side of `compare=` (a branch the conversation lacks, a seq that is no
+// whole number), said rather than replaced by another side; a seq past the end is the API's 404.
+function pointProblem(p, branches) {
+  if (!branches.includes(p.branch)) return `the conversation has no branch ${JSON.stringify(p.branch)} (its branches: ${branches.join(", ")})`;
+  if (p.seq !== null && !(Number.isInteger(p.seq) && p.seq >= 1)) return `${JSON.stringify(p.text)} has no valid seq (seqs are whole numbers from 1)`;
+  return null;
 }
 
 function crumbs(conversation, extra) {
@@ -66,12 +74,15 @@ async function route() {
       await showList((id) => navigate({ conversation: id }));
     } else if (query.has("compare")) {
       leaveConversation();
-      const [left, right] = query.get("compare").split(",").map(point);
+      const sides = query.get("compare").split(",");
+      const [left, right] = [point(sides[0]), point(sides[1])];
       show("#compare-view");
       crumbs(conversation, "compare");
-      const { branches } = await listedConversation(conversation);
+      const { branches } = await conversationSummary(conversation);
       setupCompare({ branches, left, right });
-      await runCompare(conversation);
+      const wrong = [left, right].map((p) => pointProblem(p, branches)).filter(Boolean);
+      if (wrong.length) showMessage(`compare=${query.get("compare")}: ${wrong.join("; ")}. Choose both sides above and press Compare.`);
+      else await runCompare(conversation);
     } else {
       show("#conversation-view");
       crumbs(conversation);

@@ -66,7 +66,7 @@ function scores(title, values, id) {
 }
 
 function persona(view) {
-  const goals = h("ol", { class: "goals" }, view.hard_goals.map((goal, index) => h("li", {
+  const goals = view.hard_goals.length === 0 ? null : h("ol", { class: "goals" }, view.hard_goals.map((goal, index) => h("li", {
     class: index < view.hard_met ? "met" : index === view.active_hard_goal ? "active" : "" },
   goal, index < view.hard_met ? " ✓" : index === view.active_hard_goal ? " (working on it)" : "")));
   const steps = ["interpretation", "appraisal", "plan"].map((name) => view[name]
@@ -76,7 +76,7 @@ function persona(view) {
     scores("Emotion", view.emotions, "emotions"),
     view.emotion_reason ? h("p", { class: "muted" }, clip(view.emotion_reason, 200)) : null,
     scores("Relationship", view.relationship, "relationship"),
-    h("h3", {}, "Hard goals, in order"), goals,
+    goals ? h("h3", {}, "Hard goals, in order") : null, goals,
     scores("Soft goals", view.soft_goals, "soft-goals"),
     ...steps,
     h("p", { class: "muted" }, `${view.episodes.length} episodes remembered`));

@@ -35,6 +35,24 @@ export async function openRecompute(conversation, { mind, fromSeq, onDone }) {
   dialog.showModal();
 }
 
+// A branch's last seq, read from where the previous round stopped: `events?branch=&after=` pages
+// only the events written since (the cheapest route that gives a branch's seq; no state is folded).
+// A branch with no event yet answers an empty page, not a 404.
+async function branchSeq(conversation, branch, after, signal) {
+  for (;;) {
+    const page = await api(conversationPath(conversation, "events"), { params: { branch, after, limit: 1000 }, signal });
+    if (page.events.length < 1000) return page.next_after;
+    after = page.next_after;
+  }
+}
+
+function pause(ms, signal) {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => { clearTimeout(timer); resolve(); }, { once: true });
+  });
+}
+
 async function start(conversation, template, onDone) {
   const text = $("#recompute-text").value;
   const status = $("#recompute-status");
@@ -43,36 +61,49 @@ async function start(conversation, template, onDone) {
     return;
   }
   $("#recompute-start").disabled = true;
+  const dialog = $("#recompute-dialog");
+  // Closing the dialog ends the watch (the job itself runs on; `GET /v1/recompute/{job}` still follows it).
+  const watch = new AbortController();
+  dialog.addEventListener("close", () => watch.abort(), { once: true });
+  const { signal } = watch;
   const body = { [template.field]: { [template.name]: text }, conversations: [conversation],
     from_seq: Number($("#recompute-from").value) || 1, concurrency: 1 };
   let job;
+  let mainHead;
   try {
-    job = await api("/v1/recompute", { method: "POST", body });
+    [job, { last_seq: mainHead }] = await Promise.all([api("/v1/recompute", { method: "POST", body, signal }),
+      api(conversationPath(conversation), { signal })]);
   } catch (error) {
-    status.textContent = error.message;
+    if (!signal.aborted) status.textContent = error.message;
     $("#recompute-start").disabled = false;
     return;
   }
-  const mainHead = (await api(conversationPath(conversation, "state"))).seq;
+  dialog.dataset.watching = "true";
+  try {
+    await watchJob(conversation, job, mainHead, signal, onDone);
+  } finally {
+    delete dialog.dataset.watching;
+  }
+}
+
+// Every 400 ms until the job ends or the dialog closes: the job's status, and how far its branch
+// has come (its seq against main's head; a re-thought branch may end a little past main's).
+async function watchJob(conversation, job, mainHead, signal, onDone) {
+  const status = $("#recompute-status");
   const bar = $("#recompute-progress");
-  bar.max = mainHead;
-  for (;;) {
+  bar.max = Math.max(1, mainHead);
+  let seq = 0;
+  while (!signal.aborted) {
     try {
-      job = await api(`/v1/recompute/${job.job}`);
+      job = await api(`/v1/recompute/${job.job}`, { signal });
+      if (job.branch) seq = await branchSeq(conversation, job.branch, seq, signal);
     } catch (error) {
-      status.textContent = error.message;
-      $("#recompute-start").disabled = false;
+      if (!signal.aborted) {
+        status.textContent = error.message;
+        $("#recompute-start").disabled = false;
+      }
       return;
     }
-    let seq = 0;
-    try {
-      seq = (await api(conversationPath(conversation, "state"), { params: { branch: job.branch } })).seq;
-    } catch {
-      // the branch has no event yet
-    }
-    bar.value = Math.min(seq, mainHead);
-    status.textContent = `${job.status}: branch ${job.branch} at seq ${seq} of ${mainHead}` +
-      (job.total ? ` · ${job.done} of ${job.total} conversations` : "");
     if (job.status === "done") {
       bar.value = bar.max;
       const failed = job.report?.failed ?? 0;
@@ -80,6 +111,7 @@ async function start(conversation, template, onDone) {
         status.textContent = `done, but it failed: ${JSON.stringify(job.report.failures ?? job.report.results)}`;
         return;
       }
+      status.textContent = `done: branch ${job.branch} ends at seq ${seq} (main at seq ${mainHead})`;
       $("#recompute-dialog").close();
       onDone(job.branch);
       return;
@@ -89,6 +121,10 @@ async function start(conversation, template, onDone) {
       $("#recompute-start").disabled = false;
       return;
     }
-    await new Promise((resolve) => setTimeout(resolve, 400));
+    bar.value = Math.min(seq, bar.max);
+    status.textContent = `${job.status}: branch ${job.branch ?? "(being made)"} at seq ${seq}` +
+      (seq <= mainHead ? ` of about ${mainHead}` : ` (main ends at seq ${mainHead})`) +
+      (job.total ? ` · ${job.done} of ${job.total} conversations` : "");
+    await pause(400, signal);
   }
 }

@@ -1,6 +1,6 @@
 // One line about an event, by its type: what the dialogue, the live feed and Why show of it.
 
-import { clip } from "./dom.js";
+import { clip, turnLabel } from "./dom.js";
 
 const SAY = {
   turn: (p) => `“${clip(p.user_message, 60)}” → “${clip(p.reply, 80)}”`,
@@ -10,7 +10,7 @@ const SAY = {
     (typeof p.confidence === "number" ? ` (confidence ${p.confidence.toFixed(2)})` : ""),
   recall: (p) => `recalled ${(p.belief_ids || []).length} beliefs, ${(p.edges || []).length} edges for “${clip(p.query, 60)}”`,
   edge: (p) => `${p.operation || "assert"} ${p.src} —${p.relation}→ ${p.dst}`,
-  memory_step: (p) => `memory for turn ${p.for_turn}: ${p.candidates} candidates, ${p.beliefs} beliefs, ${p.edges} edges`,
+  memory_step: (p) => `memory for ${turnLabel(p.for_turn)}: ${p.candidates} candidates, ${p.beliefs} beliefs, ${p.edges} edges`,
   insight: (p) => clip(p.text, 140),
   reflection: (p) => `${p.accepted ? "accepted" : "rejected"} portrait${p.reason ? ` (${clip(p.reason, 60)})` : ""}: ` +
     clip(p.portrait, 90),
@@ -18,7 +18,9 @@ const SAY = {
   fork: (p) => `branched from ${p.parent_branch}@${p.fork_seq}${p.reason ? `: ${clip(p.reason, 60)}` : ""}`,
   persona: (p) => `persona ${p.name} (${String(p.version).slice(0, 12)}), ${p.order}`,
   interpretation: (p) => clip(p.text, 140),
-  retrieval: (p) => `retrieved episodes ${(p.episode_turns || []).join(", ") || "none"}, biography ${(p.biography_entries || []).join(", ") || "none"}`,
+  retrieval: (p) => `retrieved ${(p.episode_turns || []).length} episodes` +
+    `${(p.episode_turns || []).length ? ` (of ${(p.episode_turns).map((t) => turnLabel(t)).join(", ")})` : ""}` +
+    `, ${(p.biography_entries || []).length} biography entries`,
   plan: (p) => clip(p.text, 140),
   appraisal: (p) => clip(p.text, 140),
   emotion: (p) => Object.entries(p.intensities || {}).map(([k, v]) => `${k} ${Number(v).toFixed(2)}`).join(", "),

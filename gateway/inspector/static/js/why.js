@@ -3,7 +3,7 @@
 // with each model call's provenance (prompt set, model, tokens, milliseconds).
 
 import { api, conversationPath } from "./api.js";
-import { $, clip, h, replace, showMessage, when } from "./dom.js";
+import { $, clip, h, replace, showMessage, turnLabel, when } from "./dom.js";
 import { summarize } from "./summary.js";
 
 const ROLES = {
@@ -31,11 +31,31 @@ function readable(key, value) {
   return value;
 }
 
-function eventBlock(event, open) {
+function eventBlock(event, open, extra = null) {
   return h("div", { class: "event" },
-    h("p", {}, h("span", { class: `badge type-${event.type}` }, event.type), ` seq ${event.seq} · turn ${event.turn} · ${when(event.ts)}`),
+    h("p", {}, h("span", { class: `badge type-${event.type}` }, event.type), ` seq ${event.seq} · ${turnLabel(event.turn)} · ${when(event.ts)}`),
     h("p", { class: "summary" }, summarize(event)),
+    extra,
     h("details", { open }, h("summary", {}, "the event as logged"), h("pre", {}, JSON.stringify(event.payload, readable, 2))));
+}
+
+// A retrieval event names what it retrieved by position only (episodes by the turn they record,
+// biography entries by index): their texts are the persona's at that seq, asked once and filled in.
+function retrieved(conversation, branch, event) {
+  const list = h("ul", { class: "items retrieved" }, h("li", { class: "muted" }, "reading what it retrieved…"));
+  const turns = event.payload.episode_turns || [];
+  const entries = event.payload.biography_entries || [];
+  if (!turns.length && !entries.length) return null;
+  api(conversationPath(conversation, "state"), { params: { at: event.seq, branch } }).then((state) => {
+    const persona = state.persona || { episodes: [], biography: [] };
+    const episode = new Map(persona.episodes.map((e) => [e.turn, e.text]));
+    replace(list,
+      turns.map((turn) => h("li", { class: "episode", dataset: { turn } }, h("strong", {}, `episode of ${turnLabel(turn)}: `),
+        episode.get(turn) ?? h("span", { class: "muted" }, "no longer kept"))),
+      entries.map((index) => h("li", { class: "biography", dataset: { entry: index } }, h("strong", {}, `biography ${index + 1}: `),
+        persona.biography[index] ?? h("span", { class: "muted" }, "not in the card"))));
+  }).catch((error) => replace(list, h("li", { class: "warn" }, `The texts could not be read: ${error.message}`)));
+  return list;
 }
 
 export async function showWhy(conversation, branch, question, { onSeq }) {
@@ -64,12 +84,13 @@ export async function showWhy(conversation, branch, question, { onSeq }) {
   if (!answer.causes.length) parts.push(h("p", { class: "muted" }, "Nothing before it: it is where this begins."));
   parts.push(h("ol", { class: "causes" }, answer.causes.map((cause) => h("li", { class: "cause", dataset: { role: cause.role, seq: cause.event.seq } },
     h("p", {}, h("strong", {}, ROLES[cause.role] || cause.role), cause.label ? ` — ${cause.label}` : ""),
-    eventBlock(cause.event, cause.role === "recall"),
+    eventBlock(cause.event, cause.role === "recall",
+      cause.event.type === "retrieval" ? retrieved(conversation, branch, cause.event) : null),
     cause.provenance ? provenance(cause.provenance) : null))));
   if (answer.history.length) {
     parts.push(h("h3", {}, "Its history"), h("ol", { class: "history" }, answer.history.map((item) => h("li", { dataset: { seq: item.seq } },
       h("button", { type: "button", class: "link", onclick: () => onSeq(item.seq) }, `seq ${item.seq}`),
-      ` ${item.type} (turn ${item.turn}): ${item.summary}`))));
+      ` ${item.type} (${turnLabel(item.turn)}): ${item.summary}`))));
   }
   replace(body, ...parts);
 }
