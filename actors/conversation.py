@@ -48,12 +48,13 @@ from mirror.events.envelope import Event
 from mirror.events.errors import AppendConflict
 from mirror.events.ids import StreamKey
 from mirror.events.log import LogAccess, Snapshot
-from mirror.events.payloads import PersonaChosen, Reflection
+from mirror.events.payloads import PersonaChosen, Reflection, Turn
+from mirror.projections.persona import PersonaState
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes
 from mirror.projections.state import ConversationState, initial_state
 
 from .clients import ConversationClients
-from .errors import Fenced, Passivated, SettingConflict
+from .errors import Fenced, IdempotencyKeyReused, Passivated, SettingConflict
 from .persona_mind import persona_event, persona_to_record
 from .rebuild import RebuildReport, rebuild
 from .results import ConversationSummary, ReflectionResult, TurnResult
@@ -99,6 +100,8 @@ class Conversation:
         """The settings' prompt set; a host reads it once for all its conversations."""
         self.persona_prompts: PromptSet = default_persona_prompts()
         """The persona mind's prompt set (:mod:`mirror.cognition.persona.prompting`)."""
+        self._keyed: dict[str, asyncio.Future[TurnResult]] = {}
+        """Turns running for an idempotency key: a retry that arrives meanwhile waits for its turn."""
 
     @property
     def state(self) -> ConversationState:
@@ -210,6 +213,12 @@ class Conversation:
     async def turn(self, request: TurnRequest, on_token: TokenSink | None = None) -> TurnResult:
         """Reply to ``request.message``; the ``turn`` event is acknowledged before this returns.
 
+        A request with an idempotency key that a turn of this conversation already answered (within
+        ``idempotency_window_s``) gets that turn's answer again (:attr:`TurnResult.replayed`),
+        appending nothing; one whose first attempt is still running waits for it, so a turn never
+        runs twice; a key reused for another request is :class:`IdempotencyKeyReused`. The key is
+        recorded in the ``turn`` event, so this holds across gateways, re-activations and restarts.
+
         ``on_token``: the reply's pieces as the model writes them (joined, exactly the reply); the
         steps before the reply (recall, a persona's think, plan and appraisal) are not streamed.
 
@@ -219,6 +228,53 @@ class Conversation:
         The turn itself is the writer's (:meth:`~mirror.cognition.writer.ConversationWriter.take_turn`),
         the code recompute and ``replay verify`` run too.
         """
+        key = request.idempotency_key
+        if key is None:
+            return await self._turn(request, on_token)
+        running = self._keyed.get(key)
+        if running is not None:  # the same key still running: wait for it, never run twice
+            await asyncio.gather(asyncio.shield(running), return_exceptions=True)
+        answered = await self._answered(request)
+        if answered is not None:
+            if on_token is not None:
+                on_token(answered.reply)
+            return answered
+        future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
+        self._keyed[key] = future
+        try:
+            result = await self._turn(request, on_token)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: a waiting retry looks at the state, not at this
+            raise
+        finally:
+            self._keyed.pop(key, None)
+        future.set_result(result)
+        return result
+
+    async def _answered(self, request: TurnRequest) -> TurnResult | None:
+        """The earlier turn the request's idempotency key names, as its answer (``None``: no turn
+        of this conversation used the key within the window)."""
+        assert request.idempotency_key is not None  # the caller checked
+        state = self.state
+        keyed = state.keyed_turn(request.idempotency_key)
+        if keyed is None or keyed.timestamp < time.time() - self.settings.idempotency_window_s:
+            return None
+        record = next((turn for turn in state.recent_turns if turn.seq == keyed.seq), None)
+        if record is not None:
+            message, reply, narrative_seq = record.user_message, record.reply, record.narrative_seq
+        else:  # older than the recent turns kept in the state: the log has it
+            (event,) = await self.log.read(self.key, after_seq=keyed.seq - 1, until_seq=keyed.seq)
+            payload = event.payload
+            assert isinstance(payload, Turn)  # the projection keeps keys of turn events alone
+            message, reply, narrative_seq = payload.user_message, payload.reply, payload.narrative_seq
+        why = _another_request(request, message, self.config, state.persona)
+        if why is not None:
+            raise IdempotencyKeyReused(self.key, request.idempotency_key, keyed.seq, why)
+        return TurnResult(reply=reply, turn=keyed.turn, seq=keyed.seq, narrative_seq=narrative_seq, llm_ms=0.0,
+                          talk_ms=0.0, append_ms=0.0, turn_ms=0.0, replayed=True)
+
+    async def _turn(self, request: TurnRequest, on_token: TokenSink | None) -> TurnResult:
         self._check_not_fenced()
         if self.passivating:
             raise Passivated(self.key)
@@ -232,12 +288,13 @@ class Conversation:
                 if asked not in (None, False, "baseline"):
                     raise SettingConflict(self.key, setting, asked, "persona", why="a persona conversation runs its own "
                                           "cycle: the MIRROR mind's mode, memory and reflection do not apply to it")
-            return await self._persona_turn(writer, request.message, chosen, on_token)
+            return await self._persona_turn(writer, request, chosen, on_token)
         self._choose(writer.state, mode=request.mode, memory=request.memory, reflection=request.reflection)
         started = time.perf_counter()
         try:
             composed, event = await writer.take_turn(request.message, llm=self.llm, prompts=self.prompts,
-                                                     config=self.config, recaller=self._recall, on_token=on_token)
+                                                     config=self.config, recaller=self._recall, on_token=on_token,
+                                                     idempotency_key=request.idempotency_key)
         except LLMError as failure:  # nothing was appended; the gateway answers it as a 502 or 503
             failure.during("talker")
             raise
@@ -265,15 +322,15 @@ class Conversation:
         """The live turn's recall: the message embedded, recalled through the index kept between turns."""
         return await recall_for_turn(state, message, self.embedder, now, memory=self.memory)
 
-    async def _persona_turn(self, writer: ConversationWriter, message: str, chosen: PersonaChosen | None,
+    async def _persona_turn(self, writer: ConversationWriter, request: TurnRequest, chosen: PersonaChosen | None,
                             on_token: TokenSink | None) -> TurnResult:
         """A turn of the persona mind: the MIRROR stages are off."""
         self.config = replace(self.config, mode="baseline", memory=False, reflection=False)
         started = time.perf_counter()
         try:
             composed, turn = await writer.take_persona_turn(
-                message, llm=self.llm, embedder=self.embedder, prompts=self.persona_prompts, config=self.config,
-                chosen=chosen, on_token=on_token)
+                request.message, llm=self.llm, embedder=self.embedder, prompts=self.persona_prompts,
+                config=self.config, chosen=chosen, on_token=on_token, idempotency_key=request.idempotency_key)
         except LLMError as failure:  # nothing was appended; the gateway answers it as a 502 or 503
             failure.during("talker")
             raise
@@ -444,6 +501,24 @@ class Conversation:
             last_failure=None if state.last_failure is None else state.last_failure.message,
             updated_at=state.last_timestamp or time.time(),
         )
+
+
+def _another_request(request: TurnRequest, message: str, config: MirrorConfig, persona: PersonaState | None) -> str | None:
+    """Why ``request`` is not the one its idempotency key first came with (``None``: it is): another
+    message, or a setting other than the conversation's (which that request fixed or matched)."""
+    if request.message != message:
+        return "another message"
+    for setting in ("mode", "memory", "reflection"):
+        asked = getattr(request, setting)
+        if asked is not None and asked != getattr(config, setting):
+            return f"{setting} {asked!r}, not {getattr(config, setting)!r}"
+    mind = request.mind
+    if mind is not None:
+        running = "mirror" if persona is None else "persona"
+        if mind.mind != running or (mind.persona is not None and persona is not None
+                                    and mind.persona.version != persona.version):
+            return f"another mind ({mind.mind})"
+    return None
 
 
 __all__ = ["Conversation", "REPLY_HEAD_START_S", "RebuildReport"]

@@ -5,7 +5,8 @@
         ├── IngesterUnavailable      the ingester actor of a shard is not consuming and serving reads
         ├── Fenced                   a conversation lost the single-writer fence and stopped
         ├── Passivated               a conversation is passivating: ask its new incarnation
-        └── SettingConflict          a turn asked for a mode (or memory) other than its conversation's
+        ├── SettingConflict          a turn asked for a mode (or memory) other than its conversation's
+        └── IdempotencyKeyReused     a turn's idempotency key names an earlier turn of another request
 
 The rooms above keep their own errors beside the code that raises them (``mirror.sim.errors``,
 ``mirror.stack.errors``, ``mirror.cli.errors``, ``mirror.harness.errors``), each a
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from mirror.events.errors import MirrorError
 
-__all__ = ["ActorError", "Fenced", "IngesterUnavailable", "Passivated", "SettingConflict"]
+__all__ = ["ActorError", "Fenced", "IdempotencyKeyReused", "IngesterUnavailable", "Passivated", "SettingConflict"]
 
 
 class ActorError(MirrorError):
@@ -69,3 +70,17 @@ class SettingConflict(ActorError):
         self.why = why
         super().__init__(f"conversation {key} runs {setting} {running!r}, not {asked!r}: "
                          + (why or "its first turn fixed it; start a new conversation, or re-think this one with recompute"))
+
+
+class IdempotencyKeyReused(ActorError):
+    """A turn came with an idempotency key that an earlier turn of this conversation used for
+    another request (another message, or other settings). Nothing is appended: a key names one
+    request, so send a new key with a new request."""
+
+    def __init__(self, key: object, idempotency_key: str, seq: int, why: str) -> None:
+        self.key = key
+        self.idempotency_key = idempotency_key
+        self.seq = seq
+        self.why = why
+        super().__init__(f"idempotency key {idempotency_key!r} was used by the turn at seq {seq} of conversation {key} "
+                         f"for another request ({why}); use a new key for a new request")

@@ -39,6 +39,9 @@ class TurnResult:
     """The reply's model call (the Talker's, a persona's formulation): its prompt tokens, as reported or estimated."""
     completion_tokens: int = 0
     """... and the reply's tokens."""
+    replayed: bool = False
+    """The answer of an earlier turn that the request's idempotency key names: nothing was appended
+    (its timings are zero: this request made no model call)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -43,6 +43,8 @@ class RuntimeSettings:
     thinker_max_tokens: int = 3000
     snapshot_every: int = SNAPSHOT_EVERY
     thinking_attempts: int = 3
+    idempotency_window_s: float = 86_400.0
+    """How long a turn's idempotency key answers a retry (a day): a retry after it is a new turn."""
     memory: bool = True
     reflection: bool = True
     """Insights after each turn and reflection when due (:mod:`mirror.cognition.reflection`);

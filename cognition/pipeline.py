@@ -281,7 +281,7 @@ def thinking_behind(state: ConversationState, mode: str) -> bool:
 
 
 async def talk(state: ConversationState, user_message: str, llm: LLM, prompts: PromptSet, config: MirrorConfig,
-               *, recalled: str = "", on_token: TokenSink | None = None) -> Talk:
+               *, recalled: str = "", on_token: TokenSink | None = None, idempotency_key: str | None = None) -> Talk:
     """The Talker's reply to ``user_message`` from ``state`` (and the recall block ``recalled``, if
     any); LLM errors propagate (nothing to record). ``on_token``: the reply's pieces as the model
     writes them (joined, exactly the returned reply); the request is the same either way."""
@@ -297,7 +297,7 @@ async def talk(state: ConversationState, user_message: str, llm: LLM, prompts: P
     else:
         seen = state.narrative_seq
     turn = Turn(user_message, reply, narrative_seq=seen, mode=config.mode, memory=config.memory,
-                reflection=config.reflection)
+                reflection=config.reflection, idempotency_key=idempotency_key)
     provenance = one_copy(turn, response.provenance, lambda text: replace(turn, reply=_reply_of(text)))
     return Talk(reply, turn, provenance)
 

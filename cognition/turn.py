@@ -47,7 +47,11 @@ from .prompts import PromptSet
 
 
 class InvalidTurnRequest(ValueError):
-    """A turn request that cannot be a turn: not a message, or an unknown mode."""
+    """A turn request that cannot be a turn: not a message, an unknown mode, a malformed idempotency key."""
+
+
+MAX_KEY_CHARS = 255
+"""The longest idempotency key (what Stripe and the IETF draft's examples allow; a UUID is 36)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +72,20 @@ class TurnRequest:
     reflection: bool | None = None
     mind: MindChoice | None = None
     stream: bool = False
+    idempotency_key: str | None = None
+    """The client's key for this request (``Idempotency-Key``): a retry with it is answered with
+    the turn it appended (the key is recorded in the ``turn`` event), never a second turn."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.message, str):
             raise InvalidTurnRequest(f"a turn's message is text, not {type(self.message).__name__}")
         if self.mode is not None and self.mode not in MODES:
             raise InvalidTurnRequest(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
+        key = self.idempotency_key
+        if key is not None and not (isinstance(key, str) and 0 < len(key) <= MAX_KEY_CHARS
+                                    and all("!" <= char <= "~" for char in key)):
+            raise InvalidTurnRequest(f"an idempotency key is 1 to {MAX_KEY_CHARS} visible ASCII characters "
+                                     f"(no spaces), not {key!r:.80}")
 
     def streamed(self) -> TurnRequest:
         """The same request, read token by token."""
@@ -138,16 +150,18 @@ def _last_event(state: ConversationState) -> str:
 async def compose_mirror_turn(
     state: ConversationState, message: str, *, llm: LLM, prompts: PromptSet, config: MirrorConfig, now: float,
     recaller: Recaller, kept: KeptReply | None = None, on_token: TokenSink | None = None,
+    idempotency_key: str | None = None,
 ) -> ComposedTurn:
     """The MIRROR turn for ``message`` from ``state`` at ``now``: recall, then the Talker (or the
-    ``kept`` reply). LLM errors propagate: nothing was appended."""
+    ``kept`` reply). ``idempotency_key``: the request's, recorded in the ``turn``. LLM errors
+    propagate: nothing was appended."""
     started = time.perf_counter()
     recalled = await recaller(state, message, now) if config.memory else None
     remembered = time.perf_counter()
     provenance: Provenance | None
     if kept is None:
         said = await talk(state, message, llm, prompts, config, recalled="" if recalled is None else recalled.block,
-                          on_token=on_token)
+                          on_token=on_token, idempotency_key=idempotency_key)
         turn, provenance, causation = said.turn, said.provenance, None
     else:
         turn, provenance, causation = kept.turn, kept.provenance, kept.causation
@@ -183,7 +197,7 @@ class ComposedPersonaTurn:
 async def compose_persona_turn(
     state: ConversationState, message: str, *, llm: LLM, embedder: Embedder | None, prompts: PromptSet,
     config: MirrorConfig, now: float, chosen: PersonaChosen | None = None, kept: KeptReply | None = None,
-    on_token: TokenSink | None = None,
+    on_token: TokenSink | None = None, idempotency_key: str | None = None,
 ) -> ComposedPersonaTurn:
     """The persona's turn for ``message`` from ``state`` (after ``chosen``'s ``persona`` event, on a
     first turn): its path's steps, then the formulation — or, ``kept``, the recorded reply after
@@ -192,12 +206,13 @@ async def compose_persona_turn(
     basis = state if chosen is None else apply(state, make_event(key, state.last_seq + 1, chosen,
                                                                  turn=state.turn_count, timestamp=now))
     said = await persona_turn(basis, message, llm, embedder, prompts, config, on_token=on_token,
-                              kept=None if kept is None else (kept.turn, kept.provenance))
+                              kept=None if kept is None else (kept.turn, kept.provenance),
+                              idempotency_key=idempotency_key)
     return ComposedPersonaTurn(said, chosen, basis.turn_count, _last_event(basis), now,
                                None if kept is None else kept.causation)
 
 
 __all__ = [
-    "ComposedPersonaTurn", "ComposedTurn", "InvalidTurnRequest", "KeptReply", "Recaller", "TurnRequest",
+    "MAX_KEY_CHARS", "ComposedPersonaTurn", "ComposedTurn", "InvalidTurnRequest", "KeptReply", "Recaller", "TurnRequest",
     "compose_mirror_turn", "compose_persona_turn", "no_recall",
 ]

@@ -129,7 +129,7 @@ class ConversationWriter:
     async def take_turn(
         self, message: str, *, llm: LLM, prompts: PromptSet, config: MirrorConfig, recaller: Recaller,
         now: float | None = None, kept: KeptReply | None = None, on_token: TokenSink | None = None,
-        basis: ConversationState | None = None, recall_landed: bool = False,
+        basis: ConversationState | None = None, recall_landed: bool = False, idempotency_key: str | None = None,
     ) -> tuple[ComposedTurn, Event]:
         """A MIRROR turn (:func:`~mirror.cognition.turn.compose_mirror_turn`) from the current state
         (or ``basis``), appended: the ``recall`` the Talker answered from and the ``turn`` in one
@@ -145,20 +145,22 @@ class ConversationWriter:
         before a ``recall`` an interrupted run already appended, and only its ``turn`` is appended."""
         composed = await compose_mirror_turn(
             self.state if basis is None else basis, message, llm=llm, prompts=prompts, config=config,
-            now=time.time() if now is None else now, recaller=recaller, kept=kept, on_token=on_token)
+            now=time.time() if now is None else now, recaller=recaller, kept=kept, on_token=on_token,
+            idempotency_key=idempotency_key)
         events = await self.append((replace(composed, recall=None) if recall_landed else composed).build(self.key))
         return composed, events[-1]
 
     async def take_persona_turn(
         self, message: str, *, llm: LLM, embedder: Embedder | None, prompts: PromptSet, config: MirrorConfig,
         chosen: PersonaChosen | None = None, kept: KeptReply | None = None, on_token: TokenSink | None = None,
+        idempotency_key: str | None = None,
     ) -> tuple[ComposedPersonaTurn, Event]:
         """A persona turn (:func:`~mirror.cognition.turn.compose_persona_turn`) from the current
         state, appended in one fenced append (a first turn's ``persona`` event first). Returns the
         composition and the ``turn`` event."""
         composed = await compose_persona_turn(self.state, message, llm=llm, embedder=embedder, prompts=prompts,
                                               config=config, now=time.time(), chosen=chosen, kept=kept,
-                                              on_token=on_token)
+                                              on_token=on_token, idempotency_key=idempotency_key)
         events = await self.append(composed.build(self.key))
         return composed, events[-1]
 

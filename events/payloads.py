@@ -37,17 +37,22 @@ class Turn(Payload):
     reflection runs): its first turn fixes them, so a restarted conversation goes on as it
     began. Version 1 (the prototype) stored ``user`` and ``assistant`` and no narrative
     reference; version 2 did not record ``memory``, version 3 not ``reflection`` (``None``:
-    the stack's setting).
+    the stack's setting), version 4 no ``idempotency_key``.
+
+    ``idempotency_key``: the key the client sent with the request (``Idempotency-Key``), so a
+    retry of it — through any gateway, after any restart — is answered with this turn instead of
+    appending another (``None``: the client sent none).
     """
 
     TYPE: ClassVar[str] = "turn"
-    VERSION: ClassVar[int] = 4
+    VERSION: ClassVar[int] = 5
     user_message: str
     reply: str
     narrative_seq: int | None = None
     mode: str = "full"
     memory: bool | None = True
     reflection: bool | None = False
+    idempotency_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

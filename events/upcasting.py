@@ -93,6 +93,12 @@ def _turn_v3_to_v4(payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "reflection": None}
 
 
+@register_upcaster("turn", 4)
+def _turn_v4_to_v5(payload: dict[str, Any]) -> dict[str, Any]:
+    # Version 4 recorded no idempotency key: the client sent none Mirror kept.
+    return {**payload, "idempotency_key": None}
+
+
 @register_upcaster("insight", 1)
 def _insight_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     # Version 1 did not say which turn the insight was about: unknown.

@@ -30,7 +30,7 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from mirror.actors.errors import SettingConflict
+from mirror.actors.errors import IdempotencyKeyReused, SettingConflict
 from mirror.cognition.errors import (
     LLMError,
     LLMRateLimited,
@@ -40,6 +40,7 @@ from mirror.cognition.errors import (
     ReflectionRefused,
 )
 from mirror.cognition.persona.choice import InvalidMindChoice
+from mirror.cognition.turn import InvalidTurnRequest
 from mirror.events.errors import BusError, InvalidIdentifier, LogUnavailable
 from mirror.gateway.errors import (
     ConversationTimedOut,
@@ -187,9 +188,11 @@ TABLE: dict[type[Exception], Rule] = {
     InvalidIdentifier: Rule(400),
     PersonaInvalid: Rule(400),
     InvalidMindChoice: Rule(400),
+    InvalidTurnRequest: Rule(400),  # e.g. a malformed Idempotency-Key
     UnknownConversation: Rule(404),
     ReplayError: Rule(404),  # a seq beyond the end, a branch with no events, a belief never seen...
     SettingConflict: Rule(409, from_actor=True),
+    IdempotencyKeyReused: Rule(422, code="idempotency_key_reused", from_actor=True),
     QueryDoesNotFit: Rule(409),
     ReflectionRefused: Rule(409, fields=_refusal_fields, refine=_refusal_refined, from_actor=True),  # 429 at the cap
     EmbedderFailed: Rule(502),

@@ -42,6 +42,7 @@ from .state import (
     ConversationState,
     FailureInfo,
     ForkInfo,
+    KeyedTurn,
     Limits,
     PendingInsight,
     ReflectionRecord,
@@ -128,6 +129,9 @@ def _on_turn(payload: Turn, state: ConversationState, event: Event) -> Conversat
         reflection=state.reflection if payload.reflection is None else payload.reflection,
         recent_turns=keep_last((*state.recent_turns, record), state.limits.recent_turns),
         counters=replace(counters, turns_since_reflection=counters.turns_since_reflection + 1),
+        keyed_turns=state.keyed_turns if payload.idempotency_key is None else keep_last(
+            (*state.keyed_turns, KeyedTurn(payload.idempotency_key, event.seq, event.turn, event.timestamp)),
+            state.limits.keyed_turns),
     )
 
 

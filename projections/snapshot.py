@@ -33,14 +33,17 @@ from .state import (
     Counters,
     FailureInfo,
     ForkInfo,
+    KeyedTurn,
     Limits,
     PendingInsight,
     ReflectionRecord,
     TurnRecord,
 )
 
-PROJECTION_VERSION = 8
+PROJECTION_VERSION = 9
 """Bump on any change to what the conversation projection computes or how it is stored.
+
+9: ``keyed_turns`` (the idempotency keys of the newest turns), from ``turn`` events.
 
 8: the persona mind — ``persona`` (:class:`~mirror.projections.persona.PersonaState`), from the
 persona events.
@@ -171,6 +174,7 @@ def _state_record(state: ConversationState) -> dict[str, Any]:
         "last_failure": _flat(state.last_failure),
         "fork": _flat(state.fork),
         "persona": _persona_record(state.persona),
+        "keyed_turns": [_flat(keyed) for keyed in state.keyed_turns],
     }
 
 
@@ -212,6 +216,7 @@ def _state_from(record: dict[str, Any]) -> ConversationState:
         last_failure=_unflat(FailureInfo, record["last_failure"]),
         fork=_unflat(ForkInfo, record["fork"]),
         persona=_persona_from(record["persona"]),
+        keyed_turns=tuple(_unflat(KeyedTurn, values) for values in record["keyed_turns"]),
     )
 
 

@@ -44,6 +44,9 @@ class Limits:
     monologue_trim_to_percent: int = 80
     pending_insights: int = 50
     reflection_times: int = 64
+    keyed_turns: int = 256
+    """Idempotency keys kept (the newest turns' that had one): a retry comes within seconds to
+    minutes, and the window a key is honoured (a day by default) is checked on top of this."""
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -55,6 +58,16 @@ class Limits:
                 "monologue percentages must satisfy 0 < trim_to <= trim_above <= 100, got "
                 f"trim_to={self.monologue_trim_to_percent} trim_above={self.monologue_trim_above_percent}"
             )
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedTurn:
+    """A turn its request named with an idempotency key: a retry with the key is answered by it."""
+
+    key: str
+    seq: int
+    turn: int
+    timestamp: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +194,13 @@ class ConversationState:
     fork: ForkInfo | None = None
     persona: PersonaState | None = None
     """The character, in a conversation of the ``persona`` mind (:mod:`mirror.projections.persona`)."""
+    keyed_turns: tuple[KeyedTurn, ...] = ()
+    """The newest turns whose requests carried an idempotency key, oldest first (bounded by
+    ``limits.keyed_turns``)."""
+
+    def keyed_turn(self, key: str) -> KeyedTurn | None:
+        """The turn a request with idempotency key ``key`` appended, if it is still kept."""
+        return next((keyed for keyed in reversed(self.keyed_turns) if keyed.key == key), None)
 
     @property
     def next_seq(self) -> int:

@@ -181,7 +181,8 @@ async def _verify_turn_path(key: StreamKey, step: list[Event], states: dict[int,
         KeptReply(payload, provenance, last.causation)
     try:
         composed = await compose_persona_turn(basis, payload.user_message, llm=llm, embedder=embedder, prompts=prompts,
-                                              config=config, now=first.timestamp, kept=kept)
+                                              config=config, now=first.timestamp, kept=kept,
+                                              idempotency_key=payload.idempotency_key)
     except RecordingMiss:
         # the path's steps may be recorded with another set than a kept reply's turn (the parent's)
         version = next((event.provenance.prompt_set for event in step if event.provenance is not None
@@ -228,7 +229,8 @@ async def rethink_persona(writer: ConversationWriter, turns: Sequence[Event], do
                         reflection=False)
         kept = None if counterfactual else KeptReply(payload, recorded.provenance, recorded.id)
         composed, turn = await writer.take_persona_turn(payload.user_message, llm=llm, embedder=embedder,
-                                                        prompts=persona_prompts, config=asked, kept=kept)
+                                                        prompts=persona_prompts, config=asked, kept=kept,
+                                                        idempotency_key=payload.idempotency_key)
         if counterfactual:
             replies.append({"seq": turn.seq, "user_message": payload.user_message, "recorded": payload.reply,
                             "regenerated": composed.said.reply})

@@ -297,7 +297,7 @@ async def _rethink(
             first_seq = writer.state.last_seq + 1
             composed, _ = await writer.take_turn(payload.user_message, llm=llm, prompts=plan.prompts, config=config,
                                                  recaller=recaller, now=now, kept=kept, basis=basis,
-                                                 recall_landed=landed)
+                                                 recall_landed=landed, idempotency_key=payload.idempotency_key)
             if plan.counterfactual:
                 replies.append({"seq": first_seq, "user_message": payload.user_message,
                                 "recorded": payload.reply, "regenerated": composed.turn.reply})

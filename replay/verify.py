@@ -270,7 +270,8 @@ async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, p
     try:
         composed = await compose_mirror_turn(state, payload.user_message, llm=llm, prompts=prompts,
                                              config=config,
-                                             now=event.timestamp, recaller=replayed_recall)
+                                             now=event.timestamp, recaller=replayed_recall,
+                                             idempotency_key=payload.idempotency_key)
     except RecordingMiss:
         cause = comparison.cause(event.provenance.prompt_set, "talker") if comparison is not None else "a new request"
         report.divergences.append(Divergence(

@@ -133,7 +133,8 @@ def _history(state: ConversationState, message: str, config: MirrorConfig, syste
 
 async def persona_turn(state: ConversationState, message: str, llm: LLM, embedder: Embedder | None,
                        prompts: PromptSet, config: MirrorConfig, *, on_token: TokenSink | None = None,
-                       kept: tuple[Turn, Provenance | None] | None = None) -> PersonaTurn:
+                       kept: tuple[Turn, Provenance | None] | None = None,
+                       idempotency_key: str | None = None) -> PersonaTurn:
     """The persona's reply to ``message`` from ``state``, with every step's event. ``on_token``:
     the formulation's pieces as they are written (the steps before it are not streamed).
     ``kept``: a recorded ``turn`` (and its provenance) to end the path with instead of asking for
@@ -212,7 +213,8 @@ async def persona_turn(state: ConversationState, message: str, llm: LLM, embedde
     reply = response.content.strip()
     if not reply:
         raise UnusableOutput("the persona's formulation was empty")
-    said_turn = Turn(message, reply, narrative_seq=None, mode="baseline", memory=False, reflection=False)
+    said_turn = Turn(message, reply, narrative_seq=None, mode="baseline", memory=False, reflection=False,
+                     idempotency_key=idempotency_key)
     thoughts.append(Thought(said_turn, one_copy(said_turn, response.provenance,
                                                 lambda text: replace(said_turn, reply=text.strip()))))
     llm_ms += response.provenance.latency_ms

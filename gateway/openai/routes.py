@@ -28,6 +28,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from mirror.actors.results import TurnResult
 from mirror.cognition.pipeline import MirrorConfig
 from mirror.cognition.turn import TurnRequest
+from mirror.gateway.idempotency import idempotency_key, replayed_headers
 from mirror.gateway.openai.catalog import model_names, selected
 from mirror.gateway.openai.errors import OpenAIError, error_body
 from mirror.gateway.openai.shapes import (
@@ -84,11 +85,13 @@ async def chat_completions(body: ChatCompletionIn, request: Request, owner: Tena
     if earlier:
         state = state_from_snapshot(await runtime.ask(key, lambda handle: handle.state_bytes()))
         headers[HISTORY_HEADER] = "differs" if history_differs(earlier, state) else "same"
-    turn = TurnRequest(message, mode=choice.mode, mind=choice.mind, stream=bool(body.stream))
+    turn = TurnRequest(message, mode=choice.mode, mind=choice.mind, stream=bool(body.stream),
+                       idempotency_key=idempotency_key(request.headers))
     identifier = completion_id()
     if not body.stream:
         result = await runtime.ask(key, lambda handle: handle.turn(turn))
-        return JSONResponse(completion(identifier, body.model, result, conversation), headers=headers)
+        return JSONResponse(completion(identifier, body.model, result, conversation),
+                            headers={**headers, **replayed_headers(result)})
     relay = TurnRelay(runtime, key, lambda handle: handle.turn_stream(turn))
     first = await relay.next()  # a failure before the reply begins is answered with its status
     return StreamingResponse(_chunks(relay, first, identifier, body, conversation), media_type="text/event-stream",

@@ -15,12 +15,13 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from mirror.actors.results import TurnResult
 from mirror.cognition.turn import TurnRequest
+from mirror.gateway.idempotency import idempotency_key, replayed_headers
 from mirror.gateway.relay import StreamCut, TurnRelay
 from mirror.gateway.routes.personas import MindIn, mind_choice
 from mirror.gateway.runtime import Runtime, Tenant, key_of
@@ -56,7 +57,7 @@ class TurnOut(BaseModel):
 
 
 @router.post("/v1/conversations/{conversation}/turns", response_model=TurnOut)
-async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Runtime, response: Response,
+async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Runtime, response: Response, http: Request,
                     sync: bool = Query(False, description="wait for the previous turn's thinking first"),
                     stream: bool = Query(False, description="server-sent events: the reply's tokens, then the turn")) -> Any:
     started = time.perf_counter()
@@ -68,7 +69,8 @@ async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Run
     if size > limit:
         raise HTTPException(413, f"message is {size} bytes; the limit is {limit}")
     request = TurnRequest(body.message, sync=sync, mode=body.mode, memory=body.memory, reflection=body.reflection,
-                          mind=await mind_choice(runtime, owner, body), stream=stream)
+                          mind=await mind_choice(runtime, owner, body), stream=stream,
+                          idempotency_key=idempotency_key(http.headers))
     if stream:
         relay = TurnRelay(runtime, key, lambda conversation: conversation.turn_stream(request))
         first = await relay.next()  # a failure before the reply begins is still answered with its status
@@ -76,6 +78,7 @@ async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Run
                                  headers={"Cache-Control": "no-cache"})
     result = await runtime.ask(key, lambda conversation: conversation.turn(request))
     response.headers["Server-Timing"] = server_timing(result, (time.perf_counter() - started) * 1000)
+    response.headers.update(replayed_headers(result))
     return result.as_dict()
 
 

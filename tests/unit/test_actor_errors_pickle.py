@@ -11,7 +11,7 @@ import pickle
 
 import pytest
 
-from mirror.actors.errors import ActorError, Fenced, IngesterUnavailable, Passivated, SettingConflict
+from mirror.actors.errors import ActorError, Fenced, IdempotencyKeyReused, IngesterUnavailable, Passivated, SettingConflict
 from mirror.events.errors import AppendConflict, BusUnavailable, MirrorError
 from mirror.events.ids import StreamKey
 from mirror.projections.errors import OutOfOrderEvent
@@ -21,6 +21,7 @@ ERRORS: list[ActorError] = [
     Fenced(KEY, "stream ends at seq 3 but the rebuilt state at 9"),
     Passivated(KEY),
     SettingConflict(KEY, "mode", "fast", "full"),
+    IdempotencyKeyReused(KEY, "k-1", 3, "another message"),
     IngesterUnavailable("1", "/srv/mirror-1.duckdb", "no responders"),
 ]
 

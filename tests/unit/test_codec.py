@@ -169,12 +169,12 @@ def test_golden_v1_turn_is_upcast_to_the_current_version() -> None:
     assert event.payload == Turn(user_message="what is 2+2?", reply="4", narrative_seq=None, mode="full", memory=None,
                                  reflection=None)
     assert (event.conversation, event.seq, event.turn, event.timestamp) == ("legacy-1", 3, 2, 1_600_000_000.0)
-    assert event.schema_version == Turn.VERSION == 4
+    assert event.schema_version == Turn.VERSION == 5
     # Read once, the event is written back at the current version, never as v1.
     rewritten = unpack(encode(event))
-    assert rewritten["schema"] == 4
+    assert rewritten["schema"] == 5
     assert rewritten["payload"] == {"user_message": "what is 2+2?", "reply": "4", "narrative_seq": None, "mode": "full",
-                                    "memory": None, "reflection": None}
+                                    "memory": None, "reflection": None, "idempotency_key": None}
     assert check(data).payload == rewritten["payload"]
 
 
@@ -211,18 +211,24 @@ def test_malformed_v1_turn_is_corrupt(payload: dict[str, Any]) -> None:
 def test_a_v2_turn_did_not_record_memory_nor_reflection() -> None:
     payload = {"user_message": "u", "reply": "r", "narrative_seq": 1, "mode": "baseline"}
     # unknown, both: the stack's setting applies
-    assert upcast("turn", 2, payload) == {**payload, "memory": None, "reflection": None}
+    assert upcast("turn", 2, payload) == {**payload, "memory": None, "reflection": None, "idempotency_key": None}
 
 
 def test_a_v3_turn_did_not_record_reflection() -> None:
     payload = {"user_message": "u", "reply": "r", "narrative_seq": 1, "mode": "full", "memory": False}
-    assert upcast("turn", 3, payload) == {**payload, "reflection": None}
+    assert upcast("turn", 3, payload) == {**payload, "reflection": None, "idempotency_key": None}
+
+
+def test_a_v4_turn_recorded_no_idempotency_key() -> None:
+    payload = {"user_message": "u", "reply": "r", "narrative_seq": 1, "mode": "full", "memory": False,
+               "reflection": True}
+    assert upcast("turn", 4, payload) == {**payload, "idempotency_key": None}
 
 
 def test_upcast_is_a_no_op_at_the_current_version() -> None:
     payload = {"user_message": "u", "reply": "r", "narrative_seq": 1, "mode": "full", "memory": False,
-               "reflection": True}
-    assert upcast("turn", 4, payload) == payload
+               "reflection": True, "idempotency_key": "k-1"}
+    assert upcast("turn", 5, payload) == payload
 
 
 # -------------------------------------------------------------------- unknown types, versions
