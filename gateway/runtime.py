@@ -29,15 +29,14 @@ from mirror.actors.errors import Fenced
 from mirror.actors.handle import ConversationHandle
 from mirror.cognition.embeddings import Embedder, OpenAIEmbedder
 from mirror.events.bus import EventBus
-from mirror.events.errors import BusError, BusUnavailable
-from mirror.events.ids import StreamKey, validate_identifier
+from mirror.events.errors import BusError, BusUnavailable, LogError, LogUnavailable
+from mirror.events.ids import MAIN_BRANCH, StreamKey, validate_identifier
 from mirror.events.infrastructure import Connections
 from mirror.events.log import LogAccess
 from mirror.gateway.error_table import RETRY_AFTER_S, from_actor
 from mirror.gateway.errors import ConversationNotLive, ConversationRefencing, ConversationTimedOut, UnknownConversation
 from mirror.gateway.personas import PersonaStore
 from mirror.gateway.settings import GatewaySettings
-from mirror.gateway.streaming import _stream_last_seq
 from mirror.gateway.tenants import TenantRegistry
 from mirror.replay import History, serving_history
 
@@ -189,15 +188,59 @@ class GatewayRuntime:
             self._embedder = OpenAIEmbedder(self.settings.embedder_settings())
         return self._embedder
 
+    async def settled(self, key: StreamKey) -> int:
+        """The last seq of ``key`` the bus has acknowledged, once the log has committed it.
+
+        The read-your-writes barrier: every read of a conversation passes it before it reads the
+        log, so a seq a writer was answered with (a turn's) is in whatever the read returns. One
+        bus head lookup, asked at once with the log's last seq; only when the log is behind (the
+        ingester commits ~50 ms after an append at a trickle) a wait for the ingester's
+        committed position to pass the head's, up to ``settings.read_settle_timeout_s``. Past
+        that the read is a 503 with ``Retry-After``, never an answer missing an acknowledged seq.
+        """
+        event_log, bus = await self.log(key.tenant), await self.bus()
+        committed, head = await asyncio.gather(event_log.last_seq(key), bus.head(key))
+        if head.last_seq is None or head.last_seq <= committed:
+            return committed
+        timeout_s = self.settings.read_settle_timeout_s
+        try:
+            caught_up = await event_log.wait_committed(head.fence, timeout_s)
+        except LogUnavailable:
+            raise
+        except LogError:  # a log whose owner ingests nothing (a file served read-only): it holds all it will
+            return committed
+        if not caught_up:
+            log.warning("%s: the bus acknowledged seq %d but the log had not committed it after %g s; "
+                        "answering 503", key, head.last_seq, timeout_s)
+            raise HTTPException(503, f"the log of {key} is behind the stream: seq {head.last_seq} is acknowledged "
+                                     f"but not committed after {timeout_s:g} s (is the ingester overloaded?); "
+                                     "ask again", headers={"Retry-After": str(RETRY_AFTER_S)})
+        return head.last_seq
+
+    async def settled_tenant(self, tenant: str) -> None:
+        """The barrier of a read across a tenant's conversations (its list): the log first commits
+        everything the stream held when asked, within the same bound and with the same 503 past it."""
+        event_log = await self.log(tenant)
+        try:
+            caught_up = await event_log.wait_caught_up(self.settings.read_settle_timeout_s)
+        except LogUnavailable:
+            raise
+        except LogError:  # a log whose owner ingests nothing: it holds all it will
+            return
+        if not caught_up:
+            log.warning("the log of tenant %s is behind the stream after %g s; answering 503", tenant,
+                        self.settings.read_settle_timeout_s)
+            raise HTTPException(503, f"the log is behind the stream after {self.settings.read_settle_timeout_s:g} s "
+                                     "(is the ingester overloaded?); ask again",
+                                headers={"Retry-After": str(RETRY_AFTER_S)})
+
     async def existing(self, key: StreamKey) -> int:
-        """The conversation's last seq; :class:`UnknownConversation` (a 404) when it has no events (in the
-        log or, not yet logged, the stream)."""
-        last_seq = await (await self.log(key.tenant)).last_seq(key)
-        if last_seq == 0:
-            bus_head = await _stream_last_seq(await self.bus(), key)
-            if bus_head is None:
-                raise UnknownConversation(key.conversation)
-            return bus_head
+        """The last seq of ``key`` (a branch's, for a branch), :meth:`settled`; :class:`UnknownConversation`
+        (a 404) when the conversation has no events (in the log or, not yet logged, the stream). A
+        branch of an existing conversation that has none is 0: the route says what that means."""
+        last_seq = await self.settled(key)
+        if last_seq == 0 and (key.branch == MAIN_BRANCH or await self.settled(StreamKey(key.tenant, key.conversation)) == 0):
+            raise UnknownConversation(key.conversation)
         return last_seq
 
     async def ask(self, key: StreamKey, call: Callable[[ConversationHandle], Awaitable[T]]) -> T:

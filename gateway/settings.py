@@ -18,7 +18,7 @@ from mirror.cognition.openai_client import LLMSettings
 
 __all__ = [
     "DEFAULT_EMBED_RETRIES", "DEFAULT_EMBED_TIMEOUT_S", "DEFAULT_MAX_FINISHED_JOBS", "DEFAULT_MAX_MESSAGE_BYTES",
-    "GatewaySettings",
+    "DEFAULT_READ_SETTLE_S", "GatewaySettings", "MAX_READ_SETTLE_S",
 ]
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024
@@ -26,6 +26,11 @@ DEFAULT_MAX_FINISHED_JOBS = 1_000
 DEFAULT_EMBED_TIMEOUT_S = 5.0
 """Per attempt, for the derived embedder: one short query, so seconds mean the server is in trouble."""
 DEFAULT_EMBED_RETRIES = 1
+DEFAULT_READ_SETTLE_S = 5.0
+"""How long a read waits for the log to commit what the bus acknowledged (read-your-writes). The
+ingester commits ~50 ms after an append at a trickle; seconds behind means it is in trouble."""
+MAX_READ_SETTLE_S = 5.0
+"""The longest wait the log's owner grants one request (a tenant's list waits there)."""
 
 
 @dataclass(frozen=True)
@@ -43,10 +48,17 @@ class GatewaySettings:
     """Where this gateway's processes append their warnings; None: the runtime's ``warnings_log``.
     ``mirror node`` gives its own (its machine's file, relayed to its stderr) while its runtime
     settings stay the head's to the byte (they name the conversation hosts)."""
+    read_settle_timeout_s: float = DEFAULT_READ_SETTLE_S
+    """A read of a conversation first waits this long at most for the log to hold everything the
+    bus acknowledged for it; past it the read is a 503 with ``Retry-After`` (docs/http-api.md,
+    "Read your writes")."""
 
     def __post_init__(self) -> None:
         if self.max_finished_jobs < 1:
             raise ValueError(f"max_finished_jobs is {self.max_finished_jobs}; it must be at least 1")
+        if not 0 < self.read_settle_timeout_s <= MAX_READ_SETTLE_S:
+            raise ValueError(f"read_settle_timeout_s is {self.read_settle_timeout_s}; it must be above 0 and at "
+                             f"most {MAX_READ_SETTLE_S:g} s")
 
     def embedder_settings(self) -> LLMSettings:
         """``embedder``, or the runtime LLM's server with the conversations' embedding model (the

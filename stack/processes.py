@@ -30,11 +30,14 @@ class IngesterProcess:
     """`mirror ingest` in its own OS process, as in production; tests SIGKILL it."""
 
     def __init__(self, nats_url: str, db_path: str | Path, *, shard: str = "0", log_path: str | Path | None = None,
-                 subjects: tuple[str, ...] = (), shard_map: tuple[str, ...] = ()) -> None:
+                 subjects: tuple[str, ...] = (), shard_map: tuple[str, ...] = (),
+                 linger_ms: float | None = None) -> None:
         self.nats_url = nats_url
         self.subjects = subjects
         self.shard_map = shard_map
         """``SHARD=TENANT,TENANT`` entries: the child takes its filter from them (``--shard-map``)."""
+        self.linger_ms = linger_ms
+        """``--linger-ms`` (None: the command's default); a long one keeps the log visibly behind the stream."""
         self.db_path = Path(db_path)
         self.shard = shard
         self.log_path = Path(log_path) if log_path else self.db_path.with_suffix(".ingest.log")
@@ -49,6 +52,8 @@ class IngesterProcess:
             command += ["--subject", subject]
         for entry in self.shard_map:
             command += ["--shard-map", entry]
+        if self.linger_ms is not None:
+            command += ["--linger-ms", f"{self.linger_ms:g}"]
         with open(self.log_path, "ab") as log_file:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, preexec_fn=_die_with_parent

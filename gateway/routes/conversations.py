@@ -6,20 +6,14 @@ conversation's actor. Unknown conversations are a 404 before any actor is involv
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from fastapi import APIRouter, Query
 
-from mirror.events.errors import LogError
-from mirror.events.ids import StreamKey
 from mirror.gateway.runtime import Runtime, Tenant, branch_key, key_of
 from mirror.replay.why import event_json
 
 __all__ = ["router"]
-
-LIST_CATCH_UP_S = 2.0
-"""How long a list waits for the log to commit what the bus acknowledged before it answers."""
 
 router = APIRouter()
 
@@ -29,13 +23,11 @@ async def list_conversations(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
     """The tenant's conversations, including ones whose first turn was acknowledged a moment ago.
 
     The list is read from the log, which commits a little after the bus acknowledges; so it
-    first waits (at most :data:`LIST_CATCH_UP_S`) for the log to hold what the stream held when
-    asked — read-your-writes — and lists what is committed if that takes longer.
+    first waits for the log to hold what the stream held when asked (read-your-writes:
+    :meth:`~mirror.gateway.runtime.GatewayRuntime.settled_tenant`).
     """
-    log = await runtime.log(owner)
-    with contextlib.suppress(LogError):  # an ingester that does not track progress: list what is committed
-        await log.wait_caught_up(LIST_CATCH_UP_S)
-    summaries = await log.conversations(owner)
+    await runtime.settled_tenant(owner)
+    summaries = await (await runtime.log(owner)).conversations(owner)
     return {"conversations": [
         {"id": s.conversation, "branches": list(s.branches), "events": s.events, "last_seq": s.last_seq,
          "updated_at": s.updated_at, "turns": s.turns, "mind": s.mind} for s in summaries
@@ -61,7 +53,7 @@ async def get_events(conversation: str, owner: Tenant, runtime: Runtime, after: 
                      limit: int = Query(100, ge=1, le=1000),
                      branch: str = Query("main", description="a branch's own events (not those it inherits)")) -> dict[str, Any]:
     key = branch_key(key_of(owner, conversation), branch)  # both ids checked before anything is looked up
-    await runtime.existing(StreamKey(key.tenant, key.conversation))
+    await runtime.existing(key)  # read-your-writes: the log holds what the bus acknowledged
     events = await (await runtime.log(key.tenant)).read(key, after_seq=after, limit=limit)
     return {"events": [event_json(event) for event in events],
             "next_after": events[-1].seq if events else after}

@@ -37,7 +37,6 @@ from mirror.cognition.memory import (
 )
 from mirror.cognition.memory.turn import TURN_RECALL, recall_at
 from mirror.cognition.memory.view import edge_view
-from mirror.events.ids import StreamKey
 from mirror.gateway.errors import EmbedderFailed, EmbedderUnavailable, QueryDoesNotFit
 from mirror.gateway.runtime import GatewayRuntime, Runtime, Tenant, branch_key, key_of
 from mirror.projections.beliefs import strength
@@ -123,7 +122,7 @@ async def get_reviews(conversation: str, owner: Tenant, runtime: Runtime, at: in
 async def _state(runtime: GatewayRuntime, owner: str, conversation: str, branch: str,
                  at: int | None) -> ConversationState:
     key = branch_key(key_of(owner, conversation), branch)
-    await runtime.existing(StreamKey(key.tenant, key.conversation))
+    await runtime.existing(key)  # read-your-writes: the log holds what the bus acknowledged
     return await (await runtime.history(key.tenant)).state_at(key, at)
 
 

@@ -112,7 +112,7 @@ def portrait_view(state: ConversationState) -> dict[str, Any]:
 
 async def _key(runtime: GatewayRuntime, owner: str, conversation: str, branch: str) -> StreamKey:
     key = branch_key(key_of(owner, conversation), branch)
-    await runtime.existing(StreamKey(key.tenant, key.conversation))
+    await runtime.existing(key)  # read-your-writes: the log holds what the bus acknowledged
     return key
 
 

@@ -51,7 +51,7 @@ async def get_why(
     if asked == ["src/relation/dst"] and not all(edge):
         missing = [name for name, part in zip(("src", "relation", "dst"), edge, strict=True) if not part]
         raise HTTPException(400, f"an edge is src, relation and dst: give {', '.join(missing)} too")
-    await runtime.existing(StreamKey(key.tenant, key.conversation))
+    await runtime.existing(key)  # read-your-writes: the log holds what the bus acknowledged
     history = await runtime.history(key.tenant)
     last = await history.last_seq(key)  # a branch with no events, a belief or an edge never seen: a ReplayError
     if seq is not None:

@@ -62,12 +62,14 @@ def shard_log(directory: Path, shard: str, default: str) -> Path:
 @contextlib.contextmanager
 def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency: str = "fixed:0",
                          shard_map: tuple[str, ...] = (), reflection: bool = REFLECTION,
-                         token_delay_ms: float = 0.0, **overrides: Any) -> Iterator[RuntimeSettings]:
+                         token_delay_ms: float = 0.0, ingest_linger_ms: float | None = None,
+                         **overrides: Any) -> Iterator[RuntimeSettings]:
     """What a live conversation needs: an empty stream, an ingester process per shard, the simulator.
 
     ``shard`` is the default shard; ``shard_map`` (``SHARD=TENANT,TENANT`` entries, as ``mirror
     ingest --shard-map`` takes them, so the default shard is then ``0``) adds more, each with its
-    own file (:func:`shard_log`); ``token_delay_ms``: the simulator's, between streamed tokens. ``reflection`` is off unless the test asks (:data:`REFLECTION`);
+    own file (:func:`shard_log`); ``token_delay_ms``: the simulator's, between streamed tokens;
+    ``ingest_linger_ms``: the ingesters' ``--linger-ms`` (a long one keeps the log behind the stream). ``reflection`` is off unless the test asks (:data:`REFLECTION`);
     ``overrides``: the other RuntimeSettings fields. Yields the ``RuntimeSettings`` for it;
     everything is stopped afterwards.
     """
@@ -84,7 +86,8 @@ def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency:
     asyncio.run(reset_stream(nats_url))
     with SimLLMServer(SimSettings(latency=latency, token_delay_ms=token_delay_ms)) as sim, contextlib.ExitStack() as ingesters:
         for name in shards.shards:
-            ingester = IngesterProcess(nats_url, shard_log(directory, name, shard), shard=name, shard_map=shard_map)
+            ingester = IngesterProcess(nats_url, shard_log(directory, name, shard), shard=name, shard_map=shard_map,
+                                       linger_ms=ingest_linger_ms)
             ingesters.callback(ingester.stop)
             ingester.start()
         yield RuntimeSettings(infrastructure=NatsInfrastructure(nats_url, shard=shard, shard_map=shards.assignments),
@@ -96,10 +99,10 @@ def conversation_runtime(nats_url: str, directory: Path, *, shard: str, latency:
 @contextlib.contextmanager
 def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str, placement: str = "hosted",
                   shard_map: tuple[str, ...] = (), reflection: bool = REFLECTION, token_delay_ms: float = 0.0,
-                  **gateway: Any) -> Iterator[tuple[str, dict[str, str]]]:
+                  ingest_linger_ms: float | None = None, **gateway: Any) -> Iterator[tuple[str, dict[str, str]]]:
     """A conversation runtime and the gateway on a free port, with tenants acme and globex, on
     the Ray cluster the caller started (fixture ``ray_cluster``); yields the gateway's URL and
-    each tenant's token. ``gateway``: GatewaySettings fields; ``reflection``: the stack's default,
+    each tenant's token. ``ingest_linger_ms``: see :func:`conversation_runtime`; ``gateway``: GatewaySettings fields; ``reflection``: the stack's default,
     off unless the test asks (:data:`REFLECTION`)."""
     from mirror.gateway.app import GatewayServer, GatewaySettings, create_app
     from mirror.gateway.tenants import TenantRegistry
@@ -107,7 +110,8 @@ def gateway_stack(nats_url: str, directory: Path, *, shard: str, latency: str, p
     registry = TenantRegistry(directory / "tenants.json")
     tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
     with conversation_runtime(nats_url, directory, shard=shard, latency=latency, placement=placement, shard_map=shard_map,
-                              reflection=reflection, token_delay_ms=token_delay_ms) as runtime:
+                              reflection=reflection, token_delay_ms=token_delay_ms,
+                              ingest_linger_ms=ingest_linger_ms) as runtime:
         app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json"), **gateway))
         with GatewayServer(app) as server:
             yield server.url, tokens
