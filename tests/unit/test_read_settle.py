@@ -20,6 +20,7 @@ from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
 from mirror.events.memory_infrastructure import InMemoryInfrastructure
 from mirror.events.payloads import Turn
+from mirror.gateway.errors import UnknownConversation
 from mirror.gateway.runtime import RETRY_AFTER_S, FinishedJobs, GatewayRuntime
 from mirror.gateway.settings import GatewaySettings
 from mirror.gateway.tenants import TenantRegistry
@@ -97,15 +98,13 @@ async def test_past_its_bound_a_read_is_a_503_with_retry_after(tmp_path: Path) -
 async def test_a_conversation_only_the_stream_holds_exists_and_an_unknown_one_is_a_404(tmp_path: Path) -> None:
     infrastructure = InMemoryInfrastructure()
     runtime = runtime_of(infrastructure, tmp_path, read_settle_timeout_s=0.05)
-    with pytest.raises(HTTPException) as unknown:
+    with pytest.raises(UnknownConversation):  # the error table's 404
         await runtime.existing(KEY)
-    assert unknown.value.status_code == 404
     await append_turns(infrastructure, KEY, 1)
     branch = StreamKey(KEY.tenant, KEY.conversation, "rc-1")
     assert await runtime.existing(branch) == 0  # the conversation exists; its branch has no events
-    with pytest.raises(HTTPException) as other:
+    with pytest.raises(UnknownConversation):
         await runtime.existing(StreamKey(KEY.tenant, "other", "rc-1"))
-    assert other.value.status_code == 404
 
 
 @pytest.mark.parametrize("bound", [0.0, -1.0, 5.5])
