@@ -8,7 +8,7 @@ limit, so admitting a turn is one read-modify-write however many limits the tena
 - ``requests``: of the UTC minute ``minute`` (a record of an older minute counts from 0; a record
   of a *later* minute — another gateway's clock a little ahead — is kept, never rolled back);
 - ``tokens``: the Talker's model tokens of the UTC day ``day``, added after each turn;
-- ``turns``: the running turns, each a lease ``holder -> expires_at``: its gateway renews it
+- ``turns``: the running turns (of a tenant with a ``concurrent_turns`` limit), each a lease ``holder -> expires_at``: its gateway renews it
   while the turn runs (every :data:`LEASE_S` / 3) and removes it when the turn ends, so the slots
   of a gateway that crashed are free again :data:`LEASE_S` after its last renewal;
 - ``live``: ``conversation -> time of its last turn``, of the last passivation window: the
@@ -137,11 +137,12 @@ def admit(data: bytes | None, *, tenant: str, limits: TenantLimits, now: float, 
         return None, LimitReached(tenant, "live_conversations", live, _wait(oldest + live_window_s - now), headers,
                                   f"{len(usage.live)} conversations had a turn in the last {live_window_s:g} s")
     usage = replace(usage, requests=usage.requests + 1)
-    if turn:
+    holds = turn and concurrent is not None  # a slot (and its release, a round trip) only where it is limited
+    if holds:
         usage = replace(usage, turns={**usage.turns, holder: now + LEASE_S})
-        if conversation is not None:
-            usage = replace(usage, live={**usage.live, conversation: now})
-    return usage.encode(), Admitted(_headers(limits, usage, now, turn), turn)
+    if turn and conversation is not None:
+        usage = replace(usage, live={**usage.live, conversation: now})
+    return usage.encode(), Admitted(_headers(limits, usage, now, turn), holds)
 
 
 def release(data: bytes | None, *, holder: str) -> tuple[bytes | None, None]:
