@@ -1,21 +1,41 @@
-"""``mirror tenants add|list|revoke``: the bearer tokens of a data directory's tenants.
+"""``mirror tenants [list]|add|revoke|limits``: a data directory's tenants, their bearer tokens and limits.
 
-They edit ``<data>/tenants.json`` directly (hashes only), which a running gateway re-reads,
-so they work with or without a stack up.
+They edit ``<data>/tenants.json`` directly (hashes only, and each tenant's limits), which a
+running gateway re-reads, so they work with or without a stack up. ``list`` also shows each
+limited tenant's current use, read from the shared counters on the broker of the stack running
+for ``--data`` (the same counts every gateway enforces), or says that no stack runs.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from mirror.cli.options import DATA_DIR, TENANT
 
+if TYPE_CHECKING:
+    from mirror.gateway.limits import Usage
+    from mirror.gateway.tenants import TenantLimits
+
 # The commands import the registry in their bodies (~10 ms that `mirror --help` need not pay): see app.py.
 __all__ = ["tenants_app"]
 
-tenants_app = typer.Typer(help="Tenants and their bearer tokens (stored hashed).", rich_markup_mode="markdown")
+tenants_app = typer.Typer(help="Tenants, their bearer tokens (stored hashed) and their limits.",
+                          rich_markup_mode="markdown", invoke_without_command=True)
+
+USE_TIMEOUT_S = 3.0
+"""How long `list` waits for the stack's broker before it shows the limits without their use."""
+
+
+@tenants_app.callback()
+def tenants_default(context: typer.Context, data: Path = DATA_DIR) -> None:
+    """Without a command: `list`."""
+    if context.invoked_subcommand is None:
+        tenants_list(data)
 
 
 @tenants_app.command("add")
@@ -28,12 +48,18 @@ def tenants_add(tenant: str = TENANT, data: Path = DATA_DIR) -> None:
 
 @tenants_app.command("list")
 def tenants_list(data: Path = DATA_DIR) -> None:
-    """Tenants and their tokens' state (never the tokens)."""
+    """Tenants and their tokens' state (never the tokens), then each tenant's limits and current use."""
     from mirror.gateway.tenants import TenantRegistry
 
-    for record in TenantRegistry(data / "tenants.json").list():
+    registry = TenantRegistry(data / "tenants.json")
+    for record in registry.list():
         state = "revoked" if record.revoked else "active"
         typer.echo(f"{record.tenant}\t{state}\ttoken sha256 {record.token_hash[:12]}…")
+    limited = {tenant: limits for tenant in registry.tenants() if (limits := registry.limits_of(tenant)).any}
+    use, why_not = _use(data, sorted(limited)) if limited else ({}, "")
+    for tenant in registry.tenants():
+        limits = registry.limits_of(tenant)
+        typer.echo(f"{tenant}\tlimits\t{_described(limits, use.get(tenant), why_not)}")
 
 
 @tenants_app.command("revoke")
@@ -43,3 +69,71 @@ def tenants_revoke(tenant: str = TENANT, data: Path = DATA_DIR) -> None:
 
     count = TenantRegistry(data / "tenants.json").revoke(tenant)
     typer.echo(f"revoked {count} token(s) of {tenant}")
+
+
+@tenants_app.command("limits")
+def tenants_limits(
+    tenant: str = TENANT,
+    rpm: int | None = typer.Option(None, "--rpm", min=1, help="Requests per minute (any /v1 route)."),
+    concurrent_turns: int | None = typer.Option(None, "--concurrent-turns", min=1, help="Turns running at once."),
+    tokens_per_day: int | None = typer.Option(None, "--tokens-per-day", min=1,
+                                              help="The Talker's model tokens (prompt + completion) per UTC day."),
+    live_conversations: int | None = typer.Option(None, "--live-conversations", min=1,
+                                                  help="Conversations with a turn in the last passivation window."),
+    clear: bool = typer.Option(False, "--clear", help="Drop TENANT's limits first (alone: no limits at all)."),
+    data: Path = DATA_DIR,
+) -> None:
+    """Set TENANT's limits (those not given stay as they were); running gateways apply them at once.
+
+    Above a limit a request is answered 429 with `Retry-After`; the counts are shared by every
+    gateway of the stack, on its broker."""
+    from mirror.gateway.tenants import TenantRegistry
+
+    limits = TenantRegistry(data / "tenants.json").set_limits(
+        tenant, clear=clear, requests_per_minute=rpm, concurrent_turns=concurrent_turns,
+        tokens_per_day=tokens_per_day, live_conversations=live_conversations)
+    typer.echo(f"{tenant}\tlimits\t{_described(limits, None, '')}")
+
+
+def _described(limits: TenantLimits, usage: Usage | None, why_not: str) -> str:
+    """``requests_per_minute 60 (used 3), ...``; ``none``; the use left out, and why, when it is not known."""
+    if not limits.any:
+        return "none"
+    used: dict[str, int] = {}
+    if usage is not None:
+        used = {"requests_per_minute": usage.requests, "concurrent_turns": len(usage.turns),
+                "tokens_per_day": usage.tokens, "live_conversations": len(usage.live)}
+    parts = [f"{name} {value}" + (f" (used {used[name]})" if name in used else "")
+             for name, value in limits.as_dict().items()]
+    return ", ".join(parts) + (f"\t(use: {why_not})" if why_not else "")
+
+
+def _use(data: Path, tenants: list[str]) -> tuple[dict[str, Usage], str]:
+    """Each tenant's use as of now, from the running stack's broker; or nothing, and why."""
+    from mirror.stack.embedded import running_stack
+
+    record = running_stack(data)
+    if record is None or not record.get("nats_url"):
+        return {}, "no stack running"
+    try:
+        return asyncio.run(_read_use(record, tenants)), ""
+    except Exception as exc:  # the broker went away meanwhile: the limits still print
+        return {}, f"the stack's broker did not answer ({type(exc).__name__})"
+
+
+async def _read_use(record: dict[str, Any], tenants: list[str]) -> dict[str, Usage]:
+    from mirror.events.nats.infrastructure import NatsInfrastructure
+    from mirror.gateway.limits import Usage, usage_key
+
+    connections = await NatsInfrastructure(record["nats_url"]).connect(name="mirror-tenants",
+                                                                       first_connect_timeout_s=USE_TIMEOUT_S)
+    try:
+        counters = connections.counters()
+        now = time.time()
+        found = {}
+        for tenant in tenants:
+            usage = Usage.decode(await asyncio.wait_for(counters.read(usage_key(tenant)), USE_TIMEOUT_S))
+            found[tenant] = usage.current(now, usage.live_window_s)
+        return found
+    finally:
+        await connections.close()

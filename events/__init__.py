@@ -11,7 +11,8 @@ This package exports the model and the ports; adapters are imported from their m
   ``shards`` (which shard's log holds a tenant), ``errors``;
 - the ports: ``bus`` (:class:`EventBus`, fenced appends; and ``InMemoryBus``), ``log``
   (:class:`EventLogReader`, :class:`SnapshotStore`, :class:`IngestProgress`), ``infrastructure``
-  (:class:`Infrastructure`: how a process opens its bus and logs, chosen in one place);
+  (:class:`Infrastructure`: how a process opens its bus and logs, chosen in one place),
+  ``counters`` (:class:`SharedCounters`: small records changed atomically by every process);
 - in-memory adapters: ``memory_log`` (``InMemoryEventLog``), ``memory_infrastructure``;
 - ``nats/`` (the JetStream bus, the log's read API over NATS, the NATS infrastructure, the
   embedded server and cluster) and ``duckdb/`` (the log file and the ingester).
@@ -34,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "BusUnavailable": "errors",
     "CodecError": "errors",
     "Connections": "infrastructure",
+    "CounterContended": "errors",
     "CorruptEvent": "errors",
     "decode": "codec",
     "Edge": "payloads",
@@ -68,6 +70,7 @@ _EXPORTS: dict[str, str] = {
     "register_upcaster": "upcasting",
     "ShardMap": "shards",
     "ShardMapError": "errors",
+    "SharedCounters": "counters",
     "Snapshot": "log",
     "SnapshotStore": "log",
     "StreamKey": "ids",

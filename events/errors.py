@@ -8,7 +8,8 @@
         │   └── UnknownEventType     a type (or schema version) this build cannot read
         ├── AppendConflict           another writer appended first: the fence rejected us
         ├── BusError                 the broker failed or did not answer
-        │   └── BusUnavailable       the connection to the broker is down (reconnecting)
+        │   ├── BusUnavailable       the connection to the broker is down (reconnecting)
+        │   └── CounterContended     a shared counter kept changing under us past every retry
         ├── InvalidSyncInterval      a JetStream sync interval that is neither "always" nor a duration
         ├── ShardMapError            a shard map that would store an event twice, or a shard it lacks
         └── LogError
@@ -127,6 +128,19 @@ class BusUnavailable(BusError):
                          "the client keeps reconnecting - retry in a few seconds")
 
 
+class CounterContended(BusError):
+    """A shared counter (:mod:`mirror.events.counters`) changed under every one of our compare-and-set tries.
+
+    Writers of one key retry on each other's revisions; this many losses in a row means far
+    more writers of the key than it was made for, so the caller is told to come back."""
+
+    def __init__(self, key: str, attempts: int) -> None:
+        self.key = key
+        self.attempts = attempts
+        super().__init__(f"the shared counter {key!r} changed under each of {attempts} attempts to update it; "
+                         "too many writers at once - retry in a moment")
+
+
 class InvalidSyncInterval(EventError, ValueError):
     """How often nats-server is to fsync its JetStream store, given as something it would refuse."""
 
@@ -172,7 +186,7 @@ class LogLocked(LogError):
 
 
 __all__ = [
-    "AppendConflict", "BusError", "BusUnavailable", "CodecError", "CorruptEvent", "EventError", "InvalidIdentifier",
+    "AppendConflict", "BusError", "BusUnavailable", "CodecError", "CounterContended", "CorruptEvent", "EventError", "InvalidIdentifier",
     "InvalidSyncInterval", "LogError", "LogLocked", "LogUnavailable", "MirrorError", "ShardMapError",
     "UnknownEventType",
 ]

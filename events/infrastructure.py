@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from .bus import EventBus
+from .counters import SharedCounters
 from .log import LogAccess
 
 
@@ -30,6 +31,10 @@ class Connections(Protocol):
 
     def log(self, tenant: str) -> LogAccess:
         """The log of the shard that holds ``tenant`` (a light handle; cached per shard)."""
+        ...
+
+    def counters(self) -> SharedCounters:
+        """The deployment's shared counters (the gateway's per-tenant limits), on the bus's broker."""
         ...
 
     async def ready(self) -> None:

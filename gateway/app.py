@@ -12,7 +12,8 @@ are refused with a 4xx that says what was wrong, before any actor or append is i
 
 What lives where: this module builds the app and serves it on a thread (:class:`GatewayServer`);
 the shared state and the ``Tenant``/``Runtime`` dependencies are in :mod:`.runtime`, the
-settings in :mod:`.settings`, the routes in :mod:`.routes` (one module per group), the
+settings in :mod:`.settings`, the routes in :mod:`.routes` (one module per group), the tenants'
+limits in :mod:`.limits` (a middleware: 429 with ``Retry-After`` and ``x-ratelimit-*`` headers), the
 server-sent-events relay in :mod:`.streaming`, the answers to failures (JSON 502/503/500, each
 logged as one line) in :mod:`.failures`.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from mirror.gateway.failures import install_failure_handlers
+from mirror.gateway.limits import LimitsMiddleware
 from mirror.gateway.routes import ROUTERS
 from mirror.gateway.runtime import Conversations, GatewayRuntime
 from mirror.gateway.settings import DEFAULT_MAX_FINISHED_JOBS, DEFAULT_MAX_MESSAGE_BYTES, GatewaySettings
@@ -41,6 +43,7 @@ def create_app(settings: GatewaySettings, conversations: Conversations | None = 
     app = FastAPI(title="Mirror", summary="LLM conversations that think between turns", version="0.1.0")
     app.state.runtime = GatewayRuntime.build(settings, conversations)
     install_failure_handlers(app)
+    app.add_middleware(LimitsMiddleware)  # per-tenant limits, shared on the broker (mirror.gateway.limits)
     for router in ROUTERS:
         app.include_router(router)
     return app

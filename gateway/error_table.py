@@ -47,7 +47,9 @@ from mirror.gateway.errors import (
     ConversationUnavailable,
     EmbedderFailed,
     EmbedderUnavailable,
+    LimitReached,
     QueryDoesNotFit,
+    TokenBudgetSpent,
     UnknownConversation,
 )
 from mirror.replay import ReplayError
@@ -78,6 +80,8 @@ class Answer:
     code: str | None = None
     param: str | None = None
     unexpected: bool = False
+    openai_type: str | None = None
+    """OpenAI's ``type`` when it is not the status's (``insufficient_quota`` is a 429 too)."""
 
     @property
     def message(self) -> str:
@@ -96,7 +100,7 @@ def _no_fields(error: BaseException, request: Request | None) -> dict[str, Any]:
 class Rule:
     """A row: ``status``, ``retry_after_s`` (None: no ``Retry-After``), the OpenAI ``code`` (None:
     by status), how ``detail`` and the native body's other ``fields`` are built, and ``refine``
-    for a row that depends on the error."""
+    for a row that depends on the error; ``openai_type``: OpenAI's ``type``, where the status's is not it."""
 
     status: int
     retry_after_s: int | None = None
@@ -108,6 +112,7 @@ class Rule:
     param: str | None = None
     from_actor: bool = False
     unexpected: bool = False
+    openai_type: str | None = None
 
 
 def model_failure_status(exc: LLMError) -> tuple[int, int | None]:
@@ -175,6 +180,15 @@ def _refusal_fields(refused: ReflectionRefused, request: Request | None) -> dict
     return {"reason": refused.reason, **({"turns_left": refused.turns_left} if refused.reason == "cooldown" else {})}
 
 
+def _limit_refined(reached: LimitReached, rule: Rule, now: float | None) -> Rule:
+    """The wait the limit named, and the ``x-ratelimit-*`` headers of the tenant's limits as they stood."""
+    return replace(rule, retry_after_s=reached.retry_after_s, headers=reached.headers)
+
+
+def _limit_fields(reached: LimitReached, request: Request | None) -> dict[str, Any]:
+    return {"limit": reached.limit, "value": reached.value, "retry_after_s": reached.retry_after_s}
+
+
 def _unexpected_detail(exc: BaseException, request: Request | None) -> str:
     return f"internal error: {type(exc).__name__}: {exc}"
 
@@ -195,6 +209,9 @@ TABLE: dict[type[Exception], Rule] = {
     IdempotencyKeyReused: Rule(422, code="idempotency_key_reused", from_actor=True),
     QueryDoesNotFit: Rule(409),
     ReflectionRefused: Rule(409, fields=_refusal_fields, refine=_refusal_refined, from_actor=True),  # 429 at the cap
+    LimitReached: Rule(429, code="rate_limit_exceeded", fields=_limit_fields, refine=_limit_refined),  # mirror.gateway.limits
+    TokenBudgetSpent: Rule(429, code="insufficient_quota", fields=_limit_fields, refine=_limit_refined,
+                           openai_type="insufficient_quota"),
     EmbedderFailed: Rule(502),
     LLMError: Rule(502, detail=_model_detail, fields=_model_fields, refine=_model_refined, from_actor=True),  # or 503
     BusError: Rule(503, RETRY_AFTER_S, from_actor=True),
@@ -232,4 +249,4 @@ def answer(error: BaseException, request: Request | None = None, *, now: float |
     if rule.retry_after_s is not None:
         headers["Retry-After"] = str(rule.retry_after_s)
     return Answer(rule.status, rule.detail(error, request), rule.fields(error, request), headers,
-                  rule.code, rule.param, rule.unexpected)
+                  rule.code, rule.param, rule.unexpected, rule.openai_type)

@@ -7,10 +7,15 @@
         │   ├── ConversationRefencing  still fenced after every attempt: its next incarnation re-fences
         │   └── ConversationNotLive    still passivating, or its process unavailable, after every attempt
         ├── ConversationTimedOut       no answer within the gateway's ``actor_timeout_s``
-        └── EmbedderError              the memory API's embedder failed on a query
-            ├── EmbedderUnavailable    it could not be reached in time (asking again can help)
-            ├── EmbedderFailed         it answered, but not with vectors
-            └── QueryDoesNotFit        its vector has another size than the conversation's beliefs'
+        ├── EmbedderError              the memory API's embedder failed on a query
+        │   ├── EmbedderUnavailable    it could not be reached in time (asking again can help)
+        │   ├── EmbedderFailed         it answered, but not with vectors
+        │   └── QueryDoesNotFit        its vector has another size than the conversation's beliefs'
+        ├── TenantError                the tenants file refused a change
+        │   ├── UnknownTenant          a limit for a tenant that has no token
+        │   └── InvalidLimit           a limit that is not a whole number of at least 1
+        └── LimitReached               the tenant is at one of its limits (a 429 with ``Retry-After``)
+            └── TokenBudgetSpent       its model tokens of the day are used up
 
 Routes and the runtime raise these (and the layers' own errors) and never decide an HTTP status:
 :mod:`mirror.gateway.error_table` says what each one is answered with.
@@ -22,7 +27,8 @@ from mirror.events.errors import MirrorError
 
 __all__ = [
     "ConversationNotLive", "ConversationRefencing", "ConversationTimedOut", "ConversationUnavailable",
-    "EmbedderError", "EmbedderFailed", "EmbedderUnavailable", "GatewayError", "QueryDoesNotFit", "UnknownConversation",
+    "EmbedderError", "EmbedderFailed", "EmbedderUnavailable", "GatewayError", "InvalidLimit", "LimitReached",
+    "QueryDoesNotFit", "TenantError", "TokenBudgetSpent", "UnknownConversation", "UnknownTenant",
 ]
 
 
@@ -82,3 +88,42 @@ class QueryDoesNotFit(EmbedderError):
         self.model = model
         super().__init__(f"the query's embedding does not fit this conversation's beliefs "
                          f"(embedder model {model!r}): {detail}")
+
+
+class TenantError(GatewayError):
+    """A change of the tenants file that was refused: the file is left as it was."""
+
+
+class UnknownTenant(TenantError):
+    def __init__(self, tenant: str) -> None:
+        self.tenant = tenant
+        super().__init__(f"no tenant {tenant!r}: create it first with `mirror tenants add {tenant}`")
+
+
+class InvalidLimit(TenantError, ValueError):
+    def __init__(self, limit: str, value: object) -> None:
+        self.limit = limit
+        self.value = value
+        super().__init__(f"invalid limit {limit}={value!r}: a limit is a whole number of at least 1 "
+                         "(leave it out, or clear the tenant's limits, for no limit)")
+
+
+class LimitReached(GatewayError):
+    """The tenant is at ``limit`` (a :class:`~mirror.gateway.tenants.TenantLimits` field) of ``value``.
+
+    ``retry_after_s``: whole seconds, at least 1, until asking again can succeed; ``headers``: the
+    ``x-ratelimit-*`` headers of the tenant's limits as they stood (:mod:`mirror.gateway.limits`)."""
+
+    def __init__(self, tenant: str, limit: str, value: int, retry_after_s: int, headers: dict[str, str],
+                 detail: str) -> None:
+        self.tenant = tenant
+        self.limit = limit
+        self.value = value
+        self.retry_after_s = retry_after_s
+        self.headers = headers
+        super().__init__(f"tenant {tenant!r} is at its limit of {value} {limit.replace('_', ' ')}: {detail}; "
+                         f"retry in {retry_after_s} s")
+
+
+class TokenBudgetSpent(LimitReached):
+    """The tenant's model tokens of the day are used up: no turn until the next UTC day."""

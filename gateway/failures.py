@@ -13,6 +13,9 @@ headers with OpenAI's error body (``{"error": {"message", "type", "param", "code
   help (no server listening, no answer in time, 429 or 502/503/504 from it) and a 502 where it
   cannot (a 4xx, another 5xx, an answer that is not a usable completion). The body names the
   model's URL and the stage whose call failed (``talker``);
+- a tenant at one of its limits (:class:`~mirror.gateway.errors.LimitReached`) is a 429 with
+  ``Retry-After`` and the ``x-ratelimit-*`` headers; on the OpenAI routes its ``type`` is
+  ``rate_limit_error``, or ``insufficient_quota`` for a day's tokens used up;
 - anything else is a JSON 500 naming the error, never uvicorn's plain ``Internal Server Error``.
 
 A body that does not parse is FastAPI's own 422 (its list of problems); on the OpenAI routes
@@ -53,6 +56,8 @@ def respond(request: Request, found: Answer) -> JSONResponse:
     """``found`` as a response: the native body, or on the OpenAI-compatible routes OpenAI's."""
     if is_openai_path(request.url.path):
         body = error_body(found.status, found.message, found.code, found.param)
+        if found.openai_type is not None:
+            body["error"]["type"] = found.openai_type
     else:
         body = {"detail": found.detail, **found.fields}
     return JSONResponse(body, status_code=found.status, headers=found.headers)

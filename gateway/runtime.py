@@ -35,6 +35,7 @@ from mirror.events.infrastructure import Connections
 from mirror.events.log import LogAccess
 from mirror.gateway.error_table import RETRY_AFTER_S, from_actor
 from mirror.gateway.errors import ConversationNotLive, ConversationRefencing, ConversationTimedOut, UnknownConversation
+from mirror.gateway.limits import metered
 from mirror.gateway.personas import PersonaStore
 from mirror.gateway.settings import GatewaySettings
 from mirror.gateway.tenants import TenantRegistry
@@ -260,7 +261,9 @@ class GatewayRuntime:
             async for attempt in AsyncRetrying(retry=retry_if_exception(_ask_again), wait=_ask_backoff,
                                                stop=stop_after_attempt(ASK_ATTEMPTS), reraise=True):
                 with attempt:
-                    return await self._ask_once(key, call)
+                    result = await self._ask_once(key, call)
+                    metered(result)  # a limited tenant's turn: its tokens count against its day
+                    return result
         except Fenced as fenced:
             raise ConversationRefencing(key, fenced) from None
         except Exception as exc:

@@ -1,8 +1,13 @@
-"""Tenants and their bearer tokens, stored hashed in a small JSON file.
+"""Tenants, their bearer tokens (stored hashed) and their limits, in a small JSON file.
 
 A token maps to exactly one tenant. Only ``sha256(token)`` is stored, so the file cannot be
 used to call the API; the token itself is shown once, when it is created. Writes go to a
 temporary file and are renamed into place, so a crash never leaves a half-written registry.
+
+The file is ``{"tokens": [record, ...], "limits": {tenant: {limit: value}}}`` (a bare list of
+records, the older form, is read as tokens without limits). Each tenant's
+:class:`TenantLimits` are what :mod:`mirror.gateway.limits` enforces; a running gateway re-reads
+the file when it changes on disk, as for a revocation, so a new limit applies at once.
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ import json
 import os
 import secrets
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 from mirror.events.ids import validate_identifier
+from mirror.gateway.errors import InvalidLimit, UnknownTenant
 
 TOKEN_PREFIX = "mrr_"
 
@@ -33,33 +40,73 @@ class TenantRecord:
     revoked: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class TenantLimits:
+    """A tenant's limits; ``None``: no limit of that kind. Each is a whole number, at least 1."""
+
+    requests_per_minute: int | None = None
+    """Requests of any ``/v1`` route in one clock minute (UTC)."""
+    concurrent_turns: int | None = None
+    """Turns (native or OpenAI-compatible) running at once."""
+    tokens_per_day: int | None = None
+    """The Talker's model tokens (prompt and completion) of the tenant's turns in one UTC day."""
+    live_conversations: int | None = None
+    """Distinct conversations with a turn in the last passivation window (``passivate_after_s``)."""
+
+    def __post_init__(self) -> None:
+        for name, value in self.as_dict().items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidLimit(name, value)
+
+    @property
+    def any(self) -> bool:
+        """Whether any limit is set (a tenant with none is never counted: no shared state is touched)."""
+        return any(getattr(self, name) is not None for name in LIMIT_NAMES)
+
+    def as_dict(self) -> dict[str, int]:
+        """The limits that are set, by name."""
+        return {name: value for name in LIMIT_NAMES if (value := getattr(self, name)) is not None}
+
+
+LIMIT_NAMES = tuple(field.name for field in fields(TenantLimits))
+NO_LIMITS = TenantLimits()
+
+
 class TenantRegistry:
-    """The tenants file; re-read when it changes on disk, so a running gateway sees revocations."""
+    """The tenants file; re-read when it changes on disk, so a running gateway sees revocations and limits."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._records: list[TenantRecord] = []
-        self._mtime: float | None = None
+        self._limits: dict[str, TenantLimits] = {}
+        self._stamp: tuple[float, int] | None = None
 
     def _load(self) -> list[TenantRecord]:
         try:
-            mtime = self.path.stat().st_mtime
+            stat = self.path.stat()
         except FileNotFoundError:
-            self._records, self._mtime = [], None
+            self._records, self._limits, self._stamp = [], {}, None
             return self._records
-        if mtime != self._mtime:
-            rows = json.loads(self.path.read_text(encoding="utf-8"))
-            self._records = [TenantRecord(**row) for row in rows]
-            self._mtime = mtime
+        stamp = (stat.st_mtime, stat.st_size)
+        if stamp != self._stamp:
+            document: Any = json.loads(self.path.read_text(encoding="utf-8"))
+            if isinstance(document, list):  # the older form: tokens only
+                document = {"tokens": document}
+            self._records = [TenantRecord(**row) for row in document.get("tokens", [])]
+            self._limits = {tenant: TenantLimits(**values) for tenant, values in document.get("limits", {}).items()}
+            self._stamp = stamp
         return self._records
 
-    def _save(self, records: list[TenantRecord]) -> None:
+    def _save(self, records: list[TenantRecord], limits: dict[str, TenantLimits] | None = None) -> None:
+        limits = self._limits if limits is None else limits
+        document = {"tokens": [asdict(record) for record in records],
+                    "limits": {tenant: limits[tenant].as_dict() for tenant in sorted(limits) if limits[tenant].any}}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_suffix(".tmp")
-        temporary.write_text(json.dumps([asdict(record) for record in records], indent=2), encoding="utf-8")
+        temporary.write_text(json.dumps(document, indent=2), encoding="utf-8")
         os.chmod(temporary, 0o600)
         temporary.replace(self.path)
-        self._mtime = None
+        self._stamp = None
 
     def add(self, tenant: str) -> str:
         """Create a token for ``tenant`` (a tenant may hold several); returns the token, once."""
@@ -80,6 +127,32 @@ class TenantRegistry:
     def list(self) -> list[TenantRecord]:
         return list(self._load())
 
+    def tenants(self) -> tuple[str, ...]:
+        """Every tenant with a token (active or revoked) or limits, sorted."""
+        records = self._load()
+        return tuple(sorted({record.tenant for record in records} | set(self._limits)))
+
+    def limits_of(self, tenant: str) -> TenantLimits:
+        """``tenant``'s limits (:data:`NO_LIMITS` when none are set); a dict lookup while the file is unchanged."""
+        self._load()
+        return self._limits.get(tenant, NO_LIMITS)
+
+    def set_limits(self, tenant: str, *, clear: bool = False, **changes: int | None) -> TenantLimits:
+        """Set the given limits of ``tenant`` (``None``: leave that one as it is; ``clear``: drop the
+        others first); :class:`UnknownTenant` for a tenant with no token, :class:`InvalidLimit` for a
+        value that is not a whole number of at least 1. Returns the tenant's limits now."""
+        validate_identifier("tenant", tenant)
+        records = self._load()
+        if not any(record.tenant == tenant for record in records):
+            raise UnknownTenant(tenant)
+        unknown = sorted(set(changes) - set(LIMIT_NAMES))
+        if unknown:
+            raise InvalidLimit(unknown[0], changes[unknown[0]])
+        current = NO_LIMITS if clear else self._limits.get(tenant, NO_LIMITS)
+        limits = replace(current, **{name: value for name, value in changes.items() if value is not None})
+        self._save(records, {**self._limits, tenant: limits})
+        return limits
+
     def tenant_of(self, token: str) -> str | None:
         """The tenant a bearer token belongs to, or None (compared in constant time)."""
         digest = token_hash(token)
@@ -90,4 +163,4 @@ class TenantRegistry:
         return found
 
 
-__all__ = ["TOKEN_PREFIX", "TenantRecord", "TenantRegistry", "token_hash"]
+__all__ = ["LIMIT_NAMES", "NO_LIMITS", "TOKEN_PREFIX", "TenantLimits", "TenantRecord", "TenantRegistry", "token_hash"]

@@ -5,7 +5,8 @@
 (Mirror's NATS client: raw handlers, reconnect waits), ``log_service`` (the log's read API over
 NATS request-reply: ``LogService`` in the ingester, ``LogClient`` elsewhere), ``infrastructure``
 (``NatsInfrastructure``: how a process opens the bus and its shards' logs), ``key_value``
-(a JetStream key-value bucket for small shared records: the persona store), ``server`` and
+(a JetStream key-value bucket for small shared records: the persona store), ``counters``
+(the shared-counters port on a key-value bucket, changed by compare-and-set: the tenants' limits), ``server`` and
 ``cluster`` (the embedded nats-server and a cluster of them on loopback).
 
 May import the top of ``mirror.events`` (envelope, payloads, codec, ids, ports, errors) and

@@ -4,17 +4,20 @@
 Ray): the NATS URL (one server or a cluster's list), the stream's settings, the shard map, and
 how long a log read may take. :meth:`NatsInfrastructure.connect` opens one NATS connection per
 process for the bus; the log of a tenant's shard is a :class:`~mirror.events.nats.log_service.LogClient`
-over that same connection, asking the shard's ingester (the one process that owns its DuckDB file).
+over that same connection, asking the shard's ingester (the one process that owns its DuckDB file);
+the shared counters are a key-value bucket on the same broker (:mod:`.counters`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mirror.events.counters import SharedCounters
 from mirror.events.errors import BusUnavailable
 from mirror.events.log import LogAccess
 from mirror.events.shards import DEFAULT_SHARD, Assignments, ShardMap
 
+from .counters import JetStreamCounters
 from .jetstream import JetStreamBus, StreamSettings
 from .log_service import LogClient
 
@@ -26,6 +29,7 @@ class NatsConnections:
     bus: JetStreamBus
     infrastructure: NatsInfrastructure
     _logs: dict[str, LogClient] = field(default_factory=dict)
+    _counters: JetStreamCounters | None = None
 
     def log(self, tenant: str) -> LogAccess:
         shard = self.infrastructure.shard_of(tenant)
@@ -33,6 +37,11 @@ class NatsConnections:
         if client is None:
             client = self._logs[shard] = LogClient(self.bus.nc, shard=shard, timeout=self.infrastructure.log_timeout_s)
         return client
+
+    def counters(self) -> SharedCounters:
+        if self._counters is None:
+            self._counters = JetStreamCounters(self.bus.js, servers=len(self.bus.nc.server_urls))
+        return self._counters
 
     async def ready(self) -> None:
         grace = self.infrastructure.stream.disconnect_grace_s

@@ -1,0 +1,118 @@
+"""JetStream adapter of the shared-counters port: a key-value bucket changed by compare-and-set.
+
+JetStream's key-value store has no atomic increment, but every key has a revision (the stream
+sequence of its last write) and ``update(key, value, last=revision)`` lands only if the key is
+still at that revision. :meth:`JetStreamCounters.change` reads the value and its revision, runs
+the caller's pure ``step``, and writes with ``last=revision``; a writer that lost the race (another
+gateway wrote first) reads again and runs ``step`` on the newer value. No change is ever lost or
+applied twice, however many gateways write the key.
+
+The last value and revision this process wrote or read are remembered, so a change first tries
+the write on them without a read: with one gateway writing a tenant's key (the common case) a
+change is one round trip, and a stale guess costs one refused write and one read. A step that
+writes nothing is only trusted on a fresh read (a stale value could refuse what the current one allows).
+
+The bucket (:data:`BUCKET`) is on file storage, with one revision kept per key and replicated as
+the event stream is, so counts survive the broker's and every gateway's restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, TypeVar
+
+import nats.errors
+import nats.js.errors
+from nats.js.api import StorageType
+
+from mirror.events.counters import Step
+from mirror.events.errors import BusError, CounterContended
+
+from .jetstream import TRANSIENT_ERRORS, default_replicas
+
+__all__ = ["BUCKET", "CHANGE_ATTEMPTS", "JetStreamCounters"]
+
+T = TypeVar("T")
+
+BUCKET = "mirror_limits"
+CHANGE_ATTEMPTS = 64
+"""Compare-and-set tries of one change before :class:`CounterContended`: each loss means another
+writer's change landed, so running out takes that many concurrent writers of one key."""
+
+
+class JetStreamCounters:
+    """The port on the bucket :data:`BUCKET` of ``js``'s broker (made on first use)."""
+
+    def __init__(self, js: Any, *, servers: int = 1, bucket: str = BUCKET) -> None:
+        self.bucket = bucket
+        self._js = js
+        self._servers = servers
+        self._kv: Any = None
+        self._opening = asyncio.Lock()
+        self._seen: dict[str, tuple[int, bytes]] = {}
+        """Each key's last value and revision as this process saw them: a guess, checked by the write."""
+
+    async def _store(self) -> Any:
+        if self._kv is None:
+            async with self._opening:
+                if self._kv is None:
+                    self._kv = await self._open()
+        return self._kv
+
+    async def _open(self) -> Any:
+        try:
+            return await self._js.key_value(self.bucket)
+        except nats.js.errors.BucketNotFoundError:
+            return await self._js.create_key_value(
+                bucket=self.bucket, history=1, storage=StorageType.FILE, replicas=default_replicas(self._servers),
+                description="Mirror: each tenant's use of its limits (requests, tokens, turns, conversations)")
+
+    async def _fresh(self, kv: Any, key: str) -> tuple[int, bytes | None]:
+        try:
+            entry = await kv.get(key)
+        except nats.js.errors.KeyNotFoundError:  # deleted keys too
+            self._seen.pop(key, None)
+            return 0, None
+        value = entry.value or b""
+        self._seen[key] = (entry.revision, value)
+        return entry.revision, value
+
+    async def read(self, key: str) -> bytes | None:
+        try:
+            return (await self._fresh(await self._store(), key))[1]
+        except TRANSIENT_ERRORS as exc:
+            raise BusError(f"reading the shared counter {key!r} failed: {type(exc).__name__}: {exc}") from exc
+
+    async def change(self, key: str, step: Step[T]) -> T:
+        try:
+            return await self._change(await self._store(), key, step)
+        except TRANSIENT_ERRORS as exc:
+            raise BusError(f"changing the shared counter {key!r} failed: {type(exc).__name__}: {exc}") from exc
+
+    async def _change(self, kv: Any, key: str, step: Step[T]) -> T:
+        for _ in range(CHANGE_ATTEMPTS):
+            guessed = self._seen.get(key)
+            revision, current = guessed if guessed is not None else await self._fresh(kv, key)
+            new, outcome = step(current)
+            if new is None:
+                if guessed is None:
+                    return outcome
+                self._seen.pop(key, None)  # decided on a guess: decide again on the current value
+                continue
+            try:
+                written = await kv.update(key, new, last=revision)
+            except nats.js.errors.KeyWrongLastSequenceError:
+                self._seen.pop(key, None)  # another writer moved it on: read and step again
+                continue
+            self._seen[key] = (written, new)
+            return outcome
+        raise CounterContended(key, CHANGE_ATTEMPTS)
+
+    async def keys(self) -> list[str]:
+        kv = await self._store()
+        try:
+            return sorted(await kv.keys())
+        except nats.js.errors.NoKeysError:
+            return []
+        except TRANSIENT_ERRORS as exc:
+            raise BusError(f"listing the shared counters failed: {type(exc).__name__}: {exc}") from exc
