@@ -11,7 +11,14 @@ import pickle
 
 import pytest
 
-from mirror.actors.errors import ActorError, Fenced, IdempotencyKeyReused, IngesterUnavailable, Passivated, SettingConflict
+from mirror.actors.errors import (
+    ActorError,
+    Fenced,
+    IdempotencyKeyReused,
+    IngesterUnavailable,
+    Passivated,
+    SettingConflict,
+)
 from mirror.events.errors import AppendConflict, BusUnavailable, MirrorError
 from mirror.events.ids import StreamKey
 from mirror.projections.errors import OutOfOrderEvent
