@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import string
 import time
+import uuid
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,9 @@ from mirror.cli.errors import GatewayRequestFailed, GatewayUnavailable, MissingT
 from mirror.stack.embedded import running_stack
 
 TURN_TIMEOUT_S = 660.0  # a sync turn waits for the previous thinking (minutes on the offline model)
+TURN_ATTEMPTS = 2
+"""A turn is sent again once when its connection broke: its idempotency key makes that safe."""
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 REQUEST_TIMEOUT_S = 30.0
 STREAM_READ_TIMEOUT_S = 60.0  # the gateway sends a keep-alive comment every 15 s
 PAGE_LIMIT = 1000  # the events API's largest page
@@ -95,8 +99,18 @@ class GatewayClient:
              mind: dict[str, Any] | None = None) -> dict[str, Any]:
         """Send a user message; with ``sync`` the previous turn's thinking finishes first. ``mind``
         (``{"mind", "persona", "order"}``) chooses a new conversation's mind with its first turn."""
-        return self._request("POST", conversation_path(conversation, "turns"), json={"message": message, **(mind or {})},
-                             params={"sync": "true" if sync else "false"}, timeout=TURN_TIMEOUT_S)
+        path = conversation_path(conversation, "turns")
+        # One key for this message: the retry below (a connection that broke before the answer came
+        # back) is answered by the turn the first attempt appended, never a second turn.
+        headers = {IDEMPOTENCY_HEADER: str(uuid.uuid4())}
+        for attempt in range(TURN_ATTEMPTS):
+            try:
+                return self._request("POST", path, json={"message": message, **(mind or {})}, headers=headers,
+                                     params={"sync": "true" if sync else "false"}, timeout=TURN_TIMEOUT_S)
+            except GatewayUnavailable:
+                if attempt + 1 == TURN_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def turn_stream(self, conversation: str, message: str, *, sync: bool = False,
                     mind: dict[str, Any] | None = None) -> Generator[str | dict[str, Any], None, None]:
@@ -109,6 +123,7 @@ class GatewayClient:
         timeout = httpx.Timeout(REQUEST_TIMEOUT_S, read=TURN_TIMEOUT_S)
         try:
             with self._http.stream("POST", path, json={"message": message, **(mind or {})}, timeout=timeout,
+                                   headers={IDEMPOTENCY_HEADER: str(uuid.uuid4())},
                                    params={"sync": "true" if sync else "false", "stream": "true"}) as response:
                 if response.status_code >= 400:
                     response.read()

@@ -153,6 +153,10 @@ def test_the_client_streams_a_turn_whose_pieces_join_to_the_logged_reply(stack: 
         assert isinstance(answer, dict) and answer["turn"] == 0 and answer["llm_ms"] > 0
         (logged,) = client.events_through("streamed-client", after=answer["seq"] - 1, through=answer["seq"])
         assert "".join(pieces) == answer["reply"] == logged["payload"]["reply"]
+        assert logged["payload"]["idempotency_key"]  # the client names each message, so a retry cannot log it twice
+        plain = client.turn("streamed-client", "and then?")
+        (again,) = client.events_through("streamed-client", after=plain["seq"] - 1, through=plain["seq"])
+        assert again["payload"]["idempotency_key"] not in (None, logged["payload"]["idempotency_key"])
         with pytest.raises(GatewayRequestFailed) as empty:  # before the first piece: the HTTP status, as ever
             next(client.turn_stream("streamed-client", "   "))
         assert empty.value.status == 400 and "message is empty" in empty.value.detail
