@@ -23,7 +23,7 @@ import pytest
 
 from mirror.events.nats.server import EmbeddedNats
 from tests.support.stack import conversation_runtime
-from tests.support.waits import until
+from tests.system.test_openai_api import logged_turns
 
 
 @pytest.fixture(scope="module")
@@ -39,16 +39,6 @@ def served(ray_cluster: None, nats_server: EmbeddedNats,
         app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json")))
         with GatewayServer(app) as server:
             yield server.url, token
-
-
-def logged_turns(url: str, token: str, conversation: str, count: int) -> list[dict]:
-    """The conversation's ``turn`` events once the log holds ``count`` (or more) of them."""
-    def turns() -> list[dict]:
-        events = httpx.get(f"{url}/v1/conversations/{conversation}/events", params={"limit": 1000},
-                           headers={"Authorization": f"Bearer {token}"}).json().get("events", [])
-        found = [event for event in events if event["type"] == "turn"]
-        return found if len(found) >= count else []
-    return until(turns, f"{count} turn(s) of {conversation} in the log")
 
 
 def post_turn(url: str, token: str, conversation: str, message: str, key: str | None,
@@ -71,7 +61,7 @@ def test_a_retried_turn_is_answered_once_and_logged_once(served: tuple[str, str]
     assert malformed.status_code == 400 and "idempotency key" in malformed.json()["detail"]
     later = post_turn(url, token, "native", "And the harbour?", None)  # the anchor: a turn after the refusals
     assert later.json()["seq"] == first.json()["seq"] + 1
-    turns = logged_turns(url, token, "native", 2)
+    turns = logged_turns(url, token, "native", at_least=2)
     assert [turn["payload"]["user_message"] for turn in turns] == ["Where is the lighthouse?", "And the harbour?"]
     assert turns[0]["payload"]["idempotency_key"] == "n-1" and turns[1]["payload"]["idempotency_key"] is None
 
@@ -86,7 +76,7 @@ def test_duplicates_sent_at_once_log_one_turn(served: tuple[str, str]) -> None:
     assert len({(answer.json()["seq"], answer.json()["reply"]) for answer in answers}) == 1
     assert [answer.headers.get("Idempotent-Replayed") for answer in answers].count("true") == 3
     post_turn(url, token, "together", "Anchor.", None)
-    turns = logged_turns(url, token, "together", 3)
+    turns = logged_turns(url, token, "together", at_least=3)
     assert [turn["payload"]["user_message"] for turn in turns] == ["Hello.", "Tell me about the tides.", "Anchor."]
 
 
@@ -150,6 +140,6 @@ def test_the_openai_sdks_own_retry_after_a_cut_connection_logs_one_turn(served: 
     assert proxy.requests == 2  # the first answer was cut; the SDK retried once, by itself
     reply = completion.choices[0].message.content
     post_turn(url, token, "sdk-retry", "Anchor.", None)
-    turns = logged_turns(url, token, "sdk-retry", 2)
+    turns = logged_turns(url, token, "sdk-retry", at_least=2)
     assert [turn["payload"]["user_message"] for turn in turns] == ["What did the keeper see?", "Anchor."]
     assert turns[0]["payload"]["reply"] == reply and turns[0]["payload"]["idempotency_key"] == key
