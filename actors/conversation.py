@@ -226,6 +226,7 @@ class Conversation:
             raise Passivated(self.key)
         if request.sync:
             await self._idle.wait()
+        self.llm.check()  # the fair share's refusal (429/503) before any work, not after the recall
         writer = self._writer()
         chosen = await persona_to_record(self.key, writer.state, request.mind, self.embedder)
         if chosen is not None or writer.state.persona is not None:

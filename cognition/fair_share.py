@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .errors import AdmissionRefused, ThinkingShed
-from .llm import ChatRequest, ChatResponse, StreamingLLM, TokenSink
+from .llm import LLM, ChatRequest, ChatResponse, TokenSink, chat_to
 
 Priority = Literal["talker", "thinker"]
 TALKER: Priority = "talker"
@@ -211,6 +211,13 @@ class FairShare:
             state.refused += 1
             raise AdmissionRefused(tenant, "stack", self._retry_after(talkers), len(state.talkers), self.slots)
 
+    def check(self, tenant: str, priority: Priority) -> None:
+        """Raise now what :meth:`slot` would refuse with now (nothing when it would admit or queue):
+        a turn checks before its recall and prompt building, so a refusal costs them nothing."""
+        state = self._tenant(tenant)
+        if not (self._free > 0 and not self.waiting):
+            self._check_room(tenant, state, priority)
+
     def _admit(self, state: _Tenant) -> None:
         start = state.finish
         state.finish = start + 1 / state.weight
@@ -275,7 +282,7 @@ class AdmittedLLM:
     ``priority`` while it runs (embeddings go straight through: they are the embedder's, not the
     chat model's, and cost the model no slot here)."""
 
-    def __init__(self, llm: StreamingLLM, share: FairShare, tenant: str, priority: Priority) -> None:
+    def __init__(self, llm: LLM, share: FairShare, tenant: str, priority: Priority) -> None:
         self.llm, self.share, self.tenant, self.priority = llm, share, tenant, priority
 
     def __repr__(self) -> str:
@@ -287,10 +294,17 @@ class AdmittedLLM:
 
     async def chat_streamed(self, request: ChatRequest, on_token: TokenSink) -> ChatResponse:
         async with self.share.slot(self.tenant, self.priority):
-            return await self.llm.chat_streamed(request, on_token)
+            return await chat_to(self.llm, request, on_token)  # streamed when the model streams
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.llm.embed(texts)
+
+    def check(self) -> None:
+        """Refuse at once what a call now would be refused (:meth:`FairShare.check`)."""
+        try:
+            self.share.check(self.tenant, self.priority)
+        except AdmissionRefused as refused:
+            raise refused.during(self.priority) from None
 
 
 def weights_table(weights: Mapping[str, float]) -> tuple[tuple[str, float], ...]:
