@@ -4,6 +4,10 @@ chat model and the embedder.
 :meth:`ConversationClients.open` asks the settings' infrastructure for this process's
 connections; nothing in the runtime opens a broker connection of its own. A dedicated
 conversation opens its own clients; a host shares one set between all the conversations it runs.
+
+The chat model is reached through the process's :class:`~mirror.cognition.fair_share.FairShare`
+(its slots are the client's ``max_concurrency``): :meth:`ConversationClients.talker` and
+:meth:`ConversationClients.thinker` are the model as one tenant's Talker and Thinker call it.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import functools
 from dataclasses import dataclass, replace
 
 from mirror.cognition.embeddings import Embedder, MiniLMEmbedder, OpenAIEmbedder
+from mirror.cognition.fair_share import TALKER, THINKER, AdmittedLLM, FairShare
 from mirror.cognition.openai_client import OpenAIChatClient
 from mirror.events.infrastructure import Connections
 
@@ -26,12 +31,22 @@ class ConversationClients:
     connections: Connections
     llm: OpenAIChatClient
     embedder: Embedder | None
+    share: FairShare
     owned: bool = True
 
     @classmethod
     async def open(cls, settings: RuntimeSettings, *, name: str, owned: bool = True) -> ConversationClients:
         connections = await settings.infrastructure.connect(name=name)
-        return cls(connections, OpenAIChatClient(settings.llm), memory_embedder(settings), owned)
+        share = FairShare(settings.llm.max_concurrency, settings.fair_share)
+        return cls(connections, OpenAIChatClient(settings.llm), memory_embedder(settings), share, owned)
+
+    def talker(self, tenant: str) -> AdmittedLLM:
+        """The chat model for ``tenant``'s Talker: a user waits, so it goes first in the tenant's share."""
+        return AdmittedLLM(self.llm, self.share, tenant, TALKER)
+
+    def thinker(self, tenant: str) -> AdmittedLLM:
+        """The chat model for ``tenant``'s thinking stages: queued after its Talker calls, shed when its backlog is full."""
+        return AdmittedLLM(self.llm, self.share, tenant, THINKER)
 
     async def close(self) -> None:
         await self.llm.aclose()

@@ -125,7 +125,9 @@ class Conversation:
         self.clients = clients
         self.bus: EventBus = clients.connections.bus
         self.log: LogAccess = clients.connections.log(self.key.tenant)
-        self.llm, self.embedder = clients.llm, clients.embedder
+        # The model through the process's fair share: the Talker's calls first, the Thinker's behind (and shed).
+        self.llm, self.thinker_llm = clients.talker(self.key.tenant), clients.thinker(self.key.tenant)
+        self.embedder = clients.embedder
         try:
             writer = await self._rebuild()
         except BaseException:
@@ -147,7 +149,7 @@ class Conversation:
 
     def _stage_context(self) -> StageContext:
         """What this conversation's stages run with (the same the think loop is given)."""
-        return StageContext(self.llm, self.prompts, self.config, self.embedder, self.policy, self.persona_prompts)
+        return StageContext(self.thinker_llm, self.prompts, self.config, self.embedder, self.policy, self.persona_prompts)
 
     def _choose(self, state: ConversationState, *, mode: str | None, memory: bool | None,
                 reflection: bool | None = None) -> None:
@@ -280,6 +282,7 @@ class Conversation:
             raise Passivated(self.key)
         if request.sync:
             await self._idle.wait()
+        self.llm.check()  # the fair share's refusal (429/503) before any work, not after the recall
         writer = self._writer()
         chosen = await persona_to_record(self.key, writer.state, request.mind, self.embedder)
         if chosen is not None or writer.state.persona is not None:
@@ -429,7 +432,7 @@ class Conversation:
         await asyncio.sleep(REPLY_HEAD_START_S)
         try:
             await self._writer().think_until_current(
-                self.llm, self.prompts, self.config, attempts=self.settings.thinking_attempts,
+                self.thinker_llm, self.prompts, self.config, attempts=self.settings.thinking_attempts,
                 embedder=self.embedder, policy=self.policy, persona_prompts=self.persona_prompts,
             )
         except AppendConflict as conflict:
@@ -467,7 +470,7 @@ class Conversation:
                 self._reflecting = None
 
     async def _reflect(self, writer: ConversationWriter) -> ReflectionResult:
-        event = await writer.reflect_now(self.llm, self.prompts, self.config, attempts=self.settings.thinking_attempts,
+        event = await writer.reflect_now(self.thinker_llm, self.prompts, self.config, attempts=self.settings.thinking_attempts,
                                          embedder=self.embedder, policy=self.policy)
         payload = event.payload
         assert isinstance(payload, Reflection)  # reflect_now returns the reflection event

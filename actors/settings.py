@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from mirror.cognition.fair_share import FairShareSettings
 from mirror.cognition.openai_client import LLMSettings
 from mirror.cognition.prompts import PromptSet, default_prompt_set, load_prompt_set
 from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
@@ -33,6 +34,9 @@ class RuntimeSettings:
     ``hosted`` (the default) in one of ``hosts`` conversation hosts (0: one per CPU of the Ray
     cluster when the first is placed), at most ``max_live_per_host`` live in each;
     ``dedicated`` in a Ray actor of its own, at most ``max_live_actors`` live per node.
+
+    ``fair_share``: how each process shares its ``llm.max_concurrency`` model slots between
+    tenants (weights, queue bounds: :mod:`mirror.cognition.fair_share`).
     """
 
     infrastructure: Infrastructure
@@ -61,6 +65,7 @@ class RuntimeSettings:
     max_live_actors: int = 256
     max_live_per_host: int = 5_000
     snapshot_commit_timeout_s: float = 10.0
+    fair_share: FairShareSettings = FairShareSettings()
     warnings_log: str | None = None
     """A file the runtime's Ray processes (gateways, conversation hosts and actors) append their
     warnings and errors to (:mod:`mirror.actors.log_file`); ``mirror up`` relays it to its stderr."""

@@ -1,4 +1,4 @@
-"""``mirror bench ingest|turns|timetravel|recompute|actors|recovery|pipeline|embed|codec|recall|storage|reflection|inspector|report``.
+"""``mirror bench ingest|turns|tenants|timetravel|recompute|actors|recovery|pipeline|embed|codec|recall|storage|reflection|inspector|report``.
 
 Each command builds its benchmark's frozen config from the options, runs it from
 :mod:`mirror.harness.bench` (one module per benchmark) and prints its one JSON object; a
@@ -135,6 +135,46 @@ def bench_turns(
                                               embedding_latency_ms=embedding_latency, placement=placement.value,
                                               stream=stream, token_delay_ms=token_delay))
     _print_result(result, as_json)
+
+
+@bench_app.command("tenants")
+def bench_tenants(
+    latency: float = typer.Option(400.0, "--llm-latency-ms", min=1, help="The simulator's fixed latency."),
+    b_users: int = typer.Option(5, "--b-users", min=1, help="Tenant B's conversations, each pausing between turns."),
+    b_pause: float = typer.Option(1000.0, "--b-pause-ms", min=0, help="B's mean pause before each turn (0.5–1.5 ×)."),
+    a_users: int = typer.Option(64, "--a-users", min=1, help="Tenant A's conversations in a closed loop (the flood)."),
+    capacity_users: int = typer.Option(64, "--capacity-users", min=1,
+                                       help="Conversations of the closed loop that measures capacity."),
+    overload: float = typer.Option(2.0, "--overload", min=1.0, help="Offered load of the overload step, × capacity."),
+    phase_s: float = typer.Option(20.0, "--phase-s", min=2.0, help="Seconds of each phase with B."),
+    model_slots: int = typer.Option(4, "--model-slots", min=1,
+                                    help="Model calls per conversation host (mirror up's default is 16: the CPU of a "
+                                         "small machine runs out first)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of B's pauses."),
+    as_json: bool = JSON_ONLY,
+    log_level: LogLevel = QUIET_LOG_LEVEL,
+) -> None:
+    """Fair share and overload: B's latency alone and beside A's flood, then load stepped to 2 × capacity.
+
+    Prints each phase's figures and the targets beside them with pass/fail: B's p99 with A over
+    alone (≤ 1.5), A's goodput over capacity minus B's (≥ 0.8), goodput at 2 × capacity (≥ 0.9 ×
+    capacity), admitted p99 over unloaded (≤ 2), refusal p99 (≤ 50 ms, with Retry-After), no
+    time-out. Exits 1 when a turn timed out or failed other than by a refusal.
+    """
+    from mirror.harness.bench.tenants import TenantsBenchConfig, run_tenants_bench
+
+    configure_logging(log_level.value)
+    result = run_tenants_bench(TenantsBenchConfig(
+        llm_latency_ms=latency, b_users=b_users, b_pause_ms=b_pause, a_users=a_users, capacity_users=capacity_users,
+        overload=overload, phase_s=phase_s, model_slots=model_slots, seed=seed))
+    _print_result(result, as_json)
+    if not as_json:
+        for name, target in result["targets"].items():
+            typer.echo(f"{'pass' if target['pass'] else 'MISS'}  {name}: {target['value']} (target {target['target']})",
+                       err=True)
+    phases = ("capacity", "b_alone", "b_with_a", "a_flood", "overload")
+    if any(result[phase]["timeouts"] or result[phase]["errors"] for phase in phases):
+        raise typer.Exit(1)
 
 
 @bench_app.command("timetravel")

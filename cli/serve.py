@@ -232,6 +232,14 @@ def up(
     ray_address: str | None = typer.Option(
         None, "--ray-address", envvar="MIRROR_RAY_ADDRESS",
         help="Join the Ray cluster whose head is at HOST:PORT (started by `ray start --head`) instead of starting a local head."),
+    model_slots: int | None = typer.Option(
+        None, "--model-slots", min=1, envvar="MIRROR_MODEL_SLOTS", show_default=False,
+        help="Model calls each conversation host has in flight at most (default 16), shared between tenants by "
+             "weight; past them a bounded queue, past that a 429/503 with Retry-After at once."),
+    tenant_weight: list[str] = typer.Option(
+        [], "--tenant-weight", metavar="TENANT=WEIGHT",
+        help="A tenant's weight in the fair share of the model slots (repeatable; default 1 each): acme=2 gets "
+             "twice the slots of a tenant of weight 1 when both want more than there is."),
     strict: bool = typer.Option(
         False, "--strict", envvar="MIRROR_STRICT",
         help="Refuse to start when the model server at a URL --llm does not answer GET /models (default: warn and start)."),
@@ -255,6 +263,7 @@ def up(
     refusal). The gateways' and conversations' warnings (a failed turn and its cause) are
     printed here too; they are kept in DATA/warnings.log.
     """
+    from mirror.cognition.fair_share import parse_tenant_weights
     from mirror.cognition.reflection.policy import ReflectionPolicy
     from mirror.events.shards import ShardMap
     from mirror.stack.embedded import EmbeddedStack, StackSettings, running_stack
@@ -264,6 +273,10 @@ def up(
             if given(ctx, name):
                 raise InvalidSettings(flag, f"configures the broker `mirror up` starts, but --nats-url {nats_url} "
                                             "says to use one that runs already: give one or the other")
+    try:
+        weights = parse_tenant_weights(tenant_weight)
+    except ValueError as exc:
+        raise InvalidSettings("--tenant-weight", str(exc)) from None
     policy = ReflectionPolicy(every=reflect_every, cooldown=reflect_cooldown, max_per_hour=reflections_per_hour)
     settings = StackSettings(
         data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
@@ -275,6 +288,7 @@ def up(
         max_message_bytes=max_message_bytes, snapshot_every=snapshot_every, ray_address=ray_address,
         shard_map=ShardMap.parse(shard_map).assignments, strict=strict,
         bind=bind, advertise=advertise, nats_url=nats_url, ingest=tuple(ingest) or None,
+        model_slots=model_slots, tenant_weights=weights,
     )
     if show_config:
         shown = dataclasses.asdict(settings) | {"data_dir": str(settings.data_dir), "log_level": log_level.value,

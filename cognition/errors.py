@@ -8,7 +8,9 @@
             │   └── LLMRateLimited       the last attempt was answered 429 Too Many Requests
             ├── LLMRequestRejected       a 4xx other than 429: the request itself is wrong (never retried)
             ├── LLMBadResponse           a 2xx whose envelope is unreadable, or whose content is empty
-            └── StructuredOutputError    content that is not the requested JSON object
+            ├── StructuredOutputError    content that is not the requested JSON object
+            └── AdmissionRefused         refused at once by the fair share: the model's slots are taken, the queue full
+                └── ThinkingShed         a background (Thinker) call dropped from a full backlog: "shed: backlog"
         PromptSetError                   a prompt-set directory is missing, incomplete or malformed
         ReflectionPolicyError            a reflection policy number out of its range
         ReflectionRefused                a forced reflection the policy does not allow now (cooldown, hourly cap, off)
@@ -169,6 +171,44 @@ class StructuredOutputError(LLMError):
         )
 
 
+class AdmissionRefused(LLMError):
+    """A model call refused at once, before it was sent: this process's model slots are all taken
+    and the queue it would wait in is full (:mod:`mirror.cognition.fair_share`).
+
+    ``scope`` says whose limit it met: ``tenant`` — the tenant's own queue is full while other
+    tenants are being served (its fair share is used up: a 429), ``stack`` — the stack as a
+    whole is past what it serves (the tenant is alone, or every queue is full: a 503).
+    ``retry_after_s``: a whole number of seconds after which the queue is likely to have room.
+    Nothing was appended: a refused Talker call leaves the conversation as it was.
+    """
+
+    def __init__(self, tenant: str, scope: str, retry_after_s: int, waiting: int, slots: int,
+                 detail: str | None = None) -> None:
+        self.tenant = tenant
+        self.scope = scope
+        self.retry_after_s = retry_after_s
+        self.waiting = waiting
+        self.slots = slots
+        whose = (f"tenant {tenant!r} has used its fair share of the model" if scope == "tenant"
+                 else "the stack is serving all it can")
+        super().__init__(detail or f"{whose} ({slots} model calls running, {waiting} waiting for tenant {tenant!r}); "
+                                   f"try again in {retry_after_s} s")
+
+class ThinkingShed(AdmissionRefused):
+    """A background (Thinker) model call dropped instead of queued: the tenant's backlog of
+    thinking calls is full, or the call waited longer than the fair share lets thinking wait.
+
+    The step becomes a ``thinker_failed`` event whose message starts with ``shed: backlog``; the
+    previous narrative stays in force, and the next turn thinks again (replay re-raises the
+    recorded failure, so ``replay verify`` explains the skipped step)."""
+
+    def __init__(self, tenant: str, scope: str, retry_after_s: int, waiting: int, slots: int,
+                 detail: str | None = None) -> None:
+        super().__init__(tenant, scope, retry_after_s, waiting, slots, detail or (
+            f"shed: backlog: tenant {tenant!r} has {waiting} thinking call(s) waiting for {slots} model slot(s); "
+            "this thinking step is skipped, the next turn thinks again"))
+
+
 __all__ = [
     "CognitionError",
     "LLMError",
@@ -178,6 +218,8 @@ __all__ = [
     "LLMRequestRejected",
     "LLMBadResponse",
     "StructuredOutputError",
+    "AdmissionRefused",
+    "ThinkingShed",
     "EmbeddingError",
     "EmbedderNotInstalled",
     "EmbeddingModelInvalid",

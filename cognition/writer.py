@@ -3,7 +3,9 @@
 A conversation's facts are written in one way wherever they are written: events are built from
 the current state, appended fenced to the bus, folded into the state; and after a turn the
 Thinker runs step after step until the newest turn is thought through (a ``thinker_failed``
-step is tried again, up to ``attempts`` times in a row for one turn). The live conversation
+step is tried again, up to ``attempts`` times in a row for one turn; a step the fair share shed
+— :class:`~mirror.cognition.errors.ThinkingShed`, its backlog full — is recorded as such and the
+turn's remaining stages are skipped at once: retrying into a full backlog would only add load). The live conversation
 (:mod:`mirror.actors.conversation`) and recompute (:mod:`mirror.replay.recompute`) both write
 through :class:`ConversationWriter`, so the think loop and the "is thinking behind" check
 (:func:`~mirror.cognition.pipeline.thinking_behind`) exist once.
@@ -38,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from mirror.cognition.embeddings.port import Embedder
-from mirror.cognition.errors import ReflectionFailed, ReflectionRefused
+from mirror.cognition.errors import ReflectionFailed, ReflectionRefused, ThinkingShed
 from mirror.cognition.llm import LLM, TokenSink
 from mirror.cognition.memory.stage import memory_behind, same_memory_inputs
 from mirror.cognition.pipeline import MirrorConfig, Thinking, thinking_behind
@@ -255,6 +257,9 @@ class ConversationWriter:
                 await self.append(_after(step, self.key, cause))
                 if step.ok:
                     tried[stage.name] = 0
+                elif _shed(step) and self.state.turn_count == target:
+                    # The fair share's backlog is full: this turn's remaining stages are skipped, not retried.
+                    gave_up.update(dict.fromkeys(STAGE, target))
                 elif attempt >= attempts and self.state.turn_count == target:
                     gave_up[stage.name], tried[stage.name] = target, 0
         finally:
@@ -317,6 +322,12 @@ class _EarlyStep:
         """Cancel it and wait until it stopped; what it raised or made is discarded."""
         self.task.cancel()
         await asyncio.gather(self.task, return_exceptions=True)
+
+
+def _shed(thinking: Thinking) -> bool:
+    """Was the step shed by the fair share (:class:`~mirror.cognition.errors.ThinkingShed`), not failed?"""
+    return any(isinstance(thought.payload, ThinkerFailed) and thought.payload.error_type == ThinkingShed.__name__
+               for thought in thinking.thoughts)
 
 
 def _after(thinking: Thinking, key: StreamKey, cause: str) -> Build:

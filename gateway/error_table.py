@@ -32,6 +32,7 @@ from fastapi import HTTPException, Request
 
 from mirror.actors.errors import IdempotencyKeyReused, SettingConflict
 from mirror.cognition.errors import (
+    AdmissionRefused,
     LLMError,
     LLMRateLimited,
     LLMUnavailable,
@@ -189,6 +190,16 @@ def _limit_fields(reached: LimitReached, request: Request | None) -> dict[str, A
     return {"limit": reached.limit, "value": reached.value, "retry_after_s": reached.retry_after_s}
 
 
+def _admission_refined(refused: AdmissionRefused, rule: Rule, now: float | None) -> Rule:
+    """429 when the tenant's own share is used up (others are served), 503 when the stack is; the wait either way."""
+    return replace(rule, status=429 if refused.scope == "tenant" else 503, retry_after_s=max(1, refused.retry_after_s))
+
+
+def _admission_fields(refused: AdmissionRefused, request: Request | None) -> dict[str, Any]:
+    return {"error": type(refused).__name__, "scope": refused.scope, "tenant": refused.tenant,
+            "waiting": refused.waiting, "slots": refused.slots, "stage": refused.stage}
+
+
 def _unexpected_detail(exc: BaseException, request: Request | None) -> str:
     return f"internal error: {type(exc).__name__}: {exc}"
 
@@ -214,6 +225,8 @@ TABLE: dict[type[Exception], Rule] = {
                            openai_type="insufficient_quota"),
     EmbedderFailed: Rule(502),
     LLMError: Rule(502, detail=_model_detail, fields=_model_fields, refine=_model_refined, from_actor=True),  # or 503
+    AdmissionRefused: Rule(503, 1, code="overloaded", fields=_admission_fields, refine=_admission_refined,
+                           from_actor=True),  # the fair share refused the model call at once: 429 (the tenant's share) or 503
     BusError: Rule(503, RETRY_AFTER_S, from_actor=True),
     LogUnavailable: Rule(503, RETRY_AFTER_S, from_actor=True),
     ConversationUnavailable: Rule(503, RETRY_AFTER_S),

@@ -37,6 +37,7 @@ running it again resumes the same conversations.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from mirror.actors.settings import RuntimeSettings
+from mirror.cognition.fair_share import FairShareSettings
 from mirror.cognition.openai_client import LLMSettings
 from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
 from mirror.events.nats.cluster import EmbeddedNatsCluster, node_ports, server_name, wait_jetstream
@@ -153,6 +155,11 @@ class StackSettings:
     nats_wait_s: float = 600.0
     """How long a start waits for the JetStream at ``nats_url`` to answer (a cluster whose other
     machines are still starting); it says every 10 s what it waits for."""
+    model_slots: int | None = None
+    """Model calls each conversation process (host) has in flight at most, shared between tenants by
+    weight (:mod:`mirror.cognition.fair_share`); None: the model client's default (16)."""
+    tenant_weights: tuple[tuple[str, float], ...] = ()
+    """``(tenant, weight)``: a tenant's share of the model slots against the others' (default 1)."""
     ingest: tuple[str, ...] | None = None
     """The shards whose ingesters this machine runs (their files in ``data_dir``); None: every shard of
     the map. The others' run where their disks are (``mirror node --ingest``)."""
@@ -241,6 +248,8 @@ class EmbeddedStack:
             self._closers.append(relay.stop)
             nats = self._start_nats()
             llm_settings = self._start_llm()
+            if settings.model_slots is not None:
+                llm_settings = dataclasses.replace(llm_settings, max_concurrency=settings.model_slots)
             self.ray_address = join_ray(settings.ray_address)
             self._closers.append(ray.shutdown)
             if settings.ray_address is not None:  # the cluster outlives the stack: its detached actors must not
@@ -266,7 +275,8 @@ class EmbeddedStack:
                                       snapshot_every=settings.snapshot_every, passivate_after_s=settings.passivate_after_s,
                                       max_live_actors=settings.max_live_actors, placement=settings.placement,  # type: ignore[arg-type]  # a str setting; RuntimeSettings refuses one outside PLACEMENTS
                                       hosts=settings.hosts or default_host_count(),
-                                      max_live_per_host=settings.max_live_per_host)
+                                      max_live_per_host=settings.max_live_per_host,
+                                      fair_share=FairShareSettings(tenant_weights=settings.tenant_weights))
             self.runtime = runtime
             tenants_file = self.data_dir / "tenants.json"
             self.token = self._default_token(tenants_file)

@@ -27,6 +27,7 @@ import mirror.cognition
 from mirror.actors.errors import Fenced, Passivated, SettingConflict
 from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.errors import (
+    AdmissionRefused,
     LLMBadResponse,
     LLMRateLimited,
     LLMUnavailable,
@@ -158,6 +159,8 @@ CASES: dict[str, tuple[tuple[str, str, Any], BaseException, bool]] = {
     "model rate limited": (TURN, LLMRateLimited(MODEL_URL, 5, "slow down", retry_after_s=7.5).during("talker"), True),
     "model answered nonsense": (TURN, LLMBadResponse("body is not JSON", base_url=MODEL_URL).during("talker"), True),
     "unexpected": (TURN, KeyError("lost"), True),
+    "fair share of the tenant used up": (TURN, AdmissionRefused("acme", "tenant", 2, 16, 16).during("talker"), True),
+    "stack overloaded": (TURN, AdmissionRefused("acme", "stack", 1, 16, 16).during("talker"), True),
     "reflection in the cooldown": (("POST", "/v1/conversations/talk/reflect", None),
                                    ReflectionRefused("acme/talk/main", "cooldown", "4 more turn(s) first", turns_left=4),
                                    True),
@@ -183,6 +186,9 @@ CASES: dict[str, tuple[tuple[str, str, Any], BaseException, bool]] = {
     "openai model rate limited": (CHAT, LLMRateLimited(MODEL_URL, 5, "slow", retry_after_s=7.5).during("talker"), True),
     "openai model answered nonsense": (CHAT, LLMBadResponse("not JSON", base_url=MODEL_URL).during("talker"), True),
     "openai unexpected": (CHAT, KeyError("lost"), True),
+    "openai fair share of the tenant used up": (CHAT, AdmissionRefused("acme", "tenant", 2, 16, 16).during("talker"),
+                                                True),
+    "openai stack overloaded": (CHAT, AdmissionRefused("acme", "stack", 1, 16, 16).during("talker"), True),
 }
 
 
