@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -28,7 +28,7 @@ from tests.support.stack import REFLECTION
 
 
 @pytest.fixture(scope="module")
-def slow_sim() -> AsyncIterator[SimLLMServer]:
+def slow_sim() -> Iterator[SimLLMServer]:
     """A simulator slow enough (300 ms a call) that a duplicate arrives while the first turn runs."""
     with SimLLMServer(SimSettings(latency="fixed:300")) as server:
         yield server
