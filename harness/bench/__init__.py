@@ -6,7 +6,7 @@ measured against taken in the same run where one exists.
 ``recompute`` (bench recompute), ``live_actors`` (bench actors), ``live_hold`` (bench actors
 --hold), ``recovery`` (bench recovery), ``storage`` (bench storage), ``recall`` (bench recall),
 ``embed`` (bench embed), ``codec`` (bench codec: the event codec against msgspec), ``pipeline`` (bench pipeline), ``inspector`` (bench inspector), ``reflection`` (bench reflection, with
-``_script``, its scripted user), ``report`` (bench report: the quick ones re-run, docs/benchmarks.md's table
+``_script``, its scripted user), ``tenants`` (bench tenants: fair share beside a flooding tenant, and overload), ``report`` (bench report: the quick ones re-run, docs/benchmarks.md's table
 rewritten from their JSON); ``_stacks`` (the stacks they start), ``_hosts`` (conversation
 hosts' figures and the progress line), ``_cpu`` (CPU time by process role, waiting for a quiet
 machine) and ``_stats`` (percentiles) are theirs to share.
