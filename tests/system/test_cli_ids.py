@@ -25,6 +25,8 @@ from mirror.events.ids import MAX_IDENTIFIER_LENGTH, validate_identifier
 from tests.support.cli import run_main
 from tests.unit.test_cli_width import commands
 
+pytestmark = pytest.mark.long  # ~30 s: every command × seven bad ids; .ci/run runs it with -m long
+
 BAD_IDS = ("c1?x=1", "../c1", "a/b", "a b", "a.b", "", "x" * (MAX_IDENTIFIER_LENGTH + 1))
 KINDS = {"conversation": "conversation", "conversations": "conversation", "branch": "branch",
          "from_branch": "branch", "to_branch": "branch", "tenant": "tenant"}

@@ -23,6 +23,8 @@ from mirror.events.nats.server import EmbeddedNats
 from tests.support.stack import gateway_stack
 from tests.system.test_cli_ids import BAD_IDS
 
+pytestmark = pytest.mark.long  # ~15 s: every route; .ci/run runs it with -m long
+
 BRANCH_PARAMETERS = ("branch", "from_branch", "to_branch")
 
 

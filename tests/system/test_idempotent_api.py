@@ -25,6 +25,8 @@ from mirror.events.nats.server import EmbeddedNats
 from tests.support.stack import conversation_runtime
 from tests.system.test_openai_api import logged_turns
 
+pytestmark = pytest.mark.long  # ~22 s: a gateway stack and the openai SDK; .ci/run runs it with -m long
+
 
 @pytest.fixture(scope="module")
 def served(ray_cluster: None, nats_server: EmbeddedNats,

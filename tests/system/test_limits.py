@@ -28,6 +28,8 @@ from tests.support.cli import run_main
 from tests.support.stack import conversation_runtime, run
 from tests.support.waits import until
 
+pytestmark = pytest.mark.long  # ~22 s: two gateways on one broker; .ci/run runs it with -m long
+
 TENANTS = ("rpm", "slots", "budget", "live", "free")
 
 

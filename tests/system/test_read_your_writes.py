@@ -24,6 +24,8 @@ from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
 from tests.support.stack import gateway_stack
 
+pytestmark = pytest.mark.long  # ~25 s: an ingester lingering 1 s; .ci/run runs it with -m long
+
 SHARD = "ryw"
 LINGER_MS = 1000.0
 """The ingester's longest linger: a turn's events reach the log up to a second after its answer."""
