@@ -8,7 +8,7 @@ step is tried again, up to ``attempts`` times in a row for one turn; a step the 
 turn's remaining stages are skipped at once: retrying into a full backlog would only add load). The live conversation
 (:mod:`mirror.actors.conversation`) and recompute (:mod:`mirror.replay.recompute`) both write
 through :class:`ConversationWriter`, so the think loop and the "is thinking behind" check
-(:func:`~mirror.cognition.pipeline.thinking_behind`) exist once.
+(:data:`~mirror.cognition.stages.STAGES`) exist once.
 
 It lives in ``cognition/`` because it needs nothing above it: the bus port (``events``), the
 fold (``projections``) and the pipeline, memory and reflection stages (here) are all it touches, and its ports (bus, LLM,
@@ -43,7 +43,7 @@ from mirror.cognition.embeddings.port import Embedder
 from mirror.cognition.errors import ReflectionFailed, ReflectionRefused, ThinkingShed
 from mirror.cognition.llm import LLM, TokenSink
 from mirror.cognition.memory.stage import memory_behind, same_memory_inputs
-from mirror.cognition.pipeline import MirrorConfig, Thinking, thinking_behind
+from mirror.cognition.pipeline import MirrorConfig, Thinking
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
 from mirror.cognition.reflection.triggers import forced_triggers, refusal
@@ -185,10 +185,6 @@ class ConversationWriter:
             await asyncio.gather(self._sending, return_exceptions=True)
 
     # ------------------------------------------------------------------------ thinking
-
-    def behind(self, mode: str) -> bool:
-        """Is the newest turn not thought through yet (in ``mode``)?"""
-        return thinking_behind(self.state, mode)
 
     def memory_behind(self) -> bool:
         """Has the newest turn no completed memory step yet?"""

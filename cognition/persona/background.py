@@ -2,7 +2,8 @@
 
 Each runs in the background once the turn is acknowledged (the writer's think loop,
 :class:`~mirror.cognition.writer.ConversationWriter`), one schema-constrained call each, in this
-order, for the newest turn: :func:`persona_stage_behind` names the next one to do. The exchange,
+order, for the newest turn: :func:`persona_step_behind` says whether one is still to do (the
+stages table, :mod:`mirror.cognition.stages`, runs them in this order). The exchange,
 the think step's interpretation and the appraisal travel as one JSON user message.
 
 - **emotion**: every named emotion's new intensity in [0, 1] (clamped) and why;
@@ -20,7 +21,6 @@ writer tries the step again, on its own, up to its attempts.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
 from typing import Any
 
 from mirror.cognition.embeddings import Embedder
@@ -56,12 +56,6 @@ def persona_step_behind(state: ConversationState, stage: str) -> bool:
         return False
     done = _done(persona, stage)
     return done is None or done < state.turn_count - 1
-
-
-def persona_stage_behind(state: ConversationState, skip: Collection[str] = ()) -> str | None:
-    """The next background step the newest turn of a persona conversation still needs, or ``None``;
-    ``skip``: steps given up for that turn (the others still run: one failing step stops no other)."""
-    return next((stage for stage in PERSONA_STAGES if stage not in skip and persona_step_behind(state, stage)), None)
 
 
 def _scores_schema(name: str, key: str, names: tuple[str, ...]) -> JsonSchema:
@@ -201,4 +195,4 @@ async def persona_step(state: ConversationState, stage: str, llm: LLM, embedder:
 
 
 __all__ = ["IMPORTANCE_SCHEMA", "PERSONA_STAGES", "EmbeddingFailed", "exchange", "goal_schema", "parse_update",
-           "persona_stage_behind", "persona_step", "persona_step_behind", "update_request"]
+           "persona_step", "persona_step_behind", "update_request"]
