@@ -89,7 +89,7 @@ async def until(predicate: Any, timeout: float = 10.0) -> None:
 
 
 def test_a_turn_in_flight_on_a_node_declared_dead_is_host_lost_and_its_host_forgotten(tmp_path: Path) -> None:
-    cluster, made = Cluster("node-a"), []
+    cluster, made = Cluster("node-a"), list[NodeHandle]()
 
     async def scenario() -> None:
         gateway = runtime(tmp_path, cluster, ["node-a", "node-b"], made)
@@ -109,7 +109,7 @@ def test_a_turn_in_flight_on_a_node_declared_dead_is_host_lost_and_its_host_forg
 
 
 def test_a_keyed_turn_in_flight_on_a_lost_node_is_sent_once_more_elsewhere(tmp_path: Path) -> None:
-    cluster, made = Cluster("node-a", "node-b"), []
+    cluster, made = Cluster("node-a", "node-b"), list[NodeHandle]()
 
     async def scenario() -> None:
         gateway = runtime(tmp_path, cluster, ["node-a", "node-b"], made)
@@ -126,7 +126,7 @@ def test_a_keyed_turn_in_flight_on_a_lost_node_is_sent_once_more_elsewhere(tmp_p
 
 def test_resend_safety_is_asked_when_the_node_is_lost(tmp_path: Path) -> None:
     """A streamed turn is safe to send again only until its first piece: the runtime asks then."""
-    cluster, made = Cluster("node-a", "node-b"), []
+    cluster, made = Cluster("node-a", "node-b"), list[NodeHandle]()
     began = False
 
     async def scenario() -> None:
@@ -144,7 +144,7 @@ def test_resend_safety_is_asked_when_the_node_is_lost(tmp_path: Path) -> None:
 
 
 def test_a_call_to_a_node_known_dead_is_never_sent_there_and_goes_elsewhere(tmp_path: Path) -> None:
-    cluster, made = Cluster("node-b"), []
+    cluster, made = Cluster("node-b"), list[NodeHandle]()
 
     async def scenario() -> None:
         gateway = runtime(tmp_path, cluster, ["node-a", "node-b"], made)
@@ -163,7 +163,7 @@ def test_a_call_to_a_node_known_dead_is_never_sent_there_and_goes_elsewhere(tmp_
         assert await second == {"reply": "from node-b"}
         # The handle of a known-dead node, cached by another key, is refused before sending:
         stale = NodeHandle(StreamKey("acme", "other"), "node-a", [])
-        gateway._handles[stale.key] = stale
+        gateway._handles[stale.key] = stale  # type: ignore[assignment]  # a handle of this test's kind
         gateway._nodes[stale.key] = NodeOf(stale.node_id())
         await asyncio.sleep(0)
         third = asyncio.create_task(gateway.ask(stale.key, turn("never sent there")))
