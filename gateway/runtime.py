@@ -109,11 +109,17 @@ def _died(exc: BaseException) -> bool:
 
 
 def _cut_off(exc: BaseException) -> bool:
-    """Ray's word that a call's actor went away while the call was in flight: it may have run.
-    (Unschedulable is not one: that call was never sent.)"""
-    from ray.exceptions import ActorDiedError, ActorUnavailableError  # imports ray: see routes/recompute.py
+    """Ray's word that a call's actor went away: died, unavailable, or (a host pinned to a node
+    that died) unschedulable — what Ray fails a call in flight with when its node is declared
+    dead, as it does a call sent to an actor already gone. On a node that is dead, the runtime
+    cannot tell the two apart, and takes it that the call may have run."""
+    from ray.exceptions import (  # imports ray: see routes/recompute.py
+        ActorDiedError,
+        ActorUnavailableError,
+        ActorUnschedulableError,
+    )
 
-    return isinstance(exc, ActorDiedError | ActorUnavailableError)
+    return isinstance(exc, ActorDiedError | ActorUnavailableError | ActorUnschedulableError)
 
 
 def _passivated(exc: BaseException) -> bool:

@@ -226,3 +226,32 @@ def test_a_caller_cancelling_its_call_is_a_cancel_not_a_lost_host() -> None:
         assert watch.in_flight() == 0
 
     asyncio.run(scenario())
+
+
+def test_rays_own_error_for_a_call_on_a_dead_node_is_host_lost_too(tmp_path: Path) -> None:
+    """Ray fails a call in flight to a host pinned to a node it declared dead (unschedulable: it
+    cannot be restarted there) before the watch's next poll: the runtime asks the node table then,
+    and answers HostLost rather than sending the turn to a new host as if it had never run."""
+    from ray.exceptions import ActorUnschedulableError
+
+    cluster, made = Cluster("node-a", "node-b"), list[NodeHandle]()
+
+    async def scenario() -> None:
+        gateway = runtime(tmp_path, cluster, ["node-a", "node-b"], made)
+        gateway.node_watch.poll_s = 3600.0  # no poll comes first here
+
+        async def turn_then_node_dies(conversation: NodeHandle) -> Any:
+            conversation.turns.append("hello")
+            await conversation.release.wait()
+            raise ActorUnschedulableError("the node the actor was pinned to is dead")
+
+        asking = asyncio.create_task(gateway.ask(KEY, turn_then_node_dies))
+        await until(lambda: made and made[0].turns and made[0].node == "node-a")
+        cluster.alive.discard("node-a")
+        made[0].release.set()
+        with pytest.raises(HostLost) as lost:
+            await asking
+        assert lost.value.started and made[0].forgotten and len(made) == 1
+        assert "node-a" in gateway.node_watch.dead
+
+    asyncio.run(scenario())
