@@ -240,7 +240,7 @@ def test_rays_own_error_for_a_call_on_a_dead_node_is_host_lost_too(tmp_path: Pat
         gateway = runtime(tmp_path, cluster, ["node-a", "node-b"], made)
         gateway.node_watch.poll_s = 3600.0  # no poll comes first here
 
-        async def turn_then_node_dies(conversation: NodeHandle) -> Any:
+        async def turn_then_node_dies(conversation: Any) -> Any:
             conversation.turns.append("hello")
             await conversation.release.wait()
             raise ActorUnschedulableError("the node the actor was pinned to is dead")
