@@ -110,6 +110,10 @@ class ConversationActor:
     async def pid(self) -> int:
         return os.getpid()
 
+    async def node_id(self) -> str:
+        """The node this incarnation runs on (a restart may move it: the gateway asks each new handle)."""
+        return str(ray.get_runtime_context().get_node_id())
+
     async def passivate(self) -> None:
         """Finish thinking, snapshot, leave: the name is free and the next message re-activates."""
         if self.conversation is not None:

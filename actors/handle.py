@@ -81,6 +81,11 @@ class ConversationHandle(Protocol):
         """The process the conversation runs in."""
         ...
 
+    async def node_id(self) -> str | None:
+        """The Ray node the conversation's process runs on (``None``: this very process); the same
+        for as long as the handle lives, so a caller asks it once (the gateway's node watch)."""
+        ...
+
     def forget(self) -> None:
         """The process behind this handle is gone for good: the next call makes it anew."""
         ...

@@ -2,7 +2,7 @@
 
 Lives here: the FastAPI app, assembled (``app``); its routes, one module per group
 (``routes/``); what its requests share and the ``Tenant``/``Runtime`` dependencies
-(``runtime``); its settings (``settings``); the server-sent-events relay (``streaming``); a streamed turn relayed from its conversation to a response (``relay``); the idempotency headers of a turn (``idempotency``);
+(``runtime``), and the watch that ends its calls to a machine Ray declared dead (``node_watch``); its settings (``settings``); the server-sent-events relay (``streaming``); a streamed turn relayed from its conversation to a response (``relay``); the idempotency headers of a turn (``idempotency``);
 the OpenAI-compatible API (``openai/``: chat completions and models, with OpenAI's shapes and error body); the inspector, a web page that watches a conversation's mind through the API (``inspector/``: its route and its static assets); its
 answers to failures, JSON and one log line each (``failures``), from the one table of what each error is answered with (``error_table``), and the
 errors it raises itself (``errors``); the Ray actor that serves it in a process of its own (``actor``); and the tenant registry behind

@@ -48,6 +48,7 @@ from mirror.gateway.errors import (
     ConversationUnavailable,
     EmbedderFailed,
     EmbedderUnavailable,
+    HostLost,
     LimitReached,
     QueryDoesNotFit,
     TokenBudgetSpent,
@@ -230,6 +231,7 @@ TABLE: dict[type[Exception], Rule] = {
     BusError: Rule(503, RETRY_AFTER_S, from_actor=True),
     LogUnavailable: Rule(503, RETRY_AFTER_S, from_actor=True),
     ConversationUnavailable: Rule(503, RETRY_AFTER_S),
+    HostLost: Rule(503, RETRY_AFTER_S, code="host_lost", fields=_error_name),  # mirror.gateway.node_watch: its machine declared dead
     EmbedderUnavailable: Rule(503, EMBEDDER_RETRY_AFTER_S),
     ReflectionFailed: Rule(503, REFLECTION_RETRY_AFTER_S, from_actor=True),
     ConversationTimedOut: Rule(504),

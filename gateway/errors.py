@@ -5,7 +5,8 @@
         ├── UnknownConversation        a conversation with no events (in the log or the stream)
         ├── ConversationUnavailable    no live process answered; asking again can help
         │   ├── ConversationRefencing  still fenced after every attempt: its next incarnation re-fences
-        │   └── ConversationNotLive    still passivating, or its process unavailable, after every attempt
+        │   ├── ConversationNotLive    still passivating, or its process unavailable, after every attempt
+        │   └── HostLost               the machine running it was declared dead while (or before) it was asked
         ├── ConversationTimedOut       no answer within the gateway's ``actor_timeout_s``
         ├── EmbedderError              the memory API's embedder failed on a query
         │   ├── EmbedderUnavailable    it could not be reached in time (asking again can help)
@@ -27,7 +28,7 @@ from mirror.events.errors import MirrorError
 
 __all__ = [
     "ConversationNotLive", "ConversationRefencing", "ConversationTimedOut", "ConversationUnavailable",
-    "EmbedderError", "EmbedderFailed", "EmbedderUnavailable", "GatewayError", "InvalidLimit", "LimitReached",
+    "EmbedderError", "EmbedderFailed", "EmbedderUnavailable", "GatewayError", "HostLost", "InvalidLimit", "LimitReached",
     "QueryDoesNotFit", "TenantError", "TokenBudgetSpent", "UnknownConversation", "UnknownTenant",
 ]
 
@@ -57,6 +58,21 @@ class ConversationNotLive(ConversationUnavailable):
         self.key = key
         self.error_type = error_type
         super().__init__(f"conversation {key} has no live process yet ({error_type}); ask again")
+
+
+class HostLost(ConversationUnavailable):
+    """Ray declared the node running the conversation's process dead (:mod:`mirror.gateway.node_watch`).
+
+    ``started``: the call was in flight then, so it may have appended (the runtime sends it again
+    elsewhere only when that is safe: a keyed turn, a read); otherwise it was never sent."""
+
+    def __init__(self, node: str, *, started: bool) -> None:
+        self.node = node
+        self.started = started
+        when = "while it was running" if started else "before it was sent"
+        super().__init__(f"the machine running this conversation was lost (Ray declared node {node[:12]} dead) {when}; "
+                         "ask again: it starts on another machine (send the same Idempotency-Key so that a turn "
+                         "that was appended is answered, not run twice)")
 
 
 class ConversationTimedOut(GatewayError):

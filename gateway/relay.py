@@ -12,6 +12,10 @@ The last item is the :class:`~mirror.actors.results.TurnResult`, which the conve
 only once its ``turn`` event is acknowledged by the bus: the response's final event, the one
 that says "done" and carries the seq, is written after it and never before.
 
+The machine running the turn may be declared dead meanwhile (:mod:`mirror.gateway.node_watch`):
+before the first piece that is :class:`~mirror.gateway.errors.HostLost` as for a plain turn (sent
+once more elsewhere when ``resend_safe``: a keyed turn), after it a :class:`StreamCut` of it.
+
 A client that disconnects mid-stream does not stop the turn: the relay's task (kept here) reads
 on to the end, and the conversation appends the whole turn (or, failing, none of it).
 """
@@ -26,6 +30,7 @@ from mirror.actors.handle import ConversationHandle
 from mirror.actors.results import TurnResult
 from mirror.actors.token_stream import StreamItem
 from mirror.events.ids import StreamKey
+from mirror.gateway.errors import HostLost
 from mirror.gateway.runtime import GatewayRuntime
 
 log = logging.getLogger(__name__)
@@ -48,12 +53,12 @@ class TurnRelay:
     """One streamed turn: ``await relay.next()`` gives the pieces (``str``), then the TurnResult."""
 
     def __init__(self, runtime: GatewayRuntime, key: StreamKey,
-                 start: Callable[[ConversationHandle], AsyncIterator[StreamItem]]) -> None:
+                 start: Callable[[ConversationHandle], AsyncIterator[StreamItem]], *, resend_safe: bool = False) -> None:
         self.key = key
         self._start = start
         self._pieces: asyncio.Queue[str | None] = asyncio.Queue()
         self._began = False
-        self._task = asyncio.create_task(runtime.ask(key, self._read), name=f"relay-{key}")
+        self._task = asyncio.create_task(self._relay(runtime, resend_safe), name=f"relay-{key}")
         _RELAYS.add(self._task)
         self._task.add_done_callback(self._finished)
 
@@ -62,6 +67,14 @@ class TurnRelay:
         self._pieces.put_nowait(None)
         if not task.cancelled() and task.exception() is not None and self._began:
             log.warning("a streamed turn of %s failed after its reply began: %r", self.key, task.exception())
+
+    async def _relay(self, runtime: GatewayRuntime, resend_safe: bool) -> TurnResult:
+        try:
+            return await runtime.ask(self.key, self._read, resend_safe=lambda: resend_safe and not self._began)
+        except HostLost as lost:
+            if self._began:
+                raise StreamCut(lost) from lost
+            raise
 
     async def _read(self, handle: ConversationHandle) -> TurnResult:
         result: TurnResult | None = None

@@ -34,8 +34,15 @@ from mirror.events.ids import MAIN_BRANCH, StreamKey, validate_identifier
 from mirror.events.infrastructure import Connections
 from mirror.events.log import LogAccess
 from mirror.gateway.error_table import RETRY_AFTER_S, from_actor
-from mirror.gateway.errors import ConversationNotLive, ConversationRefencing, ConversationTimedOut, UnknownConversation
+from mirror.gateway.errors import (
+    ConversationNotLive,
+    ConversationRefencing,
+    ConversationTimedOut,
+    HostLost,
+    UnknownConversation,
+)
 from mirror.gateway.limits import metered
+from mirror.gateway.node_watch import NodeOf, NodeWatch
 from mirror.gateway.personas import PersonaStore
 from mirror.gateway.settings import GatewaySettings
 from mirror.gateway.tenants import TenantRegistry
@@ -101,6 +108,20 @@ def _died(exc: BaseException) -> bool:
     return isinstance(exc, ActorDiedError | ActorUnschedulableError)
 
 
+def _cut_off(exc: BaseException) -> bool:
+    """Ray's word that a call's actor went away: died, unavailable, or (a host pinned to a node
+    that died) unschedulable — what Ray fails a call in flight with when its node is declared
+    dead, as it does a call sent to an actor already gone. On a node that is dead, the runtime
+    cannot tell the two apart, and takes it that the call may have run."""
+    from ray.exceptions import (  # imports ray: see routes/recompute.py
+        ActorDiedError,
+        ActorUnavailableError,
+        ActorUnschedulableError,
+    )
+
+    return isinstance(exc, ActorDiedError | ActorUnavailableError | ActorUnschedulableError)
+
+
 def _passivated(exc: BaseException) -> bool:
     from mirror.actors.conversation_actor import is_passivated  # imports ray: see routes/recompute.py
 
@@ -114,8 +135,13 @@ def _fenced(exc: BaseException) -> bool:
     return isinstance(exc, Fenced)
 
 
+def _never_sent(exc: BaseException) -> bool:
+    """A call refused before it was sent, its machine known dead: sending it elsewhere is safe."""
+    return isinstance(exc, HostLost) and not exc.started
+
+
 def _ask_again(exc: BaseException) -> bool:
-    return _passivated(exc) or _fenced(exc)
+    return _passivated(exc) or _fenced(exc) or _never_sent(exc)
 
 
 @dataclass
@@ -132,6 +158,10 @@ class GatewayRuntime:
     """The time-travel reader of each shard's log."""
     _embedder: Embedder | None = None
     _handles: dict[StreamKey, ConversationHandle] = field(default_factory=dict)
+    _nodes: dict[StreamKey, NodeOf] = field(default_factory=dict)
+    """The node of each cached handle's process (asked once per handle, in the background)."""
+    node_watch: NodeWatch = field(default_factory=NodeWatch)
+    """Ends the calls in flight to a machine Ray declared dead (:mod:`mirror.gateway.node_watch`)."""
     personas: PersonaStore = field(default_factory=PersonaStore)
     """The tenants' persona stores (:mod:`mirror.gateway.personas`)."""
     bus_ready: Callable[[], Awaitable[object]] | None = None
@@ -244,7 +274,8 @@ class GatewayRuntime:
             raise UnknownConversation(key.conversation)
         return last_seq
 
-    async def ask(self, key: StreamKey, call: Callable[[ConversationHandle], Awaitable[T]]) -> T:
+    async def ask(self, key: StreamKey, call: Callable[[ConversationHandle], Awaitable[T]], *,
+                  resend_safe: bool | Callable[[], bool] = False) -> T:
         """``call(handle)`` of the conversation; a passivating or vanished one is re-activated and asked again.
 
         At most :data:`ASK_ATTEMPTS` calls; then the last error is raised as it was, but a
@@ -255,8 +286,23 @@ class GatewayRuntime:
         conversation's process that the error table answers ``from_actor`` (a setting conflict, the
         broker, a log or the model failing, a refused or failed reflection) is raised here as itself
         at once; no answer within the settings' ``actor_timeout_s`` is :class:`ConversationTimedOut`.
+
+        A call whose machine Ray declares dead meanwhile (:mod:`mirror.gateway.node_watch`) is
+        :class:`HostLost` within a poll of that: sent once more, to a host made anew elsewhere, when
+        ``resend_safe`` (a read; a turn with an idempotency key, which the conversation answers
+        from its log if it was appended; a callable is asked at that moment), raised otherwise.
+        A call that was never sent, its machine known dead already, is always sent elsewhere.
         What each is answered with is :mod:`mirror.gateway.error_table`'s to say.
         """
+        try:
+            return await self._ask(key, call)
+        except HostLost as lost:
+            if not (resend_safe() if callable(resend_safe) else resend_safe):
+                raise
+            log.warning("%s: its machine was lost during the call (%s); sending it once more, elsewhere", key, lost)
+            return await self._ask(key, call)
+
+    async def _ask(self, key: StreamKey, call: Callable[[ConversationHandle], Awaitable[T]]) -> T:
         try:
             async for attempt in AsyncRetrying(retry=retry_if_exception(_ask_again), wait=_ask_backoff,
                                                stop=stop_after_attempt(ASK_ATTEMPTS), reraise=True):
@@ -279,10 +325,19 @@ class GatewayRuntime:
         handle = self._handles.get(key)
         if handle is None:  # get-or-create is a round trip to Ray's control store: once per actor
             handle = self._handles[key] = self.conversations(key)
+            self._nodes[key] = NodeOf(handle.node_id())  # in the background: the call does not wait for it
+        node = self._nodes[key]
         try:
-            return await asyncio.wait_for(call(handle), self.settings.actor_timeout_s)
+            async with self.node_watch.watching(node):
+                return await asyncio.wait_for(call(handle), self.settings.actor_timeout_s)
         except Exception as exc:
             self._handles.pop(key, None)
+            self._nodes.pop(key, None)
+            if isinstance(exc, HostLost) or (_cut_off(exc) and await self.node_watch.is_dead(node)):
+                handle.forget()  # its host was pinned to the dead node: the next call makes it on a live one
+                if isinstance(exc, HostLost):
+                    raise
+                raise HostLost(node.id or "?", started=True) from None  # Ray's own word on the dead node came first
             if _died(exc):
                 handle.forget()  # a host killed for good: the next call makes a new one
                 log.warning("the process running %s is gone (%s); its next call makes it again",

@@ -83,6 +83,9 @@ class HostedConversation:
     async def pid(self) -> int:
         return int(await self.host.pid.remote(self.key))
 
+    async def node_id(self) -> str | None:
+        return await self.placement.node_id(self.slot)
+
     def forget(self) -> None:
         """The host died for good (killed without restart): the next call gets a new one."""
         self.placement.forget(self.slot)
@@ -133,6 +136,9 @@ class DedicatedConversation:
     async def pid(self) -> int:
         return int(await self.actor.pid.remote())
 
+    async def node_id(self) -> str | None:
+        return str(await self.actor.node_id.remote())
+
     def forget(self) -> None:
         """Nothing is cached: the next handle gets (or creates) the actor by name."""
 
@@ -143,6 +149,8 @@ class Placement:
     def __init__(self, settings: RuntimeSettings) -> None:
         self.settings = settings
         self._hosts: dict[int, Any] = {}
+        self._nodes: dict[int, str] = {}
+        """The node of each slot's host, asked once: a host is pinned to its node (:mod:`.host`)."""
         self._count = settings.hosts
         self._lock = threading.Lock()
 
@@ -164,6 +172,17 @@ class Placement:
 
     def forget(self, slot: int) -> None:
         self._hosts.pop(slot, None)
+        self._nodes.pop(slot, None)
+
+    async def node_id(self, slot: int) -> str:
+        """The node host ``slot`` runs on: asked of the host once, then known until it is forgotten."""
+        node = self._nodes.get(slot)
+        if node is None:
+            host = self.host(slot)
+            node = str(await host.node_id.remote())
+            if self._hosts.get(slot) is host:  # not forgotten meanwhile
+                self._nodes[slot] = node
+        return node
 
     def handle(self, key: StreamKey) -> ConversationHandle:
         if self.settings.placement == "dedicated":

@@ -90,6 +90,10 @@ class ConversationHost:
     async def pid(self, key: StreamKey | None = None) -> int:
         return os.getpid()
 
+    async def node_id(self) -> str:
+        """The node this host runs on (pinned there: see :func:`_node_of`)."""
+        return str(ray.get_runtime_context().get_node_id())
+
     async def passivate(self, key: StreamKey) -> None:
         await self.table.passivate(key)
 

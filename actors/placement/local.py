@@ -62,6 +62,9 @@ class LocalConversation:
     async def pid(self) -> int:
         return os.getpid()
 
+    async def node_id(self) -> str | None:
+        return None  # this very process: no node of its own to lose
+
     def forget(self) -> None:
         """Nothing to forget: the table lives as long as this process."""
 

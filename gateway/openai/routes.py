@@ -83,16 +83,16 @@ async def chat_completions(body: ChatCompletionIn, request: Request, owner: Tena
     if system:
         headers[SYSTEM_HEADER] = "ignored"
     if earlier:
-        state = state_from_snapshot(await runtime.ask(key, lambda handle: handle.state_bytes()))
+        state = state_from_snapshot(await runtime.ask(key, lambda handle: handle.state_bytes(), resend_safe=True))
         headers[HISTORY_HEADER] = "differs" if history_differs(earlier, state) else "same"
     turn = TurnRequest(message, mode=choice.mode, mind=choice.mind, stream=bool(body.stream),
                        idempotency_key=idempotency_key(request.headers))
     identifier = completion_id()
     if not body.stream:
-        result = await runtime.ask(key, lambda handle: handle.turn(turn))
+        result = await runtime.ask(key, lambda handle: handle.turn(turn), resend_safe=turn.idempotency_key is not None)
         return JSONResponse(completion(identifier, body.model, result, conversation),
                             headers={**headers, **replayed_headers(result)})
-    relay = TurnRelay(runtime, key, lambda handle: handle.turn_stream(turn))
+    relay = TurnRelay(runtime, key, lambda handle: handle.turn_stream(turn), resend_safe=turn.idempotency_key is not None)
     first = await relay.next()  # a failure before the reply begins is answered with its status
     return StreamingResponse(_chunks(relay, first, identifier, body, conversation), media_type="text/event-stream",
                              headers={**headers, "Cache-Control": "no-cache"})

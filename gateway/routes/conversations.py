@@ -41,7 +41,7 @@ async def get_conversation(conversation: str, owner: Tenant, runtime: Runtime) -
     # (A comment, not a docstring: FastAPI would publish a docstring in /openapi.json.)
     key = key_of(owner, conversation)
     await runtime.existing(key)
-    summary = await runtime.ask(key, lambda conversation: conversation.summary())
+    summary = await runtime.ask(key, lambda conversation: conversation.summary(), resend_safe=True)
     logged = await (await runtime.log(owner)).conversations(owner, conversation)
     branches = list(logged[0].branches) if logged else ["main"]
     return {"id": conversation, **{k: v for k, v in summary.as_dict().items() if k not in ("tenant", "conversation")},

@@ -72,11 +72,14 @@ async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Run
                           mind=await mind_choice(runtime, owner, body), stream=stream,
                           idempotency_key=idempotency_key(http.headers))
     if stream:
-        relay = TurnRelay(runtime, key, lambda conversation: conversation.turn_stream(request))
+        relay = TurnRelay(runtime, key, lambda conversation: conversation.turn_stream(request),
+                          resend_safe=request.idempotency_key is not None)
         first = await relay.next()  # a failure before the reply begins is still answered with its status
         return StreamingResponse(_turn_events(relay, first), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
-    result = await runtime.ask(key, lambda conversation: conversation.turn(request))
+    # A keyed turn cut off with its machine may be sent again: the conversation answers a keyed duplicate from its log.
+    result = await runtime.ask(key, lambda conversation: conversation.turn(request),
+                               resend_safe=request.idempotency_key is not None)
     response.headers["Server-Timing"] = server_timing(result, (time.perf_counter() - started) * 1000)
     response.headers.update(replayed_headers(result))
     return result.as_dict()

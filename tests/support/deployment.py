@@ -54,6 +54,8 @@ class Deployment:
     """The environment of the head's ``ray start`` (its control store's health checks)."""
     env: dict[str, str] = field(default_factory=dict)
     """More environment for every Mirror command (``MIRROR_*`` settings)."""
+    sim_args: tuple[str, ...] = ()
+    """More options of the head's ``mirror sim-llm`` (``--latency fixed:240000``: a turn stays in flight)."""
     tokens: dict[str, str] = field(default_factory=dict)
     processes: dict[tuple[str, str], subprocess.Popen[bytes]] = field(default_factory=dict)
 
@@ -132,7 +134,8 @@ class Deployment:
         return log.exists() and "Ray runtime started" in log.read_text(errors="replace")
 
     def start_sim(self) -> None:
-        self.run(self.head, "sim", ["mirror", "sim-llm", "--host", self.head.address, "--port", str(SIM_PORT)])
+        self.run(self.head, "sim", ["mirror", "sim-llm", "--host", self.head.address, "--port", str(SIM_PORT),
+                                         *self.sim_args])
 
     def add_tenants(self) -> None:
         """Each tenant's token, made on the head; the tenants file is then copied to the workers."""

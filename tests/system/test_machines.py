@@ -12,6 +12,10 @@
   answers again through every gateway. It prints what each fault cost (``machines: {...}``:
   time to answer again, turns failed then retried, where the conversations lived), the figures
   of docs/operations.md.
+- A turn in flight to a conversation host on W2 (the simulator holding the model's answer for
+  minutes) when W2 is cut off the network: the client is answered 503 with ``Retry-After`` soon
+  after Ray declares W2's node dead, not after the gateway's 300 s actor time-out; the turns in
+  flight on the other machines go on.
 
 Marker ``machines`` (not in the default run; ``.ci/run`` runs it); skipped where ``ip netns add``
 is not permitted (it needs root and iproute2).
@@ -445,3 +449,67 @@ async def _check_logs(deployment: Deployment, load: BalancedLoad, client: httpx.
     assert all(shard["rejected"] == 0 for shard in stats.values()), f"a log holds rejected events: {stats}"
     errors = [failure for failure in load.failures if failure.kind == "http 500"]
     assert not errors, f"{len(errors)} turns answered 500 (a dependency down is a 503 + Retry-After): {errors[:3]}"
+
+
+# ---------------------------------------------------------------------- a turn in flight to a machine cut off
+
+HELD_S = 240
+"""How long the simulator holds every chat answer: the turns stay in flight through the whole test."""
+LOST_WITHIN_S = 90.0
+"""Bound on the 503 after the cut: Ray's ~16 s to declare the node dead, plus the node watch's
+poll, on a loaded host; far below the simulator's hold and the gateway's 300 s actor time-out."""
+
+
+def test_a_turn_in_flight_to_a_machine_cut_off_is_answered_503_soon_after_ray_declares_it_dead(machines: Machines) -> None:
+    deployment = Deployment(machines, tenants=("default",),
+                            sim_args=("--latency", f"fixed:{HELD_S * 1000}", "--embedding-latency", "fixed:0"))
+    figures: dict[str, object] = {}
+    try:
+        deployment.start()
+        asyncio.run(_turn_in_flight_to_a_cut_machine(deployment, figures))
+    finally:
+        print(f"\nhost lost: {json.dumps(figures, default=str)}")
+        deployment.stop()
+
+
+async def _turn_in_flight_to_a_cut_machine(deployment: Deployment, figures: dict[str, object]) -> None:
+    h, w2 = deployment.machines["h"], deployment.machines["w2"]
+    conversations = conversations_per_host(deployment.tenants, deployment.hosts)  # one per host, so one per machine
+    headers = {"Authorization": f"Bearer {deployment.tokens['default']}"}
+    async with httpx.AsyncClient(timeout=httpx.Timeout(HELD_S + 120.0, connect=10.0)) as client:
+        turns = {conversation.name: asyncio.create_task(client.post(
+            f"{deployment.gateway(h)}/v1/conversations/{conversation.name}/turns",
+            json={"message": "a turn the model takes minutes to answer"}, headers=headers))
+            for conversation in conversations}
+        placement: dict[str, Any] = {}
+
+        async def live_on_every_machine() -> bool:
+            nonlocal placement
+            placement = await asyncio.to_thread(probe_cluster, deployment, "hosts")
+            return all(conversations_on(machine, placement) for machine in deployment.machines)
+
+        await until_async(live_on_every_machine, "every conversation live, one on each machine's host",
+                          timeout=RECOVERY_S, poll_s=1.0)
+        figures["placement"] = placement["hosts"]
+        assert not any(turn.done() for turn in turns.values()), {name: turn for name, turn in turns.items() if turn.done()}
+        (lost,) = conversations_on(w2, placement)
+        await asyncio.to_thread(w2.cut)
+        cut_at = time.monotonic()
+        try:
+            response = await asyncio.wait_for(asyncio.shield(turns[lost]), LOST_WITHIN_S)
+        except TimeoutError:
+            raise AssertionError(f"the turn in flight to {w2.host} was not answered within {LOST_WITHIN_S} s "
+                                 "of the cut") from None
+        figures["answered_after_cut_s"] = round(time.monotonic() - cut_at, 2)
+        figures["answer"] = {"status": response.status_code, "retry_after": response.headers.get("Retry-After"),
+                             "body": response.json()}
+        assert response.status_code == 503, response.text
+        assert response.headers.get("Retry-After", "").isdigit(), response.headers
+        assert response.json().get("error") == "HostLost", response.text
+        # The turns in flight on the machines still up are not touched: still waiting on the model.
+        others = {name: turn for name, turn in turns.items() if name != lost}
+        assert not any(turn.done() for turn in others.values()), \
+            {name: turn.result().text if not turn.exception() else turn.exception() for name, turn in others.items() if turn.done()}
+        for turn in others.values():
+            turn.cancel()
+        await asyncio.gather(*others.values(), return_exceptions=True)

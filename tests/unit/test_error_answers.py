@@ -81,6 +81,9 @@ class FailingConversation:
 
     turn = reflect = summary = state_bytes = choose = _fail
 
+    async def node_id(self) -> str | None:
+        return None  # in this process: nothing for the node watch
+
     def forget(self) -> None:
         pass
 

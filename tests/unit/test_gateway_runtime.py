@@ -65,6 +65,9 @@ class ScriptedHandle:
             raise outcome
         return outcome
 
+    async def node_id(self) -> str | None:
+        return None  # in this process: nothing for the node watch
+
     def forget(self) -> None:
         self.forgotten = True
         self.script.forgotten.append(self.key)

@@ -121,6 +121,9 @@ class FailingConversation:
     async def turn(self, message: str, **_: Any) -> Any:
         raise ActorCallFailed(pickle.loads(pickle.dumps(self.error)))
 
+    async def node_id(self) -> str | None:
+        return None  # in this process: nothing for the node watch
+
     def forget(self) -> None:
         pass
 
