@@ -30,16 +30,18 @@ from collections.abc import AsyncIterator, Mapping
 
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.llm import ChatMessage, ChatRequest, ChatResponse, Role
 from mirror.cognition.openai_client import OpenAIChatClient
 from mirror.cognition.pipeline import MirrorConfig
-from mirror.gateway.openai.catalog import BACKGROUND_SUFFIX
 from mirror.gateway.openai.errors import OpenAIError
 from mirror.gateway.openai.shapes import ChatCompletionIn, MessageIn, chunk, completion_id
 from mirror.gateway.runtime import GatewayRuntime
 
-__all__ = ["RECOGNISED", "TASK_HEADER", "answer", "base_model", "task_of"]
+__all__ = ["BACKGROUND_SUFFIX", "RECOGNISED", "TASK_HEADER", "answer", "base_model", "request_for", "task_of"]
 
+BACKGROUND_SUFFIX = ":background"
+"""A model name ending in it asks for a background answer (``mirror:background`` is listed)."""
 TASK_HEADER = "X-Mirror-Task"
 """Request: ``background`` or ``turn`` forces either. Response: ``turn`` or the task's name."""
 
@@ -102,7 +104,7 @@ def _text(message: MessageIn) -> str:
 _ROLES: dict[str, Role] = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
-def _request(body: ChatCompletionIn, runtime: GatewayRuntime) -> ChatRequest:
+def request_for(body: ChatCompletionIn, settings: RuntimeSettings) -> ChatRequest:
     """The one plain model call: the client's messages, the stack's model, the Talker's bounds."""
     messages = []
     for index, message in enumerate(body.messages):
@@ -116,7 +118,6 @@ def _request(body: ChatCompletionIn, runtime: GatewayRuntime) -> ChatRequest:
         messages.append(ChatMessage(role, _text(message)))
     if not messages:
         raise OpenAIError(400, "messages is empty: send at least one message", "invalid_request", "messages")
-    settings = runtime.settings.runtime
     limit = settings.talker_max_tokens
     asked = body.max_completion_tokens or body.max_tokens
     temperature = MirrorConfig(model=settings.llm.model).temperature if body.temperature is None else body.temperature
@@ -129,7 +130,7 @@ async def answer(body: ChatCompletionIn, task: str, runtime: GatewayRuntime, hea
 
     A client of its own per request: background requests are a few per chat, and the gateway's
     runtime holds no model client (the conversations' processes do)."""
-    request = _request(body, runtime)
+    request = request_for(body, runtime.settings.runtime)
     async with OpenAIChatClient(runtime.settings.runtime.llm) as llm:
         response = await llm.chat(request)
     headers = {**headers, TASK_HEADER: task}

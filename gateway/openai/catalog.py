@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from mirror.cognition.persona.choice import MindChoice
 from mirror.cognition.pipeline import MODES
 from mirror.gateway.error_table import answer
+from mirror.gateway.openai.background import BACKGROUND_SUFFIX
 from mirror.gateway.openai.errors import OpenAIError
 from mirror.gateway.routes.personas import MindIn, mind_choice
 from mirror.gateway.runtime import GatewayRuntime
 
-__all__ = ["BACKGROUND_MODEL", "BACKGROUND_SUFFIX", "MIRROR_MODELS", "PERSONA_PREFIX", "Selected", "model_names", "selected"]
+__all__ = ["BACKGROUND_MODEL", "MIRROR_MODELS", "PERSONA_PREFIX", "Selected", "model_names", "selected"]
 
 MIRROR_MODELS = ("mirror", *(f"mirror-{mode}" for mode in MODES))
 PERSONA_PREFIX = "persona:"
-BACKGROUND_SUFFIX = ":background"
 BACKGROUND_MODEL = "mirror" + BACKGROUND_SUFFIX
 """The one background model listed (``<any model>:background`` is taken too)."""
 
