@@ -68,6 +68,11 @@ def idle(url: str, token: str, conversation: str) -> list[dict[str, Any]]:
     return events(url, token, conversation)
 
 
+def said(text: str) -> Any:
+    """One user message, as the SDK's ``messages`` (typed loosely: the SDK's own TypedDicts are strict)."""
+    return [{"role": "user", "content": text}]
+
+
 def turns_of(logged: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [event for event in logged if event["type"] == "turn"]
 
@@ -82,11 +87,11 @@ def test_the_base_url_names_the_conversation_and_the_second_turn_recalls_the_fir
     def say(message: str) -> tuple[str, dict[str, Any]]:
         if not streamed:
             raw = client.chat.completions.with_raw_response.create(model="mirror",
-                                                                   messages=[{"role": "user", "content": message}])
+                                                                   messages=said(message))
             assert raw.headers["x-mirror-named-by"] == "path"
             done = raw.parse()
             return done.choices[0].message.content or "", (done.model_extra or {})["mirror"]
-        chunks = list(client.chat.completions.create(model="mirror", messages=[{"role": "user", "content": message}],
+        chunks = list(client.chat.completions.create(model="mirror", messages=said(message),
                                                      stream=True))
         text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
         (final,) = [chunk for chunk in chunks if chunk.choices and chunk.choices[0].finish_reason]
@@ -108,13 +113,13 @@ def test_the_base_url_names_the_conversation_and_the_second_turn_recalls_the_fir
 def test_each_source_names_the_conversation_in_the_documented_order(stack) -> None:
     url, token, _ = stack
     client = sdk(url, token)
-    hello = [{"role": "user", "content": "hello"}]
+    hello = said("hello")
 
     def named(base: str = "/v1", **create: Any) -> tuple[str, str]:
         raw = sdk(url, token, base).chat.completions.with_raw_response.create(model="mirror", messages=hello, **create)
         return (raw.parse().model_extra or {})["mirror"]["conversation"], raw.headers["x-mirror-named-by"]
 
-    every = {"extra_headers": {"X-Mirror-Conversation": "o-header", "X-OpenWebUI-Chat-Id": "o-webui"},
+    every: dict[str, Any] = {"extra_headers": {"X-Mirror-Conversation": "o-header", "X-OpenWebUI-Chat-Id": "o-webui"},
              "metadata": {"conversation_id": "o-meta"}, "user": "o-user", "extra_body": {"prompt_cache_key": "o-cache"}}
     assert named("/c/o-path/v1", **every) == ("o-path", "path")
     assert named(**every) == ("o-header", "header")
@@ -152,20 +157,22 @@ def test_sampling_knobs_are_ignored_out_loud_and_refused_when_strict(stack) -> N
     assert answer.status_code == 200, answer.text  # SillyTavern's defaults, as it sends them
     assert answer.headers["x-mirror-ignored"] == "temperature, max_tokens"
     client = sdk(url, token, "/c/knobs/v1")
-    hello = [{"role": "user", "content": "hello"}]
+    hello = said("hello")
     raw = client.chat.completions.with_raw_response.create(model="mirror", messages=hello, temperature=1.3, top_p=0.5,
                                                            frequency_penalty=0.2, seed=3, stop=["\n"], max_tokens=16)
     assert raw.headers["x-mirror-ignored"] == "temperature, top_p, frequency_penalty, seed, stop, max_tokens"
     honoured = client.chat.completions.with_raw_response.create(model="mirror", messages=hello, temperature=0.7,
                                                                 max_tokens=4096)
     assert "x-mirror-ignored" not in honoured.headers  # the Talker's own settings are honoured, not ignored
-    for name, value in {"temperature": 1.3, "max_tokens": 16, "stop": ["\n"], "top_p": 0.5, "seed": 3}.items():
+    knobs: dict[str, Any] = {"temperature": 1.3, "max_tokens": 16, "stop": ["\n"], "top_p": 0.5, "seed": 3}
+    for name, value in knobs.items():
         with pytest.raises(openai.BadRequestError) as strict:
             client.chat.completions.create(model="mirror", messages=hello, extra_headers={"X-Mirror-Strict": "true"},
                                            **{name: value})
         assert strict.value.param == name and "X-Mirror-Strict" in strict.value.message, name
-    for name, value in {"n": 2, "logprobs": True, "response_format": {"type": "json_object"},
-                        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}.items():
+    shapes: dict[str, Any] = {"n": 2, "logprobs": True, "response_format": {"type": "json_object"},
+                              "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}
+    for name, value in shapes.items():
         with pytest.raises(openai.BadRequestError) as shape:
             client.chat.completions.create(model="mirror", messages=hello, **{name: value})
         assert shape.value.param == name and shape.value.code == "unsupported_parameter", name
@@ -205,12 +212,13 @@ def test_background_is_forceable_by_header_and_model_and_a_turn_by_header(stack)
     url, token, runtime = stack
     client = sdk(url, token, "/c/forced/v1")
     assert "mirror:background" in [model.id for model in client.models.list()]
-    ask = [{"role": "user", "content": "Name this chat in three words."}]
+    ask = said("Name this chat in three words.")
     raw = client.chat.completions.with_raw_response.create(model="mirror", messages=ask,
                                                            extra_headers={"X-Mirror-Task": "background"})
     assert raw.headers["x-mirror-task"] == "background"
     assert raw.parse().choices[0].message.content == model_said({"model": "mirror", "messages": ask}, runtime)
-    chunks = list(sdk(url, token).chat.completions.create(model="mirror:background", messages=ask, stream=True))
+    chunks: list[Any] = list(sdk(url, token).chat.completions.create(model="mirror:background", messages=ask,
+                                                                      stream=True))
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == \
         model_said({"model": "mirror:background", "messages": ask}, runtime)
     assert events(url, token, "forced") == []  # never even created
