@@ -40,6 +40,7 @@ from mirror.events.counters import SharedCounters
 from mirror.gateway.error_table import answer
 from mirror.gateway.errors import LimitReached
 from mirror.gateway.failures import respond
+from mirror.gateway.openai.naming import first_name, path_name_of
 from mirror.gateway.tenants import TenantLimits
 
 from .usage import LEASE_S, Admitted, admit, charge, release, renew, usage_key
@@ -49,7 +50,7 @@ __all__ = ["CONVERSATION_HEADER", "Limiter", "LimitsMiddleware", "metered"]
 log = logging.getLogger(__name__)
 
 CONVERSATION_HEADER = "x-mirror-conversation"
-"""The OpenAI route's name of a conversation (its body's ``user`` otherwise): see :mod:`mirror.gateway.openai.routes`."""
+"""The OpenAI route's header naming a conversation; the whole order is :mod:`mirror.gateway.openai.naming`'s."""
 _NATIVE_TURN = re.compile(r"^/v1/conversations/([^/]+)/turns/?$")
 _OPENAI_TURN = "/v1/chat/completions"
 
@@ -167,7 +168,7 @@ class LimitsMiddleware:
         return self._limiter
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+        if scope["type"] != "http" or not scope["path"].startswith(("/v1/", "/c/")):
             return await self.app(scope, receive, send)
         runtime = scope["app"].state.runtime
         tenant = _tenant(scope, runtime)
@@ -230,11 +231,9 @@ def _turn_of(scope: Scope) -> tuple[bool, str | None]:
     found = _NATIVE_TURN.match(path)
     if found:
         return True, found.group(1)
-    if path == _OPENAI_TURN:
-        for name, value in scope["headers"]:
-            if name == CONVERSATION_HEADER.encode():
-                return True, value.decode("latin-1")
-        return True, None
+    if path == _OPENAI_TURN or path_name_of(path) is not None:  # named as the route names it: openai/naming.py
+        return True, first_name(path, {name.decode("latin-1").lower(): value.decode("latin-1")
+                                       for name, value in scope["headers"]}, {})
     return False, None
 
 
@@ -251,7 +250,7 @@ async def _body_user(receive: Receive) -> tuple[str | None, Receive]:
         if not message.get("more_body", False):
             break
     try:
-        user = json.loads(b"".join(chunks)).get("user")
+        user = first_name("", {}, json.loads(b"".join(chunks)))
     except (ValueError, AttributeError):
         user = None  # the route answers a body that does not parse
 

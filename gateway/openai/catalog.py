@@ -5,7 +5,10 @@
 - ``mirror-<mode>`` (``mirror-baseline``, ``mirror-threads_only``, ``mirror-controller_only``,
   ``mirror-full``): the MIRROR mind in that mode; a conversation fixed otherwise is a 409;
 - ``persona:<name>``: the persona ``name`` of the tenant's store (``POST /v1/personas``); a
-  conversation fixed to another mind or character is a 409.
+  conversation fixed to another mind or character is a 409;
+- any of these with ``:background`` (``mirror:background`` is listed): a front end's background
+  task, answered statelessly (:mod:`~mirror.gateway.openai.background`), for a front end's
+  "task model" setting.
 """
 
 from __future__ import annotations
@@ -15,14 +18,17 @@ from dataclasses import dataclass
 from mirror.cognition.persona.choice import MindChoice
 from mirror.cognition.pipeline import MODES
 from mirror.gateway.error_table import answer
+from mirror.gateway.openai.background import BACKGROUND_SUFFIX
 from mirror.gateway.openai.errors import OpenAIError
 from mirror.gateway.routes.personas import MindIn, mind_choice
 from mirror.gateway.runtime import GatewayRuntime
 
-__all__ = ["MIRROR_MODELS", "PERSONA_PREFIX", "Selected", "model_names", "selected"]
+__all__ = ["BACKGROUND_MODEL", "MIRROR_MODELS", "PERSONA_PREFIX", "Selected", "model_names", "selected"]
 
 MIRROR_MODELS = ("mirror", *(f"mirror-{mode}" for mode in MODES))
 PERSONA_PREFIX = "persona:"
+BACKGROUND_MODEL = "mirror" + BACKGROUND_SUFFIX
+"""The one background model listed (``<any model>:background`` is taken too)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,6 @@ async def selected(runtime: GatewayRuntime, tenant: str, model: str) -> Selected
 
 
 async def model_names(runtime: GatewayRuntime, tenant: str) -> list[str]:
-    """Every model this tenant can ask for: the MIRROR ones, then its personas by name."""
+    """Every model this tenant can ask for: the MIRROR ones, the background one, then its personas by name."""
     names = await runtime.personas.names(await runtime.bus(), tenant)
-    return [*MIRROR_MODELS, *(PERSONA_PREFIX + name for name in sorted(names))]
+    return [*MIRROR_MODELS, BACKGROUND_MODEL, *(PERSONA_PREFIX + name for name in sorted(names))]

@@ -24,7 +24,11 @@ _CODES = {401: "invalid_api_key", 404: "not_found", 409: "setting_conflict", 413
 
 
 def is_openai_path(path: str) -> bool:
-    """Whether a request's path is one of this package's routes (so its errors take this shape)."""
+    """Whether a request's path is one of this package's routes, also under ``/c/{conversation}``
+    (so its errors take this shape)."""
+    if path.startswith("/c/"):
+        _name, _, rest = path[3:].partition("/")
+        path = "/" + rest
     return any(path == prefix or path.startswith(prefix + "/") for prefix in OPENAI_PATHS)
 
 

@@ -1,10 +1,14 @@
-"""``POST /v1/chat/completions`` and ``GET /v1/models``, the OpenAI-compatible routes.
+"""``POST /v1/chat/completions`` and ``GET /v1/models``, the OpenAI-compatible routes, also
+mounted under ``/c/{conversation}`` so that a base URL ``http://host:port/c/my-chat/v1`` names
+the conversation for any client with a base-URL field.
 
-A completion is one turn of a Mirror conversation: which one is named by the
-``X-Mirror-Conversation`` header, else by the request's ``user`` field (a 400 without either);
+A completion is one turn of a Mirror conversation: which one is decided by
+:func:`~mirror.gateway.openai.naming.conversation_of` (the path, then headers, metadata, user);
 the last message is the turn (:mod:`~mirror.gateway.openai.shapes`); ``model`` picks the mind
-and mode (:mod:`~mirror.gateway.openai.catalog`). Same bearer tokens and tenants as the native
-API, same statuses; errors in OpenAI's body (:mod:`~mirror.gateway.openai.errors`).
+and mode (:mod:`~mirror.gateway.openai.catalog`). A front end's background task (a title, tags,
+a summary) is no turn: :mod:`~mirror.gateway.openai.background` answers it statelessly. Same
+bearer tokens and tenants as the native API, same statuses; errors in OpenAI's body
+(:mod:`~mirror.gateway.openai.errors`).
 
 ``stream: true`` answers ``chat.completion.chunk`` server-sent events: a role chunk with the
 first piece, one chunk per piece as the model writes it, then the final chunk — empty delta,
@@ -29,9 +33,13 @@ from mirror.actors.results import TurnResult
 from mirror.cognition.pipeline import MirrorConfig
 from mirror.cognition.turn import TurnRequest
 from mirror.gateway.idempotency import idempotency_key, replayed_headers
+from mirror.gateway.openai import background
 from mirror.gateway.openai.catalog import model_names, selected
 from mirror.gateway.openai.errors import OpenAIError, error_body
+from mirror.gateway.openai.naming import CONVERSATION_HEADER, NAMED_BY_HEADER, conversation_of
 from mirror.gateway.openai.shapes import (
+    IGNORED_HEADER,
+    STRICT_HEADER,
     ChatCompletionIn,
     chunk,
     completion,
@@ -42,12 +50,11 @@ from mirror.gateway.openai.shapes import (
     usage,
 )
 from mirror.gateway.relay import StreamCut, TurnRelay
-from mirror.gateway.runtime import Runtime, Tenant, key_of
+from mirror.gateway.runtime import GatewayRuntime, Runtime, Tenant, key_of
 from mirror.projections.snapshot import state_from_snapshot
 
 __all__ = ["CONVERSATION_HEADER", "HISTORY_HEADER", "SYSTEM_HEADER", "router"]
 
-CONVERSATION_HEADER = "X-Mirror-Conversation"
 HISTORY_HEADER = "X-Mirror-History"
 """``same`` when the request's earlier messages are the conversation's latest turns (or there are none), else ``differs``."""
 SYSTEM_HEADER = "X-Mirror-System"
@@ -57,6 +64,7 @@ router = APIRouter()
 
 
 @router.get("/v1/models")
+@router.get("/c/{conversation}/v1/models")
 async def list_models(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
     created = int(time.time())
     return {"object": "list", "data": [{"id": name, "object": "model", "created": created, "owned_by": "mirror"}
@@ -65,21 +73,35 @@ async def list_models(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
 
 @router.post("/v1/chat/completions", response_model=None)
 async def chat_completions(body: ChatCompletionIn, request: Request, owner: Tenant, runtime: Runtime) -> Response:
-    conversation = request.headers.get(CONVERSATION_HEADER) or body.user
-    if not conversation:
-        raise OpenAIError(400, f"which conversation? Name it in the {CONVERSATION_HEADER} header or the request's "
-                               "user field (Mirror keeps each conversation's history)", "missing_conversation", "user")
+    return await _completion(None, body, request, owner, runtime)
+
+
+@router.post("/c/{conversation}/v1/chat/completions", response_model=None)
+async def named_chat_completions(conversation: str, body: ChatCompletionIn, request: Request, owner: Tenant,
+                                 runtime: Runtime) -> Response:
+    return await _completion(conversation, body, request, owner, runtime)
+
+
+async def _completion(path_name: str | None, body: ChatCompletionIn, request: Request, owner: str,
+                      runtime: GatewayRuntime) -> Response:
+    task = background.task_of(body, request.headers)
+    named = None if task else conversation_of(path_name, request.headers, body)
+    strict = request.headers.get(STRICT_HEADER, "").strip().lower() in ("true", "1", "yes")
+    ignored = body.check(temperature=MirrorConfig(model=runtime.settings.runtime.llm.model).temperature,
+                         max_tokens=runtime.settings.runtime.talker_max_tokens, strict=strict)
+    headers = {IGNORED_HEADER: ", ".join(ignored)} if ignored else {}
+    choice = await selected(runtime, owner, background.base_model(body.model))
+    if task or named is None:
+        return await background.answer(body, task or "background", runtime, headers)
+    conversation = named.conversation
     key = key_of(owner, conversation)
-    body.check(temperature=MirrorConfig(model=runtime.settings.runtime.llm.model).temperature,
-               max_tokens=runtime.settings.runtime.talker_max_tokens)
     message, earlier, system = turn_message(body)
     if not message.strip():
         raise OpenAIError(400, "the user's message is empty", "invalid_request", "messages")
     size, limit = len(message.encode()), runtime.settings.max_message_bytes
     if size > limit:
         raise OpenAIError(413, f"the user's message is {size} bytes; the limit is {limit}", "message_too_large", "messages")
-    choice = await selected(runtime, owner, body.model)
-    headers = {HISTORY_HEADER: "same"}
+    headers.update({HISTORY_HEADER: "same", NAMED_BY_HEADER: named.source, background.TASK_HEADER: "turn"})
     if system:
         headers[SYSTEM_HEADER] = "ignored"
     if earlier:

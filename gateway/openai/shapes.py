@@ -6,12 +6,16 @@ conversation's recent turns (:func:`history_differs`) and a disagreement is said
 ``X-Mirror-History`` response header. ``system`` messages are not used (the mind has its own
 prompts) and are said in ``X-Mirror-System: ignored``.
 
-Parameters that would change what the model is asked are honoured or refused, never ignored:
-``temperature`` must be the Talker's own (it is part of every recorded request, so a turn at
-another would not replay); ``max_tokens`` / ``max_completion_tokens`` are honoured when at least
-the Talker's limit (the reply can never be longer) and refused below it; ``stop``, ``n`` > 1,
-``tools``, ``response_format`` other than text, ``logprobs`` and the sampling penalties are
-refused with a 400 naming the parameter. Fields that change nothing about the answer
+Parameters are honoured, ignored out loud, or refused — never ignored silently
+(:meth:`ChatCompletionIn.check`). Sampling knobs the mind decides for itself — ``temperature``
+other than the Talker's, ``top_p``, ``presence_penalty``, ``frequency_penalty``, ``seed``,
+``stop``, ``logit_bias``, ``top_k`` and ``max_tokens`` / ``max_completion_tokens`` below the
+Talker's limit — are accepted and named in the ``X-Mirror-Ignored`` response header: front ends
+send them by default (SillyTavern always sends temperature, top_p, both penalties and
+max_tokens 300), and the Talker answers at its own recorded settings, so every turn replays.
+``X-Mirror-Strict: true`` refuses them instead, each with a 400 naming it. What would change
+the *shape* of the answer is always refused: ``n`` > 1, ``tools`` and functions,
+``response_format`` other than text, ``logprobs``. Fields that change nothing about the answer
 (``metadata``, ``store``, ``stream_options`` save ``include_usage``, ...) are accepted.
 """
 
@@ -28,9 +32,15 @@ from mirror.gateway.openai.errors import OpenAIError
 from mirror.projections.state import ConversationState
 
 __all__ = [
-    "ChatCompletionIn", "MessageIn", "chunk", "completion", "completion_id", "history_differs", "mirror_extension",
-    "turn_message", "usage",
+    "IGNORED_HEADER", "STRICT_HEADER", "ChatCompletionIn", "MessageIn", "chunk", "completion", "completion_id",
+    "history_differs", "mirror_extension", "turn_message", "usage",
 ]
+
+IGNORED_HEADER = "X-Mirror-Ignored"
+"""Response header: the request's sampling parameters the Talker did not follow, comma-separated."""
+STRICT_HEADER = "X-Mirror-Strict"
+"""Request header: ``true`` refuses those parameters with a 400 instead."""
+_LIMITS = ("max_tokens", "max_completion_tokens")
 
 
 class MessageIn(BaseModel):
@@ -48,6 +58,9 @@ class ChatCompletionIn(BaseModel):
     stream: bool = False
     stream_options: dict[str, Any] | None = None
     user: str | None = None
+    metadata: dict[str, Any] | None = None
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
     temperature: float | None = None
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
@@ -66,33 +79,46 @@ class ChatCompletionIn(BaseModel):
     response_format: dict[str, Any] | None = None
     seed: int | None = None
 
-    def check(self, *, temperature: float, max_tokens: int) -> None:
-        """Refuse, with a 400 naming it, any parameter Mirror cannot honour (see the module docstring)."""
-        if self.temperature is not None and abs(self.temperature - temperature) > 1e-9:
-            raise OpenAIError(400, f"temperature {self.temperature:g} cannot be honoured: Mirror's Talker answers at "
-                                   f"{temperature:g}, which every turn's recorded request holds (a turn at another "
-                                   f"would not replay); send {temperature:g} or leave it out",
-                              "unsupported_value", "temperature")
-        for name in ("max_tokens", "max_completion_tokens"):
-            asked = getattr(self, name)
-            if asked is not None and asked < max_tokens:
-                raise OpenAIError(400, f"{name} {asked} cannot be honoured: the Talker's replies are limited to "
-                                       f"{max_tokens} tokens (a stack setting, part of each turn's recorded request); "
-                                       f"send at least {max_tokens} or leave it out", "unsupported_value", name)
-        refused = {
-            "stop": bool(self.stop), "n": self.n not in (None, 1), "tools": bool(self.tools),
+    def check(self, *, temperature: float, max_tokens: int, strict: bool = False) -> list[str]:
+        """The sampling parameters the Talker will not follow (see the module docstring), to be named
+        in ``X-Mirror-Ignored``; a 400 naming any parameter that would change the shape of the
+        answer, and in ``strict`` mode the first sampling parameter too."""
+        for name, given in self._shape_changing().items():
+            if given:
+                raise OpenAIError(400, f"{name} is not supported by Mirror's chat completions: it would change the "
+                                       f"shape of the answer (one text reply, recorded for replay); leave {name} out",
+                                  "unsupported_parameter", name)
+        ignored = [name for name, given in self._sampling(temperature, max_tokens).items() if given]
+        if strict and ignored:
+            name = ignored[0]
+            raise OpenAIError(400, f"{name} cannot be honoured ({STRICT_HEADER}: true): Mirror's Talker answers at its "
+                                   f"own settings (temperature {temperature:g}, at most {max_tokens} tokens), which "
+                                   f"every turn's recorded request holds; leave {name} out, or drop {STRICT_HEADER} "
+                                   "to have it ignored and named in X-Mirror-Ignored",
+                              "unsupported_value" if name in ("temperature", *_LIMITS) else "unsupported_parameter",
+                              name)
+        return ignored
+
+    def _shape_changing(self) -> dict[str, bool]:
+        return {
+            "n": self.n not in (None, 1), "tools": bool(self.tools),
             "tool_choice": self.tool_choice not in (None, "none"), "functions": bool(self.functions),
             "function_call": self.function_call not in (None, "none"), "logprobs": bool(self.logprobs),
-            "top_logprobs": bool(self.top_logprobs), "logit_bias": bool(self.logit_bias),
-            "top_p": self.top_p not in (None, 1, 1.0), "presence_penalty": self.presence_penalty not in (None, 0, 0.0),
-            "frequency_penalty": self.frequency_penalty not in (None, 0, 0.0), "seed": self.seed is not None,
+            "top_logprobs": bool(self.top_logprobs),
             "response_format": self.response_format not in (None, {"type": "text"}),
         }
-        for name, given in refused.items():
-            if given:
-                raise OpenAIError(400, f"{name} is not supported by Mirror's chat completions: the mind decides how "
-                                       f"it is asked and every request is recorded for replay; leave {name} out",
-                                  "unsupported_parameter", name)
+
+    def _sampling(self, temperature: float, max_tokens: int) -> dict[str, bool]:
+        top_k = (self.model_extra or {}).get("top_k")
+        return {
+            "temperature": self.temperature is not None and abs(self.temperature - temperature) > 1e-9,
+            "top_p": self.top_p not in (None, 1, 1.0),
+            "presence_penalty": self.presence_penalty not in (None, 0, 0.0),
+            "frequency_penalty": self.frequency_penalty not in (None, 0, 0.0),
+            "seed": self.seed is not None, "stop": bool(self.stop), "logit_bias": bool(self.logit_bias),
+            "top_k": top_k not in (None, 0, -1),
+            **{name: getattr(self, name) is not None and getattr(self, name) < max_tokens for name in _LIMITS},
+        }
 
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.get("include_usage"))

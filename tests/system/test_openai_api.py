@@ -134,11 +134,16 @@ def test_bad_requests_are_openai_errors_that_say_what_was_wrong(stack):
     with pytest.raises(openai.BadRequestError) as missing:
         client.chat.completions.create(model="mirror", messages=hello)
     assert missing.value.code == "missing_conversation" and "X-Mirror-Conversation" in missing.value.message
-    refused = {"temperature": 1.3, "max_tokens": 16, "stop": ["\n"], "n": 2, "top_p": 0.5, "seed": 3}
-    for name, value in refused.items():
+    refused = {"n": 2, "logprobs": True, "response_format": {"type": "json_object"}}  # the answer's shape
+    strict = {"temperature": 1.3, "max_tokens": 16, "stop": ["\n"], "top_p": 0.5, "seed": 3}  # ignored, unless strict
+    for name, value in [*refused.items(), *strict.items()]:
         with pytest.raises(openai.BadRequestError) as error:
-            client.chat.completions.create(model="mirror", messages=hello, extra_headers=on("bad"), **{name: value})
+            client.chat.completions.create(model="mirror", messages=hello, extra_headers={**on("bad"), "X-Mirror-Strict": "true"},
+                                           **{name: value})
         assert error.value.param == name and error.value.body["type"] == "invalid_request_error", name
+    ignored = client.chat.completions.with_raw_response.create(model="mirror", messages=hello, extra_headers=on("bad"),
+                                                               **strict)
+    assert ignored.headers["x-mirror-ignored"] == "temperature, top_p, seed, stop, max_tokens"
     honoured = client.chat.completions.create(model="mirror", messages=hello, extra_headers=on("bad"), temperature=0.7,
                                               max_tokens=4096)
     assert honoured.choices[0].message.content
@@ -189,7 +194,7 @@ def test_models_list_the_minds_and_a_persona_streams_its_formulation(stack) -> N
     models = [model.id for model in client.models.list()]
     assert models[:5] == ["mirror", "mirror-baseline", "mirror-threads_only", "mirror-controller_only", "mirror-full"]
     assert f"persona:{name}" in models
-    assert [m.id for m in client_of(url, tokens["globex"]).models.list()][-1] == "mirror-full"  # acme's store is its own
+    assert [m.id for m in client_of(url, tokens["globex"]).models.list()][-1] == "mirror:background"  # acme's store is its own
     stream = client.chat.completions.create(model=f"persona:{name}", messages=[{"role": "user", "content": "Hello!"}],
                                             stream=True, extra_headers=on("wren"))
     text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)

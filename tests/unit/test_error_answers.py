@@ -180,6 +180,10 @@ CASES: dict[str, tuple[tuple[str, str, Any], BaseException, bool]] = {
     "openai persona with a bad name": (("POST", "/v1/chat/completions", _chat(model="persona:bad name")), NO_ERROR,
                                        True),
     "openai unsupported parameter": (("POST", "/v1/chat/completions", _chat(n=2)), NO_ERROR, True),
+    "openai bad conversation id in the path": (("POST", "/c/bad%20id/v1/chat/completions", _chat(user=None)), NO_ERROR,
+                                               True),
+    "openai bad conversation id in metadata": (
+        ("POST", "/v1/chat/completions", _chat(metadata={"conversation_id": "a/b"})), NO_ERROR, True),
     "openai setting conflict": (CHAT, CONFLICT, True),
     "openai fenced at every attempt": (CHAT, Fenced(KEY, "stream ends at seq 9"), True),
     "openai passivating at every attempt": (CHAT, Passivated(KEY), True),
