@@ -56,7 +56,7 @@ async def metrics_targets() -> list[dict[str, Any]]:
 
     async def ask(handle: Any) -> dict[str, Any] | None:
         try:
-            return await asyncio.wait_for(handle.metrics_target.remote(), ASK_TIMEOUT_S)  # type: ignore[no-any-return]
+            return await asyncio.wait_for(handle.metrics_target.remote(), ASK_TIMEOUT_S)
         except Exception as exc:  # restarting, or gone: Prometheus keeps the last list meanwhile
             log.debug("no metrics target from %r: %r", handle, exc)
             return None

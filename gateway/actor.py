@@ -25,8 +25,8 @@ import ray
 import uvicorn
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from mirror.actors.directory import NAMESPACE
 from mirror import metrics
+from mirror.actors.directory import NAMESPACE
 from mirror.actors.log_file import append_warnings_to
 from mirror.actors.metrics_targets import metrics_target
 from mirror.gateway.app import GatewaySettings, create_app

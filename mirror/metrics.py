@@ -216,7 +216,7 @@ REGISTRY.register(_WATCHED)
 def watch(figures: Callable[[], Mapping[str, Any]]) -> None:
     """Read ``figures()`` (a bound method; held weakly) at each scrape: a host's ``{"live",
     "activations", …, "fair_share": …}``. Nothing is read between scrapes."""
-    _WATCHED.sources.append(weakref.WeakMethod(figures))  # type: ignore[arg-type]  # a bound method, as documented
+    _WATCHED.sources.append(weakref.WeakMethod(figures))
 
 
 def _summed(all_figures: list[Mapping[str, Any]]) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from mirror.gateway.openai import routes as openai
 from mirror.gateway.routes import (
     conversations,
     health,
-    metrics,
     memory,
+    metrics,
     personas,
     recompute,
     reflection,
