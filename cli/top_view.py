@@ -128,7 +128,7 @@ def frame(now: Scrape, before: Scrape | None) -> Group:
     tenants = Table(title="tenants" + ("" if span is None else f" (last {span:.1f} s)"), title_justify="left")
     for column in ("tenant", "turns" if span is None else "turns/s", "p50 ms", "p99 ms", "overhead p50 ms",
                    "TTFT p50 ms", "thinking backlog", "errors", "limits hit"):
-        tenants.add_column(column, justify="left" if column == "tenant" else "right")
+        tenants.add_column(column, justify="left" if column == "tenant" else "right", no_wrap=column == "tenant")
     for tenant in sorted(set(turns) | set(failures) | set(backlog) | set(limits)):
         count = turns.get(tenant, 0.0)
         p50, p99 = latency.get(tenant, (None, None))
@@ -143,7 +143,7 @@ def frame(now: Scrape, before: Scrape | None) -> Group:
     stages = Table(title="model calls by stage", title_justify="left")
     for column in ("stage", "calls" if span is None else "calls/s", "p50 ms", "p99 ms", "tokens in", "tokens out",
                    "failures"):
-        stages.add_column(column, justify="left" if column == "stage" else "right")
+        stages.add_column(column, justify="left" if column == "stage" else "right", no_wrap=column == "stage")
     for stage in sorted(set(calls) | set(stage_failures)):
         count = calls.get(stage, 0.0)
         p50, p99 = model.get(stage, (None, None))

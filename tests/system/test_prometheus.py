@@ -5,6 +5,7 @@ latency histogram's observations of them. `mirror top --once` then shows the sam
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -135,7 +136,7 @@ def test_prometheus_finds_every_component_and_counts_the_turns(stack: dict[str, 
 
 def test_mirror_top_once_shows_the_running_stack(stack: dict[str, Any], prometheus: str) -> None:
     shown = subprocess.run([sys.executable, "-m", "mirror", "top", "--once", "--url", stack["url"]],
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "80"})
     assert shown.returncode == 0, shown.stderr
     assert "default" in shown.stdout and "talker" in shown.stdout, shown.stdout
     assert "gateway" in shown.stdout and "ingester" in shown.stdout, shown.stdout
