@@ -15,6 +15,7 @@ above it (``gateway``, ``stack``, ``harness``, ``cli``) import it, nothing below
 - ``directory`` — live dedicated actors per node, passivation when a node holds too many;
 - ``ingester_actor`` — each shard's log owner (the DuckDB ingester) as a supervised Ray actor;
 - ``recompute_driver`` — recompute jobs as Ray generator tasks with bounded model concurrency;
+- ``metrics_targets`` — every process serving Prometheus metrics, found through Ray's named actors (``http_sd``);
 - ``log_file`` — the warnings of the runtime's Ray processes, appended to one file the stack relays;
 - ``results`` (what crosses Ray back to callers) and ``errors``.
 

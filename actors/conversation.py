@@ -32,6 +32,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
+from mirror import metrics
 from mirror.cognition.embeddings import Embedder
 from mirror.cognition.errors import LLMError, ReflectionRefused
 from mirror.cognition.llm import TokenSink
@@ -85,6 +86,7 @@ class Conversation:
         self._snapshot_seq: int | None = None
         self._idle = asyncio.Event()
         self._idle.set()
+        self._replied = time.perf_counter()
         self.config = MirrorConfig(
             model=settings.llm.model, mode=settings.mode,  # type: ignore[arg-type]  # a str setting; MirrorConfig refuses one outside MODES
             talker_max_tokens=settings.talker_max_tokens, thinker_max_tokens=settings.thinker_max_tokens,
@@ -106,6 +108,11 @@ class Conversation:
     @property
     def state(self) -> ConversationState:
         return initial_state(self.key) if self.writer is None else self.writer.state
+
+    @property
+    def thinking(self) -> bool:
+        """Is the Thinker running (or about to)?"""
+        return not self._idle.is_set()
 
     @property
     def head(self) -> Head:
@@ -232,7 +239,7 @@ class Conversation:
         """
         key = request.idempotency_key
         if key is None:
-            return await self._turn(request, on_token)
+            return await self._observed_turn(request, on_token)
         running = self._keyed.get(key)
         if running is not None:  # the same key still running: wait for it, never run twice
             await asyncio.gather(asyncio.shield(running), return_exceptions=True)
@@ -244,7 +251,7 @@ class Conversation:
         future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
         self._keyed[key] = future
         try:
-            result = await self._turn(request, on_token)
+            result = await self._observed_turn(request, on_token)
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # retrieved: a waiting retry looks at the state, not at this
@@ -252,6 +259,17 @@ class Conversation:
         finally:
             self._keyed.pop(key, None)
         future.set_result(result)
+        return result
+
+    async def _observed_turn(self, request: TurnRequest, on_token: TokenSink | None) -> TurnResult:
+        """:meth:`_turn`, counted (:mod:`mirror.metrics`): its time and the model's, its first token, its failure."""
+        tenant = self.key.tenant
+        try:
+            result = await self._turn(request, metrics.first_token_sink(on_token, tenant))
+        except Exception as exc:
+            metrics.turn_failed(tenant, exc)
+            raise
+        metrics.turn_done(tenant, "mirror" if self.state.persona is None else "persona", result.turn_ms, result.llm_ms)
         return result
 
     async def _answered(self, request: TurnRequest) -> TurnResult | None:
@@ -300,6 +318,7 @@ class Conversation:
                                                      idempotency_key=request.idempotency_key)
         except LLMError as failure:  # nothing was appended; the gateway answers it as a 502 or 503
             failure.during("talker")
+            metrics.model_failed("talker", failure)
             raise
         except AppendConflict as conflict:
             raise self._fenced_off(conflict) from conflict
@@ -336,6 +355,7 @@ class Conversation:
                 config=self.config, chosen=chosen, on_token=on_token, idempotency_key=request.idempotency_key)
         except LLMError as failure:  # nothing was appended; the gateway answers it as a 502 or 503
             failure.during("talker")
+            metrics.model_failed("talker", failure)
             raise
         except AppendConflict as conflict:
             raise self._fenced_off(conflict) from conflict
@@ -379,11 +399,13 @@ class Conversation:
         """Losing the fence stops this conversation for good (the writer refuses every later append)."""
         if not self._fence_reported:
             self._fence_reported = True
+            metrics.fenced(self.key.tenant)
             log.warning("%s was fenced off: %s", self.key, conflict)
         return Fenced(self.key, str(conflict))
 
     def _appended(self, events: Sequence[Event]) -> None:
-        """After each acknowledged append (under the writer's lock): snapshot at every boundary."""
+        """After each acknowledged append (under the writer's lock): counted, and a snapshot at every boundary."""
+        metrics.appended(self.key.tenant, events)
         every = self.settings.snapshot_every
         if events and events[-1].seq // every > (events[0].seq - 1) // every:
             self._snapshot_in_background()
@@ -405,12 +427,15 @@ class Conversation:
             if not await self.log.wait_committed(stream_seq, self.settings.snapshot_commit_timeout_s):
                 log.warning("%s: no snapshot at seq %d, the log did not commit stream seq %d in %ss",
                             self.key, state.last_seq, stream_seq, self.settings.snapshot_commit_timeout_s)
+                metrics.snapshot("skipped")
                 return
             await self.log.save_snapshot(Snapshot(self.key, state.last_seq, PROJECTION_VERSION, snapshot_bytes(state)))
             self._snapshot_seq = state.last_seq
+            metrics.snapshot("written")
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            metrics.snapshot("failed")
             log.warning("%s: snapshot at seq %d failed: %r", self.key, state.last_seq, exc)
 
     def _check_not_fenced(self) -> None:
@@ -420,6 +445,7 @@ class Conversation:
     # ------------------------------------------------------------------------ thinking
 
     def _start_thinking(self) -> None:
+        self._replied = time.perf_counter()  # the newest reply: the thinking ends its lag (mirror_thought_lag_seconds)
         nothing_to_do = (self.config.mode == "baseline" and not self.config.memory and not self.config.reflection
                          and self.state.persona is None)
         if nothing_to_do or (self._thinker is not None and not self._thinker.done()):
@@ -441,6 +467,7 @@ class Conversation:
             log.exception("%s thinker crashed", self.key)
         finally:
             self._idle.set()
+            metrics.thought_through(time.perf_counter() - self._replied)
 
     async def reflect(self) -> ReflectionResult:
         """Force a reflection now, once the thinker is current; its ``reflection`` event's seq and what it did.

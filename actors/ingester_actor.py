@@ -35,7 +35,9 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from mirror import metrics
 from mirror.actors.conversation_actor import NAMESPACE
+from mirror.actors.metrics_targets import metrics_target
 from mirror.events.duckdb.ingester import IngesterSettings, run_ingester
 from mirror.events.errors import LogLocked
 
@@ -71,6 +73,8 @@ class IngesterActor:
         # Not awaited: the constructor must not fail because NATS or the file is not ready yet;
         # the supervisor keeps trying and ready() reports why it is not serving.
         self._supervisor = asyncio.create_task(self._supervise(), name=f"ingester-{settings.shard}")
+        metrics.configure(enabled=settings.metrics)
+        self.metrics_address = metrics.serve(ray.util.get_node_ip_address())
         log.info("%s runs in Ray worker pid %d", ingester_actor_name(settings.shard), os.getpid())
 
     async def _supervise(self) -> None:
@@ -110,6 +114,9 @@ class IngesterActor:
 
     async def pid(self) -> int:
         return os.getpid()
+
+    async def metrics_target(self) -> dict[str, Any] | None:
+        return metrics_target(self.metrics_address, "ingester", ingester_actor_name(self.settings.shard))
 
     async def stop(self) -> None:
         """Stop fetching, commit what was fetched, close the file (its lock is released here)."""

@@ -66,6 +66,8 @@ class RuntimeSettings:
     max_live_per_host: int = 5_000
     snapshot_commit_timeout_s: float = 10.0
     fair_share: FairShareSettings = FairShareSettings()
+    metrics: bool = True
+    """Prometheus metrics in each process (:mod:`mirror.metrics`); off, nothing is recorded or served."""
     warnings_log: str | None = None
     """A file the runtime's Ray processes (gateways, conversation hosts and actors) append their
     warnings and errors to (:mod:`mirror.actors.log_file`); ``mirror up`` relays it to its stderr."""

@@ -41,6 +41,7 @@ from mirror.cli import (
     replay,
     serve,
     tenants,
+    top,
 )
 from mirror.cli.config_file import find_config_file, load_default_map
 from mirror.events.errors import MirrorError
@@ -62,6 +63,7 @@ app.command("sim-llm")(serve.sim_llm)
 app.command()(client.demo)
 app.command()(client.chat)
 app.command()(client.status)
+app.command()(top.top)
 app.command("recompute")(replay.recompute)
 app.command()(reflection.portrait)
 app.command()(reflection.reflections)

@@ -92,6 +92,8 @@ def bench_turns(
                                         help="Run twice, memory off then on, and print memory_added_p50_ms."),
     embedding_latency: float = typer.Option(0.0, "--embedding-latency-ms", min=0,
                                             help="The simulator's fixed latency for embedding calls."),
+    compare_metrics: bool = typer.Option(False, "--compare-metrics",
+                                         help="Run twice, Prometheus metrics off then on, and print metrics_added_p50_ms."),
     placement: Placement = typer.Option("hosted", "--placement", case_sensitive=False,
                                         help="hosted: many conversations per host; dedicated: a Ray actor each."),
     stream: bool = typer.Option(False, "--stream", help="Also a streamed turn (?stream=true) beside each plain one: "
@@ -133,7 +135,8 @@ def bench_turns(
     result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode, gateways, pause,
                                               memory=memory, compare_memory=compare_memory,
                                               embedding_latency_ms=embedding_latency, placement=placement.value,
-                                              stream=stream, token_delay_ms=token_delay))
+                                              stream=stream, token_delay_ms=token_delay,
+                                              compare_metrics=compare_metrics))
     _print_result(result, as_json)
 
 

@@ -192,6 +192,9 @@ def up(
     reflection: bool = typer.Option(True, "--reflection/--no-reflection", envvar="MIRROR_REFLECTION",
                                     help="Draw an insight after each turn and reflect when due (a portrait of the user "
                                          "the Talker reads); a conversation's first turn may say otherwise."),
+    metrics: bool = typer.Option(True, "--metrics/--no-metrics", envvar="MIRROR_METRICS",
+                                 help="Prometheus metrics: each gateway, conversation host and ingester serves its own; "
+                                      "GET /metrics/targets lists them (docs/operations.md, Metrics and traces)."),
     reflect_every: int = typer.Option(20, "--reflect-every", min=1, envvar="MIRROR_REFLECT_EVERY",
                                       help="Reflect once this many turns passed since the last reflection."),
     reflect_cooldown: int = typer.Option(
@@ -288,7 +291,7 @@ def up(
         max_message_bytes=max_message_bytes, snapshot_every=snapshot_every, ray_address=ray_address,
         shard_map=ShardMap.parse(shard_map).assignments, strict=strict,
         bind=bind, advertise=advertise, nats_url=nats_url, ingest=tuple(ingest) or None,
-        model_slots=model_slots, tenant_weights=weights,
+        model_slots=model_slots, tenant_weights=weights, metrics=metrics,
     )
     if show_config:
         shown = dataclasses.asdict(settings) | {"data_dir": str(settings.data_dir), "log_level": log_level.value,

@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from mirror import metrics
 from mirror.cognition.embeddings.port import Embedder
 from mirror.cognition.errors import ReflectionFailed, ReflectionRefused, ThinkingShed
 from mirror.cognition.llm import LLM, TokenSink
@@ -101,8 +102,10 @@ class ConversationWriter:
         async with self.lock:
             self.check()
             events = list(build(self.state))
+            started = time.perf_counter()
             try:
                 self.head = await self.bus.append(self.key, events, self.head)
+                metrics.append_done(time.perf_counter() - started)
             except AppendConflict as conflict:
                 self.failure = conflict
                 raise

@@ -25,8 +25,10 @@ import ray
 import uvicorn
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from mirror import metrics
 from mirror.actors.directory import NAMESPACE
 from mirror.actors.log_file import append_warnings_to
+from mirror.actors.metrics_targets import metrics_target
 from mirror.gateway.app import GatewaySettings, create_app
 from mirror.serving import bind_socket, reserve_port
 
@@ -61,6 +63,10 @@ class GatewayActor:
                     raise RuntimeError("the gateway stopped before it started")
                 await asyncio.sleep(0.01)
         return f"http://{self.host}:{self.port}"
+
+    async def metrics_target(self) -> dict[str, Any] | None:
+        """Where this process serves its own metrics (the shared port's ``/metrics`` is whichever answers)."""
+        return metrics_target(metrics.serve(self.host), "gateway", ray.get_runtime_context().get_actor_name() or "")
 
     async def pid(self) -> int:
         return os.getpid()

@@ -25,6 +25,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Depends, HTTPException, Request
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from mirror import metrics
 from mirror.actors.errors import Fenced
 from mirror.actors.handle import ConversationHandle
 from mirror.cognition.embeddings import Embedder, OpenAIEmbedder
@@ -142,6 +143,13 @@ def _never_sent(exc: BaseException) -> bool:
 
 def _ask_again(exc: BaseException) -> bool:
     return _passivated(exc) or _fenced(exc) or _never_sent(exc)
+
+
+def _retried(retry_state: RetryCallState) -> None:
+    """Count a conversation asked again, by why (``mirror_conversation_retries_total``)."""
+    exc = None if retry_state.outcome is None else retry_state.outcome.exception()
+    metrics.conversation_retried("fenced" if isinstance(exc, Fenced) else "died" if exc is not None and _died(exc)
+                                 else "passivated")
 
 
 @dataclass
@@ -304,7 +312,7 @@ class GatewayRuntime:
 
     async def _ask(self, key: StreamKey, call: Callable[[ConversationHandle], Awaitable[T]]) -> T:
         try:
-            async for attempt in AsyncRetrying(retry=retry_if_exception(_ask_again), wait=_ask_backoff,
+            async for attempt in AsyncRetrying(retry=retry_if_exception(_ask_again), wait=_ask_backoff, before_sleep=_retried,
                                                stop=stop_after_attempt(ASK_ATTEMPTS), reraise=True):
                 with attempt:
                     result = await self._ask_once(key, call)

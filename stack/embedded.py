@@ -117,6 +117,8 @@ class StackSettings:
     """Insights after each turn and reflection when due, for conversations whose first turn does not say."""
     reflection_policy: ReflectionPolicy = DEFAULT_POLICY
     """When the conversations reflect (:class:`~mirror.cognition.reflection.policy.ReflectionPolicy`)."""
+    metrics: bool = True
+    """Prometheus metrics in every process (:mod:`mirror.metrics`); off, none are recorded or served."""
     embedding_model: str = "text-embedding-3-small"
     sim_latency: str = "fixed:50"
     sim_token_delay_ms: float = 0.0
@@ -259,7 +261,7 @@ class EmbeddedStack:
             shards = ShardMap(settings.shard_map)
             for shard in settings.ingested:
                 # Stopped before Ray: each drains, commits and closes its DuckDB file first.
-                ingester = start_ingester(self.nats_url, self.data_dir, shards, shard)
+                ingester = start_ingester(self.nats_url, self.data_dir, shards, shard, metrics=settings.metrics)
                 self.ingesters[shard] = ingester
                 self._closers.append(ingester.stop)
             # The one place the runtime's adapters are chosen: NATS for the bus, each shard's
@@ -276,7 +278,8 @@ class EmbeddedStack:
                                       max_live_actors=settings.max_live_actors, placement=settings.placement,  # type: ignore[arg-type]  # a str setting; RuntimeSettings refuses one outside PLACEMENTS
                                       hosts=settings.hosts or default_host_count(),
                                       max_live_per_host=settings.max_live_per_host,
-                                      fair_share=FairShareSettings(tenant_weights=settings.tenant_weights))
+                                      fair_share=FairShareSettings(tenant_weights=settings.tenant_weights),
+                                      metrics=settings.metrics)
             self.runtime = runtime
             tenants_file = self.data_dir / "tenants.json"
             self.token = self._default_token(tenants_file)

@@ -112,7 +112,7 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
 
 
 def start_ingester(nats_url: str, data_dir: Path, shards: ShardMap, shard: str, *,
-                   name_wait_s: float = NAME_WAIT_S) -> Any:
+                   name_wait_s: float = NAME_WAIT_S, metrics: bool = True) -> Any:
     """Shard ``shard``'s ingester actor on this node, its file in ``data_dir``, serving once this returns.
 
     While the name ``ingester-<shard>`` is held by an actor that does not answer (the previous
@@ -124,7 +124,7 @@ def start_ingester(nats_url: str, data_dir: Path, shards: ShardMap, shard: str, 
 
     ingester = RayIngester(nats_url, log_file(data_dir, shard), log_path=ingester_log(data_dir, shard),
                            settings=IngesterSettings(shard=shard, filter_subjects=shards.filter_subjects(shard),
-                                                     skip_tenants=shards.skipped_tenants(shard)))
+                                                     skip_tenants=shards.skipped_tenants(shard), metrics=metrics))
     deadline = time.monotonic() + name_wait_s
     said = False
     while True:

@@ -20,9 +20,11 @@ from typing import Any
 
 import ray
 
+from mirror import metrics
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.directory import NAMESPACE
 from mirror.actors.log_file import append_warnings_to
+from mirror.actors.metrics_targets import metrics_target
 from mirror.actors.results import ConversationSummary, ReflectionResult, TurnResult
 from mirror.actors.settings import RuntimeSettings
 from mirror.actors.token_stream import StreamItem
@@ -60,6 +62,12 @@ class ConversationHost:
         append_warnings_to(settings.warnings_log)
         self.index = index
         self.table = HostedConversations(settings, name=host_name(index, settings))
+        metrics.configure(enabled=settings.metrics)
+        metrics.watch(self.table.metrics_figures)  # live, activated, the fair share's queues: read when scraped
+        self.metrics_address = metrics.serve(ray.util.get_node_ip_address())
+
+    async def metrics_target(self) -> dict[str, Any] | None:
+        return metrics_target(self.metrics_address, "host", host_name(self.index, self.table.settings))
 
     async def turn(self, key: StreamKey, request: TurnRequest) -> TurnResult:
         return await self.table.turn(key, request)

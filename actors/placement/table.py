@@ -245,6 +245,13 @@ class HostedConversations:
                     del self._live[key]
                     self._begin_passivation(key, live)
 
+    def metrics_figures(self) -> dict[str, Any]:
+        """:meth:`figures`, the conversations thinking and the fair share's, as a scrape reads them
+        (:func:`mirror.metrics.watch`, from the metrics server's thread: copies, no awaits)."""
+        share = None if self._clients is None else self._clients.share.figures()
+        thinking = sum(1 for live in list(self._live.values()) if live.conversation.thinking)
+        return {**self.figures(), "thinking": thinking, "fair_share": share}
+
     def figures(self) -> dict[str, Any]:
         stats = self.stats
         return {

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from mirror import metrics
 from mirror.events.duckdb._ingest_batch import IngestBatch
 from mirror.events.duckdb._regression import check_stream
 from mirror.events.duckdb.log import DuckDBEventLog
@@ -77,6 +79,8 @@ class IngesterSettings:
     max_ack_pending: int = 50_000
     queue_depth: int = 2
     stop_timeout_s: float = 15.0
+    metrics: bool = True
+    """Prometheus metrics (lag, commits) recorded and, in the Ray actor, served (:mod:`mirror.metrics`)."""
 
     @property
     def consumer(self) -> str:
@@ -111,6 +115,12 @@ def _sequences(reply: bytes) -> tuple[int, int]:
         return int(tokens[5]), int(tokens[6])
     sequence = Msg.Metadata._from_reply(reply.decode()).sequence
     return sequence.stream, sequence.consumer
+
+
+def _pending(reply: bytes) -> int:
+    """The messages still to deliver after this one, from the ack subject (0 when its layout is another)."""
+    tokens = reply.split(b".")
+    return int(tokens[8]) if len(tokens) == 9 and tokens[1] == b"ACK" else 0
 
 
 class Ingester:
@@ -232,6 +242,7 @@ class Ingester:
             await self._feed.start()
             log.info("ingester %s consumes again from stream seq %d: %s",
                      self.settings.shard, self.committed_offset + 1, self._reconsume)
+            metrics.stream_regressed(self.settings.shard)
             self._reconsume = None
         async with self._progress:
             self._progress.notify_all()
@@ -313,6 +324,7 @@ class Ingester:
         if not last_reply:
             return None
         self._decoded_offset = newest
+        metrics.ingest_seen(self.settings.shard, newest + _pending(last_reply))
         return _Decoded(batch, newest, last_reply)
 
     async def _commit_loop(self) -> None:
@@ -325,10 +337,12 @@ class Ingester:
 
     async def _commit(self, decoded: _Decoded) -> None:
         if decoded.newest > self.committed_offset:
+            started = time.perf_counter()
             result = await self.log.commit_batch(
                 self.settings.consumer, self.stream.name, decoded.newest, decoded.batch
             )
             self.committed_offset = decoded.newest
+            metrics.ingest_committed(self.settings.shard, decoded.newest, result.inserted, time.perf_counter() - started)
             self.committed_events += result.inserted
             if decoded.batch.anchor is not None:  # as the log now holds it: the newest message stored
                 anchor_seq, anchor_id = decoded.batch.anchor

@@ -35,6 +35,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mirror import metrics
 from mirror.actors.results import TurnResult
 from mirror.events.counters import SharedCounters
 from mirror.gateway.error_table import answer
@@ -182,6 +183,7 @@ class LimitsMiddleware:
         try:
             holder, admitted = await limiter.admit(tenant, limits, turn=turn, conversation=conversation)
         except Exception as exc:  # a refusal, or the broker down: answered by the one table
+            metrics.limit_hit(tenant, exc)
             request = Request(scope)
             response = respond(request, answer(exc, request))
             return await response(scope, receive, send)

@@ -1,6 +1,6 @@
 """The gateway's routes, one module per group; :func:`mirror.gateway.app.create_app` includes them all.
 
-``health`` (liveness), ``turns`` (a user message → the conversation's actor), ``conversations``
+``health`` (liveness), ``metrics`` (Prometheus: this process's metrics, every process's endpoint), ``turns`` (a user message → the conversation's actor), ``conversations``
 (list, summary, paged events), ``replay`` (time travel: state at a seq or time, diff),
 ``recompute`` (re-think on a branch in a driver actor), ``stream`` (server-sent events),
 ``memory`` (beliefs, edges, review items, and what a message recalls), ``reflection`` (the
@@ -18,6 +18,7 @@ from mirror.gateway.routes import (
     conversations,
     health,
     memory,
+    metrics,
     personas,
     recompute,
     reflection,
@@ -28,7 +29,8 @@ from mirror.gateway.routes import (
 )
 
 ROUTERS = (health.router, turns.router, conversations.router, replay.router, recompute.router, stream.router,
-           memory.router, reflection.router, personas.router, why.router, openai.router, inspector.router)
+           memory.router, reflection.router, personas.router, why.router, openai.router, inspector.router,
+           metrics.router)
 """In the order the routes were declared (so is ``/openapi.json``); newer groups last."""
 
 __all__ = ["ROUTERS"]

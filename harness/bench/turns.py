@@ -81,6 +81,10 @@ class TurnsBenchConfig:
     stream: bool = False
     token_delay_ms: float = 5.0
     """The simulator's wait between the tokens of a streamed answer (only streamed calls wait)."""
+    metrics: bool = True
+    """Prometheus metrics recorded and served in every process (``mirror up``'s default)."""
+    compare_metrics: bool = False
+    """Run twice, metrics off then on: what recording them adds to a turn (``metrics_added_p50_ms``)."""
 
 
 def server_timing(header: str) -> dict[str, float]:
@@ -269,7 +273,7 @@ def _stack(config: TurnsBenchConfig) -> Iterator[tuple[EmbeddedStack, SimProcess
             settings = StackSettings(
                 data_dir=Path(data), llm=sim.base_url, llm_model="mirror-sim", mode=config.mode,
                 memory=config.memory, gateway_port=free_port(), nats_port=free_port(),
-                gateway_processes=config.gateways, placement=config.placement,
+                gateway_processes=config.gateways, placement=config.placement, metrics=config.metrics,
             )
             with EmbeddedStack(settings) as stack:
                 yield stack, sim
@@ -283,7 +287,15 @@ def _run_once(config: TurnsBenchConfig) -> dict[str, Any]:
 
 
 def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
-    """One run (memory as ``config.memory``), or with ``compare_memory`` both, off then on."""
+    """One run (memory as ``config.memory``), or with ``compare_memory`` (``compare_metrics``) both, off then on."""
+    if config.compare_metrics:
+        off = _run_once(replace(config, metrics=False, compare_metrics=False))
+        settled_s = settle()
+        on = _run_once(replace(config, metrics=True, compare_metrics=False))
+        return {"benchmark": "turns", "metrics_added_p50_ms": round(on["overhead_p50_ms"] - off["overhead_p50_ms"], 2),
+                "metrics_added_over_floor_p50_ms": round(on["overhead_over_floor_p50_ms"]
+                                                         - off["overhead_over_floor_p50_ms"], 2),
+                "settled_between_runs_s": settled_s, "metrics_off": off, "metrics_on": on}
     if not config.compare_memory:
         return _run_once(config)
     off = _run_once(replace(config, memory=False, compare_memory=False))
