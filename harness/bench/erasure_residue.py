@@ -89,7 +89,7 @@ def duckdb_residue(root: Path) -> dict[str, Any]:
                         gone_rows[offset:offset + 100] + kept_rows[offset:offset + 100])
     steps: list[dict[str, Any]] = []
 
-    def step(name: str, action: Callable[[], None]) -> None:
+    def step(name: str, action: Callable[[], object]) -> None:
         started = time.perf_counter()
         action()
         steps.append({"step": name, "seconds": round(time.perf_counter() - started, 4),
