@@ -3,7 +3,7 @@
 This module is the table of contents: the root app, its ``--config`` callback, and every
 command and group registered in the order ``mirror --help`` lists them. The commands live one
 module per group (:mod:`.serve`, :mod:`.client`, :mod:`.replay`, :mod:`.tenants`,
-:mod:`.bench`, :mod:`.log`, :mod:`.evals`, :mod:`.memory`, :mod:`.reflection`, :mod:`.prompts`, :mod:`.persona`, :mod:`.chaos`); the options they share are defined once in :mod:`.options`.
+:mod:`.bench`, :mod:`.log`, :mod:`.evals`, :mod:`.memory`, :mod:`.reflection`, :mod:`.prompts`, :mod:`.persona`, :mod:`.chaos`, :mod:`.forget`); the options they share are defined once in :mod:`.options`.
 
 Commands import what they run inside their bodies, not at the top of their modules: importing
 the stack, Ray and the pipelines up front would make every command, ``mirror --help`` included,
@@ -32,6 +32,7 @@ from mirror.cli import (
     chaos,
     client,
     evals,
+    forget,
     help_layout,
     log,
     memory,
@@ -68,6 +69,7 @@ app.command("recompute")(replay.recompute)
 app.command()(reflection.portrait)
 app.command()(reflection.reflections)
 app.command()(reflection.reflect)
+app.command()(forget.forget)
 app.command()(chaos.chaos)
 app.add_typer(tenants.tenants_app, name="tenants")
 app.add_typer(bench.bench_app, name="bench")

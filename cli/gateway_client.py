@@ -160,6 +160,13 @@ class GatewayClient:
     def conversations(self) -> list[dict[str, Any]]:
         return self._request("GET", "/v1/conversations")["conversations"]
 
+    def forget(self, conversation: str) -> dict[str, Any]:
+        """Start forgetting the conversation (every branch): its erasure job."""
+        return self._request("DELETE", conversation_path(conversation))
+
+    def forget_job(self, conversation: str) -> dict[str, Any]:
+        return self._request("GET", conversation_path(conversation) + "/forget")
+
     def summary(self, conversation: str) -> dict[str, Any]:
         return self._request("GET", conversation_path(conversation))
 

@@ -12,9 +12,10 @@
         │   └── CounterContended     a shared counter kept changing under us past every retry
         ├── InvalidSyncInterval      a JetStream sync interval that is neither "always" nor a duration
         ├── ShardMapError            a shard map that would store an event twice, or a shard it lacks
-        └── LogError
-            ├── LogUnavailable       the log's owner did not answer a read
-            └── LogLocked            another process holds the DuckDB file's write lock
+        ├── LogError
+        │   ├── LogUnavailable       the log's owner did not answer a read
+        │   └── LogLocked            another process holds the DuckDB file's write lock
+        └── ConversationForgotten    the conversation was erased: only its tombstone is left
 
 Every error carries the identifiers it is about and says how to fix the problem.
 """
@@ -185,8 +186,18 @@ class LogLocked(LogError):
         )
 
 
+class ConversationForgotten(EventError):
+    """The conversation was forgotten (erased): its tombstone refuses reads and writes for good."""
+
+    def __init__(self, tenant: str, conversation: str) -> None:
+        self.tenant = tenant
+        self.conversation = conversation
+        super().__init__(f"conversation {conversation} of tenant {tenant} was forgotten: its events are erased "
+                         "and it cannot be written again; start a new conversation under another id")
+
+
 __all__ = [
-    "AppendConflict", "BusError", "BusUnavailable", "CodecError", "CounterContended", "CorruptEvent", "EventError", "InvalidIdentifier",
+    "AppendConflict", "ConversationForgotten", "BusError", "BusUnavailable", "CodecError", "CounterContended", "CorruptEvent", "EventError", "InvalidIdentifier",
     "InvalidSyncInterval", "LogError", "LogLocked", "LogUnavailable", "MirrorError", "ShardMapError",
     "UnknownEventType",
 ]

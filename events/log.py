@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .envelope import Event
 from .ids import StreamKey
@@ -176,6 +176,18 @@ class LogAccess(EventLogReader, SnapshotStore, IngestProgress, Protocol):
     """Reads, snapshots and progress: what a process that does not own the log uses of it."""
 
 
+@runtime_checkable
+class Forgetting(Protocol):
+    """Erasure, where the log's owner can do it (the NATS client of an ingester's log): a
+    tombstone written at once and a sweep that follows (:mod:`mirror.events.duckdb._erasure`).
+    Both answer the tombstone as a dict: tenant, conversation, requested_at, finished_at,
+    events, status (``forgetting`` or ``forgotten``)."""
+
+    async def forget(self, tenant: str, conversation: str) -> dict[str, Any]: ...
+
+    async def tombstone(self, tenant: str, conversation: str) -> dict[str, Any] | None: ...
+
+
 def check_range(after_seq: int, until_seq: int | None, limit: int | None) -> None:
     if type(after_seq) is not int or after_seq < 0:
         raise ValueError(f"after_seq must be a whole number >= 0, got {after_seq!r}")
@@ -194,6 +206,7 @@ def check_timestamp(timestamp: object) -> float:
 
 __all__: Sequence[str] = [
     "ConversationSummary",
+    "Forgetting",
     "EventLogReader",
     "IngestProgress",
     "LogAccess",

@@ -42,7 +42,7 @@ from mirror.cognition.errors import (
 )
 from mirror.cognition.persona.choice import InvalidMindChoice
 from mirror.cognition.turn import InvalidTurnRequest
-from mirror.events.errors import BusError, InvalidIdentifier, LogUnavailable
+from mirror.events.errors import BusError, ConversationForgotten, InvalidIdentifier, LogUnavailable
 from mirror.gateway.errors import (
     ConversationTimedOut,
     ConversationUnavailable,
@@ -216,6 +216,7 @@ TABLE: dict[type[Exception], Rule] = {
     InvalidMindChoice: Rule(400),
     InvalidTurnRequest: Rule(400),  # e.g. a malformed Idempotency-Key
     UnknownConversation: Rule(404),
+    ConversationForgotten: Rule(410, from_actor=True),  # erased: only its tombstone is left (routes/forget.py)
     ReplayError: Rule(404),  # a seq beyond the end, a branch with no events, a belief never seen...
     SettingConflict: Rule(409, from_actor=True),
     IdempotencyKeyReused: Rule(422, code="idempotency_key_reused", from_actor=True),

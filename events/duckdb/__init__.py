@@ -3,7 +3,8 @@
 ``log`` (``DuckDBEventLog``: the tables, exactly-once commits, reads), ``ingester`` (pull,
 commit batch + offset in one transaction, ack; serves the read API), ``_ingest_batch``
 (columnar batches for Arrow inserts), ``_regression`` (the ingester's check that its stream is
-still the one the log was filled from). May import the top of ``mirror.events`` and
+still the one the log was filled from), ``_erasure`` (forgetting a conversation: the tombstone,
+the rows, a fresh copy of the file). May import the top of ``mirror.events`` and
 ``mirror.events.nats`` (the ingester is the bridge from the stream to the file).
 """
 

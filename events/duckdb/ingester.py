@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import Any
 
 import nats.errors
 import nats.js.errors
@@ -138,7 +139,8 @@ class Ingester:
         self.stream = stream
         self.bus = JetStreamBus(nc, stream)
         self.service = LogService(nc, event_log, shard=settings.shard, progress=lambda: self.committed_offset,
-                                  stream_end=self._stream_end, skipped=lambda: self.skipped_events)
+                                  stream_end=self._stream_end, skipped=lambda: self.skipped_events,
+                                  forget=self.forget)
         self.committed_offset = 0
         self.committed_events = 0
         self.skipped_events = 0
@@ -163,6 +165,8 @@ class Ingester:
         self._delivered: int | None = None
         """The consumer seq of the newest delivery taken (a jump in it: a delivery went missing)."""
         self._reconsume: str | None = None
+        self._sweeps: dict[tuple[str, str], asyncio.Task[None]] = {}
+        """Forgotten conversations being swept (stream erased, rows deleted, tables rewritten)."""
         """Why the consumer must be made again from the committed offset, until it has been."""
 
     async def start(self) -> None:
@@ -176,6 +180,8 @@ class Ingester:
         self._feed = self._new_feed()
         await self._feed.start()
         await self.service.start()
+        for tenant, conversation in await self.log.unfinished_forgets():  # a sweep a crash cut short
+            self._start_sweep(tenant, conversation)
         self._tasks = [
             asyncio.create_task(self._decode_loop(), name="ingest-decode"),
             asyncio.create_task(self._commit_loop(), name="ingest-commit"),
@@ -383,6 +389,33 @@ class Ingester:
                 except Exception as exc:  # compaction is an optimisation: never fatal
                     log.warning("compaction of %s failed: %r", subject, exc)
 
+    async def forget(self, tenant: str, conversation: str) -> dict[str, Any]:
+        """Forget a conversation: the tombstone first (from then on its reads are refused and its
+        late events dropped at ingest), then, in the background, the sweep. Returns the tombstone."""
+        tombstone = await self.log.forget(tenant, conversation)
+        if not tombstone.finished:
+            self._start_sweep(tenant, conversation)
+        return tombstone.as_dict()
+
+    def _start_sweep(self, tenant: str, conversation: str) -> None:
+        if (tenant, conversation) not in self._sweeps:
+            task = asyncio.create_task(self._sweep(tenant, conversation), name=f"forget-{tenant}-{conversation}")
+            self._sweeps[tenant, conversation] = task
+
+    async def _sweep(self, tenant: str, conversation: str) -> None:
+        """The stream's copies securely erased and purged, then the log's rows and their bytes.
+        Idempotent: a sweep cut short (a crash) is run again whole at the next start."""
+        try:
+            async with self._stream_lock:  # not while a compaction purges by sequences
+                erased = await self.bus.erase(tenant, conversation)
+            tombstone = await self.log.sweep_forgotten(tenant, conversation)
+            log.info("forgot %s/%s: %d event(s); %d stream message(s) erased", tenant, conversation,
+                     tombstone.events, erased)
+        except Exception:
+            log.exception("forgetting %s/%s failed; it is swept again at the next start or request", tenant, conversation)
+        finally:
+            self._sweeps.pop((tenant, conversation), None)
+
     async def _stream_end(self) -> int:
         """The stream sequence this ingester must commit up to to hold everything published so far.
 
@@ -426,6 +459,10 @@ class Ingester:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.service.stop()
+        for sweep in list(self._sweeps.values()):  # a sweep cut here resumes at the next start
+            sweep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweep
         with contextlib.suppress(nats.errors.Error):
             await self._feed.stop()
         log.info("ingester %s stopped at stream seq %d", self.settings.shard, self.committed_offset)

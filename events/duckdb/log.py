@@ -31,9 +31,11 @@ import duckdb
 import pyarrow as pa
 
 from mirror.events.codec import decode
+from mirror.events.duckdb import _erasure
+from mirror.events.duckdb._erasure import Tombstone
 from mirror.events.duckdb._ingest_batch import IngestBatch, RejectedRecord
 from mirror.events.envelope import Event
-from mirror.events.errors import LogError, LogLocked
+from mirror.events.errors import ConversationForgotten, LogError, LogLocked
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.log import (
     ConversationSummary,
@@ -155,6 +157,9 @@ class DuckDBEventLog:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="duckdb")
         self._local = threading.local()  # each thread's connection: see _db
         self._reader: ThreadPoolExecutor | None = None
+        self._readable = asyncio.Event()
+        """Cleared while a forget's sweep swaps the file (reads wait for the reopened connections)."""
+        self._readable.set()
         try:
             self._con = self._executor.submit(self._open).result()
         except duckdb.IOException as exc:
@@ -172,6 +177,9 @@ class DuckDBEventLog:
     def _open(self) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect(str(self.path))
         con.execute(SCHEMA)
+        con.execute(_erasure.TOMBSTONE_SCHEMA)
+        self._forgotten = _erasure.forgotten_keys(con)
+        """Forgotten conversations (tenant, conversation): their reads refused, their late events dropped."""
         self._local.con = con
         # More connections to the same database, one per read thread (made here, on the thread
         # that owns the first; a reader thread takes one when it starts).
@@ -194,6 +202,7 @@ class DuckDBEventLog:
 
     async def _read(self, function: Callable[..., T], *args: Any) -> T:
         """On a read thread: sees what is committed, never waits behind a commit."""
+        await self._readable.wait()  # set: returns at once, so the read is submitted before any swap closes
         assert self._reader is not None
         return await asyncio.get_running_loop().run_in_executor(self._reader, function, *args)
 
@@ -281,6 +290,8 @@ class DuckDBEventLog:
 
     def _commit_batch(self, consumer: str, stream: str, offset: int, batch: IngestBatch) -> CommitResult:
         table = batch.table() if len(batch) else None
+        if table is not None and self._forgotten:
+            table = _erasure.without_forgotten(table, self._forgotten)
         try:
             return self._insert_batch(consumer, stream, offset, batch, table, redelivered=False)
         except duckdb.ConstraintException:
@@ -319,7 +330,8 @@ class DuckDBEventLog:
                         ).fetchall()
                         rejected.extend(batch.divergent_at(row[0]) for row in clashes)
                         duplicates += len(batch) - inserted - len(clashes)
-                    self._record_branches(con, batch.first_records)
+                    self._record_branches(con, [r for r in batch.first_records
+                                                if (r["tenant"], r["conversation"]) not in self._forgotten])
                 if rejected:
                     con.executemany(
                         "INSERT INTO rejected_events VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -387,6 +399,7 @@ class DuckDBEventLog:
         return await self._read(self._read_raw, key, after_seq, until_seq, limit)
 
     def _read_raw(self, key: StreamKey, after_seq: int, until_seq: int | None, limit: int | None) -> list[bytes]:
+        self._refuse_forgotten(key)
         sql = (
             "SELECT data FROM events WHERE tenant = ? AND conversation = ? AND branch = ? "
             "AND seq > ? AND seq <= ? ORDER BY seq"
@@ -401,6 +414,7 @@ class DuckDBEventLog:
         return await self._read(self._last_seq, key)
 
     def _last_seq(self, key: StreamKey) -> int:
+        self._refuse_forgotten(key)
         row = self._db.execute(
             "SELECT max(seq) FROM events WHERE tenant = ? AND conversation = ? AND branch = ?",
             [key.tenant, key.conversation, key.branch],
@@ -540,6 +554,44 @@ class DuckDBEventLog:
                 "SELECT stream_seq, subject, error FROM rejected_events ORDER BY stream_seq"
             ).fetchall()
         )
+
+    # --------------------------------------------------------------------- forgetting (see _erasure)
+
+    def _refuse_forgotten(self, key: StreamKey) -> None:
+        if (key.tenant, key.conversation) in self._forgotten:
+            raise ConversationForgotten(key.tenant, key.conversation)
+
+    async def forget(self, tenant: str, conversation: str) -> Tombstone:
+        """Write the conversation's tombstone (unfinished) and refuse it from now on; the rows
+        stay until :meth:`sweep_forgotten`. Forgetting twice returns the first tombstone."""
+        found = await self._run(_erasure.begin, self._con, validate_identifier("tenant", tenant),
+                                validate_identifier("conversation", conversation))
+        self._forgotten.add((tenant, conversation))
+        return found
+
+    async def sweep_forgotten(self, tenant: str, conversation: str) -> Tombstone:
+        """Delete every row of a forgotten conversation, copy the database into a fresh file (no
+        byte of it left in the file or the WAL), mark the tombstone finished. Idempotent: run again
+        for a tombstone a crash left unfinished. Ingest waits while it runs (one write thread)."""
+        await self._run(_erasure.sweep, self._con, tenant, conversation)
+        self._readable.clear()  # reads wait while the file is swapped (~0.4 s per 10,000 events)
+        try:
+            return await self._run(self._swap_fresh_file, tenant, conversation)
+        finally:
+            self._readable.set()
+
+    def _swap_fresh_file(self, tenant: str, conversation: str) -> Tombstone:
+        self._close()
+        _erasure.copy_into_fresh_file(self.path)
+        self._con = self._open()
+        return _erasure.finish(self._con, tenant, conversation)
+
+    async def tombstone(self, tenant: str, conversation: str) -> Tombstone | None:
+        return await self._read(lambda: _erasure.tombstone(self._db, tenant, conversation))
+
+    async def unfinished_forgets(self) -> list[tuple[str, str]]:
+        """Tombstones whose sweep has not finished (a crash cut it short): to sweep again."""
+        return await self._run(_erasure.unfinished, self._con)
 
 
 __all__ = ["CommitResult", "DuckDBEventLog", "READ_THREADS", "SCHEMA", "T"]

@@ -480,6 +480,27 @@ class JetStreamBus:
         """
         await self._retrying(self.js.purge_stream, self.settings.name, seq=below_stream_seq, subject=subject)
 
+    async def erase(self, tenant: str, conversation: str) -> int:
+        """Erase every message of the conversation (every branch) still in the stream; how many.
+
+        Each is deleted with JetStream's secure erase (``STREAM.MSG.DELETE`` without ``no_erase``:
+        the server overwrites it with random bytes) before the subjects are purged: a purge alone
+        leaves the bytes in the store's block file (measured: harness/bench/erasure_residue.py).
+        Messages purged earlier by :meth:`compact` are no longer addressable: see
+        docs/operations.md, "Forgetting and retention", for what that leaves."""
+        subjects = f"{SUBJECT_ROOT}.{tenant}.{conversation}.*"
+        erased, seq = 0, 1
+        while True:
+            try:
+                message = await self.js.get_msg(self.settings.name, seq=seq, subject=subjects, next=True)
+            except nats.js.errors.NotFoundError:
+                break
+            assert message.seq is not None, "a stored message has its sequence"
+            await self._retrying(self.js.delete_msg, self.settings.name, message.seq)
+            erased, seq = erased + 1, message.seq + 1
+        await self._retrying(self.js.purge_stream, self.settings.name, subject=subjects)
+        return erased
+
 
 __all__ = [
     "ERR_DUPLICATE_IN_PROCESS", "ERR_NO_SUITABLE_PEERS", "MAX_OUTSTANDING_PINGS", "PING_INTERVAL_S", "ERR_WRONG_LAST_SEQUENCE", "ERR_WRONG_LAST_SEQUENCE_CONSTANT", "FENCE_REFUSALS", "MAX_DEFAULT_REPLICAS", "STREAM_SUBJECTS", "SUBJECT_ROOT",

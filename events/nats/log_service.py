@@ -23,7 +23,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, w
 
 from mirror.events.codec import decode
 from mirror.events.envelope import Event
-from mirror.events.errors import EventError, InvalidIdentifier, LogError, LogUnavailable
+from mirror.events.errors import ConversationForgotten, EventError, InvalidIdentifier, LogError, LogUnavailable
 from mirror.events.ids import StreamKey
 from mirror.events.log import ConversationSummary, Loaded, LogStats, Snapshot, check_range
 
@@ -59,6 +59,7 @@ class LogService:
     def __init__(
         self, nc: NatsClient, event_log: Any, *, shard: str, progress: Callable[[], int] | None = None,
         stream_end: Callable[[], Awaitable[int]] | None = None, skipped: Callable[[], int] | None = None,
+        forget: Callable[[str, str], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         """``progress()``: the stream sequence committed so far; ``stream_end()``: the stream's
         newest sequence now. An ingester passes both; a plain reader of a file passes neither.
@@ -69,6 +70,8 @@ class LogService:
         self._progress = progress
         self._stream_end = stream_end
         self._skipped = skipped
+        self._forget = forget
+        """The ingester's :meth:`~mirror.events.duckdb.ingester.Ingester.forget` (tombstone, then the sweep)."""
         self._subscription: Subscription | None = None
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -83,6 +86,8 @@ class LogService:
             "stats": self._stats,
             "progress": self._committed_offset,
             "caught_up": self._caught_up,
+            "forget": self._forget_conversation,
+            "tombstone": self._tombstone,
         }
 
     async def start(self) -> None:
@@ -119,6 +124,9 @@ class LogService:
             reply: dict[str, Any] = {"ok": await handler(args)}
         except KeyError as exc:
             reply = {"error": {"type": "ValueError", "message": f"missing or unknown field {exc}"}}
+        except ConversationForgotten as exc:
+            reply = {"error": {"type": "ConversationForgotten", "message": str(exc), "tenant": exc.tenant,
+                               "conversation": exc.conversation}}
         except InvalidIdentifier as exc:
             reply = {"error": {"type": "InvalidIdentifier", "message": str(exc)}}
         except ValueError as exc:
@@ -202,6 +210,16 @@ class LogService:
             await asyncio.sleep(CATCH_UP_POLL_S)
         return True
 
+    async def _forget_conversation(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Write the tombstone and start the sweep; the tombstone as it is now (``status`` says)."""
+        if self._forget is None:
+            raise LogError("this log service does not own an ingester: it cannot forget")
+        return await self._forget(args["tenant"], args["conversation"])
+
+    async def _tombstone(self, args: dict[str, Any]) -> dict[str, Any] | None:
+        found = await self.log.tombstone(args["tenant"], args["conversation"])
+        return None if found is None else found.as_dict()
+
     async def _stats(self, args: dict[str, Any]) -> dict[str, Any]:
         stats: LogStats = await self.log.stats()
         return {"events": stats.events, "conversations": stats.conversations, "rejected": stats.rejected, "offsets": stats.offsets,
@@ -251,8 +269,21 @@ class LogClient:
         answer = msgpack.unpackb(reply.data, raw=False)
         if "error" in answer:
             error = answer["error"]
+            if error["type"] == "ConversationForgotten":
+                raise ConversationForgotten(error["tenant"], error["conversation"])
             raise _ERRORS.get(error["type"], LogError)(error["message"])
         return answer["ok"]
+
+    async def forget(self, tenant: str, conversation: str) -> dict[str, Any]:
+        """Forget a conversation (every branch): the tombstone is written before this returns, the
+        sweep runs on in the ingester; poll :meth:`tombstone` until its ``status`` is ``forgotten``."""
+        result: dict[str, Any] = await self._call("forget", tenant=tenant, conversation=conversation)
+        return result
+
+    async def tombstone(self, tenant: str, conversation: str) -> dict[str, Any] | None:
+        """A forgotten conversation's tombstone (``None``: it was never forgotten)."""
+        result: dict[str, Any] | None = await self._call("tombstone", tenant=tenant, conversation=conversation)
+        return result
 
     @staticmethod
     def _key_args(key: StreamKey) -> dict[str, str]:

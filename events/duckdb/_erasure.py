@@ -1,0 +1,162 @@
+"""Forgetting a conversation in the DuckDB log: a tombstone first, then every row, then the bytes.
+
+Measured (``harness/bench/erasure_residue.py``, docs/operations.md "Forgetting and retention"):
+a ``DELETE`` leaves every deleted row's bytes in the database file, through ``CHECKPOINT``,
+``FORCE CHECKPOINT`` and ``VACUUM``; rewriting the table (a new table filled from the old, the
+old dropped, a checkpoint) leaves none. Rewriting a table in place is not enough either (freed blocks
+keep their bytes until reused). So erasure here is delete, then copy the database into a fresh
+file that takes the old one's place (the log's connections closed and opened again around it).
+
+The tombstone (table ``forgotten``) is written before anything is deleted, in its own
+transaction, marked unfinished; the sweep is idempotent (deleting what is already gone deletes
+nothing), so a sweep cut short by a crash is run again from the start by whoever finds the
+unfinished tombstone. It holds no content: the tenant, the conversation, when it was asked and
+finished, and how many events there were. While it exists the log refuses the conversation's
+reads (:class:`~mirror.events.errors.ConversationForgotten`) and drops its late events at ingest.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CONTENT_TABLES", "TOMBSTONE_SCHEMA", "Tombstone", "begin", "copy_into_fresh_file", "finish", "forgotten_keys", "sweep", "tombstone", "unfinished", "without_forgotten"]
+
+TOMBSTONE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS forgotten (
+    tenant VARCHAR NOT NULL,
+    conversation VARCHAR NOT NULL,
+    requested_at DOUBLE NOT NULL,
+    finished_at DOUBLE,
+    events BIGINT NOT NULL,
+    PRIMARY KEY (tenant, conversation)
+);
+"""
+
+CONTENT_TABLES = ("events", "snapshots", "discarded_snapshots", "branches", "rejected_events")
+"""Every table that names or holds a conversation's content; each is emptied of it and rewritten.
+(The offsets and regressions tables hold stream positions only.)"""
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """What is left of a forgotten conversation: who, which, when, how many events. No content."""
+
+    tenant: str
+    conversation: str
+    requested_at: float
+    finished_at: float | None
+    events: int
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"tenant": self.tenant, "conversation": self.conversation, "requested_at": self.requested_at,
+                "finished_at": self.finished_at, "events": self.events,
+                "status": "forgotten" if self.finished else "forgetting"}
+
+
+def tombstone(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str) -> Tombstone | None:
+    row = con.execute("SELECT requested_at, finished_at, events FROM forgotten WHERE tenant = ? AND conversation = ?",
+                      [tenant, conversation]).fetchone()
+    return None if row is None else Tombstone(tenant, conversation, float(row[0]),
+                                              None if row[1] is None else float(row[1]), int(row[2]))
+
+
+def forgotten_keys(con: duckdb.DuckDBPyConnection) -> set[tuple[str, str]]:
+    return {(row[0], row[1]) for row in con.execute("SELECT tenant, conversation FROM forgotten").fetchall()}
+
+
+def unfinished(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    return [(row[0], row[1]) for row in
+            con.execute("SELECT tenant, conversation FROM forgotten WHERE finished_at IS NULL").fetchall()]
+
+
+def begin(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str) -> Tombstone:
+    """The tombstone, written (unfinished) and committed before anything is deleted; an existing
+    one is returned as it is (forgetting twice is one forgetting)."""
+    existing = tombstone(con, tenant, conversation)
+    if existing is not None:
+        return existing
+    events = con.execute("SELECT count(*) FROM events WHERE tenant = ? AND conversation = ?",
+                         [tenant, conversation]).fetchone()
+    con.execute("INSERT INTO forgotten VALUES (?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING",
+                [tenant, conversation, time.time(), int(events[0]) if events else 0])
+    found = tombstone(con, tenant, conversation)
+    assert found is not None, "just written"
+    return found
+
+
+def _subject_pattern(tenant: str, conversation: str) -> str:
+    # Identifiers are [A-Za-z0-9_-]: '_' is LIKE's one-character wildcard, so it is escaped.
+    escape = lambda text: text.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%")  # noqa: E731
+    return f"%.{escape(tenant)}.{escape(conversation)}.%"
+
+
+def sweep(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str) -> None:
+    """Delete every row of the conversation (every branch). Idempotent. The bytes stay in the
+    file's freed blocks until :func:`copy_into_fresh_file` (measured: see the module docstring)."""
+    con.begin()
+    try:
+        for table in CONTENT_TABLES:
+            if table == "rejected_events":
+                con.execute("DELETE FROM rejected_events WHERE subject LIKE ? ESCAPE '\\'",
+                            [_subject_pattern(tenant, conversation)])
+            else:
+                con.execute(f"DELETE FROM {table} WHERE tenant = ? AND conversation = ?", [tenant, conversation])
+        con.commit()
+    except BaseException:
+        con.rollback()
+        raise
+
+
+def copy_into_fresh_file(path: Path) -> None:
+    """Copy the (closed, checkpointed) database into a new file and put it in the old one's place.
+
+    A rewrite inside the file is not enough: DuckDB does not clear freed blocks, so a table
+    rewritten in place left every deleted row's bytes whenever the freed blocks were not reused
+    (seen in the resume test). ``COPY FROM DATABASE`` writes only live rows, keys included."""
+    fresh = path.with_name(path.name + ".fresh")
+    fresh.unlink(missing_ok=True)
+    with duckdb.connect() as copier:
+        copier.execute(f"ATTACH '{path}' AS old (READ_ONLY)")
+        copier.execute(f"ATTACH '{fresh}' AS fresh")
+        copier.execute("COPY FROM DATABASE old TO fresh")
+        copier.execute("DETACH old")
+        copier.execute("CHECKPOINT fresh")
+        copier.execute("DETACH fresh")
+    with fresh.open("rb") as file:
+        os.fsync(file.fileno())
+    os.replace(fresh, path)
+    Path(f"{fresh}.wal").unlink(missing_ok=True)
+
+
+def finish(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str) -> Tombstone:
+    con.execute("UPDATE forgotten SET finished_at = ? WHERE tenant = ? AND conversation = ? AND finished_at IS NULL",
+                [time.time(), tenant, conversation])
+    con.execute("FORCE CHECKPOINT")
+    found = tombstone(con, tenant, conversation)
+    assert found is not None, "a sweep follows its tombstone"
+    return found
+
+
+def without_forgotten(table: pa.Table, forgotten: set[tuple[str, str]]) -> pa.Table:
+    """An ingest batch without the events of forgotten conversations (late writes): never inserted,
+    so not even an aborted transaction's blocks hold them."""
+    keys = pc.binary_join_element_wise(table["tenant"], table["conversation"], ".")
+    keep = pc.invert(pc.is_in(keys, value_set=pa.array([f"{t}.{c}" for t, c in forgotten])))
+    kept = table.filter(keep)
+    if kept.num_rows < table.num_rows:
+        log.info("dropped %d late event(s) of forgotten conversations", table.num_rows - kept.num_rows)
+    return kept
