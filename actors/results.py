@@ -64,6 +64,8 @@ class ConversationSummary:
     last_failure: str | None
     updated_at: float
     mind: str = "mirror"
+    greeting: str | None = None
+    """The greeting a persona conversation opened with (the first assistant message; ``None``: none)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -110,8 +110,11 @@ class UnusableOutput(LLMError):
 
 
 def conversation_messages(state: ConversationState) -> list[ChatMessage]:
-    """The conversation as chat messages: the first user message, then the recent turns."""
+    """The conversation as chat messages: a persona's greeting (the assistant opened it), the first
+    user message, then the recent turns."""
     messages: list[ChatMessage] = []
+    if state.greeting is not None:  # cards (issue 35): kept first, as the first user message is
+        messages.append(ChatMessage("assistant", state.greeting))
     if state.first_user_message is not None and state.turn_count > len(state.recent_turns):
         messages.append(ChatMessage("user", state.first_user_message))
     for turn in state.recent_turns:
