@@ -319,6 +319,7 @@ class Conversation:
             recall_seq=None if recalled is None else event.seq - 1,
             prompt_tokens=0 if provenance is None else provenance.prompt_tokens,
             completion_tokens=0 if provenance is None else provenance.completion_tokens,
+            finish_reason=composed.finish_reason,
         )
 
     async def _recall(self, state: ConversationState, message: str, now: float) -> TurnRecall | None:
@@ -351,6 +352,7 @@ class Conversation:
             steps_ms=dict(said.step_ms),
             prompt_tokens=0 if formulation is None else formulation.prompt_tokens,
             completion_tokens=0 if formulation is None else formulation.completion_tokens,
+            finish_reason=said.finish_reason,
         )
 
     async def choose(self, mind: MindChoice) -> ConversationSummary:

@@ -227,6 +227,7 @@ class Talk:
     reply: str
     turn: Turn
     provenance: Provenance
+    finish_reason: str = "stop"
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,7 +303,7 @@ async def talk(state: ConversationState, user_message: str, llm: LLM, prompts: P
     turn = Turn(user_message, reply, narrative_seq=seen, mode=config.mode, memory=config.memory,
                 reflection=config.reflection, idempotency_key=idempotency_key)
     provenance = one_copy(turn, response.provenance, lambda text: replace(turn, reply=_reply_of(text)))
-    return Talk(reply, turn, provenance)
+    return Talk(reply, turn, provenance, response.finish_reason)
 
 
 def _reply_of(content: str) -> str:

@@ -123,6 +123,8 @@ class ComposedTurn:
     timestamp: float
     recall_ms: float
     talk_ms: float
+    finish_reason: str = "stop"
+    """The Talker's, as the model said (``length``: its ``max_tokens`` cut the reply); ``stop`` for a kept reply."""
 
     def events(self, key: StreamKey, first_seq: int, turn: int) -> list[Event]:
         """The ``recall`` (if any) and the ``turn``, from ``first_seq`` on, of turn number ``turn``.
@@ -159,15 +161,17 @@ async def compose_mirror_turn(
     recalled = await recaller(state, message, now) if config.memory else None
     remembered = time.perf_counter()
     provenance: Provenance | None
+    finish_reason = "stop"
     if kept is None:
         said = await talk(state, message, llm, prompts, config, recalled="" if recalled is None else recalled.block,
                           on_token=on_token, idempotency_key=idempotency_key)
-        turn, provenance, causation = said.turn, said.provenance, None
+        turn, provenance, causation, finish_reason = said.turn, said.provenance, None, said.finish_reason
     else:
         turn, provenance, causation = kept.turn, kept.provenance, kept.causation
     talked = time.perf_counter()
     return ComposedTurn(turn, provenance, causation, recalled, _last_event(state), now,
-                        recall_ms=(remembered - started) * 1000, talk_ms=(talked - remembered) * 1000)
+                        recall_ms=(remembered - started) * 1000, talk_ms=(talked - remembered) * 1000,
+                        finish_reason=finish_reason)
 
 
 def opening_events(key: StreamKey, first_seq: int, chosen: PersonaChosen, turn: int, timestamp: float | None) -> list[Event]:

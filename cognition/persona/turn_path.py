@@ -137,6 +137,8 @@ class PersonaTurn:
     thoughts: tuple[Thought, ...]
     step_ms: dict[str, float]
     llm_ms: float
+    finish_reason: str = "stop"
+    """The formulation's, as the model said (``length``: its ``max_tokens`` cut the reply)."""
 
     def events(self, key: StreamKey, first_seq: int, turn: int, causation: str | None,
                timestamp: float | None) -> list[Event]:
@@ -260,7 +262,8 @@ async def persona_turn(state: ConversationState, message: str, llm: LLM, embedde
                                                 lambda text: replace(said_turn, reply=text.strip()))))
     llm_ms += response.provenance.latency_ms
     step_ms["formulation"] = (time.perf_counter() - started) * 1000
-    return PersonaTurn(reply, tuple(thoughts), {name: round(ms, 3) for name, ms in step_ms.items()}, round(llm_ms, 3))
+    return PersonaTurn(reply, tuple(thoughts), {name: round(ms, 3) for name, ms in step_ms.items()}, round(llm_ms, 3),
+                       response.finish_reason)
 
 
 __all__ = ["EMBED_TIMEOUT_S", "NotAPersona", "PLAN_ORDERS", "PersonaTurn", "choose_persona", "greeting_of",
