@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from mirror.cognition.embeddings import Embedder
 from mirror.cognition.persona.choice import MindChoice
-from mirror.cognition.persona.turn_path import choose_persona
 from mirror.cognition.persona.macros import DEFAULT_USER_NAME
+from mirror.cognition.persona.turn_path import choose_persona
 from mirror.cognition.turn import opening_events
 from mirror.events.envelope import Event
 from mirror.events.ids import StreamKey

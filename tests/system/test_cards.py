@@ -5,15 +5,16 @@ the prompts the model receives; ``finish_reason: length`` and the model's usage 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
 import pytest
 
-from mirror.cognition.llm import ChatRequest, ChatResponse
+from mirror.cognition.llm import LLM, ChatRequest, ChatResponse
 from mirror.cognition.persona import read_persona
 from mirror.cognition.persona.background import PERSONA_STAGES, persona_step
 from mirror.cognition.persona.prompting import default_persona_prompts
@@ -42,16 +43,16 @@ TALKER_MAX_TOKENS = 8
 class Recording:
     """The LLM port, passing every request on and keeping it: what the model received."""
 
-    def __init__(self, llm: object) -> None:
+    def __init__(self, llm: LLM) -> None:
         self.llm = llm
         self.requests: list[ChatRequest] = []
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         self.requests.append(request)
-        return await self.llm.chat(request)  # type: ignore[attr-defined]
+        return await self.llm.chat(request)
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
-        return await self.llm.embed(texts)  # type: ignore[attr-defined]
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.llm.embed(texts)
 
 
 async def test_every_prompt_seraphina_is_given_names_the_user_and_her_never_a_macro() -> None:
@@ -140,10 +141,10 @@ def test_seraphina_is_found_by_her_card_s_name_and_opens_with_her_greeting(stack
         assert summary["mind"] == "persona" and summary["greeting"].startswith("*You wake")
         state = client.get("/v1/conversations/glade/persona").json()
         assert state["greeting"] == summary["greeting"] and state["user_name"] == "Ada" and state["name"] == "Seraphina"
-        def opened() -> list[dict] | None:
+        def opened() -> list[dict[str, Any]]:
             found = [e for e in client.get("/v1/conversations/glade/events").json()["events"]
                      if e["type"] in ("persona", "greeting", "turn")]
-            return found if len(found) >= 3 else None
+            return found if len(found) >= 3 else []
 
         events = until(opened, "glade's persona, greeting and turn in the log")
         assert [event["type"] for event in events[:3]] == ["persona", "greeting", "turn"]
@@ -190,8 +191,8 @@ def test_a_length_cut_reply_is_finish_reason_length_with_the_model_s_usage(stack
                                            extra_headers=headers)
     assert plain.choices[0].finish_reason == "length"
     with client_of(stack) as native:
-        turn = until(lambda: next((e for e in native.get("/v1/conversations/cut/events").json()["events"]
-                                   if e["type"] == "turn"), None), "cut's turn in the log")
+        turn: dict[str, Any] = until(lambda: next((e for e in native.get("/v1/conversations/cut/events").json()["events"]
+                                                   if e["type"] == "turn"), {}), "cut's turn in the log")
     provenance = turn["provenance"]
     assert plain.usage is not None and (plain.usage.prompt_tokens, plain.usage.completion_tokens) == (
         provenance["prompt_tokens"], provenance["completion_tokens"])  # the model's own count
