@@ -56,7 +56,7 @@ from mirror.projections.state import ConversationState, initial_state
 
 from .clients import ConversationClients
 from .errors import Fenced, IdempotencyKeyReused, Passivated, SettingConflict
-from .persona_mind import persona_event, persona_to_record
+from .persona_mind import persona_events, persona_to_record
 from .rebuild import RebuildReport, rebuild
 from .results import ConversationSummary, ReflectionResult, TurnResult
 from .settings import RuntimeSettings, settings_prompts
@@ -338,6 +338,7 @@ class Conversation:
             recall_seq=None if recalled is None else event.seq - 1,
             prompt_tokens=0 if provenance is None else provenance.prompt_tokens,
             completion_tokens=0 if provenance is None else provenance.completion_tokens,
+            finish_reason=composed.finish_reason,
         )
 
     async def _recall(self, state: ConversationState, message: str, now: float) -> TurnRecall | None:
@@ -371,6 +372,7 @@ class Conversation:
             steps_ms=dict(said.step_ms),
             prompt_tokens=0 if formulation is None else formulation.prompt_tokens,
             completion_tokens=0 if formulation is None else formulation.completion_tokens,
+            finish_reason=said.finish_reason,
         )
 
     async def choose(self, mind: MindChoice) -> ConversationSummary:
@@ -385,7 +387,7 @@ class Conversation:
         if chosen is not None:
             now = time.time()
             try:
-                await writer.append(lambda state: [persona_event(self.key, state, chosen, now)])
+                await writer.append(lambda state: persona_events(self.key, state, chosen, now))
             except AppendConflict as conflict:
                 raise self._fenced_off(conflict) from conflict
         return self.summary()
@@ -527,7 +529,7 @@ class Conversation:
             turns=state.turn_count, last_seq=state.last_seq, narrative=state.narrative,
             narrative_seq=state.narrative_seq, thought_turn=state.thought_turn,
             thinking=not self._idle.is_set(), mode=self.config.mode,
-            mind="mirror" if state.persona is None else "persona",
+            mind="mirror" if state.persona is None else "persona", greeting=state.greeting,
             last_failure=None if state.last_failure is None else state.last_failure.message,
             updated_at=state.last_timestamp or time.time(),
         )

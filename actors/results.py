@@ -42,6 +42,10 @@ class TurnResult:
     replayed: bool = False
     """The answer of an earlier turn that the request's idempotency key names: nothing was appended
     (its timings are zero: this request made no model call)."""
+    finish_reason: str = "stop"
+    """Why the reply's model call stopped, as the model said: ``length`` when the Talker's (a
+    persona's formulation's) ``max_tokens`` cut the reply. A replayed answer says ``stop`` (the log
+    does not keep it)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,6 +68,8 @@ class ConversationSummary:
     last_failure: str | None
     updated_at: float
     mind: str = "mirror"
+    greeting: str | None = None
+    """The greeting a persona conversation opened with (the first assistant message; ``None``: none)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

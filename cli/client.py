@@ -105,8 +105,11 @@ def chat(
     wait: bool = typer.Option(True, "--wait/--no-wait", help="After each reply, wait (with a spinner) for the Thinker "
                               "(for a persona: its background steps, so the mood line shows what they decided)."),
     persona: str = typer.Option(None, "--persona", help="Make a new conversation this persona: a file (card JSON/PNG "
-                                "or TOML, sent as a card) or a name in the tenant's store (`mirror persona push`)."),
+                                "or TOML, sent as a card) or a persona of the tenant's store (`mirror persona push`), "
+                                "by its stored name or the name its card shows."),
     order: str = typer.Option(None, "--order", help="With --persona: appraisal_first (default) or plan_first."),
+    user_name: str = typer.Option(None, "--user-name", help="With --persona: your name, what the card's {{user}} "
+                                  "becomes (default User)."),
     stream: bool = typer.Option(True, "--stream/--no-stream", help="Print the reply's tokens as the model writes them "
                                 "(`?stream=true`), or (--no-stream) the whole reply once the turn is answered."),
 ) -> None:
@@ -121,12 +124,14 @@ def chat(
 
     if order is not None and persona is None:
         raise typer.BadParameter("--order goes with --persona", param_hint="'--order'")
+    if user_name is not None and persona is None:
+        raise typer.BadParameter("--user-name goes with --persona", param_hint="'--user-name'")
     _check_order(order)
     mind = None
     if persona is not None:
         from mirror.cli.persona_client import mind_body
 
-        mind = mind_body(persona, order)
+        mind = mind_body(persona, order, user_name)
     with gateway_client(data, url, token) as client:
         run_chat(client, Console(), conversation, wait=wait, mind=mind, stream=stream)
 

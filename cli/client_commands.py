@@ -320,9 +320,10 @@ def run_chat(client: GatewayClient, console: Console, conversation: str | None, 
     before its first line (a 409 if it already has another mind)."""
     conversation = conversation or f"chat-{secrets.token_hex(3)}"
     client.conversations()  # fails early, in one line, on a wrong URL or token
-    if mind is not None:
-        client.choose(conversation, mind)
+    chosen = client.choose(conversation, mind) if mind is not None else None
     console.print(f"[bold]conversation {conversation}[/] at {client.target.url} — {CHAT_HELP}")
+    if chosen is not None and chosen.get("greeting") and not chosen.get("turns"):  # the character opens the talk
+        console.print(Text.assemble(("mirror> ", "bold green"), str(chosen["greeting"])))
     interactive = lines is sys.stdin and lines.isatty()
     while True:
         try:

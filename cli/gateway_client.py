@@ -27,6 +27,7 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -156,6 +157,11 @@ class GatewayClient:
         content_type = "application/toml" if toml else "image/png" if raw.startswith(b"\x89PNG") else "application/json"
         return self._request("POST", "/v1/personas", content=raw, params=_given(name=name),
                              headers={"Content-Type": content_type})
+
+    def attach_lorebook(self, persona: str, raw: bytes, *, book_name: str | None = None) -> dict[str, Any]:
+        """Attach a World Info lorebook's bytes (JSON) to a stored persona (``POST /v1/personas/{name}/lorebook``)."""
+        return self._request("POST", f"/v1/personas/{quote(persona, safe='')}/lorebook", content=raw,
+                             params=_given(book_name=book_name), headers={"Content-Type": "application/json"})
 
     def conversations(self) -> list[dict[str, Any]]:
         return self._request("GET", "/v1/conversations")["conversations"]

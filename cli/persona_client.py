@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from mirror.cli.client_commands import render_event, wait_for_thoughts
 from mirror.cli.gateway_client import GatewayClient
-from mirror.events.ids import validate_identifier
 
 __all__ = ["MOOD_EMOTIONS", "PERSONA_DEMO_SCRIPT", "changes", "mind_body", "mood_line", "run_persona_demo"]
 
@@ -37,19 +37,23 @@ words of her three hard goals in order, so a model that reads them (or the simul
 meets each in turn, and the storm, the drowning and the thanks move her emotions."""
 
 
-def mind_body(persona: str, order: str | None = None) -> dict[str, Any]:
+def mind_body(persona: str, order: str | None = None, user_name: str | None = None) -> dict[str, Any]:
     """The ``mind`` fields for ``persona``: a file (card JSON/PNG or TOML, validated here and sent as
-    a V3 card object) or else a name in the tenant's persona store."""
+    a V3 card object) or else a persona of the tenant's store (its stored name, or the name its card
+    shows: the gateway looks it up); ``user_name``: who the character talks to."""
     from mirror.cognition.persona import read_persona, to_card
 
     body: dict[str, Any] = {"mind": "persona"}
     if Path(persona).is_file():
         body["persona"] = to_card(read_persona(persona))
     else:
-        validate_identifier("persona", persona)
+        if not persona.strip():
+            raise typer.BadParameter("is empty: give a persona file or a persona's name", param_hint="'--persona'")
         body["persona"] = persona
     if order is not None:
         body["order"] = order
+    if user_name is not None:
+        body["user_name"] = user_name
     return body
 
 

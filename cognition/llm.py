@@ -133,6 +133,9 @@ class ChatResponse:
 
     content: str
     provenance: Provenance
+    finish_reason: str = "stop"
+    """Why the model stopped, as it said (``length``: its ``max_tokens`` cut the answer). Not part
+    of the provenance: no replay decides anything by it; an answer served from the log says ``stop``."""
 
 
 @runtime_checkable

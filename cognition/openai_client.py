@@ -214,7 +214,8 @@ class OpenAIChatClient:
         started = time.perf_counter()
         envelope = await self._post_with_retries(CHAT_PATH, self._chat_body(request, mode))
         content = self._content_of(envelope)
-        return self._response(request, mode, content, envelope.get("usage"), started)
+        return self._response(request, mode, content, envelope.get("usage"), started,
+                              _finish_reason(envelope.get("choices")))
 
     async def chat_streamed(self, request: ChatRequest, on_token: TokenSink) -> ChatResponse:
         """:meth:`chat`, asked with ``stream: true``; each piece of the answer goes to ``on_token``
@@ -233,10 +234,10 @@ class OpenAIChatClient:
         if not content.strip():
             raise LLMBadResponse("the model returned empty content (is max_tokens too small?)",
                                  base_url=self.settings.base_url)
-        return self._response(request, mode, content, reader.usage, started)
+        return self._response(request, mode, content, reader.usage, started, reader.finish_reason or "stop")
 
     def _response(self, request: ChatRequest, mode: StructuredOutputMode, content: str, usage: object,
-                  started: float) -> ChatResponse:
+                  started: float, finish_reason: str = "stop") -> ChatResponse:
         """The answer and its provenance (the same whether it was streamed or not)."""
         latency_ms = (time.perf_counter() - started) * 1000
         prompt_tokens, completion_tokens = self._usage_of(usage, request, content)
@@ -259,7 +260,7 @@ class OpenAIChatClient:
             completion_tokens=completion_tokens,
             response=content,
         )
-        return ChatResponse(content=content, provenance=provenance)
+        return ChatResponse(content=content, provenance=provenance, finish_reason=finish_reason)
 
     async def chat_json(self, request: ChatRequest) -> tuple[dict[str, Any], ChatResponse]:
         """:meth:`chat`, then the answer read as the request's JSON schema (see :func:`chat_json`)."""
@@ -551,5 +552,14 @@ class OpenAIChatClient:
                                   "check that the model server is running and listens at that address")
         return LLMUnavailable(base_url, attempts, failure.detail, status=failure.status)
 
+
+
+def _finish_reason(choices: object) -> str:
+    """``choices[0].finish_reason`` of a completion, ``stop`` when it gives none."""
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        reason = choices[0].get("finish_reason")
+        if isinstance(reason, str) and reason:
+            return reason
+    return "stop"
 
 __all__ = ["LLMSettings", "OpenAIChatClient", "StructuredOutputMode", "parse_retry_after"]

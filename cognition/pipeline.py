@@ -110,8 +110,11 @@ class UnusableOutput(LLMError):
 
 
 def conversation_messages(state: ConversationState) -> list[ChatMessage]:
-    """The conversation as chat messages: the first user message, then the recent turns."""
+    """The conversation as chat messages: a persona's greeting (the assistant opened it), the first
+    user message, then the recent turns."""
     messages: list[ChatMessage] = []
+    if state.greeting is not None:  # cards (issue 35): kept first, as the first user message is
+        messages.append(ChatMessage("assistant", state.greeting))
     if state.first_user_message is not None and state.turn_count > len(state.recent_turns):
         messages.append(ChatMessage("user", state.first_user_message))
     for turn in state.recent_turns:
@@ -224,6 +227,7 @@ class Talk:
     reply: str
     turn: Turn
     provenance: Provenance
+    finish_reason: str = "stop"
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,7 +303,7 @@ async def talk(state: ConversationState, user_message: str, llm: LLM, prompts: P
     turn = Turn(user_message, reply, narrative_seq=seen, mode=config.mode, memory=config.memory,
                 reflection=config.reflection, idempotency_key=idempotency_key)
     provenance = one_copy(turn, response.provenance, lambda text: replace(turn, reply=_reply_of(text)))
-    return Talk(reply, turn, provenance)
+    return Talk(reply, turn, provenance, response.finish_reason)
 
 
 def _reply_of(content: str) -> str:

@@ -10,7 +10,7 @@ The events a turn appends are made here and nowhere else, for both minds:
 
 - :func:`compose_mirror_turn` — recall (when memory is on and there is something to recall) →
   the Talker → a ``recall`` and a ``turn`` event;
-- :func:`compose_persona_turn` — a first turn's ``persona`` event, the persona cycle's steps on the
+- :func:`compose_persona_turn` — a first turn's ``persona`` event (and its greeting), the persona cycle's steps on the
   turn's path (:mod:`mirror.cognition.persona.turn_path`) and the ``turn``.
 
 The live conversation composes from its state and appends through the
@@ -41,7 +41,7 @@ from .embeddings.port import Embedder
 from .llm import LLM, TokenSink
 from .memory.turn import TurnRecall
 from .persona.choice import MindChoice
-from .persona.turn_path import PersonaTurn, persona_turn
+from .persona.turn_path import PersonaTurn, opening, persona_turn
 from .pipeline import MODES, MirrorConfig, talk
 from .prompts import PromptSet
 
@@ -123,6 +123,8 @@ class ComposedTurn:
     timestamp: float
     recall_ms: float
     talk_ms: float
+    finish_reason: str = "stop"
+    """The Talker's, as the model said (``length``: its ``max_tokens`` cut the reply); ``stop`` for a kept reply."""
 
     def events(self, key: StreamKey, first_seq: int, turn: int) -> list[Event]:
         """The ``recall`` (if any) and the ``turn``, from ``first_seq`` on, of turn number ``turn``.
@@ -159,15 +161,25 @@ async def compose_mirror_turn(
     recalled = await recaller(state, message, now) if config.memory else None
     remembered = time.perf_counter()
     provenance: Provenance | None
+    finish_reason = "stop"
     if kept is None:
         said = await talk(state, message, llm, prompts, config, recalled="" if recalled is None else recalled.block,
                           on_token=on_token, idempotency_key=idempotency_key)
-        turn, provenance, causation = said.turn, said.provenance, None
+        turn, provenance, causation, finish_reason = said.turn, said.provenance, None, said.finish_reason
     else:
         turn, provenance, causation = kept.turn, kept.provenance, kept.causation
     talked = time.perf_counter()
     return ComposedTurn(turn, provenance, causation, recalled, _last_event(state), now,
-                        recall_ms=(remembered - started) * 1000, talk_ms=(talked - remembered) * 1000)
+                        recall_ms=(remembered - started) * 1000, talk_ms=(talked - remembered) * 1000,
+                        finish_reason=finish_reason)
+
+
+def opening_events(key: StreamKey, first_seq: int, chosen: PersonaChosen, turn: int, timestamp: float | None) -> list[Event]:
+    """The events choosing a persona appends from ``first_seq``: the ``persona`` event and its
+    greeting (:func:`~mirror.cognition.persona.turn_path.opening`) — on a first turn, on ``choose``
+    and when a recompute's branch takes the persona with it alike."""
+    return [make_event(key, first_seq + offset, payload, turn=turn, timestamp=timestamp)
+            for offset, payload in enumerate(opening(chosen))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,8 +195,8 @@ class ComposedPersonaTurn:
     kept_causation: str | None = None
 
     def events(self, key: StreamKey, first_seq: int) -> list[Event]:
-        events = [] if self.chosen is None else [make_event(key, first_seq, self.chosen, turn=self.turn_index,
-                                                            timestamp=self.timestamp)]
+        events = [] if self.chosen is None else opening_events(key, first_seq, self.chosen, self.turn_index,
+                                                               self.timestamp)
         path = self.said.events(key, first_seq + len(events), self.turn_index, self.causation, self.timestamp)
         if self.kept_causation is not None:  # a kept reply names the recorded turn it copies
             path[-1] = replace(path[-1], causation=self.kept_causation)
@@ -203,8 +215,9 @@ async def compose_persona_turn(
     first turn): its path's steps, then the formulation — or, ``kept``, the recorded reply after
     the steps made again."""
     key = state.key
-    basis = state if chosen is None else apply(state, make_event(key, state.last_seq + 1, chosen,
-                                                                 turn=state.turn_count, timestamp=now))
+    basis = state
+    for event in [] if chosen is None else opening_events(key, state.last_seq + 1, chosen, state.turn_count, now):
+        basis = apply(basis, event)
     said = await persona_turn(basis, message, llm, embedder, prompts, config, on_token=on_token,
                               kept=None if kept is None else (kept.turn, kept.provenance),
                               idempotency_key=idempotency_key)
@@ -214,5 +227,5 @@ async def compose_persona_turn(
 
 __all__ = [
     "MAX_KEY_CHARS", "ComposedPersonaTurn", "ComposedTurn", "InvalidTurnRequest", "KeptReply", "Recaller", "TurnRequest",
-    "compose_mirror_turn", "compose_persona_turn", "no_recall",
+    "compose_mirror_turn", "compose_persona_turn", "no_recall", "opening_events",
 ]

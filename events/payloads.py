@@ -294,6 +294,7 @@ class PersonaChosen(Payload):
     """
 
     TYPE: ClassVar[str] = "persona"
+    VERSION: ClassVar[int] = 2
     name: str
     version: str
     card: str
@@ -307,6 +308,29 @@ class PersonaChosen(Payload):
     embedding_model: str = ""
     embedding_fingerprint: str = ""
     order: PlanOrder = "appraisal_first"
+    user_name: str = ""
+    """Who the character talks to: the name ``{{user}}`` (and ``<USER>``) become in every piece of the
+    card that reaches a prompt (:mod:`mirror.cognition.persona.macros`); the biography above is
+    already substituted with it. Version 1 recorded none and substituted no macro: ``""`` (the
+    upcaster's) keeps those conversations' prompts as they ran."""
+
+
+# ----------------------------------------------------------------- the greeting (cards, issue 35)
+@dataclass(frozen=True, slots=True)
+class Greeting(Payload):
+    """The character opened the conversation with its card's greeting (``first_mes``), macros
+    substituted for the conversation's user; appended with the ``persona`` event it follows, so it
+    is the first assistant message of the history the persona's formulation is given.
+
+    No model wrote it (no provenance): ``persona_version`` names the card it came from (the
+    ``persona`` event's version) and ``source`` the card's field (``first_mes``); ``replay verify``
+    checks that the card still gives this text."""
+
+    TYPE: ClassVar[str] = "greeting"
+    text: str
+    persona_version: str
+    source: str = "first_mes"
+# ------------------------------------------------------------ end of the greeting (cards, issue 35)
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,6 +492,7 @@ PAYLOAD_TYPES: tuple[type[Payload], ...] = (
     RelationshipUpdate,
     GoalUpdate,
     Episode,
+    Greeting,  # cards (issue 35)
 )
 
 __all__ = [
@@ -500,6 +525,7 @@ __all__ = [
     "RelationshipUpdate",
     "GoalUpdate",
     "Episode",
+    "Greeting",  # cards (issue 35)
     "Provenance",
     "PAYLOAD_TYPES",
 ]

@@ -118,6 +118,12 @@ def _fork_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "template_digests": {}, "changed_templates": {}}
 
 
+@register_upcaster("persona", 1)
+def _persona_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    # Version 1 substituted no card macro and named no user: "" replays its prompts as they ran.
+    return {**payload, "user_name": ""}
+
+
 def provenance_format_1_to_2(provenance: dict[str, Any]) -> dict[str, Any]:
     # Format 1 always stored the model's answer in the provenance (or none at all, for a call
     # that got no answer): the payload was never the copy.

@@ -44,6 +44,7 @@ from mirror.cognition.persona.choice import InvalidMindChoice
 from mirror.cognition.turn import InvalidTurnRequest
 from mirror.events.errors import BusError, ConversationForgotten, InvalidIdentifier, LogUnavailable
 from mirror.gateway.errors import (
+    AmbiguousPersona,
     ConversationTimedOut,
     ConversationUnavailable,
     EmbedderFailed,
@@ -53,6 +54,7 @@ from mirror.gateway.errors import (
     QueryDoesNotFit,
     TokenBudgetSpent,
     UnknownConversation,
+    UnknownPersona,
 )
 from mirror.replay import ReplayError
 
@@ -209,6 +211,10 @@ def _error_name(exc: BaseException, request: Request | None) -> dict[str, Any]:
     return {"error": type(exc).__name__}
 
 
+def _candidates(ambiguous: AmbiguousPersona, request: Request | None) -> dict[str, Any]:
+    return {"name": ambiguous.name, "candidates": ambiguous.candidates}
+
+
 TABLE: dict[type[Exception], Rule] = {
     HTTPException: Rule(500, detail=_http_detail, refine=_http_refined),  # a route's own refusal of its input: its status and headers
     InvalidIdentifier: Rule(400),
@@ -217,6 +223,8 @@ TABLE: dict[type[Exception], Rule] = {
     InvalidTurnRequest: Rule(400),  # e.g. a malformed Idempotency-Key
     UnknownConversation: Rule(404),
     ConversationForgotten: Rule(410, from_actor=True),  # erased: only its tombstone is left (routes/forget.py)
+    UnknownPersona: Rule(404, code="persona_not_found"),
+    AmbiguousPersona: Rule(409, code="persona_ambiguous", fields=_candidates),
     ReplayError: Rule(404),  # a seq beyond the end, a branch with no events, a belief never seen...
     SettingConflict: Rule(409, from_actor=True),
     IdempotencyKeyReused: Rule(422, code="idempotency_key_reused", from_actor=True),

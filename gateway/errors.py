@@ -15,8 +15,11 @@
         ├── TenantError                the tenants file refused a change
         │   ├── UnknownTenant          a limit for a tenant that has no token
         │   └── InvalidLimit           a limit that is not a whole number of at least 1
-        └── LimitReached               the tenant is at one of its limits (a 429 with ``Retry-After``)
-            └── TokenBudgetSpent       its model tokens of the day are used up
+        ├── LimitReached               the tenant is at one of its limits (a 429 with ``Retry-After``)
+        │   └── TokenBudgetSpent       its model tokens of the day are used up
+        └── PersonaLookupError         a persona named by a request is not one persona of the store
+            ├── UnknownPersona         no stored name and no card's name matches
+            └── AmbiguousPersona       several cards show that name (the candidates are named)
 
 Routes and the runtime raise these (and the layers' own errors) and never decide an HTTP status:
 :mod:`mirror.gateway.error_table` says what each one is answered with.
@@ -30,6 +33,7 @@ __all__ = [
     "ConversationNotLive", "ConversationRefencing", "ConversationTimedOut", "ConversationUnavailable",
     "EmbedderError", "EmbedderFailed", "EmbedderUnavailable", "GatewayError", "HostLost", "InvalidLimit", "LimitReached",
     "QueryDoesNotFit", "TenantError", "TokenBudgetSpent", "UnknownConversation", "UnknownTenant",
+    "PersonaLookupError", "UnknownPersona", "AmbiguousPersona",
 ]
 
 
@@ -143,3 +147,22 @@ class LimitReached(GatewayError):
 
 class TokenBudgetSpent(LimitReached):
     """The tenant's model tokens of the day are used up: no turn until the next UTC day."""
+
+
+class PersonaLookupError(GatewayError):
+    """A persona named by a request (a stored name, or the name its card shows) is not one persona."""
+
+
+class UnknownPersona(PersonaLookupError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no persona {name!r} in this tenant's store, by stored name or by the name its card "
+                         "shows (POST /v1/personas first; GET /v1/personas lists them)")
+
+
+class AmbiguousPersona(PersonaLookupError):
+    def __init__(self, name: str, candidates: list[str]) -> None:
+        self.name = name
+        self.candidates = candidates
+        super().__init__(f"{len(candidates)} personas of this tenant's store show the name {name!r}: "
+                         f"{', '.join(candidates)}; name one of them by its stored name")

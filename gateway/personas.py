@@ -9,6 +9,11 @@ A persona's name is an identifier (``[A-Za-z0-9_-]``, as conversation ids): give
 or made from the character's name (``Wren Halloway`` → ``wren-halloway``). Storing a persona under a
 name already taken replaces it: conversations are not affected (each recorded its persona's
 content in its own ``persona`` event).
+
+A request names a persona by its stored name or by the name its card shows
+(:meth:`PersonaStore.find`): ``Seraphina`` finds the card stored as ``seraphina``, ``Wren
+Halloway`` the one stored as ``wren-halloway`` — case-insensitively, and only when exactly one
+card shows that name (:class:`~mirror.gateway.errors.AmbiguousPersona` names the candidates).
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ import re
 
 from mirror.cognition.persona import Persona, from_document, to_card
 from mirror.events.bus import EventBus
+from mirror.events.errors import InvalidIdentifier
 from mirror.events.ids import validate_identifier
 from mirror.events.nats.key_value import KeyValue, key_value
+from mirror.gateway.errors import AmbiguousPersona, UnknownPersona
 
 __all__ = ["BUCKET", "PersonaStore", "persona_slug"]
 
@@ -54,6 +61,28 @@ class PersonaStore:
     async def get(self, bus: EventBus, tenant: str, name: str) -> Persona | None:
         value = await self._of(bus).get(self._key(tenant, name))
         return None if value is None else from_document(json.loads(value), f"persona store {name!r}", "json")
+
+    async def find(self, bus: EventBus, tenant: str, name: str) -> tuple[str, Persona]:
+        """The persona ``name`` names and its stored name: the stored name itself, else the one card
+        whose name (or the slug of it) is ``name``, ignoring case. :class:`UnknownPersona` when none
+        matches, :class:`AmbiguousPersona` when several do."""
+        try:
+            found = await self.get(bus, tenant, name)
+        except InvalidIdentifier:  # "Wren Halloway": not a stored name, maybe a card's
+            found = None
+        if found is not None:
+            return name, found
+        wanted = name.strip().casefold()
+        matches = []
+        for stored in sorted(await self.names(bus, tenant)):
+            persona = await self.get(bus, tenant, stored)
+            if persona is not None and wanted in (persona.name.strip().casefold(), stored.casefold()):
+                matches.append((stored, persona))
+        if not matches:
+            raise UnknownPersona(name)
+        if len(matches) > 1:
+            raise AmbiguousPersona(name, [f"{stored} ({persona.name})" for stored, persona in matches])
+        return matches[0]
 
     async def names(self, bus: EventBus, tenant: str) -> list[str]:
         prefix = f"{tenant}."

@@ -1,7 +1,8 @@
 """The persona mind's state: who the character is, how it feels, where its goals stand.
 
 Folded from the persona events (:mod:`mirror.events.payloads`: ``persona``, ``interpretation``,
-``retrieval``, ``plan``, ``appraisal``, ``emotion``, ``relationship``, ``goal``, ``episode``) by
+``retrieval``, ``plan``, ``appraisal``, ``emotion``, ``relationship``, ``goal``, ``episode``,
+``greeting``) by
 the handlers here, which :mod:`mirror.projections.conversation` registers. A conversation of the
 MIRROR mind has ``persona = None`` and never meets these events.
 
@@ -27,6 +28,7 @@ from mirror.events.payloads import (
     EmotionUpdate,
     Episode,
     GoalUpdate,
+    Greeting,
     Interpretation,
     PersonaChosen,
     Plan,
@@ -83,6 +85,9 @@ class PersonaState:
     biography_importance: tuple[float, ...]
     biography_embeddings: tuple[bytes, ...]
     embedding_model: str
+    user_name: str = ""
+    """Who the character talks to: what ``{{user}}`` becomes in the card's text ("" for a
+    conversation recorded before macros were substituted: the text as it ran)."""
     interpretation: StepRecord | None = None
     plan: StepRecord | None = None
     appraisal: StepRecord | None = None
@@ -117,7 +122,7 @@ class PersonaState:
             return None if record is None else {"seq": record.seq, "for_turn": record.for_turn, "text": record.text}
 
         return {
-            "name": self.name, "version": self.version, "order": self.order,
+            "name": self.name, "version": self.version, "order": self.order, "user_name": self.user_name,
             "emotions": dict(self.emotions), "emotion_reason": self.emotion_reason,
             "relationship": dict(self.relationship), "relationship_reason": self.relationship_reason,
             "goals": {
@@ -162,9 +167,16 @@ def on_persona_chosen(payload: PersonaChosen, state: ConversationState, event: E
         biography=payload.biography,
         biography_importance=tuple(clamp(value) for value in payload.biography_importance),
         biography_embeddings=payload.biography_embeddings,
-        embedding_model=payload.embedding_model,
+        embedding_model=payload.embedding_model, user_name=payload.user_name,
     )
     return replace(state, persona=persona)
+
+
+def on_greeting(payload: Greeting, state: ConversationState, event: Event) -> ConversationState:
+    """The greeting opens the conversation: only before its first turn, once, and in a persona one."""
+    if state.persona is None or state.turn_count or state.greeting is not None:
+        return state
+    return replace(state, greeting=payload.text)
 
 
 def _with(state: ConversationState, **changes: object) -> ConversationState:
@@ -235,6 +247,7 @@ HANDLERS = (
     (RelationshipUpdate, on_relationship),
     (GoalUpdate, on_goal),
     (Episode, on_episode),
+    (Greeting, on_greeting),
 )
 """(payload type, handler) for :mod:`mirror.projections.conversation` to register."""
 

@@ -40,8 +40,11 @@ from .state import (
     TurnRecord,
 )
 
-PROJECTION_VERSION = 9
+PROJECTION_VERSION = 10
 """Bump on any change to what the conversation projection computes or how it is stored.
+
+10: ``greeting`` (a persona conversation's opening, from ``greeting`` events) and the persona's
+``user_name`` (from ``persona`` events).
 
 9: ``keyed_turns`` (the idempotency keys of the newest turns), from ``turn`` events.
 
@@ -175,6 +178,7 @@ def _state_record(state: ConversationState) -> dict[str, Any]:
         "fork": _flat(state.fork),
         "persona": _persona_record(state.persona),
         "keyed_turns": [_flat(keyed) for keyed in state.keyed_turns],
+        "greeting": state.greeting,  # cards (issue 35)
     }
 
 
@@ -217,6 +221,7 @@ def _state_from(record: dict[str, Any]) -> ConversationState:
         fork=_unflat(ForkInfo, record["fork"]),
         persona=_persona_from(record["persona"]),
         keyed_turns=tuple(_unflat(KeyedTurn, values) for values in record["keyed_turns"]),
+        greeting=record["greeting"],  # cards (issue 35)
     )
 
 

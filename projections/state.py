@@ -197,6 +197,12 @@ class ConversationState:
     keyed_turns: tuple[KeyedTurn, ...] = ()
     """The newest turns whose requests carried an idempotency key, oldest first (bounded by
     ``limits.keyed_turns``)."""
+    # -- cards (issue 35)
+    greeting: str | None = None
+    """The character's greeting that opened a persona conversation (its ``greeting`` event), as
+    the Talker sees it: the first assistant message, before the first user message (``None``: no
+    greeting — the MIRROR mind, or a card without ``first_mes``)."""
+    # -- end of cards (issue 35)
 
     def keyed_turn(self, key: str) -> KeyedTurn | None:
         """The turn a request with idempotency key ``key`` appended, if it is still kept."""

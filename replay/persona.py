@@ -15,7 +15,10 @@ with the persona prompt set, and compared event for event. Zero model and zero e
   its own payload, and a failed step's calls the log does not answer fail as recorded;
 - **the** ``persona`` **event** must carry the version its card hashes to (sha256 of the card's
   canonical JSON, as :attr:`~mirror.cognition.persona.model.Persona.version`): a card edited in
-  the log is a divergence. Its biography vectors are the event's own: nothing to embed.
+  the log is a divergence. Its biography vectors are the event's own: nothing to embed;
+- **its** ``greeting`` must be the card's ``first_mes`` with the macros substituted for the
+  recorded user (:func:`~mirror.cognition.persona.turn_path.greeting_of`): an edited greeting is
+  a divergence.
 
 Recompute (:func:`rethink_persona`) re-runs a persona conversation on a branch the same way the
 live conversation ran it: each recorded user message through the turn path from the branch's
@@ -39,6 +42,7 @@ from mirror.cognition.errors import EmbeddingError
 from mirror.cognition.llm import LLM
 from mirror.cognition.persona.background import PERSONA_STAGES
 from mirror.cognition.persona.model import canonical_json
+from mirror.cognition.persona.turn_path import greeting_of
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.responses import PayloadDoesNotMatch, recorded_response
 from mirror.cognition.stages import STAGE, StageContext
@@ -51,6 +55,7 @@ from mirror.events.payloads import (
     EmotionUpdate,
     Episode,
     GoalUpdate,
+    Greeting,
     Interpretation,
     Payload,
     PersonaChosen,
@@ -119,7 +124,13 @@ def persona_steps(events: Sequence[Event]) -> dict[int, list[Event]]:
             steps[event.seq] = list(events[index:end])
             index = end
             continue
-        if isinstance(payload, PersonaChosen) or type(payload) in BACKGROUND_STAGES or persona_failure(payload):
+        if isinstance(payload, PersonaChosen) and index + 1 < len(events) \
+                and isinstance(events[index + 1].payload, Greeting):
+            steps[event.seq] = [event, events[index + 1]]  # the persona and its greeting: one append
+            index += 2
+            continue
+        if isinstance(payload, PersonaChosen | Greeting) or type(payload) in BACKGROUND_STAGES \
+                or persona_failure(payload):
             steps[event.seq] = [event]
         index += 1
     return steps
@@ -132,6 +143,14 @@ async def verify_persona_step(key: StreamKey, step: list[Event], states: dict[in
     first = step[0]
     if isinstance(first.payload, PersonaChosen):
         check_persona_event(first, report)
+        if len(step) > 1:
+            check_greeting(step[1], first.payload, report)
+    elif isinstance(first.payload, Greeting):
+        before = states.get(first.seq - 1)
+        persona = None if before is None else before.persona
+        chosen = None if persona is None else PersonaChosen(persona.name, persona.version, persona.card,
+                                                            user_name=persona.user_name)
+        check_greeting(first, chosen, report)
     elif isinstance(first.payload, Interpretation):
         await _verify_turn_path(key, step, states, prompts, llm, report, comparison)
     else:
@@ -152,6 +171,21 @@ def check_persona_event(event: Event, report: VerifyReport) -> None:
         report.divergences.append(Divergence(
             event.seq, "persona differs in payload.version: the card hashes to another version (the card or the "
             "version was edited)", {"version": chosen.version}, {"version": version}))
+
+
+def check_greeting(event: Event, chosen: PersonaChosen | None, report: VerifyReport) -> None:
+    """A ``greeting`` must be what its persona's card gives (:func:`greeting_of`): the card's
+    ``first_mes`` with its macros substituted for the recorded user; no model is asked."""
+    greeting = cast(Greeting, event.payload)  # the callers checked
+    report.steps += 1
+    expected = None if chosen is None else greeting_of(chosen)
+    if chosen is None:
+        report.divergences.append(Divergence(event.seq, "a greeting without a persona before it", comparable(event)))
+    elif expected is None or expected != greeting:
+        report.divergences.append(Divergence(
+            event.seq, "greeting differs from what its persona's card gives (the card's first_mes, macros substituted)",
+            comparable(event), None if expected is None else {"text": expected.text,
+                                                              "persona_version": expected.persona_version}))
 
 
 async def _verify_turn_path(key: StreamKey, step: list[Event], states: dict[int, ConversationState],
@@ -306,6 +340,6 @@ def _episode_embedder(event: Event) -> Embedder | None:
 
 
 __all__ = [
-    "BACKGROUND_STAGES", "PATH_TYPES", "TURN_PATH_STAGE", "check_persona_event", "is_persona_prompt_set",
+    "BACKGROUND_STAGES", "PATH_TYPES", "TURN_PATH_STAGE", "check_greeting", "check_persona_event", "is_persona_prompt_set",
     "persona_failure", "persona_steps", "rethink_persona", "verify_persona_step",
 ]

@@ -52,7 +52,7 @@ import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from mirror.cognition.embeddings.port import Embedder, Embeddings
 from mirror.cognition.errors import ReflectionFailed, ReflectionRefused
@@ -62,7 +62,7 @@ from mirror.cognition.persona.prompting import default_persona_prompts
 from mirror.cognition.pipeline import MirrorConfig
 from mirror.cognition.prompts import PromptSet
 from mirror.cognition.reflection.triggers import FORCED
-from mirror.cognition.turn import KeptReply
+from mirror.cognition.turn import KeptReply, opening_events
 from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import EventBus, Head
 from mirror.events.envelope import Event, make_event
@@ -378,15 +378,16 @@ async def _open_branch(
     if head.last_seq is None:
         base = await _state_of(parent, fork_seq, history, parent_events)
         writer = ConversationWriter(bus, branch, replace(base, key=branch), Head(fork_seq, head.fence), pipelined=True)
-        # A persona chosen after the fork point is the branch's character too: it comes with the fork.
+        # A persona chosen after the fork point is the branch's character too: it comes with the fork
+        # (with its greeting, made again from the persona event as a first turn makes it).
         chosen = None if base.persona is not None else next(
             (event for event in parent_events if event.seq > fork_seq and isinstance(event.payload, PersonaChosen)), None)
         persona = plan.persona_prompts or default_persona_prompts() if base.persona or chosen else None
         fork = recorded_fork(parent.branch, fork_seq, plan.prompts, reason="recompute", persona=persona)
         await writer.append(lambda state: [
             make_event(branch, state.last_seq + 1, fork, turn=state.turn_count),
-            *([] if chosen is None else [make_event(branch, state.last_seq + 2, chosen.payload, turn=state.turn_count,
-                                                    timestamp=chosen.timestamp)]),
+            *([] if chosen is None else opening_events(branch, state.last_seq + 2, cast(PersonaChosen, chosen.payload),
+                                                       state.turn_count, chosen.timestamp)),
         ])
         return writer
     point = await history.fork_point(branch)

@@ -8,7 +8,12 @@ Persona files:
   validating every key, and a :class:`Persona` back to a V3 card;
 - ``png`` — PNG chunks (signature, length/type/data/CRC) read and written with ``struct`` and
   ``zlib``: the ``chara``/``ccv3`` text chunks and a tiny image for cards that have none;
-- ``files`` — :func:`read_persona` (JSON, PNG or TOML by content) and :func:`write_card`.
+- ``files`` — :func:`read_persona` (JSON, PNG or TOML by content), :func:`write_card` and
+  :func:`read_lorebook`;
+- ``macros`` — ``{{char}}``, ``{{user}}`` and SillyTavern's other card macros, substituted
+  wherever a card's text reaches a prompt;
+- ``lorebook`` — a card's ``character_book`` and SillyTavern's World Info files: recognised,
+  refused as a card (:class:`NotACard`), attached to a persona (:func:`with_lorebook`).
 
 The cycle (Buscaroli & Tamburini's dual-process affective persona), each step an event:
 
@@ -28,7 +33,9 @@ runtime or ``replay``.
 """
 
 from .cards import from_document, to_card
-from .files import EXAMPLES, persona_from_bytes, read_persona, write_card
+from .files import EXAMPLES, lorebook_from_bytes, persona_from_bytes, read_lorebook, read_persona, write_card
+from .lorebook import NotACard, with_lorebook
+from .macros import DEFAULT_USER_NAME, substitute
 from .model import (
     BIG_FIVE_TRAITS,
     DEFAULT_BIG_FIVE,
@@ -47,12 +54,18 @@ __all__ = [
     "DEFAULT_EMOTIONS",
     "DEFAULT_LOREBOOK_IMPORTANCE",
     "DEFAULT_RELATIONSHIP",
+    "DEFAULT_USER_NAME",
     "EXAMPLES",
     "BiographyEntry",
+    "NotACard",
     "Persona",
     "from_document",
+    "lorebook_from_bytes",
     "persona_from_bytes",
+    "read_lorebook",
     "read_persona",
+    "substitute",
     "to_card",
+    "with_lorebook",
     "write_card",
 ]

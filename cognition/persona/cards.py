@@ -14,12 +14,12 @@ from typing import Any
 
 from mirror.cognition.errors import PersonaInvalid
 
+from .lorebook import NotACard, is_lorebook, lorebook_biography
 from .model import (
     BIG_FIVE_TRAITS,
     DEFAULT_BIG_FIVE,
     DEFAULT_BIOGRAPHY_IMPORTANCE,
     DEFAULT_EMOTIONS,
-    DEFAULT_LOREBOOK_IMPORTANCE,
     DEFAULT_RELATIONSHIP,
     BiographyEntry,
     Persona,
@@ -106,45 +106,11 @@ def _relationship(file: str, key: str, value: Any) -> dict[str, float]:
     return {dimension: _number(file, f"{key}.{dimension}", start) for dimension, start in table.items()}
 
 
-def _lorebook(file: str, key: str, book: Any) -> tuple[BiographyEntry, ...]:
-    """The book's entries as biography: importance = ``priority`` / the book's largest priority.
-
-    Without a positive priority anywhere in the book, every entry is
-    :data:`~mirror.cognition.persona.model.DEFAULT_LOREBOOK_IMPORTANCE`. Entries with empty
-    content are kept in the book but give no biography entry.
-    """
-    if book is None:
-        return ()
-    table = _table(file, key, book)
-    raw = table.get("entries", [])
-    if not isinstance(raw, list):
-        raise PersonaInvalid(file, f"{key}.entries", f"expected a list, got {type(raw).__name__}")
-    entries = [_table(file, f"{key}.entries[{index}]", item) for index, item in enumerate(raw)]
-    priorities: list[float | None] = []
-    for index, entry in enumerate(entries):
-        _text(file, f"{key}.entries[{index}].content", entry.get("content", ""))
-        priority = entry.get("priority")
-        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int | float)
-                                     or not math.isfinite(priority)):
-            raise PersonaInvalid(file, f"{key}.entries[{index}].priority", f"{priority!r} is not a number")
-        priorities.append(priority)
-    largest = max((p for p in priorities if p is not None), default=0)
-    biography = []
-    for entry, priority in zip(entries, priorities, strict=True):
-        content = entry.get("content", "")
-        if not content.strip():
-            continue
-        if largest > 0 and priority is not None:
-            importance = min(1.0, max(0.0, priority / largest))
-        else:
-            importance = DEFAULT_LOREBOOK_IMPORTANCE
-        biography.append(BiographyEntry(content, importance, "lorebook"))
-    return tuple(biography)
-
-
 def from_document(document: Any, file: str, container: str) -> Persona:
     """The persona in a parsed card (or native TOML table); ``container`` is json, png or toml."""
     top = _table(file, "$", document)
+    if is_lorebook(top):
+        raise NotACard(file)
     if "data" in top or "spec" in top:
         spec = top.get("spec")
         if spec not in (SPEC_V2, SPEC_V3):
@@ -166,7 +132,7 @@ def from_document(document: Any, file: str, container: str) -> Persona:
         raise PersonaInvalid(file, f"{where}.{unknown}", f"unknown key; Mirror's keys are {', '.join(MIRROR_KEYS)}")
     other_data = {k: v for k, v in data.items() if k not in _MODELLED}
     biography = _biography(file, f"{where}.biography", mirror.get("biography", []))
-    lore = _lorebook(file, f"{prefix}character_book", data.get("character_book"))
+    lore = lorebook_biography(file, f"{prefix}character_book", data.get("character_book"))
     return Persona(
         name=name, description=texts["description"], personality=texts["personality"],
         scenario=texts["scenario"], first_mes=texts["first_mes"], mes_example=texts["mes_example"],

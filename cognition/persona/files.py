@@ -1,4 +1,5 @@
-"""Persona files on disk: read a card (JSON or PNG) or a native TOML file, write a V3 card.
+"""Persona files on disk: read a card (JSON or PNG) or a native TOML file, write a V3 card; read
+a lorebook (SillyTavern World Info) to attach to one.
 
 The format is told by the content, not the name: a PNG signature, else TOML for a ``.toml``
 file, else JSON. Every failure is a :class:`~mirror.cognition.errors.PersonaInvalid` naming the
@@ -18,11 +19,12 @@ from typing import Any
 from mirror.cognition.errors import PersonaInvalid
 
 from .cards import from_document, to_card
+from .lorebook import is_lorebook, lorebook_of
 from .model import Persona
 from .png import CARD_KEYWORDS, SIGNATURE, PngInvalid, card_texts, tiny_png, with_card, without_cards
 
 __all__ = [
-    "EXAMPLES", "FORMATS", "persona_from_bytes", "read_persona", "write_card"]
+    "EXAMPLES", "FORMATS", "lorebook_from_bytes", "persona_from_bytes", "read_lorebook", "read_persona", "write_card"]
 
 EXAMPLES = Path(__file__).parent / "examples"
 """The example personas shipped with Mirror."""
@@ -76,6 +78,27 @@ def persona_from_bytes(raw: bytes, file: str, *, toml: bool = False) -> Persona:
             raise PersonaInvalid(file, "$", f"is not TOML: {exc}") from exc
         return from_document(document, file, "toml")
     return from_document(_json(raw, file, "$"), file, "json")
+
+
+def read_lorebook(path: Path | str) -> dict[str, Any]:
+    """The lorebook in ``path`` (a SillyTavern World Info file, or a bare ``character_book``) as a
+    ``character_book``, validated; named after the file (``Eldoria.json`` → ``Eldoria``) when it
+    names itself nothing, as SillyTavern names it."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise PersonaInvalid(str(path), "$", f"cannot be read: {exc.strerror or exc}") from exc
+    return lorebook_from_bytes(raw, str(path), path.stem)
+
+
+def lorebook_from_bytes(raw: bytes, file: str, name: str = "") -> dict[str, Any]:
+    """The lorebook in ``raw`` (JSON) as a ``character_book``; a character card here is refused."""
+    document = _json(raw, file, "$")
+    if not is_lorebook(document):
+        raise PersonaInvalid(file, "$", "is not a lorebook (an object with entries and no card's keys): "
+                                        "a character card is read with `mirror persona show` / push")
+    return lorebook_of(document, file, name)
 
 
 def _with_image(persona: Persona, image: bytes) -> Persona:

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .macros import DEFAULT_USER_NAME, substitute
+
 __all__ = [
     "BIG_FIVE_TRAITS",
     "DEFAULT_BIG_FIVE",
@@ -116,11 +118,26 @@ class Persona:
         """sha256 (hex) of the canonical JSON of :meth:`content`."""
         return hashlib.sha256(canonical_json(self.content()).encode("utf-8")).hexdigest()
 
-    def view(self) -> dict[str, Any]:
-        """The persona as the cycle will use it (what ``mirror persona show --json`` prints)."""
+    def said(self, text: str, user_name: str) -> str:
+        """``text`` of this card with its macros substituted for a user called ``user_name``."""
+        return substitute(text, char=self.name, user=user_name, card=self.content())
+
+    def view(self, user_name: str | None = None) -> dict[str, Any]:
+        """The persona as the cycle will use it (what ``mirror persona show --json`` prints): the
+        card's text as the prompts will carry it, macros substituted for a user called
+        ``user_name`` (:data:`~mirror.cognition.persona.macros.DEFAULT_USER_NAME` when ``None``),
+        the greeting that opens a conversation, the Big Five, goals and biography."""
+        user = DEFAULT_USER_NAME if user_name is None else user_name
         return {
-            "name": self.name, "big_five": dict(self.big_five), "hard_goals": list(self.hard_goals),
-            "soft_goals": list(self.soft_goals), "biography": [entry.as_dict() for entry in self.biography],
+            "name": self.name, "user_name": user,
+            "description": self.said(self.description, user), "personality": self.said(self.personality, user),
+            "scenario": self.said(self.scenario, user), "greeting": self.said(self.first_mes, user),
+            "example_messages": self.said(self.mes_example, user),
+            "system_prompt": self.said(self.system_prompt, user),
+            "post_history_instructions": self.said(self.post_history_instructions, user),
+            "big_five": dict(self.big_five), "hard_goals": list(self.hard_goals),
+            "soft_goals": list(self.soft_goals),
+            "biography": [{**entry.as_dict(), "text": self.said(entry.text, user)} for entry in self.biography],
             "emotions": list(self.emotions), "relationship": dict(self.relationship),
             "source_format": self.source_format, "version": self.version,
         }

@@ -25,6 +25,8 @@ from mirror.cognition.pipeline import MirrorConfig
 from mirror.cognition.prompts import PromptSet, load_prompt_set
 from mirror.projections.persona import PersonaState
 
+from .macros import substitute
+
 PERSONA_TEMPLATES = (
     "character.md", "think.md", "memories.md", "appraisal.md", "plan.md", "formulation.md",
     "emotion.md", "relationship.md", "goal.md", "importance.md",
@@ -72,6 +74,15 @@ def _content(card: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def card_text(persona: PersonaState, field: str) -> str:
+    """The card's ``field`` (``description``, ``mes_example``, ...) as the prompts carry it: macros
+    substituted for the conversation's user (:mod:`~mirror.cognition.persona.macros`; a
+    conversation recorded before that, ``user_name == ""``, keeps the text as it ran)."""
+    content = card_content(persona)
+    text = content.get(field) or ""
+    return substitute(text, char=persona.name, user=persona.user_name, card=content) if isinstance(text, str) else ""
+
+
 def _scores(values: Any) -> str:
     return ", ".join(f"{name} {float(value):.2f}" for name, value in dict(values).items()) or "(none)"
 
@@ -83,9 +94,9 @@ def _listed(items: Sequence[str]) -> str:
 def character_block(persona: PersonaState, prompts: PromptSet) -> str:
     content = card_content(persona)
     return prompts.render(
-        "character.md", name=persona.name, description=content.get("description") or "(no description)",
-        personality=content.get("personality") or "(not described)",
-        scenario=content.get("scenario") or "(not described)",
+        "character.md", name=persona.name, description=card_text(persona, "description") or "(no description)",
+        personality=card_text(persona, "personality") or "(not described)",
+        scenario=card_text(persona, "scenario") or "(not described)",
         big_five=_scores(content.get("big_five", {})), hard_goals=_listed(persona.hard_goals),
         active_goal=persona.active_hard_goal or "(every hard goal is met)",
         soft_goals=_listed(tuple(persona.soft_goals)), emotions=_scores(persona.emotions),
@@ -109,6 +120,6 @@ def data_message(data: object) -> ChatMessage:
 
 
 __all__ = [
-    "PERSONA_PROMPTS", "PERSONA_TEMPLATES", "card_content", "character_block", "data_message",
+    "PERSONA_PROMPTS", "PERSONA_TEMPLATES", "card_content", "card_text", "character_block", "data_message",
     "default_persona_prompts", "load_persona_prompts", "persona_prompt_set", "request",
 ]

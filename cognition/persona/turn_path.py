@@ -17,10 +17,12 @@ one fenced append. A model failure on the path raises (nothing is appended; the 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from mirror.cognition.embeddings import Embedder
 from mirror.cognition.errors import CognitionError
@@ -31,12 +33,23 @@ from mirror.cognition.prompts import PromptSet
 from mirror.cognition.responses import one_copy
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey
-from mirror.events.payloads import Appraisal, Interpretation, PersonaChosen, Plan, Provenance, Retrieval, Turn
+from mirror.events.payloads import (
+    Appraisal,
+    Greeting,
+    Interpretation,
+    Payload,
+    PersonaChosen,
+    Plan,
+    Provenance,
+    Retrieval,
+    Turn,
+)
 from mirror.projections.persona import PersonaState
 from mirror.projections.state import ConversationState
 
+from .macros import DEFAULT_USER_NAME, substitute
 from .model import Persona, canonical_json
-from .prompting import card_content, character_block, request
+from .prompting import card_text, character_block, request
 from .retrieval import Retrieved, retrieve
 
 log = logging.getLogger(__name__)
@@ -59,13 +72,15 @@ def _text(response: ChatResponse, step: str) -> str:
     return text
 
 
-async def choose_persona(persona: Persona, embedder: Embedder | None, order: str = "appraisal_first") -> PersonaChosen:
-    """The ``persona`` event that makes a conversation this character; the biography is embedded
+async def choose_persona(persona: Persona, embedder: Embedder | None, order: str = "appraisal_first",
+                         user_name: str = DEFAULT_USER_NAME) -> PersonaChosen:
+    """The ``persona`` event that makes a conversation this character, talking to ``user_name``;
+    the biography (lorebook entries included) is recorded with its macros substituted and embedded
     once here (one call; without an embedder, or if it fails, retrieval ranks the biography by
     importance alone)."""
     if order not in PLAN_ORDERS:
         raise ValueError(f"unknown order {order!r}; choose one of {', '.join(PLAN_ORDERS)}")
-    texts = [entry.text for entry in persona.biography]
+    texts = [persona.said(entry.text, user_name) for entry in persona.biography]
     vectors: tuple[bytes, ...] = ()
     model = fingerprint = ""
     if embedder is not None and texts:
@@ -83,7 +98,33 @@ async def choose_persona(persona: Persona, embedder: Embedder | None, order: str
         biography=tuple(texts), biography_importance=tuple(entry.importance for entry in persona.biography),
         biography_embeddings=vectors, embedding_model=model, embedding_fingerprint=fingerprint,
         order=order,  # type: ignore[arg-type]  # checked against PLAN_ORDERS above
+        user_name=user_name,
     )
+
+
+def greeting_of(chosen: PersonaChosen) -> Greeting | None:
+    """The greeting that opens a conversation with ``chosen``: its card's ``first_mes``, macros
+    substituted for its user (``None``: the card has none). A function of the ``persona`` event
+    alone, so ``replay verify`` makes it again from the log."""
+    card = _card(chosen.card)
+    text = card.get("first_mes")
+    if not isinstance(text, str) or not text.strip():
+        return None
+    return Greeting(substitute(text, char=chosen.name, user=chosen.user_name, card=card).strip(), chosen.version)
+
+
+def opening(chosen: PersonaChosen) -> tuple[Payload, ...]:
+    """What choosing a persona appends, in order: the ``persona`` event, then its greeting (if any)."""
+    greeting = greeting_of(chosen)
+    return (chosen,) if greeting is None else (chosen, greeting)
+
+
+def _card(card: str) -> dict[str, Any]:
+    try:
+        value = json.loads(card)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +137,8 @@ class PersonaTurn:
     thoughts: tuple[Thought, ...]
     step_ms: dict[str, float]
     llm_ms: float
+    finish_reason: str = "stop"
+    """The formulation's, as the model said (``length``: its ``max_tokens`` cut the reply)."""
 
     def events(self, key: StreamKey, first_seq: int, turn: int, causation: str | None,
                timestamp: float | None) -> list[Event]:
@@ -144,7 +187,6 @@ async def persona_turn(state: ConversationState, message: str, llm: LLM, embedde
     persona = _persona(state)
     turn = state.turn_count
     character = character_block(persona, prompts)
-    content = card_content(persona)
     step_ms: dict[str, float] = {}
     llm_ms = 0.0
     thoughts: list[Thought] = []
@@ -202,11 +244,12 @@ async def persona_turn(state: ConversationState, message: str, llm: LLM, embedde
                            round(llm_ms, 3))
     started = time.perf_counter()
     system = prompts.render(
-        "formulation.md", system_prompt=content.get("system_prompt") or "", character=character, memories=memories,
+        "formulation.md", system_prompt=card_text(persona, "system_prompt"), character=character, memories=memories,
         interpretation=interpretation.text, appraisal=said["appraisal"], plan=said["plan"], name=persona.name,
-        examples=content.get("mes_example") or "(none given)",
+        examples=card_text(persona, "mes_example") or "(none given)",
     )
-    after = [ChatMessage("system", content["post_history_instructions"])] if content.get("post_history_instructions") else []
+    after_text = card_text(persona, "post_history_instructions")
+    after = [ChatMessage("system", after_text)] if after_text else []
     response = await chat_to(llm, request(system, _history(state, message, config, system, after)[1:], prompts, config,
                                           max_tokens=config.talker_max_tokens),
                              None if on_token is None else StrippedTokens(on_token))
@@ -219,8 +262,9 @@ async def persona_turn(state: ConversationState, message: str, llm: LLM, embedde
                                                 lambda text: replace(said_turn, reply=text.strip()))))
     llm_ms += response.provenance.latency_ms
     step_ms["formulation"] = (time.perf_counter() - started) * 1000
-    return PersonaTurn(reply, tuple(thoughts), {name: round(ms, 3) for name, ms in step_ms.items()}, round(llm_ms, 3))
+    return PersonaTurn(reply, tuple(thoughts), {name: round(ms, 3) for name, ms in step_ms.items()}, round(llm_ms, 3),
+                       response.finish_reason)
 
 
-__all__ = ["EMBED_TIMEOUT_S", "NotAPersona", "PLAN_ORDERS", "PersonaTurn", "choose_persona", "memories_block",
-           "persona_turn"]
+__all__ = ["EMBED_TIMEOUT_S", "NotAPersona", "PLAN_ORDERS", "PersonaTurn", "choose_persona", "greeting_of",
+           "memories_block", "opening", "persona_turn"]

@@ -140,7 +140,7 @@ async def _chunks(relay: TurnRelay, item: str | TurnResult, identifier: str, bod
         return
     if delta:  # a reply that came whole: its role chunk, then the rest
         yield _data(chunk(identifier, model, created, {**delta, "content": item.reply}))
-    yield _data(chunk(identifier, model, created, {}, "stop", mirror=mirror_extension(item, conversation)))
+    yield _data(chunk(identifier, model, created, {}, item.finish_reason, mirror=mirror_extension(item, conversation)))
     if body.include_usage():
         final = chunk(identifier, model, created, {}, usage=usage(item))
         final["choices"] = []

@@ -196,7 +196,7 @@ def completion(identifier: str, model: str, result: TurnResult, conversation: st
     return {
         "id": identifier, "object": "chat.completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": result.reply},
-                     "finish_reason": "stop", "logprobs": None}],
+                     "finish_reason": result.finish_reason, "logprobs": None}],
         "usage": usage(result), "mirror": mirror_extension(result, conversation),
     }
 

@@ -4,13 +4,21 @@ the character's state.
 - ``POST /v1/personas[?name=NAME]``: store a persona — the body is a Character Card V2/V3 as JSON
   or PNG, or a native persona as JSON (``Content-Type: application/toml`` for TOML); the whole
   file is validated (400 naming the key otherwise); 201 with its name and version.
-- ``GET /v1/personas``: the tenant's personas; ``GET /v1/personas/{name}``: one, as the cycle uses it.
-- ``POST /v1/conversations/{id}`` with ``{"mind": "persona", "persona": NAME | CARD, "order": …}``:
-  fix a new conversation's mind before its first turn (a first turn can do the same with the same
-  fields); the same choice again is a no-op, another one a 409.
+- ``GET /v1/personas``: the tenant's personas; ``GET /v1/personas/{name}[?user_name=NAME]``: one,
+  as the cycle uses it (the card's text with its macros substituted for that user, the greeting).
+- ``POST /v1/personas/{name}/lorebook[?book_name=NAME]``: attach a lorebook — a SillyTavern World
+  Info file (or a bare ``character_book``) as JSON — to a stored persona, replacing the lorebook it
+  had; 200 with the persona as the cycle now uses it.
+- ``POST /v1/conversations/{id}`` with ``{"mind": "persona", "persona": NAME | CARD, "order": …,
+  "user_name": …}``: fix a new conversation's mind before its first turn (a first turn can do the
+  same with the same fields); the same choice again is a no-op, another one a 409. Choosing a
+  persona appends its card's greeting (``first_mes``) as the conversation's first assistant message.
 - ``GET /v1/conversations/{id}/persona[?at=SEQ]``: emotion, relationship, goals (the active hard
-  goal, the soft goals), the last appraisal, plan and interpretation — now from the live
-  conversation, or at any seq from the log (time travel).
+  goal, the soft goals), the last appraisal, plan and interpretation, the greeting and the user's
+  name — now from the live conversation, or at any seq from the log (time travel).
+
+A persona is named by its stored name or by the name its card shows (``Seraphina`` for the card
+stored as ``seraphina``; :meth:`~mirror.gateway.personas.PersonaStore.find`).
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel
 
-from mirror.cognition.persona import Persona, from_document, persona_from_bytes
+from mirror.cognition.persona import Persona, from_document, lorebook_from_bytes, persona_from_bytes, with_lorebook
 from mirror.cognition.persona.choice import MindChoice
 from mirror.events.ids import StreamKey
 from mirror.gateway.personas import persona_slug
@@ -42,24 +50,24 @@ class MindIn(BaseModel):
     """For ``persona``: a name from the tenant's persona store, or a card (V2/V3 JSON) or native persona."""
     order: Literal["appraisal_first", "plan_first"] | None = None
     """Which of plan and appraisal comes first (default appraisal first)."""
+    user_name: str | None = None
+    """For ``persona``: who the character talks to — what the card's ``{{user}}`` becomes (default ``User``)."""
 
 
 async def _persona(runtime: GatewayRuntime, tenant: str, persona: str | dict[str, Any]) -> Persona:
     if isinstance(persona, dict):
         return from_document(persona, "request body's persona", "json")
-    found = await runtime.personas.get(await runtime.bus(), tenant, persona)
-    if found is None:
-        raise HTTPException(404, f"no persona {persona!r} in this tenant's store (POST /v1/personas first)")
+    _, found = await runtime.personas.find(await runtime.bus(), tenant, persona)
     return found
 
 
 async def mind_choice(runtime: GatewayRuntime, tenant: str, body: MindIn) -> MindChoice | None:
     """The choice a request's ``mind`` / ``persona`` / ``order`` make (``None``: none asked); 400/404 otherwise."""
-    if body.mind is None and body.persona is None and body.order is None:
+    if body.mind is None and body.persona is None and body.order is None and body.user_name is None:
         return None
     mind = body.mind or ("persona" if body.persona is not None else "mirror")
     persona = None if body.persona is None else await _persona(runtime, tenant, body.persona)
-    return MindChoice(mind, persona, body.order or "appraisal_first")
+    return MindChoice(mind, persona, body.order or "appraisal_first", body.user_name)
 
 
 @router.post("/v1/personas", status_code=201)
@@ -84,9 +92,28 @@ async def list_personas(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
 
 
 @router.get("/v1/personas/{name}")
-async def get_persona(name: str, owner: Tenant, runtime: Runtime) -> dict[str, Any]:
-    persona = await _persona(runtime, owner, name)
-    return {"name": name, "version": persona.version, "persona": persona.view()}
+async def get_persona(name: str, owner: Tenant, runtime: Runtime,
+                      user_name: str | None = Query(None, description="the user the card's {{user}} names (default User)")
+                      ) -> dict[str, Any]:
+    stored, persona = await runtime.personas.find(await runtime.bus(), owner, name)
+    return {"name": stored, "version": persona.version, "persona": persona.view(user_name)}
+
+
+@router.post("/v1/personas/{name}/lorebook")
+async def attach_lorebook(name: str, request: Request, owner: Tenant, runtime: Runtime,
+                          book_name: str | None = Query(None, description="the lorebook's name (default: the file's own, else none)")
+                          ) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw:
+        raise HTTPException(400, "the body is empty: send a World Info lorebook (JSON)")
+    if len(raw) > MAX_PERSONA_BYTES:
+        raise HTTPException(413, f"the lorebook is {len(raw)} bytes; the limit is {MAX_PERSONA_BYTES}")
+    book = lorebook_from_bytes(raw, "request body", book_name or "")
+    bus = await runtime.bus()
+    stored, persona = await runtime.personas.find(bus, owner, name)
+    attached = with_lorebook(persona, book, "request body")
+    await runtime.personas.put(bus, owner, stored, attached)
+    return {"name": stored, "version": attached.version, "persona": attached.view()}
 
 
 @router.post("/v1/conversations/{conversation}")
@@ -112,4 +139,5 @@ async def get_persona_state(conversation: str, owner: Tenant, runtime: Runtime,
         raise HTTPException(404, f"conversation {conversation!r} is not a persona (its mind is mirror)"
                                  if state.turn_count or at is None or at >= last_seq else
                                  f"conversation {conversation!r} had no persona at seq {at}")
-    return {"id": conversation, "seq": state.last_seq, "turns": state.turn_count, **state.persona.view()}
+    return {"id": conversation, "seq": state.last_seq, "turns": state.turn_count, **state.persona.view(),
+            "greeting": state.greeting}

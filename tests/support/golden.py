@@ -24,7 +24,9 @@ from the same events (``PROJECTION_VERSION``), the logs stay and only their expe
 folded again: ``python -m tests.support.golden --expected`` (:func:`refresh_expected`). Issue 23
 did both: the logs of turn schema 3 stayed, their expected states gained the reflection fields,
 and ``reflection`` (turn v4, insight v2, reflection v2) was added. Issue 25 added ``persona``
-(the persona mind's nine event types).
+(the persona mind's nine event types). Issue 35 added ``greeting`` (``persona`` v2 with the
+user's name, the ``greeting`` event), with SillyTavern's own card; the ``persona`` log stays as
+the persona events' version 1.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from mirror.cognition.openai_client import LLMSettings
 from mirror.cognition.persona import EXAMPLES, read_persona
 from mirror.cognition.persona.background import PERSONA_STAGES, persona_step
 from mirror.cognition.persona.prompting import default_persona_prompts
-from mirror.cognition.persona.turn_path import choose_persona, persona_turn
+from mirror.cognition.persona.turn_path import choose_persona, opening, persona_turn
 from mirror.cognition.pipeline import MirrorConfig, Thinking, talk, think
 from mirror.cognition.prompts import PromptSet, default_prompt_set
 from mirror.cognition.reflection import DEFAULT_POLICY, draw_insight, due, reflect
@@ -64,7 +66,7 @@ from tests.support.sim import SIM_MODEL, sim_client
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 EXPECTED = GOLDEN / "expected.json"
-LOGS = ("conversation", "prototype", "memory", "recompute", "reflection", "persona")
+LOGS = ("conversation", "prototype", "memory", "recompute", "reflection", "persona", "greeting")
 """Logs that must fold to their expected states and verify with no divergence."""
 DIVERGENT = "divergent"
 """A log whose recorded narrative was edited after the fact: verify must find it."""
@@ -367,6 +369,36 @@ async def _persona(sim: SimLLMServer) -> list[Event]:
     return writer.events
 
 
+SERAPHINA = Path(__file__).resolve().parent.parent / "cards" / "default_Seraphina.png"
+"""SillyTavern's default card (tests/cards/README.md): its text and lorebook say ``{{user}}`` and ``{{char}}``."""
+GREETING_MESSAGES = ("Where am I? What happened to me?", "Tell me about Eldoria and the Shadowfangs.")
+
+
+async def _greeting(sim: SimLLMServer) -> list[Event]:
+    """Cards as front ends write them (``persona`` v2 with its ``user_name``, ``greeting`` v1):
+    Seraphina chosen for a user called Ada — her lorebook recorded with the macros substituted,
+    her greeting (``first_mes``) the conversation's first assistant message — and two turns
+    through the turn path, each with its background steps."""
+    key = StreamKey("golden", "greeting")
+    prompts = default_persona_prompts()
+    async with sim_client(sim) as llm:
+        writer = _Writer(key, llm)
+        config = dataclasses.replace(writer.config, mode="baseline", memory=False, reflection=False)
+        for payload in opening(await choose_persona(read_persona(SERAPHINA), None, user_name="Ada")):
+            writer.append(payload)
+        for message in GREETING_MESSAGES:
+            basis = writer.state
+            said = await persona_turn(basis, message, llm, None, prompts, config)
+            for event in said.events(key, basis.last_seq + 1, basis.turn_count, writer.events[-1].id, START):
+                writer._apply(dataclasses.replace(event, timestamp=START + event.seq, provenance=_steady(event.provenance)))
+            for stage in PERSONA_STAGES:
+                assert writer._step(await persona_step(writer.state, stage, llm, None, prompts, config))
+    state = writer.state
+    assert state.greeting and "Seraphina" in state.greeting and "{{" not in state.greeting, state.greeting
+    assert state.persona is not None and not any("{{" in entry for entry in state.persona.biography)
+    return writer.events
+
+
 def _log_of(events: Iterable[Event]) -> InMemoryEventLog:
     log = InMemoryEventLog()
     log.add(events)
@@ -411,7 +443,8 @@ async def add_log(name: str) -> None:
     """Write one new golden log and add its expected results, leaving every other log and its
     results as they are (what a new event type needs: the old logs are the past)."""
     with SimLLMServer(SimSettings()) as sim:
-        events = {"memory": _memory, "recompute": _recompute, "reflection": _reflection, "persona": _persona}[name]
+        events = {"memory": _memory, "recompute": _recompute, "reflection": _reflection, "persona": _persona,
+                  "greeting": _greeting}[name]
         write_log(name, await events(sim))
     expected = json.loads(EXPECTED.read_text())
     for branch, result in (await fold_and_verify([decode(record) for record in read_log(name)])).items():

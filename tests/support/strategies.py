@@ -33,6 +33,7 @@ from mirror.events.payloads import (
     Episode,
     Fork,
     GoalUpdate,
+    Greeting,
     Insight,
     Interpretation,
     MemoryStep,
@@ -248,6 +249,7 @@ def persona_chosen_payloads(text: st.SearchStrategy[str] = texts) -> st.SearchSt
         biography=st.lists(text, max_size=3).map(tuple), biography_importance=st.lists(finite_floats, max_size=3).map(tuple),
         biography_embeddings=st.lists(vector_bytes, max_size=3).map(tuple), embedding_model=text,
         embedding_fingerprint=fingerprints, order=st.sampled_from(("appraisal_first", "plan_first")),
+        user_name=text,
     )
 
 
@@ -300,6 +302,7 @@ PAYLOAD_STRATEGIES: dict[type[Payload], st.SearchStrategy[Payload]] = {
     RelationshipUpdate: relationship_payloads(),
     GoalUpdate: goal_payloads(),
     Episode: episode_payloads(),
+    Greeting: st.builds(Greeting, text=texts, persona_version=fingerprints, source=st.just("first_mes")),  # cards (issue 35)
 }
 assert set(PAYLOAD_STRATEGIES) == set(PAYLOAD_TYPES), "a payload type has no strategy"
 

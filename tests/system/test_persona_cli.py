@@ -66,7 +66,8 @@ def test_chat_with_a_persona_file_shows_a_mood_line_after_each_reply(stack: Embe
         replies = [e["payload"]["reply"] for e in client.get("/v1/conversations/wren-piped/events",
                                                               params={"limit": 1000}).json()["events"] if e["type"] == "turn"]
     shown = [line.removeprefix("mirror> ") for line in result.stdout.splitlines() if line.startswith("mirror> ")]
-    assert shown == replies and len(replies) == 2, result.stdout
+    assert shown[0].startswith("*Wren looks up")  # her card's greeting opens the conversation
+    assert shown[1:] == replies and len(replies) == 2, result.stdout
     with api(stack) as client:
         assert client.get("/v1/conversations/wren-piped/persona").json()["order"] == "plan_first"
     again = mirror("chat", "wren-piped", "--url", stack.url, "--token", stack.token,

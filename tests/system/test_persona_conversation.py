@@ -23,6 +23,7 @@ from mirror.events.payloads import (
     EmotionUpdate,
     Episode,
     GoalUpdate,
+    Greeting,
     Interpretation,
     PersonaChosen,
     Plan,
@@ -69,7 +70,8 @@ async def test_a_persona_turn_records_every_step_then_the_background_updates(run
     assert all(0.0 <= value <= 1.0 for value in state.persona.emotions.values())
     events = await log_events(runtime, key)
     types = [type(event.payload) for event in events]
-    assert types == [PersonaChosen, *PATH_TYPES, *BACKGROUND_TYPES, *PATH_TYPES, *BACKGROUND_TYPES]
+    assert types == [PersonaChosen, Greeting, *PATH_TYPES, *BACKGROUND_TYPES, *PATH_TYPES, *BACKGROUND_TYPES]
+    assert state.greeting is not None and state.greeting.startswith("*Wren looks up")
     assert fold(events) == state
     report = await verify_events(key, initial_state(key), events, default_prompt_set())
     assert report.ok, report.divergences

@@ -94,7 +94,8 @@ def test_the_mind_can_be_chosen_before_the_first_turn_with_a_card_in_the_body(st
         assert chosen.status_code == 200 and chosen.json()["mind"] == "persona", chosen.text
         assert client.post("/v1/conversations/chosen", json={"mind": "persona", "persona": card,
                                                              "order": "plan_first"}).status_code == 200  # the same: no-op
-        assert client.get("/v1/conversations/chosen").json()["last_seq"] == 1
+        assert client.get("/v1/conversations/chosen").json()["last_seq"] == 2  # the persona and its greeting
+        assert chosen.json()["greeting"].startswith("*Wren looks up")
         assert client.post("/v1/conversations/chosen", json={"mind": "persona", "persona": card}).status_code == 409
         turned = client.post("/v1/conversations/chosen/turns", json={"message": "Hi."})
         assert turned.status_code == 200 and list(turned.json()["steps_ms"])[2:4] == ["plan", "appraisal"]

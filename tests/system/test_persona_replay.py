@@ -98,8 +98,8 @@ async def test_verify_replays_every_persona_step_with_no_call(runtime: RuntimeSe
     report = await verified(key, events)
     assert report.ok, report.divergences
     assert report.model_calls == 0 and report.embedding_calls == 0
-    # the persona event, then per turn its path and four background steps
-    assert report.steps == 1 + len(MESSAGES) * 5
+    # the persona event, its greeting, then per turn its path and four background steps
+    assert report.steps == 2 + len(MESSAGES) * 5
     assert report.persona_prompt_set == persona_prompt_set().version
     assert report.unverifiable == 0
 
@@ -112,7 +112,7 @@ async def test_a_failed_background_step_replays_as_it_failed(runtime: RuntimeSet
     report = await verified(key, events)
     assert report.ok, report.divergences
     assert report.model_calls == 0 and report.embedding_calls == 0
-    assert report.steps == 1 + 2 * 5 + 1  # the failure is a step of its own, not a MIRROR thinking step
+    assert report.steps == 2 + 2 * 5 + 1  # the failure is a step of its own, not a MIRROR thinking step
 
 
 async def test_an_edited_appraisal_or_emotion_is_a_divergence(runtime: RuntimeSettings) -> None:
@@ -208,7 +208,7 @@ async def test_recompute_with_a_changed_appraisal_template_rethinks_the_persona(
     first = next(e.payload for e in recorded if isinstance(e.payload, Interpretation))
     assert next(e.payload for e in own if isinstance(e.payload, Interpretation)) == first  # think.md did not change
     assert checked.ok, checked.divergences
-    assert checked.model_calls == 0 and checked.embedding_calls == 0 and checked.steps == 1 + 2 * 5
+    assert checked.model_calls == 0 and checked.embedding_calls == 0 and checked.steps == 2 + 2 * 5
     assert by_itself.ok and by_itself.persona_prompt_set == persona_prompts.version, by_itself.divergences
     assert by_itself.model_calls == 0 and by_itself.steps == checked.steps
     assert not unchanged.ok and unchanged.model_calls == 0

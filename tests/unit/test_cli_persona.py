@@ -19,8 +19,9 @@ def test_show_json_prints_the_persona_as_mirror_uses_it(monkeypatch: pytest.Monk
     ran = run_main(monkeypatch, capsys, "persona", "show", str(ODILE), "--json")
     assert ran.code == 0, ran.err
     shown = json.loads(ran.out)
-    assert set(shown) == {"name", "big_five", "hard_goals", "soft_goals", "biography", "emotions", "relationship",
-                          "source_format", "version"}
+    assert set(shown) == {"name", "user_name", "description", "personality", "scenario", "greeting",
+                          "example_messages", "system_prompt", "post_history_instructions", "big_five", "hard_goals",
+                          "soft_goals", "biography", "emotions", "relationship", "source_format", "version"}
     assert shown == read_persona(ODILE).view() and shown["source_format"] == "chara_card_v3+png"
 
 

@@ -16,7 +16,9 @@ const SAY = {
     clip(p.portrait, 90),
   thinker_failed: (p) => `${p.stage} failed (${p.error_type}, attempt ${p.attempt}): ${clip(p.message, 100)}`,
   fork: (p) => `branched from ${p.parent_branch}@${p.fork_seq}${p.reason ? `: ${clip(p.reason, 60)}` : ""}`,
-  persona: (p) => `persona ${p.name} (${String(p.version).slice(0, 12)}), ${p.order}`,
+  persona: (p) => `persona ${p.name} (${String(p.version).slice(0, 12)}), ${p.order}` +
+    (p.user_name ? `, talking to ${p.user_name}` : ""),
+  greeting: (p) => `greeting: ${clip(p.text, 130)}`,
   interpretation: (p) => clip(p.text, 140),
   retrieval: (p) => `retrieved ${(p.episode_turns || []).length} episodes` +
     `${(p.episode_turns || []).length ? ` (of ${(p.episode_turns).map((t) => turnLabel(t)).join(", ")})` : ""}` +
