@@ -53,6 +53,7 @@ from mirror.projections.persona import PersonaState
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes
 from mirror.projections.state import ConversationState, initial_state
 
+from .branching import place
 from .clients import ConversationClients
 from .errors import Fenced, IdempotencyKeyReused, Passivated, SettingConflict
 from .persona_mind import persona_event, persona_to_record
@@ -134,14 +135,26 @@ class Conversation:
             if clients.owned:
                 await clients.close()
             raise
-        if writer.state.turn_count:  # how its first turn fixed it to think, whatever the stack's default is now
-            recorded, reflects = writer.state.memory, writer.state.reflection
-            self.config = replace(self.config, mode=writer.state.mode,  # type: ignore[arg-type]  # a recorded Mode
-                                  memory=self.config.memory if recorded is None else recorded,
-                                  reflection=self.config.reflection if reflects is None else reflects)
+        self.config = self._recorded_config(writer.state)
         if self._unfinished(writer.state):
             self._start_thinking()  # a step left unthought by the previous incarnation
         return self
+
+    def _recorded_config(self, state: ConversationState) -> MirrorConfig:
+        """How the turns of ``state`` fixed it to think, whatever the stack's default is now (the
+        config as it is, before a first turn)."""
+        if not state.turn_count:
+            return self.config
+        recorded, reflects = state.memory, state.reflection
+        return replace(self.config, mode=state.mode,  # type: ignore[arg-type]  # a recorded Mode
+                       memory=self.config.memory if recorded is None else recorded,
+                       reflection=self.config.reflection if reflects is None else reflects)
+
+    def _adopted_config(self, state: ConversationState) -> MirrorConfig:
+        """The settings a client's adopted exchanges are recorded with on ``state``'s branch."""
+        if state.persona is not None:  # a persona's turns run the persona cycle alone
+            return replace(self.config, mode="baseline", memory=False, reflection=False)
+        return self._recorded_config(state)
 
     def _unfinished(self, state: ConversationState) -> bool:
         """Is a thinking stage left to do for the newest turn (:data:`~mirror.cognition.stages.STAGES`)?"""
@@ -284,6 +297,13 @@ class Conversation:
             await self._idle.wait()
         self.llm.check()  # the fair share's refusal (429/503) before any work, not after the recall
         writer = self._writer()
+        if request.continuation is not None:  # placed by the client's transcript (issue 35)
+            try:
+                await place(writer, request.continuation, self.log, prompts=self.prompts,
+                            persona_prompts=self.persona_prompts, config=self._adopted_config)
+            except AppendConflict as conflict:
+                raise self._fenced_off(conflict) from conflict
+            self.config = self._recorded_config(writer.state)
         chosen = await persona_to_record(self.key, writer.state, request.mind, self.embedder)
         if chosen is not None or writer.state.persona is not None:
             for setting in ("mode", "memory", "reflection"):
@@ -297,7 +317,8 @@ class Conversation:
         try:
             composed, event = await writer.take_turn(request.message, llm=self.llm, prompts=self.prompts,
                                                      config=self.config, recaller=self._recall, on_token=on_token,
-                                                     idempotency_key=request.idempotency_key)
+                                                     idempotency_key=request.idempotency_key,
+                                                     instructions=request.instructions)
         except LLMError as failure:  # nothing was appended; the gateway answers it as a 502 or 503
             failure.during("talker")
             raise
@@ -333,7 +354,8 @@ class Conversation:
         try:
             composed, turn = await writer.take_persona_turn(
                 request.message, llm=self.llm, embedder=self.embedder, prompts=self.persona_prompts,
-                config=self.config, chosen=chosen, on_token=on_token, idempotency_key=request.idempotency_key)
+                config=self.config, chosen=chosen, on_token=on_token, idempotency_key=request.idempotency_key,
+                instructions=request.instructions)
         except LLMError as failure:  # nothing was appended; the gateway answers it as a 502 or 503
             failure.during("talker")
             raise

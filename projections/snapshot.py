@@ -40,8 +40,10 @@ from .state import (
     TurnRecord,
 )
 
-PROJECTION_VERSION = 9
+PROJECTION_VERSION = 10
 """Bump on any change to what the conversation projection computes or how it is stored.
+
+10: ``instructions`` and ``instructions_seq`` (the client's system text), from ``instructions`` events.
 
 9: ``keyed_turns`` (the idempotency keys of the newest turns), from ``turn`` events.
 
@@ -175,6 +177,7 @@ def _state_record(state: ConversationState) -> dict[str, Any]:
         "fork": _flat(state.fork),
         "persona": _persona_record(state.persona),
         "keyed_turns": [_flat(keyed) for keyed in state.keyed_turns],
+        "instructions": [state.instructions, state.instructions_seq],
     }
 
 
@@ -217,6 +220,8 @@ def _state_from(record: dict[str, Any]) -> ConversationState:
         fork=_unflat(ForkInfo, record["fork"]),
         persona=_persona_from(record["persona"]),
         keyed_turns=tuple(_unflat(KeyedTurn, values) for values in record["keyed_turns"]),
+        instructions=record["instructions"][0],
+        instructions_seq=record["instructions"][1],
     )
 
 

@@ -197,6 +197,10 @@ class ConversationState:
     keyed_turns: tuple[KeyedTurn, ...] = ()
     """The newest turns whose requests carried an idempotency key, oldest first (bounded by
     ``limits.keyed_turns``)."""
+    instructions: str = ""
+    """The client's current instructions (its system messages; ``""``: none), from ``instructions``
+    events; ``instructions_seq`` is the event that set them."""
+    instructions_seq: int | None = None
 
     def keyed_turn(self, key: str) -> KeyedTurn | None:
         """The turn a request with idempotency key ``key`` appended, if it is still kept."""

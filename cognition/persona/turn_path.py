@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from mirror.cognition.embeddings import Embedder
 from mirror.cognition.errors import CognitionError
 from mirror.cognition.history import bound_history
+from mirror.cognition.instructions import PERSONA_BLOCK, with_block
 from mirror.cognition.llm import LLM, ChatMessage, ChatResponse, StrippedTokens, TokenSink, chat_to
 from mirror.cognition.pipeline import MirrorConfig, Thought, UnusableOutput, conversation_messages
 from mirror.cognition.prompts import PromptSet
@@ -206,6 +207,7 @@ async def persona_turn(state: ConversationState, message: str, llm: LLM, embedde
         interpretation=interpretation.text, appraisal=said["appraisal"], plan=said["plan"], name=persona.name,
         examples=content.get("mes_example") or "(none given)",
     )
+    system = with_block(system, state.instructions, PERSONA_BLOCK)  # the client's, beside the card (issue 35)
     after = [ChatMessage("system", content["post_history_instructions"])] if content.get("post_history_instructions") else []
     response = await chat_to(llm, request(system, _history(state, message, config, system, after)[1:], prompts, config,
                                           max_tokens=config.talker_max_tokens),
