@@ -150,11 +150,17 @@ class Conversation:
                        memory=self.config.memory if recorded is None else recorded,
                        reflection=self.config.reflection if reflects is None else reflects)
 
-    def _adopted_config(self, state: ConversationState) -> MirrorConfig:
-        """The settings a client's adopted exchanges are recorded with on ``state``'s branch."""
-        if state.persona is not None:  # a persona's turns run the persona cycle alone
-            return replace(self.config, mode="baseline", memory=False, reflection=False)
-        return self._recorded_config(state)
+    def _adopted_config(self, state: ConversationState, request: TurnRequest) -> MirrorConfig:
+        """The settings a client's adopted exchanges are recorded with on ``state``'s branch: its
+        turns', or before any, the ones ``request`` asks for (its turn must not conflict with them)."""
+        if state.persona is not None:
+            return replace(self.config, mode="baseline", memory=False, reflection=False)  # the persona cycle alone
+        config = self._recorded_config(state)
+        if state.turn_count:
+            return config
+        asked = {name: getattr(request, name) for name in ("mode", "memory", "reflection")
+                 if getattr(request, name) is not None}
+        return replace(config, **asked)
 
     def _unfinished(self, state: ConversationState) -> bool:
         """Is a thinking stage left to do for the newest turn (:data:`~mirror.cognition.stages.STAGES`)?"""
@@ -298,9 +304,13 @@ class Conversation:
         self.llm.check()  # the fair share's refusal (429/503) before any work, not after the recall
         writer = self._writer()
         if request.continuation is not None:  # placed by the client's transcript (issue 35)
+            placed = request.continuation
+            if request.mind is not None and request.mind.mind == "persona" and writer.state.persona is None:
+                placed = replace(placed, adopted=())  # a character starts from its card: no exchanges before it
             try:
-                await place(writer, request.continuation, self.log, prompts=self.prompts,
-                            persona_prompts=self.persona_prompts, config=self._adopted_config)
+                await place(writer, placed, self.log, prompts=self.prompts,
+                            persona_prompts=self.persona_prompts,
+                            config=lambda state: self._adopted_config(state, request))
             except AppendConflict as conflict:
                 raise self._fenced_off(conflict) from conflict
             self.config = self._recorded_config(writer.state)

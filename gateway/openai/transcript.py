@@ -42,7 +42,6 @@ The alignment itself (:func:`align`) is pure; :func:`logged_branches` reads the 
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -218,12 +217,13 @@ async def logged_branches(log: LogAccess, key: StreamKey, names: Sequence[str]) 
 async def placement(runtime: GatewayRuntime, key: StreamKey, transcript: Transcript,
                     idempotency_key: str | None) -> Placement:
     """Where ``transcript``'s turn goes in ``key``'s conversation: :func:`align` over the branches
-    the log holds (each read once the log has committed what the bus acknowledged). A request
+    the log holds, read once it has committed everything the bus held (a branch forked a moment
+    ago included). A request
     with no transcript reads nothing: it continues ``main``."""
     if not transcript.history:
         return Placement(MAIN_BRANCH, None, "none")
     log = await runtime.log(key.tenant)
+    await runtime.settled_tenant(key.tenant)  # every acknowledged event committed, a branch just forked too
     summaries = await log.conversations(key.tenant, key.conversation)
-    names = list(summaries[0].branches) if summaries else []
-    await asyncio.gather(*(runtime.settled(StreamKey(key.tenant, key.conversation, name)) for name in names))
+    names = [MAIN_BRANCH, *(name for name in (summaries[0].branches if summaries else ()) if name != MAIN_BRANCH)]
     return align(transcript, await logged_branches(log, key, names), idempotency_key)

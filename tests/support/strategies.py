@@ -31,6 +31,7 @@ from mirror.events.payloads import (
     Edge,
     EmotionUpdate,
     Episode,
+    Instructions,
     Fork,
     GoalUpdate,
     Insight,
@@ -300,6 +301,7 @@ PAYLOAD_STRATEGIES: dict[type[Payload], st.SearchStrategy[Payload]] = {
     RelationshipUpdate: relationship_payloads(),
     GoalUpdate: goal_payloads(),
     Episode: episode_payloads(),
+    Instructions: st.builds(Instructions, text=texts),  # (issue 35) the client's instructions
 }
 assert set(PAYLOAD_STRATEGIES) == set(PAYLOAD_TYPES), "a payload type has no strategy"
 
