@@ -4,7 +4,7 @@ Any client of the OpenAI Chat Completions protocol (the official SDKs, chat fron
 frameworks) talks to Mirror here; the native API (``/v1/conversations/...``) is unchanged.
 
 Lives here: the routes (``routes``), the request's reading and the response and chunk shapes
-(``shapes``), the model names and the mind and mode each selects (``catalog``), and the OpenAI
+(``shapes``), where a transcript places the turn among the conversation's branches (``transcript``), the model names and the mind and mode each selects (``catalog``), and the OpenAI
 error body these routes answer with (``errors``; :mod:`mirror.gateway.failures` asks
 :func:`~mirror.gateway.openai.errors.is_openai_path` which shape to answer with).
 
