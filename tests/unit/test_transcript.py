@@ -4,10 +4,11 @@ what counts as a divergence, where the fork goes, how the new branch is named.""
 from __future__ import annotations
 
 from mirror.cognition.instructions import instructions_change
+from mirror.cognition.turn import Continuation
 from mirror.events.ids import StreamKey
 from mirror.gateway.openai.shapes import ChatCompletionIn
 from mirror.gateway.openai.shapes import turn_message as read
-from mirror.gateway.openai.transcript import LoggedBranch, LoggedTurn, Transcript, align
+from mirror.gateway.openai.transcript import LoggedBranch, LoggedTurn, Placement, Transcript, align
 from mirror.projections.state import initial_state
 
 # main: turn 0 at seq 2 (its recall at 1), thinking at 3-4, turn 1 at 6 (recall 5), thinking 7-8
@@ -15,7 +16,13 @@ MAIN = LoggedBranch("main", (LoggedTurn(2, 1, "hi", "hello"), LoggedTurn(6, 5, "
 
 
 def body(*messages: tuple[str, str]) -> ChatCompletionIn:
-    return ChatCompletionIn(model="mirror", messages=[{"role": role, "content": text} for role, text in messages])
+    return ChatCompletionIn.model_validate({"model": "mirror",
+                                            "messages": [{"role": role, "content": text} for role, text in messages]})
+
+
+def continued(placement: Placement) -> Continuation:
+    assert placement.continuation is not None
+    return placement.continuation
 
 
 def test_the_request_is_read_as_instructions_exchanges_and_the_new_message() -> None:
@@ -39,13 +46,13 @@ def test_instructions_are_recorded_only_when_they_change() -> None:
 def test_no_transcript_continues_main_and_an_equal_one_its_branch() -> None:
     assert align(Transcript("x"), [MAIN]).branch == "main"
     placed = align(Transcript("more?", (("hi", "hello"), ("fruit?", " apple ")), history=True), [MAIN])
-    assert (placed.branch, placed.history, placed.continuation.turns, placed.continuation.parent) == ("main", "same", 2, None)
+    assert (placed.branch, placed.history, continued(placed).turns, continued(placed).parent) == ("main", "same", 2, None)
 
 
 def test_a_regeneration_forks_before_the_turn_and_is_named_for_it() -> None:
     placed = align(Transcript("fruit?", (("hi", "hello"),), history=True), [MAIN])
     assert placed.history == "forked" and placed.branch.startswith("regen-4-")
-    assert (placed.continuation.parent, placed.continuation.fork_seq, placed.continuation.turns) == ("main", 4, 1)
+    assert (continued(placed).parent, continued(placed).fork_seq, continued(placed).turns) == ("main", 4, 1)
     again = align(Transcript("fruit?", (("hi", "hello"),), history=True), [MAIN])
     assert again.branch == placed.branch  # deterministic
     taken = LoggedBranch(placed.branch, (MAIN.turns[0], LoggedTurn(10, 10, "fruit?", "pear")), "main", 4)
@@ -58,8 +65,8 @@ def test_a_regeneration_forks_before_the_turn_and_is_named_for_it() -> None:
 
 def test_an_edit_forks_at_the_first_difference_and_adopts_what_the_client_kept() -> None:
     placed = align(Transcript("and?", (("hey", "hello"), ("fruit?", "apple")), history=True), [MAIN])
-    assert placed.branch.startswith("edit-0-") and placed.continuation.fork_seq == 0
-    assert placed.continuation.adopted == (("hey", "hello"), ("fruit?", "apple"))
+    assert placed.branch.startswith("edit-0-") and continued(placed).fork_seq == 0
+    assert continued(placed).adopted == (("hey", "hello"), ("fruit?", "apple"))
     fork = LoggedBranch("edit-x", (LoggedTurn(2, 2, "hey", "hello"), LoggedTurn(3, 3, "fruit?", "apple"),
                                    LoggedTurn(5, 4, "and?", "yes")), "main", 0)
     follows = align(Transcript("so?", (("hey", "hello"), ("fruit?", "apple"), ("and?", "yes")), history=True),
@@ -67,9 +74,9 @@ def test_an_edit_forks_at_the_first_difference_and_adopts_what_the_client_kept()
     assert (follows.branch, follows.history) == ("edit-x", "same")
     # a branch's own first turn regenerated: the fork goes to the branch that owns that point (main)
     again = align(Transcript("hey", (), history=True), [MAIN, fork])
-    assert again.continuation.parent == "main" and again.continuation.fork_seq == 0
+    assert continued(again).parent == "main" and continued(again).fork_seq == 0
 
 
 def test_a_branch_shorter_than_the_transcript_adopts_the_rest() -> None:
     placed = align(Transcript("next", (("hi", "hello"), ("fruit?", "apple"), ("tree?", "oak")), history=True), [MAIN])
-    assert (placed.branch, placed.history, placed.continuation.adopted) == ("main", "adopted", (("tree?", "oak"),))
+    assert (placed.branch, placed.history, continued(placed).adopted) == ("main", "adopted", (("tree?", "oak"),))
