@@ -8,6 +8,7 @@ above it (``gateway``, ``stack``, ``harness``, ``cli``) import it, nothing below
 - ``conversation`` — one live conversation in plain asyncio (its settings, turns, thinking, snapshots);
 - ``rebuild`` — a conversation's state rebuilt on activation: the log's snapshot + tail, then the bus;
 - ``persona_mind`` — a conversation's choice of mind (the ``persona`` event a first turn records);
+- ``branching`` — a turn placed by its client's transcript: its branch checked, forked or caught up first;
 - ``handle`` — :class:`ConversationHandle`, the one typed way callers reach a live conversation;
 - ``token_stream`` — a streamed turn: the reply's pieces as they are written, then the acknowledged result;
 - ``conversation_actor`` — a conversation as a Ray actor of its own (the dedicated placement);

@@ -54,6 +54,7 @@ from mirror.projections.persona import PersonaState
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes
 from mirror.projections.state import ConversationState, initial_state
 
+from .branching import place
 from .clients import ConversationClients
 from .errors import Fenced, IdempotencyKeyReused, Passivated, SettingConflict
 from .persona_mind import persona_events, persona_to_record
@@ -141,14 +142,32 @@ class Conversation:
             if clients.owned:
                 await clients.close()
             raise
-        if writer.state.turn_count:  # how its first turn fixed it to think, whatever the stack's default is now
-            recorded, reflects = writer.state.memory, writer.state.reflection
-            self.config = replace(self.config, mode=writer.state.mode,  # type: ignore[arg-type]  # a recorded Mode
-                                  memory=self.config.memory if recorded is None else recorded,
-                                  reflection=self.config.reflection if reflects is None else reflects)
+        self.config = self._recorded_config(writer.state)
         if self._unfinished(writer.state):
             self._start_thinking()  # a step left unthought by the previous incarnation
         return self
+
+    def _recorded_config(self, state: ConversationState) -> MirrorConfig:
+        """How the turns of ``state`` fixed it to think, whatever the stack's default is now (the
+        config as it is, before a first turn)."""
+        if not state.turn_count:
+            return self.config
+        recorded, reflects = state.memory, state.reflection
+        return replace(self.config, mode=state.mode,  # type: ignore[arg-type]  # a recorded Mode
+                       memory=self.config.memory if recorded is None else recorded,
+                       reflection=self.config.reflection if reflects is None else reflects)
+
+    def _adopted_config(self, state: ConversationState, request: TurnRequest) -> MirrorConfig:
+        """The settings a client's adopted exchanges are recorded with on ``state``'s branch: its
+        turns', or before any, the ones ``request`` asks for (its turn must not conflict with them)."""
+        if state.persona is not None:
+            return replace(self.config, mode="baseline", memory=False, reflection=False)  # the persona cycle alone
+        config = self._recorded_config(state)
+        if state.turn_count:
+            return config
+        asked = {name: getattr(request, name) for name in ("mode", "memory", "reflection")
+                 if getattr(request, name) is not None}
+        return replace(config, **asked)
 
     def _unfinished(self, state: ConversationState) -> bool:
         """Is a thinking stage left to do for the newest turn (:data:`~mirror.cognition.stages.STAGES`)?"""
@@ -302,6 +321,17 @@ class Conversation:
             await self._idle.wait()
         self.llm.check()  # the fair share's refusal (429/503) before any work, not after the recall
         writer = self._writer()
+        if request.continuation is not None:  # placed by the client's transcript (issue 35)
+            placed = request.continuation
+            if request.mind is not None and request.mind.mind == "persona" and writer.state.persona is None:
+                placed = replace(placed, adopted=())  # a character starts from its card: no exchanges before it
+            try:
+                await place(writer, placed, self.log, prompts=self.prompts,
+                            persona_prompts=self.persona_prompts,
+                            config=lambda state: self._adopted_config(state, request))
+            except AppendConflict as conflict:
+                raise self._fenced_off(conflict) from conflict
+            self.config = self._recorded_config(writer.state)
         chosen = await persona_to_record(self.key, writer.state, request.mind, self.embedder)
         if chosen is not None or writer.state.persona is not None:
             for setting in ("mode", "memory", "reflection"):
@@ -315,7 +345,8 @@ class Conversation:
         try:
             composed, event = await writer.take_turn(request.message, llm=self.llm, prompts=self.prompts,
                                                      config=self.config, recaller=self._recall, on_token=on_token,
-                                                     idempotency_key=request.idempotency_key)
+                                                     idempotency_key=request.idempotency_key,
+                                                     instructions=request.instructions)
         except LLMError as failure:  # nothing was appended; the gateway answers it as a 502 or 503
             failure.during("talker")
             metrics.model_failed("talker", failure)
@@ -353,7 +384,8 @@ class Conversation:
         try:
             composed, turn = await writer.take_persona_turn(
                 request.message, llm=self.llm, embedder=self.embedder, prompts=self.persona_prompts,
-                config=self.config, chosen=chosen, on_token=on_token, idempotency_key=request.idempotency_key)
+                config=self.config, chosen=chosen, on_token=on_token, idempotency_key=request.idempotency_key,
+                instructions=request.instructions)
         except LLMError as failure:  # nothing was appended; the gateway answers it as a 502 or 503
             failure.during("talker")
             metrics.model_failed("talker", failure)

@@ -6,7 +6,8 @@
         ├── Fenced                   a conversation lost the single-writer fence and stopped
         ├── Passivated               a conversation is passivating: ask its new incarnation
         ├── SettingConflict          a turn asked for a mode (or memory) other than its conversation's
-        └── IdempotencyKeyReused     a turn's idempotency key names an earlier turn of another request
+        ├── IdempotencyKeyReused     a turn's idempotency key names an earlier turn of another request
+        └── HistoryMoved             a transcript-placed turn found its branch moved on since it was placed
 
 The rooms above keep their own errors beside the code that raises them (``mirror.sim.errors``,
 ``mirror.stack.errors``, ``mirror.cli.errors``, ``mirror.harness.errors``), each a
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from mirror.events.errors import MirrorError
 
-__all__ = ["ActorError", "Fenced", "IdempotencyKeyReused", "IngesterUnavailable", "Passivated", "SettingConflict"]
+__all__ = ["ActorError", "Fenced", "HistoryMoved", "IdempotencyKeyReused", "IngesterUnavailable", "Passivated", "SettingConflict"]
 
 
 class ActorError(MirrorError):
@@ -84,3 +85,17 @@ class IdempotencyKeyReused(ActorError):
         self.why = why
         super().__init__(f"idempotency key {idempotency_key!r} was used by the turn at seq {seq} of conversation {key} "
                          f"for another request ({why}); use a new key for a new request")
+
+
+class HistoryMoved(ActorError):
+    """A turn placed by its client's transcript (:class:`~mirror.cognition.turn.Continuation`)
+    found its branch other than the gateway saw it: another request appended to it, or forked the
+    same new branch first. Nothing is appended; sending the request again places it afresh
+    (the ``openai`` SDKs retry a 409 by themselves)."""
+
+    def __init__(self, key: object, expected: str, found: str) -> None:
+        self.key = key
+        self.expected = expected
+        self.found = found
+        super().__init__(f"conversation {key} moved on while this turn was placed: expected {expected}, found {found}; "
+                         "send the request again")

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 from mirror.cognition.errors import LLMError
 from mirror.cognition.history import THINKER_HISTORY_TOKENS, bound_history
+from mirror.cognition.instructions import TALKER_BLOCK, THINKER_BLOCK, with_block
 from mirror.cognition.llm import (
     LLM,
     ChatMessage,
@@ -171,6 +172,7 @@ def talker_request(state: ConversationState, user_message: str, prompts: PromptS
     else:
         context = state.narrative or "(no narrative yet: this is the start of the conversation)"
         system = prompts.render("talker.md", context=context, memory=memory)
+    system = with_block(system, state.instructions, TALKER_BLOCK)  # the client's, when it gave any
     history = bound_history(
         [ChatMessage("system", system), *conversation_messages(state), ChatMessage("user", user_message)],
         config.history_tokens,
@@ -204,6 +206,7 @@ def controller_request(state: ConversationState, threads: Threads, prompts: Prom
         previous_narrative=state.narrative or "(none yet: this is my first narrative)",
         reasoning=threads.reasoning, memory=threads.memory, goal=threads.goal,
     )
+    system = with_block(system, state.instructions, THINKER_BLOCK)
     return _request([ChatMessage("system", system), ChatMessage("user", "I write my new narrative now.")],
                     config, prompts, config.thinker_max_tokens)
 
@@ -215,6 +218,7 @@ def controller_only_request(state: ConversationState, prompts: PromptSet, config
         previous_narrative=state.narrative or "(none yet: this is my first narrative)",
         user_message=latest.user_message, reply=latest.reply,
     )
+    system = with_block(system, state.instructions, THINKER_BLOCK)
     return _request([ChatMessage("system", system), ChatMessage("user", "I write my new narrative now.")],
                     config, prompts, config.thinker_max_tokens)
 

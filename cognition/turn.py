@@ -33,11 +33,12 @@ from dataclasses import dataclass, replace
 
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey, event_id
-from mirror.events.payloads import PersonaChosen, Provenance, Turn
+from mirror.events.payloads import Instructions, PersonaChosen, Provenance, Turn
 from mirror.projections.conversation import apply
 from mirror.projections.state import ConversationState
 
 from .embeddings.port import Embedder
+from .instructions import instructions_change
 from .llm import LLM, TokenSink
 from .memory.turn import TurnRecall
 from .persona.choice import MindChoice
@@ -48,6 +49,28 @@ from .prompts import PromptSet
 
 class InvalidTurnRequest(ValueError):
     """A turn request that cannot be a turn: not a message, an unknown mode, a malformed idempotency key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """Where a turn goes in its branch's history, as the client's transcript placed it (issue 35).
+
+    Chat completions that resend the conversation are aligned against its branches
+    (:mod:`mirror.gateway.openai.transcript`); the gateway then sends the turn to the branch to
+    continue, with this. ``turns``: how many turns that branch held when the gateway looked (for a
+    new branch, how many it inherits): a branch that has moved on since is refused, never appended
+    to blindly. ``parent`` / ``fork_seq``: the branch is new, forked from ``parent`` after
+    ``fork_seq`` (a ``fork`` event starts it). ``adopted``: the client's own exchanges, (user,
+    reply), that the branch lacks after those turns (an earlier message edited, with the turns the
+    client kept after it): recorded as turns no model produced before the new one.
+    """
+
+    turns: int
+    parent: str | None = None
+    fork_seq: int = 0
+    adopted: tuple[tuple[str, str], ...] = ()
+    reason: str = ""
+    """Why a new branch was forked, in words (its ``fork`` event's ``reason``)."""
 
 
 MAX_KEY_CHARS = 255
@@ -75,12 +98,19 @@ class TurnRequest:
     idempotency_key: str | None = None
     """The client's key for this request (``Idempotency-Key``): a retry with it is answered with
     the turn it appended (the key is recorded in the ``turn`` event), never a second turn."""
+    instructions: str | None = None
+    """The client's instructions (its system text; ``""``: none). ``None``: keep the conversation's
+    current ones. A text other than the current one is recorded (an ``instructions`` event) with the turn."""
+    continuation: Continuation | None = None
+    """Where the turn goes in its branch's history (``None``: after whatever the branch holds)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.message, str):
             raise InvalidTurnRequest(f"a turn's message is text, not {type(self.message).__name__}")
         if self.mode is not None and self.mode not in MODES:
             raise InvalidTurnRequest(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
+        if self.instructions is not None and not isinstance(self.instructions, str):
+            raise InvalidTurnRequest(f"a turn's instructions are text, not {type(self.instructions).__name__}")
         key = self.idempotency_key
         if key is not None and not (isinstance(key, str) and 0 < len(key) <= MAX_KEY_CHARS
                                     and all("!" <= char <= "~" for char in key)):
@@ -125,15 +155,21 @@ class ComposedTurn:
     talk_ms: float
     finish_reason: str = "stop"
     """The Talker's, as the model said (``length``: its ``max_tokens`` cut the reply); ``stop`` for a kept reply."""
+    instructions: Instructions | None = None
+    """The client's new instructions, recorded first (the Talker read them)."""
 
     def events(self, key: StreamKey, first_seq: int, turn: int) -> list[Event]:
-        """The ``recall`` (if any) and the ``turn``, from ``first_seq`` on, of turn number ``turn``.
+        """The ``instructions`` and the ``recall`` (if any) and the ``turn``, from ``first_seq`` on,
+        of turn number ``turn``.
 
-        One clock reading for both (the recall's ``now``), so replay recomputes decay at the
+        One clock reading for all (the recall's ``now``), so replay recomputes decay at the
         instant the Talker saw it."""
         events = []
+        if self.instructions is not None:
+            events.append(make_event(key, first_seq, self.instructions, turn=turn, timestamp=self.timestamp))
         if self.recall is not None:
-            events.append(make_event(key, first_seq, self.recall.payload, turn=turn, causation=self.recall_causation,
+            events.append(make_event(key, first_seq + len(events), self.recall.payload, turn=turn,
+                                     causation=self.recall_causation,
                                      timestamp=self.timestamp))
         events.append(make_event(key, first_seq + len(events), self.turn, turn=turn, provenance=self.provenance,
                                  causation=self.causation, timestamp=self.timestamp))
@@ -149,14 +185,25 @@ def _last_event(state: ConversationState) -> str:
     return event_id(key.tenant, key.conversation, key.branch, state.last_seq)
 
 
+def _instructed(state: ConversationState, asked: str | None, now: float) -> tuple[ConversationState, Instructions | None]:
+    """The state a turn asking for instructions ``asked`` is made from, and the event recording
+    them (``None``: unchanged, nothing recorded)."""
+    change = instructions_change(state, asked)
+    if change is None:
+        return state, None
+    return apply(state, make_event(state.key, state.last_seq + 1, change, turn=state.turn_count, timestamp=now)), change
+
+
 async def compose_mirror_turn(
     state: ConversationState, message: str, *, llm: LLM, prompts: PromptSet, config: MirrorConfig, now: float,
     recaller: Recaller, kept: KeptReply | None = None, on_token: TokenSink | None = None,
-    idempotency_key: str | None = None,
+    idempotency_key: str | None = None, instructions: str | None = None,
 ) -> ComposedTurn:
     """The MIRROR turn for ``message`` from ``state`` at ``now``: recall, then the Talker (or the
-    ``kept`` reply). ``idempotency_key``: the request's, recorded in the ``turn``. LLM errors
-    propagate: nothing was appended."""
+    ``kept`` reply). ``idempotency_key``: the request's, recorded in the ``turn``; ``instructions``:
+    the client's, recorded first when they differ from the state's (the Talker reads them). LLM
+    errors propagate: nothing was appended."""
+    state, changed = _instructed(state, instructions, now)
     started = time.perf_counter()
     recalled = await recaller(state, message, now) if config.memory else None
     remembered = time.perf_counter()
@@ -171,7 +218,7 @@ async def compose_mirror_turn(
     talked = time.perf_counter()
     return ComposedTurn(turn, provenance, causation, recalled, _last_event(state), now,
                         recall_ms=(remembered - started) * 1000, talk_ms=(talked - remembered) * 1000,
-                        finish_reason=finish_reason)
+                        finish_reason=finish_reason, instructions=changed)
 
 
 def opening_events(key: StreamKey, first_seq: int, chosen: PersonaChosen, turn: int, timestamp: float | None) -> list[Event]:
@@ -193,10 +240,15 @@ class ComposedPersonaTurn:
     causation: str
     timestamp: float
     kept_causation: str | None = None
+    instructions: Instructions | None = None
+    """The client's new instructions, after a first turn's ``persona`` event and before the path."""
 
     def events(self, key: StreamKey, first_seq: int) -> list[Event]:
         events = [] if self.chosen is None else opening_events(key, first_seq, self.chosen, self.turn_index,
                                                                self.timestamp)
+        if self.instructions is not None:
+            events.append(make_event(key, first_seq + len(events), self.instructions, turn=self.turn_index,
+                                     timestamp=self.timestamp))
         path = self.said.events(key, first_seq + len(events), self.turn_index, self.causation, self.timestamp)
         if self.kept_causation is not None:  # a kept reply names the recorded turn it copies
             path[-1] = replace(path[-1], causation=self.kept_causation)
@@ -209,23 +261,24 @@ class ComposedPersonaTurn:
 async def compose_persona_turn(
     state: ConversationState, message: str, *, llm: LLM, embedder: Embedder | None, prompts: PromptSet,
     config: MirrorConfig, now: float, chosen: PersonaChosen | None = None, kept: KeptReply | None = None,
-    on_token: TokenSink | None = None, idempotency_key: str | None = None,
+    on_token: TokenSink | None = None, idempotency_key: str | None = None, instructions: str | None = None,
 ) -> ComposedPersonaTurn:
     """The persona's turn for ``message`` from ``state`` (after ``chosen``'s ``persona`` event, on a
-    first turn): its path's steps, then the formulation — or, ``kept``, the recorded reply after
-    the steps made again."""
+    first turn, and the client's changed ``instructions``): its path's steps, then the formulation
+    — or, ``kept``, the recorded reply after the steps made again."""
     key = state.key
     basis = state
     for event in [] if chosen is None else opening_events(key, state.last_seq + 1, chosen, state.turn_count, now):
         basis = apply(basis, event)
+    basis, changed = _instructed(basis, instructions, now)
     said = await persona_turn(basis, message, llm, embedder, prompts, config, on_token=on_token,
                               kept=None if kept is None else (kept.turn, kept.provenance),
                               idempotency_key=idempotency_key)
     return ComposedPersonaTurn(said, chosen, basis.turn_count, _last_event(basis), now,
-                               None if kept is None else kept.causation)
+                               None if kept is None else kept.causation, changed)
 
 
 __all__ = [
-    "MAX_KEY_CHARS", "ComposedPersonaTurn", "ComposedTurn", "InvalidTurnRequest", "KeptReply", "Recaller", "TurnRequest",
+    "MAX_KEY_CHARS", "ComposedPersonaTurn", "ComposedTurn", "Continuation", "InvalidTurnRequest", "KeptReply", "Recaller", "TurnRequest",
     "compose_mirror_turn", "compose_persona_turn", "no_recall", "opening_events",
 ]

@@ -95,6 +95,14 @@ class ConversationWriter:
 
     # ------------------------------------------------------------------------ appending
 
+    def rebase(self, state: ConversationState, head: Head) -> None:
+        """(a new branch) Start from ``state``, inherited from the parent at the fork, with the
+        branch's ``head`` moved to it: the branch's first append (its ``fork`` event) follows it.
+        Only a writer that has appended nothing may be rebased."""
+        if self.state.last_seq or self.written:
+            raise ValueError(f"{self.key} already holds events: only an empty branch takes an inherited state")
+        self.state, self.head = replace(state, key=self.key), head
+
     async def append(self, build: Build) -> list[Event]:
         """Append what ``build`` makes of the current state; returns the events."""
         if self.pipelined:
@@ -135,6 +143,7 @@ class ConversationWriter:
         self, message: str, *, llm: LLM, prompts: PromptSet, config: MirrorConfig, recaller: Recaller,
         now: float | None = None, kept: KeptReply | None = None, on_token: TokenSink | None = None,
         basis: ConversationState | None = None, recall_landed: bool = False, idempotency_key: str | None = None,
+        instructions: str | None = None,
     ) -> tuple[ComposedTurn, Event]:
         """A MIRROR turn (:func:`~mirror.cognition.turn.compose_mirror_turn`) from the current state
         (or ``basis``), appended: the ``recall`` the Talker answered from and the ``turn`` in one
@@ -147,25 +156,27 @@ class ConversationWriter:
         turn from it.
 
         ``basis`` and ``recall_landed`` (a resumed recompute): the turn is made from the state
-        before a ``recall`` an interrupted run already appended, and only its ``turn`` is appended."""
+        before a ``recall`` an interrupted run already appended, and only its ``turn`` is appended.
+        ``instructions``: the client's (an ``instructions`` event first when they changed)."""
         composed = await compose_mirror_turn(
             self.state if basis is None else basis, message, llm=llm, prompts=prompts, config=config,
             now=time.time() if now is None else now, recaller=recaller, kept=kept, on_token=on_token,
-            idempotency_key=idempotency_key)
+            idempotency_key=idempotency_key, instructions=instructions)
         events = await self.append((replace(composed, recall=None) if recall_landed else composed).build(self.key))
         return composed, events[-1]
 
     async def take_persona_turn(
         self, message: str, *, llm: LLM, embedder: Embedder | None, prompts: PromptSet, config: MirrorConfig,
         chosen: PersonaChosen | None = None, kept: KeptReply | None = None, on_token: TokenSink | None = None,
-        idempotency_key: str | None = None,
+        idempotency_key: str | None = None, instructions: str | None = None,
     ) -> tuple[ComposedPersonaTurn, Event]:
         """A persona turn (:func:`~mirror.cognition.turn.compose_persona_turn`) from the current
         state, appended in one fenced append (a first turn's ``persona`` event first). Returns the
         composition and the ``turn`` event."""
         composed = await compose_persona_turn(self.state, message, llm=llm, embedder=embedder, prompts=prompts,
                                               config=config, now=time.time(), chosen=chosen, kept=kept,
-                                              on_token=on_token, idempotency_key=idempotency_key)
+                                              on_token=on_token, idempotency_key=idempotency_key,
+                                              instructions=instructions)
         events = await self.append(composed.build(self.key))
         return composed, events[-1]
 

@@ -438,6 +438,29 @@ class Episode(Payload):
     embedding_fingerprint: str = ""
 
 
+# --------------------------------------------------------------------------- the client's instructions
+# (issue 35) What the client's system messages say, recorded when it changes.
+
+
+@dataclass(frozen=True, slots=True)
+class Instructions(Payload):
+    """The client's instructions for this conversation changed to ``text`` (``""``: none).
+
+    Chat completions' ``system`` and ``developer`` messages, or the native route's ``instructions``
+    field: the front end's own system prompt (a SillyTavern card, an Open WebUI system prompt).
+    Recorded only when the text differs from the conversation's current instructions, so a front
+    end that resends the same system prompt every turn appends nothing. Appended with the turn it
+    came with, right before that turn's path (its recall, or a persona's steps): the Talker of that
+    turn already reads it, and replay reads it back from here rather than from a request. The
+    client wrote it, no model: no provenance.
+    """
+
+    TYPE: ClassVar[str] = "instructions"
+    text: str
+
+# --------------------------------------------------------------------------- end of the client's instructions
+
+
 @dataclass(frozen=True, slots=True)
 class Provenance:
     """Where an LLM-produced event came from: enough to audit it and to replay it exactly.
@@ -493,6 +516,7 @@ PAYLOAD_TYPES: tuple[type[Payload], ...] = (
     GoalUpdate,
     Episode,
     Greeting,  # cards (issue 35)
+    Instructions,
 )
 
 __all__ = [
@@ -526,6 +550,7 @@ __all__ = [
     "GoalUpdate",
     "Episode",
     "Greeting",  # cards (issue 35)
+    "Instructions",
     "Provenance",
     "PAYLOAD_TYPES",
 ]

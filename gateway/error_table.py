@@ -30,7 +30,7 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from mirror.actors.errors import IdempotencyKeyReused, SettingConflict
+from mirror.actors.errors import HistoryMoved, IdempotencyKeyReused, SettingConflict
 from mirror.cognition.errors import (
     AdmissionRefused,
     LLMError,
@@ -228,6 +228,7 @@ TABLE: dict[type[Exception], Rule] = {
     ReplayError: Rule(404),  # a seq beyond the end, a branch with no events, a belief never seen...
     SettingConflict: Rule(409, from_actor=True),
     IdempotencyKeyReused: Rule(422, code="idempotency_key_reused", from_actor=True),
+    HistoryMoved: Rule(409, code="history_moved", from_actor=True),  # a transcript-placed turn raced another: send again
     QueryDoesNotFit: Rule(409),
     ReflectionRefused: Rule(409, fields=_refusal_fields, refine=_refusal_refined, from_actor=True),  # 429 at the cap
     LimitReached: Rule(429, code="rate_limit_exceeded", fields=_limit_fields, refine=_limit_refined),  # mirror.gateway.limits

@@ -23,6 +23,7 @@ from mirror.events.payloads import (
     Edge,
     Fork,
     Insight,
+    Instructions,
     MemoryStep,
     Monologue,
     Narrative,
@@ -253,6 +254,14 @@ def _on_thinker_failed(payload: ThinkerFailed, state: ConversationState, event: 
 def _on_fork(payload: Fork, state: ConversationState, event: Event) -> ConversationState:
     info = ForkInfo(event.seq, payload.parent_branch, payload.fork_seq, payload.prompt_set, payload.reason)
     return replace(state, fork=info)
+
+
+# (issue 35) the client's instructions --------------------------------------------------------
+@_apply_payload.register
+def _on_instructions(payload: Instructions, state: ConversationState, event: Event) -> ConversationState:
+    # Replaced, never appended to: the client said what its system text is now.
+    return replace(state, instructions=payload.text, instructions_seq=event.seq)
+# (end of the client's instructions) -----------------------------------------------------------
 
 
 for _payload_type, _handler in PERSONA_HANDLERS:  # the persona mind's events (mirror.projections.persona)

@@ -40,8 +40,10 @@ from .state import (
     TurnRecord,
 )
 
-PROJECTION_VERSION = 10
+PROJECTION_VERSION = 11
 """Bump on any change to what the conversation projection computes or how it is stored.
+
+11: ``instructions`` and ``instructions_seq`` (the client's system text), from ``instructions`` events.
 
 10: ``greeting`` (a persona conversation's opening, from ``greeting`` events) and the persona's
 ``user_name`` (from ``persona`` events).
@@ -179,6 +181,7 @@ def _state_record(state: ConversationState) -> dict[str, Any]:
         "persona": _persona_record(state.persona),
         "keyed_turns": [_flat(keyed) for keyed in state.keyed_turns],
         "greeting": state.greeting,  # cards (issue 35)
+        "instructions": [state.instructions, state.instructions_seq],
     }
 
 
@@ -222,6 +225,8 @@ def _state_from(record: dict[str, Any]) -> ConversationState:
         persona=_persona_from(record["persona"]),
         keyed_turns=tuple(_unflat(KeyedTurn, values) for values in record["keyed_turns"]),
         greeting=record["greeting"],  # cards (issue 35)
+        instructions=record["instructions"][0],
+        instructions_seq=record["instructions"][1],
     )
 
 

@@ -203,6 +203,10 @@ class ConversationState:
     the Talker sees it: the first assistant message, before the first user message (``None``: no
     greeting — the MIRROR mind, or a card without ``first_mes``)."""
     # -- end of cards (issue 35)
+    instructions: str = ""
+    """The client's current instructions (its system messages; ``""``: none), from ``instructions``
+    events; ``instructions_seq`` is the event that set them."""
+    instructions_seq: int | None = None
 
     def keyed_turn(self, key: str) -> KeyedTurn | None:
         """The turn a request with idempotency key ``key`` appended, if it is still kept."""

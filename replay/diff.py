@@ -67,6 +67,8 @@ def state_view(state: ConversationState) -> dict[str, Any]:
         "fork": None if state.fork is None else asdict(state.fork),
         "events_by_type": dict(state.counters.events_by_type),
         "persona": persona_view(state.persona),
+        "instructions": state.instructions,
+        "instructions_seq": state.instructions_seq,
     }
 
 
@@ -208,6 +210,13 @@ class StateDiff:
     beliefs_forgotten: int = 0
     persona_changed: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The persona's changes (:func:`persona_diff`); empty for the MIRROR mind or no change."""
+    replies_removed: tuple[dict[str, Any], ...] = ()
+    """Exchanges among the source's recent turns that the target does not hold (a regenerated or
+    edited turn's earlier reply, across branches): ``{"seq", "user_message", "reply"}``."""
+    replies_added: tuple[dict[str, Any], ...] = ()
+    """Exchanges among the target's recent turns that the source does not hold."""
+    instructions_changed: dict[str, Any] | None = None
+    """The client's instructions, ``{"before", "after"}``, when they differ."""
     narratives: tuple[str | None, str | None] = field(default=(None, None), repr=False)
     portraits: tuple[str | None, str | None] = field(default=(None, None), repr=False)
 
@@ -217,7 +226,7 @@ class StateDiff:
                     self.turns_added, self.beliefs_added,
                     self.beliefs_removed, self.beliefs_changed, self.edges_added, self.edges_removed,
                     self.edges_changed, self.reviews_added, self.reviews_removed, self.reviews_changed,
-                    self.persona_changed))
+                    self.persona_changed, self.replies_added, self.replies_removed, self.instructions_changed))
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -320,7 +329,18 @@ def diff(a: ConversationState, b: ConversationState) -> StateDiff:
         beliefs_forgotten=b.counters.beliefs_forgotten - a.counters.beliefs_forgotten,
         portraits=(a.portrait, b.portrait),
         persona_changed=persona_diff(a.persona, b.persona),
+        replies_removed=_replies_only_in(a, b),
+        replies_added=_replies_only_in(b, a),
+        instructions_changed=None if a.instructions == b.instructions else {"before": a.instructions,
+                                                                            "after": b.instructions},
     )
+
+
+def _replies_only_in(a: ConversationState, b: ConversationState) -> tuple[dict[str, Any], ...]:
+    """The exchanges of ``a``'s recent turns that ``b``'s do not hold (by what was said, not by seq)."""
+    held = {(turn.user_message, turn.reply) for turn in b.recent_turns}
+    return tuple({"seq": turn.seq, "user_message": turn.user_message, "reply": turn.reply}
+                 for turn in a.recent_turns if (turn.user_message, turn.reply) not in held)
 
 
 # ---------------------------------------------------------------------------------- reading
@@ -379,6 +399,14 @@ def diff_lines(data: Mapping[str, Any], *, narrative_lines: int | None = None) -
     lines = [header]
     if data.get("turns_added"):
         lines.append(f"  turns: {data['turns_added']:+d}")
+    instructions = data.get("instructions_changed")
+    if instructions:
+        lines.append(f"  instructions: {_value(instructions['before'])!r} → {_value(instructions['after'])!r}")
+    for sign, key in (("-", "replies_removed"), ("+", "replies_added")):
+        replies = data.get(key) or ()
+        if replies:
+            lines.append(f"  replies {key.split('_')[1]} ({len(replies)}):")
+            lines.extend(f"    {sign} seq {reply['seq']}: {reply['user_message']!r} → {reply['reply']!r}" for reply in replies)
     if data.get("narrative_changed"):
         narrative = list(data.get("narrative_diff") or ())
         shown = narrative if narrative_lines is None else narrative[:narrative_lines]

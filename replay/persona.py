@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
@@ -240,14 +240,15 @@ async def _verify_turn_path(key: StreamKey, step: list[Event], states: dict[int,
 
 async def rethink_persona(writer: ConversationWriter, turns: Sequence[Event], done: int, llm: LLM,
                           embedder: Embedder | None, prompts: PromptSet, persona_prompts: PromptSet,
-                          thinker: Provenance | None, attempts: int, *, counterfactual: bool = False
-                          ) -> list[dict[str, Any]]:
+                          thinker: Provenance | None, attempts: int, *, counterfactual: bool = False,
+                          instructions: Mapping[int, str] | None = None) -> list[dict[str, Any]]:
     """A persona conversation's recorded turns after the first ``done``, re-run on ``writer``'s
     branch as the live conversation runs them (:meth:`~mirror.cognition.writer.ConversationWriter.take_persona_turn`,
     then the background steps): each user message's path from the branch's state (a request the
     prompt change did not touch is answered from the recording). The recorded reply is kept (the
     ``turn`` names the recorded one it copies) unless ``counterfactual``, which asks for a new
     formulation. ``thinker``: a recorded background step's provenance (its model and parameters).
+    ``instructions``: the client's recorded instructions, by the seq of the turn they came with.
     Returns each reply as recorded and as regenerated (counterfactual only)."""
     config = replace(config_from(thinker, "baseline", talker=False), mode="baseline", memory=False, reflection=False)
     replies: list[dict[str, Any]] = []
@@ -264,7 +265,8 @@ async def rethink_persona(writer: ConversationWriter, turns: Sequence[Event], do
         kept = None if counterfactual else KeptReply(payload, recorded.provenance, recorded.id)
         composed, turn = await writer.take_persona_turn(payload.user_message, llm=llm, embedder=embedder,
                                                         prompts=persona_prompts, config=asked, kept=kept,
-                                                        idempotency_key=payload.idempotency_key)
+                                                        idempotency_key=payload.idempotency_key,
+                                                        instructions=(instructions or {}).get(recorded.seq))
         if counterfactual:
             replies.append({"seq": turn.seq, "user_message": payload.user_message, "recorded": payload.reply,
                             "regenerated": composed.said.reply})

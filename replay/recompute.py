@@ -67,7 +67,7 @@ from mirror.cognition.writer import ConversationWriter
 from mirror.events.bus import EventBus, Head
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import StreamKey, validate_identifier
-from mirror.events.payloads import Monologue, Narrative, PersonaChosen, Recall, Reflection, Turn
+from mirror.events.payloads import Instructions, Monologue, Narrative, PersonaChosen, Recall, Reflection, Turn
 from mirror.projections.conversation import fold
 from mirror.projections.state import ConversationState, initial_state
 
@@ -238,6 +238,7 @@ async def _rethink(
         (e.provenance for e in recorded_events if isinstance(e.payload, (Monologue, Narrative)) and e.provenance), None
     )
     turns = [event for event in recorded_events if isinstance(event.payload, Turn) and event.seq > fork_seq]
+    instructed = recorded_instructions(recorded_events, fork_seq)
     messages = [event.payload.user_message for event in turns]  # type: ignore[attr-defined]  # Turn events alone (above)
     inherited_turns = sum(1 for event in recorded_events if isinstance(event.payload, Turn) and event.seq <= fork_seq)
     done = writer.state.turn_count - inherited_turns
@@ -249,7 +250,8 @@ async def _rethink(
                        talker_provenance)
         replies = await rethink_persona(writer, turns, done, llm, vectors, plan.prompts,
                                         plan.persona_prompts or default_persona_prompts(), thinker,
-                                        plan.thinking_attempts, counterfactual=plan.counterfactual)
+                                        plan.thinking_attempts, counterfactual=plan.counterfactual,
+                                        instructions=instructed)
         return _Rethought(len(turns), done, llm.live_calls, 0 if vectors is None else vectors.calls, llm.recorded_calls,
                           replies if plan.counterfactual else None)
 
@@ -297,7 +299,8 @@ async def _rethink(
             first_seq = writer.state.last_seq + 1
             composed, _ = await writer.take_turn(payload.user_message, llm=llm, prompts=plan.prompts, config=config,
                                                  recaller=recaller, now=now, kept=kept, basis=basis,
-                                                 recall_landed=landed, idempotency_key=payload.idempotency_key)
+                                                 recall_landed=landed, idempotency_key=payload.idempotency_key,
+                                                 instructions=instructed.get(recorded.seq))
             if plan.counterfactual:
                 replies.append({"seq": first_seq, "user_message": payload.user_message,
                                 "recorded": payload.reply, "regenerated": composed.turn.reply})
@@ -308,6 +311,22 @@ async def _rethink(
     embedding_calls = 0 if vectors is None else vectors.calls
     return _Rethought(len(turns), done, llm.live_calls, embedding_calls, llm.recorded_calls,
                       replies if plan.counterfactual else None)
+
+
+def recorded_instructions(events: Sequence[Event], fork_seq: int) -> dict[int, str]:
+    """The client's instructions each recorded turn after ``fork_seq`` came with, by the turn's seq:
+    an ``instructions`` event belongs to the next ``turn`` (it is appended with it). The branch
+    records them again only where they differ from its own state, exactly as the live turn did."""
+    instructed: dict[int, str] = {}
+    pending: str | None = None
+    for event in events:
+        if event.seq <= fork_seq:
+            continue
+        if isinstance(event.payload, Instructions):
+            pending = event.payload.text
+        elif isinstance(event.payload, Turn) and pending is not None:
+            instructed[event.seq], pending = pending, None
+    return instructed
 
 
 class _VectorsAhead:

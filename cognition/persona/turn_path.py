@@ -27,6 +27,7 @@ from typing import Any
 from mirror.cognition.embeddings import Embedder
 from mirror.cognition.errors import CognitionError
 from mirror.cognition.history import bound_history
+from mirror.cognition.instructions import PERSONA_BLOCK, with_block
 from mirror.cognition.llm import LLM, ChatMessage, ChatResponse, StrippedTokens, TokenSink, chat_to
 from mirror.cognition.pipeline import MirrorConfig, Thought, UnusableOutput, conversation_messages
 from mirror.cognition.prompts import PromptSet
@@ -250,6 +251,7 @@ async def persona_turn(state: ConversationState, message: str, llm: LLM, embedde
     )
     after_text = card_text(persona, "post_history_instructions")
     after = [ChatMessage("system", after_text)] if after_text else []
+    system = with_block(system, state.instructions, PERSONA_BLOCK)  # the client's, beside the card (issue 35)
     response = await chat_to(llm, request(system, _history(state, message, config, system, after)[1:], prompts, config,
                                           max_tokens=config.talker_max_tokens),
                              None if on_token is None else StrippedTokens(on_token))

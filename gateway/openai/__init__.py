@@ -9,7 +9,8 @@ Lives here: the routes (``routes``), the request's reading and the response and 
 background tasks answered statelessly (``background``), the model names and the mind and mode
 each selects (``catalog``), and the OpenAI error body these routes answer with (``errors``;
 :mod:`mirror.gateway.failures` asks :func:`~mirror.gateway.openai.errors.is_openai_path` which
-shape to answer with).
+shape to answer with), and where a transcript places the turn among the conversation's
+branches (``transcript``).
 
 May import the rest of the gateway (runtime, relay, the personas routes' mind choice), the
 actors' handles and results, and ``cognition`` for the Talker's settings and model client; nothing in the gateway

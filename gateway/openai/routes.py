@@ -44,21 +44,23 @@ from mirror.gateway.openai.shapes import (
     chunk,
     completion,
     completion_id,
-    history_differs,
     mirror_extension,
     turn_message,
     usage,
 )
+from mirror.gateway.openai.transcript import placement
 from mirror.gateway.relay import StreamCut, TurnRelay
-from mirror.gateway.runtime import GatewayRuntime, Runtime, Tenant, key_of
-from mirror.projections.snapshot import state_from_snapshot
+from mirror.gateway.runtime import GatewayRuntime, Runtime, Tenant, branch_key, key_of
 
-__all__ = ["CONVERSATION_HEADER", "HISTORY_HEADER", "SYSTEM_HEADER", "router"]
+__all__ = ["BRANCH_HEADER", "CONVERSATION_HEADER", "HISTORY_HEADER", "router"]
 
 HISTORY_HEADER = "X-Mirror-History"
-"""``same`` when the request's earlier messages are the conversation's latest turns (or there are none), else ``differs``."""
-SYSTEM_HEADER = "X-Mirror-System"
-"""``ignored`` when the request sent system or developer messages (the mind has its own prompts)."""
+"""How the request's transcript placed the turn (:mod:`~mirror.gateway.openai.transcript`): ``none``
+(no earlier messages: ``main`` continued), ``same`` (the transcript is the branch's turns),
+``adopted`` (the client's exchanges the branch lacked were recorded first) or ``forked`` (it
+diverged: a new branch)."""
+BRANCH_HEADER = "X-Mirror-Branch"
+"""The branch the turn was appended to (``main`` unless a transcript placed it on another)."""
 
 router = APIRouter()
 
@@ -95,29 +97,29 @@ async def _completion(path_name: str | None, body: ChatCompletionIn, request: Re
         return await background.answer(body, task or "background", runtime, headers)
     conversation = named.conversation
     key = key_of(owner, conversation)
-    message, earlier, system = turn_message(body)
+    transcript = turn_message(body)
+    message = transcript.message
     if not message.strip():
         raise OpenAIError(400, "the user's message is empty", "invalid_request", "messages")
     size, limit = len(message.encode()), runtime.settings.max_message_bytes
     if size > limit:
         raise OpenAIError(413, f"the user's message is {size} bytes; the limit is {limit}", "message_too_large", "messages")
-    headers.update({HISTORY_HEADER: "same", NAMED_BY_HEADER: named.source, background.TASK_HEADER: "turn"})
-    if system:
-        headers[SYSTEM_HEADER] = "ignored"
-    if earlier:
-        state = state_from_snapshot(await runtime.ask(key, lambda handle: handle.state_bytes(), resend_safe=True))
-        headers[HISTORY_HEADER] = "differs" if history_differs(earlier, state) else "same"
-    turn = TurnRequest(message, mode=choice.mode, mind=choice.mind, stream=bool(body.stream),
-                       idempotency_key=idempotency_key(request.headers))
+    keyed = idempotency_key(request.headers)
+    placed = await placement(runtime, key, transcript, keyed)  # which branch the transcript continues (issue 35)
+    key = branch_key(key, placed.branch)
+    headers.update({HISTORY_HEADER: placed.history, BRANCH_HEADER: key.branch, NAMED_BY_HEADER: named.source,
+                    background.TASK_HEADER: "turn"})
+    turn = TurnRequest(message, mode=choice.mode, mind=choice.mind, stream=bool(body.stream), idempotency_key=keyed,
+                       instructions=transcript.instructions, continuation=placed.continuation)
     identifier = completion_id()
     if not body.stream:
-        result = await runtime.ask(key, lambda handle: handle.turn(turn), resend_safe=turn.idempotency_key is not None)
-        return JSONResponse(completion(identifier, body.model, result, conversation),
+        result = await runtime.ask(key, lambda handle: handle.turn(turn), resend_safe=keyed is not None)
+        return JSONResponse(completion(identifier, body.model, result, conversation, key.branch),
                             headers={**headers, **replayed_headers(result)})
     relay = TurnRelay(runtime, key, lambda handle: handle.turn_stream(turn), resend_safe=turn.idempotency_key is not None)
     first = await relay.next()  # a failure before the reply begins is answered with its status
-    return StreamingResponse(_chunks(relay, first, identifier, body, conversation), media_type="text/event-stream",
-                             headers={**headers, "Cache-Control": "no-cache"})
+    return StreamingResponse(_chunks(relay, first, identifier, body, conversation, key.branch),
+                             media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
 
 
 def _data(value: Any) -> bytes:
@@ -125,7 +127,7 @@ def _data(value: Any) -> bytes:
 
 
 async def _chunks(relay: TurnRelay, item: str | TurnResult, identifier: str, body: ChatCompletionIn,
-                  conversation: str) -> AsyncIterator[bytes]:
+                  conversation: str, branch: str) -> AsyncIterator[bytes]:
     created, model = int(time.time()), body.model
     delta: dict[str, Any] = {"role": "assistant"}
     try:
@@ -140,7 +142,7 @@ async def _chunks(relay: TurnRelay, item: str | TurnResult, identifier: str, bod
         return
     if delta:  # a reply that came whole: its role chunk, then the rest
         yield _data(chunk(identifier, model, created, {**delta, "content": item.reply}))
-    yield _data(chunk(identifier, model, created, {}, item.finish_reason, mirror=mirror_extension(item, conversation)))
+    yield _data(chunk(identifier, model, created, {}, item.finish_reason, mirror=mirror_extension(item, conversation, branch)))
     if body.include_usage():
         final = chunk(identifier, model, created, {}, usage=usage(item))
         final["choices"] = []

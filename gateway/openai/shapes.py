@@ -1,10 +1,11 @@
 """The Chat Completions request as Mirror reads it, and the response and chunk shapes it answers with.
 
 Mirror holds the conversation's history: the request's **last message must be the user's**, and
-it is the new turn. Earlier messages are not replayed into the model; they are compared with the
-conversation's recent turns (:func:`history_differs`) and a disagreement is said in the
-``X-Mirror-History`` response header. ``system`` messages are not used (the mind has its own
-prompts) and are said in ``X-Mirror-System: ignored``.
+it is the new turn. Earlier user and assistant messages are not replayed into the model: they place
+the turn in the conversation's history (:mod:`~mirror.gateway.openai.transcript`: which branch it
+continues, or where a regenerated or edited transcript forks a new one). ``system`` and
+``developer`` messages are the client's *instructions*: their texts, in order, joined by a blank
+line, recorded when they change and read by the Talker (:mod:`mirror.cognition.instructions`).
 
 Parameters are honoured, ignored out loud, or refused — never ignored silently
 (:meth:`ChatCompletionIn.check`). Sampling knobs the mind decides for itself — ``temperature``
@@ -29,11 +30,11 @@ from pydantic import BaseModel, ConfigDict
 
 from mirror.actors.results import TurnResult
 from mirror.gateway.openai.errors import OpenAIError
-from mirror.projections.state import ConversationState
+from mirror.gateway.openai.transcript import Transcript
 
 __all__ = [
     "IGNORED_HEADER", "STRICT_HEADER", "ChatCompletionIn", "MessageIn", "chunk", "completion", "completion_id",
-    "history_differs", "mirror_extension", "turn_message", "usage",
+    "mirror_extension", "turn_message", "usage",
 ]
 
 IGNORED_HEADER = "X-Mirror-Ignored"
@@ -139,42 +140,39 @@ def _text(message: MessageIn, index: int) -> str:
     return "".join(parts)
 
 
-def turn_message(body: ChatCompletionIn) -> tuple[str, list[tuple[str, str]], bool]:
-    """The new turn's message (the last, a user's), the earlier user/assistant messages as
-    (role, text), and whether any system/developer message was sent; a 400 otherwise."""
+def turn_message(body: ChatCompletionIn) -> Transcript:
+    """The request as a :class:`~mirror.gateway.openai.transcript.Transcript`: the new turn's message
+    (the last, a user's), the exchanges before it, the client's instructions; a 400 otherwise.
+
+    How the earlier messages are read is :mod:`~mirror.gateway.openai.transcript`'s to say:
+    leading assistant messages are a greeting and are dropped, consecutive messages of one role
+    are one, and a user message left unanswered at the end joins the new one."""
     if not body.messages:
         raise OpenAIError(400, "messages is empty: send at least the user's message", "invalid_request", "messages")
     last = body.messages[-1]
     if last.role != "user":
         raise OpenAIError(400, f"the last message is the {last.role}'s: Mirror answers the newest user message, so "
                                "the last message must be role user", "invalid_request", "messages")
-    earlier: list[tuple[str, str]] = []
-    system = False
-    for index, message in enumerate(body.messages[:-1]):
+    instructions: list[str] = []
+    said: list[list[str]] = []  # [role, text]: consecutive messages of one role joined
+    for index, message in enumerate(body.messages):
         if message.role in ("system", "developer"):
-            system = True
+            text = _text(message, index).strip()
+            if text:
+                instructions.append(text)
         elif message.role in ("user", "assistant"):
-            earlier.append((message.role, _text(message, index)))
+            text = _text(message, index)
+            if said and said[-1][0] == message.role:
+                said[-1][1] = f"{said[-1][1]}\n\n{text}"
+            elif said or message.role == "user":  # leading assistant messages: a greeting, not compared
+                said.append([message.role, text])
         else:
             raise OpenAIError(400, f"messages[{index}] is a {message.role} message: Mirror has no tools",
                               "unsupported_parameter", f"messages[{index}]")
-    return _text(last, len(body.messages) - 1), earlier, system
-
-
-def history_differs(earlier: list[tuple[str, str]], state: ConversationState) -> bool:
-    """Whether the earlier messages disagree with the log: they must be the conversation's latest
-    turns (user, assistant pairs, oldest first); older ones than the state keeps verbatim are not checked."""
-    if not earlier:
-        return False
-    if len(earlier) % 2 or any(role != ("user", "assistant")[i % 2] for i, (role, _) in enumerate(earlier)):
-        return True
-    pairs = [(earlier[i][1], earlier[i + 1][1]) for i in range(0, len(earlier), 2)]
-    if len(pairs) > state.turn_count:
-        return True
-    kept = [(turn.user_message, turn.reply) for turn in state.recent_turns]
-    checked = min(len(pairs), len(kept))
-    return [(u.strip(), a.strip()) for u, a in pairs[len(pairs) - checked:]] != \
-        [(u.strip(), a.strip()) for u, a in kept[len(kept) - checked:]]
+    history = any(message.role == "assistant" for message in body.messages)  # a greeting alone is history too
+    new = said.pop()[1]  # the last message is a user's: the new turn, with any unanswered one before it
+    exchanges = tuple((said[i][1], said[i + 1][1]) for i in range(0, len(said), 2))
+    return Transcript(new, exchanges, "\n\n".join(instructions), history)
 
 
 def completion_id() -> str:
@@ -186,18 +184,18 @@ def usage(result: TurnResult) -> dict[str, int]:
             "total_tokens": result.prompt_tokens + result.completion_tokens}
 
 
-def mirror_extension(result: TurnResult, conversation: str) -> dict[str, Any]:
-    """Mirror's extension field: where the turn's event landed."""
-    return {"conversation": conversation, "seq": result.seq, "turn": result.turn}
+def mirror_extension(result: TurnResult, conversation: str, branch: str = "main") -> dict[str, Any]:
+    """Mirror's extension field: where the turn's event landed (its conversation, branch, seq and turn)."""
+    return {"conversation": conversation, "branch": branch, "seq": result.seq, "turn": result.turn}
 
 
-def completion(identifier: str, model: str, result: TurnResult, conversation: str) -> dict[str, Any]:
+def completion(identifier: str, model: str, result: TurnResult, conversation: str, branch: str = "main") -> dict[str, Any]:
     """A ``chat.completion`` for an acknowledged turn."""
     return {
         "id": identifier, "object": "chat.completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": result.reply},
                      "finish_reason": result.finish_reason, "logprobs": None}],
-        "usage": usage(result), "mirror": mirror_extension(result, conversation),
+        "usage": usage(result), "mirror": mirror_extension(result, conversation, branch),
     }
 
 

@@ -41,6 +41,10 @@ class TurnIn(MindIn):
     """Whether this conversation's memory is on (the memory stage runs, the Talker recalls): fixed like ``mode``."""
     reflection: bool | None = None
     """Whether this conversation draws insights and reflects (a portrait the Talker reads): fixed like ``mode``."""
+    instructions: str | None = None
+    """The client's instructions for the conversation (a system prompt): recorded (an ``instructions``
+    event) when they differ from its current ones, read by the Talker; ``""`` clears them, ``null``
+    (or leaving it out) keeps them."""
 
 
 class TurnOut(BaseModel):
@@ -70,7 +74,7 @@ async def post_turn(conversation: str, body: TurnIn, owner: Tenant, runtime: Run
         raise HTTPException(413, f"message is {size} bytes; the limit is {limit}")
     request = TurnRequest(body.message, sync=sync, mode=body.mode, memory=body.memory, reflection=body.reflection,
                           mind=await mind_choice(runtime, owner, body), stream=stream,
-                          idempotency_key=idempotency_key(http.headers))
+                          idempotency_key=idempotency_key(http.headers), instructions=body.instructions)
     if stream:
         relay = TurnRelay(runtime, key, lambda conversation: conversation.turn_stream(request),
                           resend_safe=request.idempotency_key is not None)

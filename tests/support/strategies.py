@@ -35,6 +35,7 @@ from mirror.events.payloads import (
     GoalUpdate,
     Greeting,
     Insight,
+    Instructions,
     Interpretation,
     MemoryStep,
     Monologue,
@@ -303,6 +304,7 @@ PAYLOAD_STRATEGIES: dict[type[Payload], st.SearchStrategy[Payload]] = {
     GoalUpdate: goal_payloads(),
     Episode: episode_payloads(),
     Greeting: st.builds(Greeting, text=texts, persona_version=fingerprints, source=st.just("first_mes")),  # cards (issue 35)
+    Instructions: st.builds(Instructions, text=texts),  # (issue 35) the client's instructions
 }
 assert set(PAYLOAD_STRATEGIES) == set(PAYLOAD_TYPES), "a payload type has no strategy"
 

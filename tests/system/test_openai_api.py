@@ -79,7 +79,7 @@ def test_a_plain_completion_is_a_logged_turn(stack) -> None:
         completion.usage.prompt_tokens + completion.usage.completion_tokens > 0
     extension = (completion.model_extra or {})["mirror"]
     (turn,) = logged_turns(url, tokens["acme"], "plain")
-    assert extension == {"conversation": "plain", "seq": turn["seq"], "turn": 0}
+    assert extension == {"conversation": "plain", "branch": "main", "seq": turn["seq"], "turn": 0}
     assert turn["payload"]["reply"] == choice.message.content
 
 
@@ -97,7 +97,8 @@ def test_a_streamed_completion_joins_to_the_logged_reply_and_ends_with_the_seq(s
     assert final.choices[0].finish_reason == "stop"
     (turn,) = logged_turns(url, tokens["acme"], "streamed")
     assert text == turn["payload"]["reply"]
-    assert (final.model_extra or {})["mirror"] == {"conversation": "streamed", "seq": turn["seq"], "turn": 0}
+    assert (final.model_extra or {})["mirror"] == {"conversation": "streamed", "branch": "main", "seq": turn["seq"],
+                                                   "turn": 0}
     assert chunks[-1].choices == [] and chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
 
 
@@ -111,17 +112,20 @@ def test_two_turns_of_one_conversation_by_header_and_the_history_they_send(stack
     raw = client.chat.completions.with_raw_response.create(
         model="mirror-baseline", messages=[{"role": "system", "content": "Be terse."}, *history,
                                            {"role": "user", "content": "Who am I?"}], extra_headers=on("two"))
-    assert raw.headers["x-mirror-history"] == "same" and raw.headers["x-mirror-system"] == "ignored"
+    assert raw.headers["x-mirror-history"] == "same" and raw.headers["x-mirror-branch"] == "main"
     second = raw.parse()
     assert (second.model_extra or {})["mirror"]["turn"] == 1
+    # another history from its first message on: a branch forked before it, holding the client's exchange
     wrong = client.chat.completions.with_raw_response.create(
-        model="mirror", messages=[{"role": "user", "content": "I am Bob."}, {"role": "assistant", "content": "Hi Bob"},
-                                  {"role": "user", "content": "And now?"}], extra_headers=on("two"))
-    assert wrong.headers["x-mirror-history"] == "differs" and (wrong.parse().model_extra or {})["mirror"]["turn"] == 2
+        model="mirror-baseline", messages=[{"role": "user", "content": "I am Bob."}, {"role": "assistant", "content": "Hi Bob"},
+                                           {"role": "user", "content": "And now?"}], extra_headers=on("two"))
+    extension = (wrong.parse().model_extra or {})["mirror"]
+    assert wrong.headers["x-mirror-history"] == "forked" and extension["branch"].startswith("edit-")
+    assert extension["turn"] == 1 and len(logged_turns(url, tokens["acme"], "two", 2)) == 2
     by_user = client.chat.completions.create(model="mirror", messages=[{"role": "user", "content": "Still me."}], user="two")
-    assert (by_user.model_extra or {})["mirror"]["turn"] == 3  # the user field names it when no header does
-    turns = logged_turns(url, tokens["acme"], "two", at_least=4)
-    assert [t["payload"]["user_message"] for t in turns] == ["I am Ada.", "Who am I?", "And now?", "Still me."]
+    assert (by_user.model_extra or {})["mirror"]["turn"] == 2  # the user field names it when no header does
+    turns = logged_turns(url, tokens["acme"], "two", at_least=3)  # main's: the fork left it alone
+    assert [t["payload"]["user_message"] for t in turns] == ["I am Ada.", "Who am I?", "Still me."]
     with pytest.raises(openai.ConflictError) as conflict:  # its first turn fixed baseline
         client.chat.completions.create(model="mirror-full", messages=[{"role": "user", "content": "x"}], extra_headers=on("two"))
     assert conflict.value.body["type"] == "conflict_error"
@@ -180,7 +184,8 @@ def test_tenants_and_tokens(stack) -> None:
     raw = globex.chat.completions.with_raw_response.create(
         model="mirror", messages=[{"role": "user", "content": "my secret plan"}, {"role": "assistant", "content": said},
                                   {"role": "user", "content": "what was it?"}], extra_headers=on("private"))
-    assert raw.headers["x-mirror-history"] == "differs" and (raw.parse().model_extra or {})["mirror"]["turn"] == 0
+    # globex's new conversation holds the exchange its client sent (adopted), then the turn
+    assert raw.headers["x-mirror-history"] == "adopted" and (raw.parse().model_extra or {})["mirror"]["turn"] == 1
     assert len(logged_turns(url, tokens["acme"], "private")) == 1
 
 

@@ -14,6 +14,7 @@ import pytest
 from mirror.actors.errors import (
     ActorError,
     Fenced,
+    HistoryMoved,
     IdempotencyKeyReused,
     IngesterUnavailable,
     Passivated,
@@ -30,6 +31,7 @@ ERRORS: list[ActorError] = [
     SettingConflict(KEY, "mode", "fast", "full"),
     IdempotencyKeyReused(KEY, "k-1", 3, "another message"),
     IngesterUnavailable("1", "/srv/mirror-1.duckdb", "no responders"),
+    HistoryMoved(KEY, "2 turns before this one", "3 (another request appended)"),
 ]
 
 

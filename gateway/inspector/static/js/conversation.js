@@ -38,13 +38,15 @@ async function stateAt(seq) {
   return asked;
 }
 
-// A branch's events: main's up to the fork, then its own (a recompute branch inherits the rest).
-async function eventsOf(branch) {
+// A branch's events: its parent's up to the fork, then its own. The parent may be a branch too
+// (a regenerated reply on a regenerated branch), so the inherited part is the parent's, recursively.
+async function eventsOf(branch, depth = 0) {
   if (branch === "main") return allEvents(view.id);
   const own = await allEvents(view.id, { branch });
   const fork = own.find((event) => event.type === "fork");
   const forkSeq = fork ? fork.payload.fork_seq : 0;
-  const inherited = forkSeq ? (await allEvents(view.id)).filter((event) => event.seq <= forkSeq) : [];
+  const parent = fork ? fork.payload.parent_branch : "main";
+  const inherited = forkSeq && depth < 16 ? (await eventsOf(parent, depth + 1)).filter((event) => event.seq <= forkSeq) : [];
   return [...inherited, ...own.filter((event) => event.seq > forkSeq)];
 }
 
@@ -102,9 +104,16 @@ function turnBlock(event) {
       onclick: () => why({ seq: event.seq }) }, h("span", { class: "who" }, `reply · seq ${event.seq}`), event.payload.reply));
 }
 
+// The client's instructions (its system text) where they changed, between the turns they came before.
+function instructionsBlock(event) {
+  return h("p", { class: "instructions muted", dataset: { seq: event.seq } },
+    h("span", { class: "who" }, `instructions · seq ${event.seq}`), event.payload.text || "(cleared)");
+}
+
 function renderDialogue() {
-  const turns = view.events.filter((event) => event.type === "turn");
-  replace($("#dialogue"), turns.length ? turns.map(turnBlock) : h("p", { class: "muted" }, "No turn yet."));
+  const said = view.events.filter((event) => event.type === "turn" || event.type === "instructions");
+  const blocks = said.map((event) => (event.type === "turn" ? turnBlock(event) : instructionsBlock(event)));
+  replace($("#dialogue"), said.some((event) => event.type === "turn") ? blocks : h("p", { class: "muted" }, "No turn yet."));
 }
 
 function markDialogue() {
@@ -217,9 +226,13 @@ function arrived(event) {
   $("#strip").append(h("span", { class: `tick type-${event.type}`, title: `seq ${event.seq}: ${event.type}`, dataset: { seq: event.seq } }));
   $("#timeline").max = view.lastSeq;
   $("#seq-last").textContent = view.lastSeq;
-  if (event.type === "turn") {
+  if (event.type === "instructions") {
     const dialogue = $("#dialogue");
-    if (!dialogue.querySelector(".turn")) dialogue.replaceChildren();
+    dialogue.querySelector(":scope > p.muted:not(.instructions)")?.remove(); // "No turn yet."
+    dialogue.append(instructionsBlock(event));
+  } else if (event.type === "turn") {
+    const dialogue = $("#dialogue");
+    dialogue.querySelector(":scope > p.muted:not(.instructions)")?.remove(); // "No turn yet."
     dialogue.append(turnBlock(event));
     thinking(`thinking after ${turnLabel(event.turn)}…`);
   } else if (event.type === FAILURE) {

@@ -30,6 +30,7 @@ const SAY = {
   goal: (p) => `hard goal ${p.active_hard_goal}${p.hard_goal_met ? " met" : ""}; ` +
     Object.entries(p.soft_goals || {}).map(([k, v]) => `${clip(k, 30)} ${Number(v).toFixed(2)}`).join(", "),
   episode: (p) => `importance ${Number(p.importance).toFixed(2)}: ${clip(p.text, 100)}`,
+  instructions: (p) => (p.text ? `the client's instructions: “${clip(p.text, 120)}”` : "the client's instructions cleared"),
 };
 
 export function summarize(event) {
