@@ -45,13 +45,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mirror.cognition.turn import Continuation
 from mirror.events.envelope import Event
 from mirror.events.ids import MAIN_BRANCH, StreamKey
 from mirror.events.log import LogAccess
 from mirror.events.payloads import Appraisal, Fork, Instructions, Interpretation, Plan, Recall, Retrieval, Turn
-from mirror.gateway.runtime import GatewayRuntime
+
+if TYPE_CHECKING:  # the runtime imports the limits, whose middleware names conversations as ``naming`` does
+    from mirror.gateway.runtime import GatewayRuntime
 
 __all__ = ["CLIENT_BRANCHES", "Exchange", "LoggedBranch", "LoggedTurn", "Placement", "Transcript", "align", "logged_branches", "placement"]
 
