@@ -81,6 +81,9 @@ class HostedConversations:
         self.name = name
         self.prompts = settings_prompts(settings)
         self._clients: ConversationClients | None = None
+        self._opening = asyncio.Lock()
+        """Conversations activated at once open the shared clients once: each open awaits, and two
+        opened sets would be two fair shares, each with all the model's slots."""
         self._live: OrderedDict[StreamKey, _Live] = OrderedDict()
         self._activating: dict[StreamKey, asyncio.Task[_Live]] = {}
         self._passivating: dict[StreamKey, asyncio.Task[None]] = {}
@@ -93,7 +96,10 @@ class HostedConversations:
 
     async def clients(self) -> ConversationClients:
         if self._clients is None:
-            self._clients = await ConversationClients.open(self.settings, name=f"mirror-{self.name}", owned=False)
+            async with self._opening:
+                if self._clients is None:
+                    self._clients = await ConversationClients.open(self.settings, name=f"mirror-{self.name}",
+                                                                   owned=False)
         if self._sweeper is None:
             self._sweeper = asyncio.create_task(self._sweep_idle(), name=f"{self.name}-idle-sweep")
         return self._clients
@@ -252,6 +258,7 @@ class HostedConversations:
             "activations": stats.activations, "passivations": stats.passivations, "evictions": stats.evictions,
             "failed_activations": stats.failed_activations,
             "activation_ms_mean": round(stats.activation_ms_total / stats.activations, 3) if stats.activations else None,
+            "model_slots": None if self._clients is None else self._clients.share.figures(),
         }
 
 
