@@ -143,8 +143,9 @@ def bench_tenants(
     b_users: int = typer.Option(5, "--b-users", min=1, help="Tenant B's conversations, each pausing between turns."),
     b_pause: float = typer.Option(1000.0, "--b-pause-ms", min=0, help="B's mean pause before each turn (0.5–1.5 ×)."),
     a_users: int = typer.Option(64, "--a-users", min=1, help="Tenant A's conversations in a closed loop (the flood)."),
-    capacity_users: int = typer.Option(64, "--capacity-users", min=1,
-                                       help="Conversations of the closed loop that measures capacity."),
+    capacity_users: int = typer.Option(None, "--capacity-users", min=1,
+                                       help="Conversations of the closed loop that measures capacity (default: "
+                                            "hosts × model slots × 2, as many Talker calls as the stack holds)."),
     overload: float = typer.Option(2.0, "--overload", min=1.0, help="Offered load of the overload step, × capacity."),
     phase_s: float = typer.Option(20.0, "--phase-s", min=2.0, help="Seconds of each phase with B."),
     model_slots: int = typer.Option(4, "--model-slots", min=1,

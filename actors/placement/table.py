@@ -147,11 +147,20 @@ class HostedConversations:
     # a turn in the mailbox; the reads beside it, on the state as it is.
 
     async def turn(self, key: StreamKey, request: TurnRequest) -> TurnResult:
+        self._refuse_early(key, request)
         return await self.call(key, lambda conversation: conversation.turn(request))
 
     def turn_stream(self, key: StreamKey, request: TurnRequest) -> AsyncIterator[StreamItem]:
         """:meth:`turn`, streamed (:func:`~mirror.actors.token_stream.streamed_turn`), in the same mailbox."""
+        self._refuse_early(key, request)
         return streamed_turn(lambda sink: self.call(key, lambda conversation: conversation.turn(request.streamed(), sink)))
+
+    def _refuse_early(self, key: StreamKey, request: TurnRequest) -> None:
+        """The fair share's refusal of a turn (429/503), before its conversation is activated: an
+        overloaded host refuses in microseconds, not after a rebuild. A keyed turn goes on to its
+        conversation, which may answer it as the replay of one already taken (no model call)."""
+        if self._clients is not None and request.idempotency_key is None:
+            self._clients.talker(key.tenant).check()
 
     async def choose(self, key: StreamKey, mind: MindChoice) -> ConversationSummary:
         """The mind's choice, in the mailbox (a turn queued before it goes first)."""
