@@ -99,6 +99,9 @@ def bench_turns(
                                 "whole turn streamed vs plain, under \"stream\"."),
     token_delay: float = typer.Option(5.0, "--token-delay-ms", min=0,
                                       help="The simulator's wait between the tokens of a streamed answer."),
+    compare_limits: bool = typer.Option(False, "--compare-limits",
+                                        help="Every other turn as a second tenant with all four limits set (never "
+                                             "reached) and an Idempotency-Key: what they add, under \"limits\"."),
     mind: str = typer.Option("mirror", "--mind", help="mirror (the Talker) or persona (the persona cycle: overhead over "
                                                       "the path's four model calls, each step's wall time, the background steps)."),
     persona: Path = typer.Option(None, "--persona", help="With --mind persona: the persona file (default: the shipped Wren)."),
@@ -133,7 +136,8 @@ def bench_turns(
     result = run_turns_bench(TurnsBenchConfig(conversations, turns, latency, mode, gateways, pause,
                                               memory=memory, compare_memory=compare_memory,
                                               embedding_latency_ms=embedding_latency, placement=placement.value,
-                                              stream=stream, token_delay_ms=token_delay))
+                                              stream=stream, token_delay_ms=token_delay,
+                                              compare_limits=compare_limits))
     _print_result(result, as_json)
 
 
