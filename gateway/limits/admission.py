@@ -77,6 +77,9 @@ class _Held:
     read_at: float | None = None
     """When ``known`` was read or written (None: never, so the first request reads it on its path)."""
     reading: asyncio.Task[None] | None = None
+    unsent_tokens: int = 0
+    """Finished turns' tokens not yet written (:meth:`Limiter.charge`)."""
+    charging: asyncio.Task[None] | None = None
     minute: int = -1
     requests: int = 0
     """Requests of ``minute`` leased and not yet used (the record counts them as used)."""
@@ -103,7 +106,6 @@ class Limiter:
         self._clock = clock
         self._held: dict[str, _Held] = {}
         self._renewer: asyncio.Task[None] | None = None
-        self._charges: dict[str, set[asyncio.Task[None]]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.round_trips = 0
         """Read-modify-writes of the shared record made on a request's path (the bench reads it)."""
@@ -116,9 +118,6 @@ class Limiter:
         """Count the request or raise :class:`LimitReached`; returns the turn's slot (None: no slot
         limit or no turn) and the ``x-ratelimit-*`` headers. No round trip when what this gateway
         holds admits it; else one read-modify-write that leases more."""
-        pending = self._charges.get(tenant)
-        if pending:  # this gateway's last turns' tokens count before its next request is judged
-            await asyncio.gather(*pending, return_exceptions=True)
         now = self._clock()
         held = self._held.setdefault(tenant, _Held())
         if held.read_at is None:
@@ -137,7 +136,11 @@ class Limiter:
         marked = held.live.get(conversation, 0.0) if conversation is not None else 0.0
         mark = (conversation if turn and live is not None and marked <= now - self.live_window_s + LIVE_MARGIN_S
                 else None)
-        spent = turn and budget is not None and known.tokens >= budget  # decided again on the current record
+        # This gateway's own turns' tokens count before its next request is judged, written or not;
+        # a budget they would spend is decided again on the current record, once they are written.
+        spent = turn and budget is not None and known.tokens + held.unsent_tokens >= budget
+        if spent and held.charging is not None:
+            await asyncio.gather(held.charging, return_exceptions=True)
         if requests or holder is not None or mark is not None or spent:
             self.round_trips += 1
             outcome = await (await self._store()).change(usage_key(tenant), lambda data: lease(
@@ -210,23 +213,25 @@ class Limiter:
             log.warning("giving back an idle slot of %s failed: %r", tenant, exc)
 
     def charge(self, tenant: str, tokens: int) -> None:
-        """Add a finished turn's tokens to the tenant's day, in the background (see the module docstring)."""
-        task = asyncio.create_task(self._charge(tenant, tokens), name=f"mirror-limits-charge-{tenant}")
-        tasks = self._charges.setdefault(tenant, set())
-        tasks.add(task)
-        task.add_done_callback(lambda done: self._charged(tenant, done))
+        """Add a finished turn's tokens to the tenant's day, in the background: the turns finished
+        while one write is under way are added together by the next (one writer per tenant)."""
+        held = self._held.setdefault(tenant, _Held())
+        held.unsent_tokens += tokens
+        if held.charging is None or held.charging.done():
+            held.charging = asyncio.create_task(self._charge(tenant, held), name=f"mirror-limits-charge-{tenant}")
 
-    async def _charge(self, tenant: str, tokens: int) -> None:
-        usage = await (await self._store()).change(usage_key(tenant), lambda data: charge(data, tokens=tokens, now=self._clock()))
-        self._held.setdefault(tenant, _Held()).known = usage
-
-    def _charged(self, tenant: str, task: asyncio.Task[None]) -> None:
-        tasks = self._charges.get(tenant, set())
-        tasks.discard(task)
-        if not tasks:
-            self._charges.pop(tenant, None)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("a turn's tokens were not counted against %s's daily budget: %r", tenant, task.exception())
+    async def _charge(self, tenant: str, held: _Held) -> None:
+        while held.unsent_tokens:
+            tokens = held.unsent_tokens
+            try:
+                usage = await (await self._store()).change(usage_key(tenant), lambda data, tokens=tokens: charge(
+                    data, tokens=tokens, now=self._clock()))
+            except Exception as exc:
+                log.warning("%d tokens of %s's turns were not counted against its daily budget: %r", tokens, tenant, exc)
+                held.unsent_tokens -= tokens
+                return
+            held.unsent_tokens -= tokens
+            held.known, held.read_at = usage, self._clock()
 
     def _keep_renewing(self) -> None:
         if self._renewer is None or self._renewer.done():
