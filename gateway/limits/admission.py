@@ -308,8 +308,10 @@ class LimitsMiddleware:
         turn, conversation = _turn_of(scope)
         if turn and conversation is None and limits.live_conversations is not None:
             conversation, receive = await _body_user(receive)
+        started = time.perf_counter()
         try:
             holder, headers = await limiter.admit(tenant, limits, turn=turn, conversation=conversation)
+            headers = {**headers, "server-timing": f"limits;dur={(time.perf_counter() - started) * 1000:.3f}"}
         except Exception as exc:  # a refusal, or the broker down: answered by the one table
             request = Request(scope)
             response = respond(request, answer(exc, request))

@@ -40,7 +40,9 @@ turn: every other turn of each user goes to its twin conversation of a second te
 (``bench-limited``) that has all four limits set (high enough never to refuse) and sends an
 ``Idempotency-Key``, the others to the stack's default tenant (no limits, no key). Under
 ``limits`` are both halves' overheads and ``added_p50_ms``, the limited half's overhead p50
-minus the plain half's; the top-level figures are then the plain half's.
+minus the plain half's (on a busy machine its noise is milliseconds), and ``admission_p50_ms``,
+the gateway's own time deciding on the limits (Server-Timing ``limits``); the top-level figures
+are then the plain half's.
 """
 
 from __future__ import annotations
@@ -258,6 +260,8 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         backlog = await asyncio.gather(*(_backlog(client, name, 2 if config.stream else 1) for name in names))
     streamed = [item for run in runs for item in run if item[1].get("streamed")]
     limited = [elapsed - reply["llm_ms"] for run in runs for elapsed, reply in run if reply.get("limited")]
+    admissions = [reply["timings"]["limits"] for run in runs for _, reply in run
+                  if reply.get("limited") and "limits" in reply["timings"]]
     runs = [[item for item in run if not item[1].get("streamed") and not item[1].get("limited")] for run in runs]
     latencies = [elapsed for run in runs for elapsed, _ in run]
     # The simulator's own time is the Talker's LLM call as Mirror timed it (the configured
@@ -288,15 +292,18 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         "embedding_latency_ms": config.embedding_latency_ms,
         "turns_with_recall": len(recalls),
         "recall_p50_ms": round(statistics.median(recalls), 2) if recalls else None,
-        **({"limits": _limits_figures(limited, overheads)} if limited_token is not None else {}),
+        **({"limits": _limits_figures(limited, overheads, admissions)} if limited_token is not None else {}),
         **({"stream": stream_figures(streamed, [item for run in runs for item in run], model_samples, floor,
                                      config.token_delay_ms)} if config.stream else {}),
     }
 
 
-def _limits_figures(limited: list[float], plain: list[float]) -> dict[str, Any]:
-    """The limited tenant's keyed turns against the plain ones of the same run (overheads over the model, ms)."""
+def _limits_figures(limited: list[float], plain: list[float], admissions: list[float]) -> dict[str, Any]:
+    """The limited tenant's keyed turns against the plain ones of the same run (overheads over the model, ms),
+    and the gateway's own time deciding on the limits (Server-Timing ``limits``), which scheduling noise spares."""
     return {
+        "admission_p50_ms": round(statistics.median(admissions), 3) if admissions else None,
+        "admission_p99_ms": round(percentile(admissions, 0.99), 3) if admissions else None,
         "limited_turns": len(limited), "plain_turns": len(plain), "limits": BENCH_LIMITS.as_dict(),
         "limited_overhead_p50_ms": round(statistics.median(limited), 2),
         "plain_overhead_p50_ms": round(statistics.median(plain), 2),
