@@ -9,10 +9,12 @@ shape: OpenAI's on ``/v1/chat/completions``, the native one elsewhere.
 
 Costs: a request of a tenant with no limits (:attr:`TenantLimits.any` false) touches no shared
 state — its limits are a dict lookup in the registry, re-read only when the file changes. A
-limited tenant's request is one read-modify-write of its record (:mod:`.usage`) on the way in;
-a turn another at its end (the slot) and one after its result (the tokens), neither delaying the
-reply: the slot is freed just before the response's last body message, the tokens charged in
-the background (the same gateway's next request of the tenant waits for that charge first).
+limited tenant's request is decided on what this gateway holds (:class:`Limiter`): requests of
+the minute leased ``rpm // 50`` at a time, freed slots kept a moment when the limit is large,
+conversations already marked live, the record as last read (re-read in the background each
+second), its own turns' tokens; only what it does not hold costs a read-modify-write of the
+record (:mod:`.usage`) on the request's path. Tokens are charged in the background, slots of a
+small limit given back just before the response's last body message.
 
 Turns are ``POST /v1/conversations/{conversation}/turns`` and ``POST /v1/chat/completions``; a
 turn's tokens reach :func:`metered` from :meth:`~mirror.gateway.runtime.GatewayRuntime.ask`
