@@ -225,9 +225,11 @@ class Limiter:
     async def _charge(self, tenant: str, held: _Held) -> None:
         while held.unsent_tokens:
             tokens = held.unsent_tokens
+
+            def step(data: bytes | None, tokens: int = tokens) -> tuple[bytes | None, Usage]:
+                return charge(data, tokens=tokens, now=self._clock())
             try:
-                usage = await (await self._store()).change(usage_key(tenant), lambda data, tokens=tokens: charge(
-                    data, tokens=tokens, now=self._clock()))
+                usage = await (await self._store()).change(usage_key(tenant), step)
             except Exception as exc:
                 log.warning("%d tokens of %s's turns were not counted against its daily budget: %r", tokens, tenant, exc)
                 held.unsent_tokens -= tokens
