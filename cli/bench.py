@@ -101,6 +101,9 @@ def bench_turns(
                                 "whole turn streamed vs plain, under \"stream\"."),
     token_delay: float = typer.Option(5.0, "--token-delay-ms", min=0,
                                       help="The simulator's wait between the tokens of a streamed answer."),
+    compare_limits: bool = typer.Option(False, "--compare-limits",
+                                        help="Every other turn as a second tenant with all four limits set (never "
+                                             "reached) and an Idempotency-Key: what they add, under \"limits\"."),
     mind: str = typer.Option("mirror", "--mind", help="mirror (the Talker) or persona (the persona cycle: overhead over "
                                                       "the path's four model calls, each step's wall time, the background steps)."),
     persona: Path = typer.Option(None, "--persona", help="With --mind persona: the persona file (default: the shipped Wren)."),
@@ -136,7 +139,7 @@ def bench_turns(
                                               memory=memory, compare_memory=compare_memory,
                                               embedding_latency_ms=embedding_latency, placement=placement.value,
                                               stream=stream, token_delay_ms=token_delay,
-                                              compare_metrics=compare_metrics))
+                                              compare_metrics=compare_metrics, compare_limits=compare_limits))
     _print_result(result, as_json)
 
 
@@ -146,8 +149,9 @@ def bench_tenants(
     b_users: int = typer.Option(5, "--b-users", min=1, help="Tenant B's conversations, each pausing between turns."),
     b_pause: float = typer.Option(1000.0, "--b-pause-ms", min=0, help="B's mean pause before each turn (0.5–1.5 ×)."),
     a_users: int = typer.Option(64, "--a-users", min=1, help="Tenant A's conversations in a closed loop (the flood)."),
-    capacity_users: int = typer.Option(64, "--capacity-users", min=1,
-                                       help="Conversations of the closed loop that measures capacity."),
+    capacity_users: int = typer.Option(None, "--capacity-users", min=1,
+                                       help="Conversations of the closed loop that measures capacity (default: "
+                                            "hosts × model slots × 2, as many Talker calls as the stack holds)."),
     overload: float = typer.Option(2.0, "--overload", min=1.0, help="Offered load of the overload step, × capacity."),
     phase_s: float = typer.Option(20.0, "--phase-s", min=2.0, help="Seconds of each phase with B."),
     model_slots: int = typer.Option(4, "--model-slots", min=1,

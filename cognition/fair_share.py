@@ -88,6 +88,11 @@ class FairShareSettings:
     def weight(self, tenant: str) -> float:
         return dict(self.tenant_weights).get(tenant, self.default_weight)
 
+    def queues(self, slots: int) -> tuple[int, int, int]:
+        """``(talker_queue, stack_queue, thinker_queue)`` for ``slots`` model slots, the derived
+        defaults filled in (the gateway's view of a host's slots reads the same bounds)."""
+        return self.talker_queue or slots, self.stack_queue or 4 * slots, self.thinker_queue or 2 * slots
+
 
 def parse_tenant_weights(entries: Sequence[str]) -> tuple[tuple[str, float], ...]:
     """``["acme=2", "demo=0.5"]`` → ``(("acme", 2.0), ("demo", 0.5))``; a ``ValueError`` naming the bad entry."""
@@ -134,9 +139,7 @@ class FairShare:
             raise ValueError(f"slots is {slots}; a fair share needs at least one model slot")
         self.slots = slots
         self.settings = settings = settings or FairShareSettings()
-        self.talker_queue = settings.talker_queue or slots
-        self.stack_queue = settings.stack_queue or 4 * slots
-        self.thinker_queue = settings.thinker_queue or 2 * slots
+        self.talker_queue, self.stack_queue, self.thinker_queue = settings.queues(slots)
         self._clock = clock
         self._free = slots
         self._virtual = 0.0

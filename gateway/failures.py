@@ -23,12 +23,14 @@ it is OpenAI's body naming the first problem.
 
 Every answer of 500 or more is also one warning line of the ``mirror.gateway.failures`` logger
 (method, path, status, the detail), so whoever runs the gateway sees the cause without asking
-the client: ``mirror up`` relays these lines from its gateway processes to its stderr
+the client — but for turns refused for overload (the fair share's 503s and 429s), summed up in
+one line every :data:`REFUSAL_SUMMARY_S` seconds instead (:class:`RefusalSummary`): ``mirror up`` relays these lines from its gateway processes to its stderr
 (:mod:`mirror.stack.log_relay`). An unexpected error's traceback goes to the log too, after its line.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from fastapi import FastAPI, Request
@@ -36,10 +38,11 @@ from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
+from mirror.cognition.errors import AdmissionRefused
 from mirror.gateway.error_table import TABLE, Answer, answer
 from mirror.gateway.openai.errors import error_body, is_openai_path
 
-__all__ = ["install_failure_handlers", "respond"]
+__all__ = ["REFUSAL_SUMMARY_S", "RefusalSummary", "install_failure_handlers", "respond"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,7 @@ log = logging.getLogger(__name__)
 def install_failure_handlers(app: FastAPI) -> None:
     """One handler for every class of the table (Starlette picks the most specific registered
     class of an error's MRO; the table's own lookup agrees), and the 422 of a body that does not parse."""
+    app.state.refusals = RefusalSummary()
     for cls in TABLE:
         app.add_exception_handler(cls, _answered)
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]  # narrower than Starlette's (Request, Exception) signature, as FastAPI documents
@@ -67,9 +71,51 @@ async def _answered(request: Request, exc: Exception) -> Response:
     found = answer(exc, request)
     if found.unexpected:
         log.error("%s %s answered %d: %s", request.method, request.url.path, found.status, found.message, exc_info=exc)
+    elif isinstance(exc, AdmissionRefused):
+        request.app.state.refusals.count(exc, found.status)
     elif found.status >= 500:
         log.warning("%s %s answered %d: %s", request.method, request.url.path, found.status, found.message)
     return respond(request, found)
+
+
+REFUSAL_SUMMARY_S = 10.0
+"""How often turns refused by the fair share are summed up in one warning line (never one line each)."""
+
+
+class RefusalSummary:
+    """Turns refused for overload, counted and logged as one line a window: an overloaded gateway
+    refuses hundreds a second, and a line each would cost the CPU the admitted turns need.
+
+    The first refusal of a window schedules its line ``window_s`` later: ``N turns refused in the
+    last 10 s (503 ×n, 429 ×m): tenant-a 812, tenant-b 3; the last: <its message>``."""
+
+    def __init__(self, window_s: float = REFUSAL_SUMMARY_S) -> None:
+        self.window_s = window_s
+        self._by_tenant: dict[str, int] = {}
+        self._by_status: dict[int, int] = {}
+        self._last = ""
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def count(self, refused: AdmissionRefused, status: int) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # the loop of the scheduled line is gone (a test's app served again)
+            self.flush()
+        if not self._by_tenant:
+            self._loop = loop
+            loop.call_later(self.window_s, self.flush)
+        self._by_tenant[refused.tenant] = self._by_tenant.get(refused.tenant, 0) + 1
+        self._by_status[status] = self._by_status.get(status, 0) + 1
+        self._last = str(refused)
+
+    def flush(self) -> None:
+        if not self._by_tenant:
+            return
+        statuses = ", ".join(f"{status} ×{count}" for status, count in sorted(self._by_status.items()))
+        tenants = ", ".join(f"{tenant} {count}" for tenant, count in sorted(self._by_tenant.items()))
+        log.warning("%d turns refused for overload in the last %g s (%s): %s; the last: %s",
+                    sum(self._by_tenant.values()), self.window_s, statuses, tenants, self._last)
+        self._by_tenant, self._by_status = {}, {}
+
 
 
 async def _invalid(request: Request, exc: RequestValidationError) -> Response:

@@ -46,6 +46,7 @@ from mirror.gateway.limits import metered
 from mirror.gateway.node_watch import NodeOf, NodeWatch
 from mirror.gateway.personas import PersonaStore
 from mirror.gateway.settings import GatewaySettings
+from mirror.gateway.slots import SlotView, viewed
 from mirror.gateway.tenants import TenantRegistry
 from mirror.replay import History, serving_history
 
@@ -183,7 +184,8 @@ class GatewayRuntime:
         if conversations is None:
             from mirror.actors.placement import placement_of  # imports ray: see routes/recompute.py
 
-            conversations = placement_of(settings.runtime).handle
+            runtime = settings.runtime  # the hosts' slots, seen from here: most overload refused without a Ray hop
+            conversations = viewed(placement_of(runtime).handle, SlotView(runtime.llm.max_concurrency, runtime.fair_share))
 
         return cls(settings, TenantRegistry(settings.tenants_file), conversations,
                    FinishedJobs(settings.max_finished_jobs), bus_ready=bus_ready)

@@ -81,6 +81,9 @@ class HostedConversations:
         self.name = name
         self.prompts = settings_prompts(settings)
         self._clients: ConversationClients | None = None
+        self._opening = asyncio.Lock()
+        """Conversations activated at once open the shared clients once: each open awaits, and two
+        opened sets would be two fair shares, each with all the model's slots."""
         self._live: OrderedDict[StreamKey, _Live] = OrderedDict()
         self._activating: dict[StreamKey, asyncio.Task[_Live]] = {}
         self._passivating: dict[StreamKey, asyncio.Task[None]] = {}
@@ -93,7 +96,10 @@ class HostedConversations:
 
     async def clients(self) -> ConversationClients:
         if self._clients is None:
-            self._clients = await ConversationClients.open(self.settings, name=f"mirror-{self.name}", owned=False)
+            async with self._opening:
+                if self._clients is None:
+                    self._clients = await ConversationClients.open(self.settings, name=f"mirror-{self.name}",
+                                                                   owned=False)
         if self._sweeper is None:
             self._sweeper = asyncio.create_task(self._sweep_idle(), name=f"{self.name}-idle-sweep")
         return self._clients
@@ -141,11 +147,20 @@ class HostedConversations:
     # a turn in the mailbox; the reads beside it, on the state as it is.
 
     async def turn(self, key: StreamKey, request: TurnRequest) -> TurnResult:
+        self._refuse_early(key, request)
         return await self.call(key, lambda conversation: conversation.turn(request))
 
     def turn_stream(self, key: StreamKey, request: TurnRequest) -> AsyncIterator[StreamItem]:
         """:meth:`turn`, streamed (:func:`~mirror.actors.token_stream.streamed_turn`), in the same mailbox."""
+        self._refuse_early(key, request)
         return streamed_turn(lambda sink: self.call(key, lambda conversation: conversation.turn(request.streamed(), sink)))
+
+    def _refuse_early(self, key: StreamKey, request: TurnRequest) -> None:
+        """The fair share's refusal of a turn (429/503), before its conversation is activated: an
+        overloaded host refuses in microseconds, not after a rebuild. A keyed turn goes on to its
+        conversation, which may answer it as the replay of one already taken (no model call)."""
+        if self._clients is not None and request.idempotency_key is None:
+            self._clients.talker(key.tenant).check()
 
     async def choose(self, key: StreamKey, mind: MindChoice) -> ConversationSummary:
         """The mind's choice, in the mailbox (a turn queued before it goes first)."""
@@ -259,6 +274,7 @@ class HostedConversations:
             "activations": stats.activations, "passivations": stats.passivations, "evictions": stats.evictions,
             "failed_activations": stats.failed_activations,
             "activation_ms_mean": round(stats.activation_ms_total / stats.activations, 3) if stats.activations else None,
+            "model_slots": None if self._clients is None else self._clients.share.figures(),
         }
 
 

@@ -9,10 +9,12 @@ shape: OpenAI's on ``/v1/chat/completions``, the native one elsewhere.
 
 Costs: a request of a tenant with no limits (:attr:`TenantLimits.any` false) touches no shared
 state — its limits are a dict lookup in the registry, re-read only when the file changes. A
-limited tenant's request is one read-modify-write of its record (:mod:`.usage`) on the way in;
-a turn another at its end (the slot) and one after its result (the tokens), neither delaying the
-reply: the slot is freed just before the response's last body message, the tokens charged in
-the background (the same gateway's next request of the tenant waits for that charge first).
+limited tenant's request is decided on what this gateway holds (:class:`Limiter`): requests of
+the minute leased ``rpm // 50`` at a time, freed slots kept a moment when the limit is large,
+conversations already marked live, the record as last read (re-read in the background each
+second), its own turns' tokens; only what it does not hold costs a read-modify-write of the
+record (:mod:`.usage`) on the request's path. Tokens are charged in the background, slots of a
+small limit given back just before the response's last body message.
 
 Turns are ``POST /v1/conversations/{conversation}/turns`` and ``POST /v1/chat/completions``; a
 turn's tokens reach :func:`metered` from :meth:`~mirror.gateway.runtime.GatewayRuntime.ask`
@@ -44,7 +46,7 @@ from mirror.gateway.failures import respond
 from mirror.gateway.openai.naming import first_name, path_name_of
 from mirror.gateway.tenants import TenantLimits
 
-from .usage import LEASE_S, Admitted, admit, charge, release, renew, usage_key
+from .usage import LEASE_S, Usage, charge, lease, ratelimit_headers, release, renew, usage_key
 
 __all__ = ["CONVERSATION_HEADER", "Limiter", "LimitsMiddleware", "metered"]
 
@@ -56,78 +58,210 @@ _NATIVE_TURN = re.compile(r"^/v1/conversations/([^/]+)/turns/?$")
 _OPENAI_TURN = "/v1/chat/completions"
 
 
+REQUEST_LEASE_SHARE = 50
+"""A gateway takes a tenant's requests of a minute ``requests_per_minute // 50`` at a time (at least one)."""
+IDLE_SLOT_SHARE = 10
+"""A gateway keeps up to ``concurrent_turns // 10`` freed slots of a tenant for its next turns (none below 10)."""
+IDLE_SLOT_S = 1.0
+"""How long a kept slot stays with its gateway unused before it is given back to the shared count."""
+KNOWN_FRESH_S = 1.0
+"""The record a gateway decides on is read again (in the background) once it is older than this:
+what other gateways counted meanwhile (tokens above all) reaches it within about this long."""
+LIVE_MARGIN_S = 30.0
+"""A conversation this gateway marked live counts as live without a round trip until this long
+before its mark leaves the window (later turns' times are written with the leases' renewal)."""
+
+
+@dataclass
+class _Held:
+    """What this gateway holds of one tenant's limits between round trips (see the module docstring)."""
+
+    known: Usage = field(default_factory=Usage)
+    """The record as this gateway last read or wrote it."""
+    read_at: float | None = None
+    """When ``known`` was read or written (None: never, so the first request reads it on its path)."""
+    reading: asyncio.Task[None] | None = None
+    unsent_tokens: int = 0
+    """Finished turns' tokens not yet written (:meth:`Limiter.charge`)."""
+    charging: asyncio.Task[None] | None = None
+    minute: int = -1
+    requests: int = 0
+    """Requests of ``minute`` leased and not yet used (the record counts them as used)."""
+    idle: dict[str, float] = field(default_factory=dict)
+    """Slots leased with no turn running: holder -> since when."""
+    busy: set[str] = field(default_factory=set)
+    live: dict[str, float] = field(default_factory=dict)
+    """Conversations marked live in the record by this gateway: name -> the time written."""
+    later: dict[str, float] = field(default_factory=dict)
+    """Their later turns' times, written with the next renewal."""
+
+    @property
+    def holders(self) -> frozenset[str]:
+        return frozenset(self.idle) | frozenset(self.busy)
+
+
 class Limiter:
-    """One gateway app's side of the shared counts: admissions, slots and their leases, token charges."""
+    """One gateway app's side of the shared counts: leases of requests and slots, live marks, token charges."""
 
     def __init__(self, counters: Callable[[], Any], live_window_s: float, clock: Callable[[], float] = time.time) -> None:
         self._counters = counters
         """``await counters()``: the deployment's :class:`SharedCounters` (the runtime's connections' own)."""
         self.live_window_s = live_window_s
         self._clock = clock
-        self._held: dict[str, set[str]] = {}
+        self._held: dict[str, _Held] = {}
         self._renewer: asyncio.Task[None] | None = None
-        self._charges: dict[str, set[asyncio.Task[None]]] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        self.round_trips = 0
+        """Read-modify-writes of the shared record made on a request's path (the bench reads it)."""
 
     async def _store(self) -> SharedCounters:
         store: SharedCounters = await self._counters()
         return store
 
-    async def admit(self, tenant: str, limits: TenantLimits, *, turn: bool, conversation: str | None) -> tuple[str, Admitted]:
-        """Count the request or raise :class:`LimitReached`; returns the slot's holder id and the admission."""
-        pending = self._charges.get(tenant)
-        if pending:  # this gateway's last turns' tokens count before its next request is judged
-            await asyncio.gather(*pending, return_exceptions=True)
-        holder = uuid.uuid4().hex[:16]
-        store = await self._store()
-        outcome = await store.change(usage_key(tenant), lambda data: admit(
-            data, tenant=tenant, limits=limits, now=self._clock(), live_window_s=self.live_window_s, turn=turn,
-            conversation=conversation, holder=holder))
-        if isinstance(outcome, LimitReached):
-            raise outcome
-        if outcome.holds:
-            self._held.setdefault(tenant, set()).add(holder)
-            if self._renewer is None or self._renewer.done():
-                self._renewer = asyncio.create_task(self._renew(), name="mirror-limits-renew")
-        return holder, outcome
+    async def admit(self, tenant: str, limits: TenantLimits, *, turn: bool, conversation: str | None) -> tuple[str | None, dict[str, str]]:
+        """Count the request or raise :class:`LimitReached`; returns the turn's slot (None: no slot
+        limit or no turn) and the ``x-ratelimit-*`` headers. No round trip when what this gateway
+        holds admits it; else one read-modify-write that leases more."""
+        now = self._clock()
+        held = self._held.setdefault(tenant, _Held())
+        if held.read_at is None:
+            self.round_trips += 1
+            await self._read(tenant, held)
+        elif now - held.read_at > KNOWN_FRESH_S and (held.reading is None or held.reading.done()):
+            held.reading = asyncio.create_task(self._read(tenant, held), name=f"mirror-limits-read-{tenant}")
+        minute = int(now // 60)
+        if held.minute != minute:
+            held.minute, held.requests = minute, 0
+        known = held.known.current(now, self.live_window_s)
+        rpm, slots, live = limits.requests_per_minute, limits.concurrent_turns, limits.live_conversations
+        budget = limits.tokens_per_day
+        requests = max(1, rpm // REQUEST_LEASE_SHARE) if rpm is not None and held.requests < 1 else 0
+        holder = uuid.uuid4().hex[:16] if turn and slots is not None and not held.idle else None
+        marked = held.live.get(conversation, 0.0) if conversation is not None else 0.0
+        mark = (conversation if turn and live is not None and marked <= now - self.live_window_s + LIVE_MARGIN_S
+                else None)
+        # This gateway's own turns' tokens count before its next request is judged, written or not;
+        # a budget they would spend is decided again on the current record, once they are written.
+        spent = turn and budget is not None and known.tokens + held.unsent_tokens >= budget
+        if spent and held.charging is not None:
+            await asyncio.gather(held.charging, return_exceptions=True)
+        if requests or holder is not None or mark is not None or spent:
+            self.round_trips += 1
+            outcome = await (await self._store()).change(usage_key(tenant), lambda data: lease(
+                data, tenant=tenant, limits=limits, now=now, live_window_s=self.live_window_s, turn=turn,
+                requests=requests, holder=holder, conversation=mark))
+            if isinstance(outcome, LimitReached):
+                raise outcome
+            known = held.known = outcome.usage
+            held.read_at = now
+            if outcome.minute == minute:
+                held.requests += outcome.requests
+            if holder is not None:
+                held.idle[holder] = now
+            if mark is not None:
+                held.live[mark] = now
+        if rpm is not None:
+            held.requests -= 1
+        slot = None
+        if turn and slots is not None:
+            slot = next(iter(held.idle))
+            del held.idle[slot]
+            held.busy.add(slot)
+        if turn and live is not None and conversation is not None and mark is None:
+            held.later[conversation] = now
+        if held.busy or held.idle or held.later:
+            self._keep_renewing()
+        return slot, ratelimit_headers(limits, known, now, turn, unused_requests=max(0, held.requests),
+                              idle_slots=len(held.idle))
 
-    async def release(self, tenant: str, holder: str) -> None:
+    async def _read(self, tenant: str, held: _Held) -> None:
+        read_at = self._clock()
+        try:
+            held.known = Usage.decode(await (await self._store()).read(usage_key(tenant)))
+        except Exception as exc:
+            if held.read_at is None:
+                raise  # on the request's path: answered by the one table (the broker down: 503)
+            log.warning("reading %s's use of its limits failed: %r", tenant, exc)
+            return
+        held.read_at = read_at
+
+    async def release(self, tenant: str, limits: TenantLimits, holder: str) -> None:
+        """A turn's slot is free: kept a moment for this gateway's next turn when the limit is large
+        (:data:`IDLE_SLOT_SHARE`), else given back at once (one round trip)."""
         held = self._held.get(tenant)
-        if held is not None:
-            held.discard(holder)
-            if not held:
-                del self._held[tenant]
-        await (await self._store()).change(usage_key(tenant), lambda data: release(data, holder=holder))
+        if held is None or holder not in held.busy:
+            return
+        held.busy.discard(holder)
+        slots = limits.concurrent_turns or 0
+        if len(held.idle) < slots // IDLE_SLOT_SHARE:
+            held.idle[holder] = self._clock()
+            task = asyncio.create_task(self._give_back_idle(tenant, holder), name=f"mirror-limits-idle-{tenant}")
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            return
+        await self._give_back(tenant, holder)
+
+    async def _give_back(self, tenant: str, holder: str) -> None:
+        held = self._held.setdefault(tenant, _Held())
+        held.known = await (await self._store()).change(usage_key(tenant), lambda data: release(data, holder=holder))
+
+    async def _give_back_idle(self, tenant: str, holder: str) -> None:
+        await asyncio.sleep(IDLE_SLOT_S)
+        held = self._held.get(tenant)
+        if held is None or holder not in held.idle or self._clock() - held.idle[holder] < IDLE_SLOT_S:
+            return  # taken again by a turn (and freed since: its own give-back is scheduled)
+        del held.idle[holder]
+        try:
+            await self._give_back(tenant, holder)
+        except Exception as exc:  # its lease frees it in LEASE_S
+            log.warning("giving back an idle slot of %s failed: %r", tenant, exc)
 
     def charge(self, tenant: str, tokens: int) -> None:
-        """Add a finished turn's tokens to the tenant's day, in the background (see the module docstring)."""
-        task = asyncio.create_task(self._charge(tenant, tokens), name=f"mirror-limits-charge-{tenant}")
-        tasks = self._charges.setdefault(tenant, set())
-        tasks.add(task)
-        task.add_done_callback(lambda done: self._charged(tenant, done))
+        """Add a finished turn's tokens to the tenant's day, in the background: the turns finished
+        while one write is under way are added together by the next (one writer per tenant)."""
+        held = self._held.setdefault(tenant, _Held())
+        held.unsent_tokens += tokens
+        if held.charging is None or held.charging.done():
+            held.charging = asyncio.create_task(self._charge(tenant, held), name=f"mirror-limits-charge-{tenant}")
 
-    async def _charge(self, tenant: str, tokens: int) -> None:
-        await (await self._store()).change(usage_key(tenant), lambda data: charge(data, tokens=tokens, now=self._clock()))
+    async def _charge(self, tenant: str, held: _Held) -> None:
+        while held.unsent_tokens:
+            tokens = held.unsent_tokens
 
-    def _charged(self, tenant: str, task: asyncio.Task[None]) -> None:
-        tasks = self._charges.get(tenant, set())
-        tasks.discard(task)
-        if not tasks:
-            self._charges.pop(tenant, None)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("a turn's tokens were not counted against %s's daily budget: %r", tenant, task.exception())
+            def step(data: bytes | None, tokens: int = tokens) -> tuple[bytes | None, Usage]:
+                return charge(data, tokens=tokens, now=self._clock())
+            try:
+                usage = await (await self._store()).change(usage_key(tenant), step)
+            except Exception as exc:
+                log.warning("%d tokens of %s's turns were not counted against its daily budget: %r", tokens, tenant, exc)
+                held.unsent_tokens -= tokens
+                return
+            held.unsent_tokens -= tokens
+            held.known, held.read_at = usage, self._clock()
+
+    def _keep_renewing(self) -> None:
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.create_task(self._renew(), name="mirror-limits-renew")
 
     async def _renew(self) -> None:
-        """Renew this gateway's running turns' leases every third of a lease, while it holds any."""
-        while self._held:
+        """Every third of a lease, while this gateway holds any slot or has live marks to write:
+        its slots' leases renewed, its turns' later times of live conversations written."""
+        while any(held.busy or held.idle or held.later for held in self._held.values()):
             await asyncio.sleep(LEASE_S / 3)
-            for tenant, holders in list(self._held.items()):
-                mine = frozenset(holders)
+            for tenant, held in list(self._held.items()):
+                mine, later = held.holders, held.later
+                if not mine and not later:
+                    continue
+                held.later = {}
 
-                def step(data: bytes | None, mine: frozenset[str] = mine) -> tuple[bytes | None, None]:
-                    return renew(data, holders=mine, now=self._clock())
+                def step(data: bytes | None, mine: frozenset[str] = mine,
+                         later: dict[str, float] = later) -> tuple[bytes | None, Usage]:
+                    return renew(data, holders=mine, now=self._clock(), live=later)
                 try:
-                    await (await self._store()).change(usage_key(tenant), step)
+                    held.known = await (await self._store()).change(usage_key(tenant), step)
+                    held.live.update({name: at for name, at in later.items() if name in held.known.live})
                 except Exception as exc:  # the broker may be down a moment: the next round tries again
+                    held.later = {**later, **held.later}
                     log.warning("renewing %s's running turns failed: %r", tenant, exc)
 
 
@@ -180,8 +314,10 @@ class LimitsMiddleware:
         turn, conversation = _turn_of(scope)
         if turn and conversation is None and limits.live_conversations is not None:
             conversation, receive = await _body_user(receive)
+        started = time.perf_counter()
         try:
-            holder, admitted = await limiter.admit(tenant, limits, turn=turn, conversation=conversation)
+            holder, headers = await limiter.admit(tenant, limits, turn=turn, conversation=conversation)
+            headers = {**headers, "server-timing": f"limits;dur={(time.perf_counter() - started) * 1000:.3f}"}
         except Exception as exc:  # a refusal, or the broker down: answered by the one table
             metrics.limit_hit(tenant, exc)
             request = Request(scope)
@@ -191,17 +327,17 @@ class LimitsMiddleware:
 
         async def free() -> None:
             nonlocal freed
-            if admitted.holds and not freed:
+            if holder is not None and not freed:
                 freed = True
                 try:
-                    await limiter.release(tenant, holder)
+                    await limiter.release(tenant, limits, holder)
                 except Exception as exc:  # its lease frees it in LEASE_S
                     log.warning("freeing a running turn's slot of %s failed: %r", tenant, exc)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = {**message, "headers": [*message.get("headers", []),
-                                                   *((k.encode(), v.encode()) for k, v in admitted.headers.items())]}
+                                                   *((k.encode(), v.encode()) for k, v in headers.items())]}
             elif message["type"] == "http.response.body" and not message.get("more_body", False):
                 await free()  # before the client has the whole answer, so its next turn finds the slot free
             await send(message)
@@ -211,7 +347,7 @@ class LimitsMiddleware:
             await self.app(scope, receive, send_with_headers)
         finally:
             _METER.reset(token)
-            if admitted.holds and not freed:  # failed, or the client left: freed even if this task is cancelled
+            if holder is not None and not freed:  # failed, or the client left: freed even if this task is cancelled
                 await asyncio.shield(asyncio.ensure_future(free()))
 
 

@@ -29,7 +29,7 @@ from mirror.gateway.errors import LimitReached, TokenBudgetSpent
 from mirror.gateway.tenants import TenantLimits
 
 __all__ = [
-    "LEASE_S", "Admitted", "Usage", "admit", "charge", "release", "renew", "reset_duration", "usage_key",
+    "LEASE_S", "Lease", "Usage", "charge", "lease", "ratelimit_headers", "release", "renew", "reset_duration", "usage_key",
 ]
 
 LEASE_S = 30.0
@@ -86,17 +86,30 @@ def reset_duration(seconds: float) -> str:
     return f"{minutes}m{secs}s" if minutes else f"{secs}s"
 
 
-def _headers(limits: TenantLimits, usage: Usage, now: float, turn: bool) -> dict[str, str]:
-    """The ``x-ratelimit-*`` headers of the limits that apply (requests always, tokens on turns)."""
+def ratelimit_headers(limits: TenantLimits, usage: Usage, now: float, turn: bool, *, unused_requests: int = 0,
+             idle_slots: int = 0) -> dict[str, str]:
+    """The ``x-ratelimit-*`` headers of the limits that apply: requests always; on turns the tokens,
+    the running turns and the live conversations. ``unused_requests`` and ``idle_slots``: what
+    this gateway has leased and not used, which the record counts as used."""
     headers: dict[str, str] = {}
     if limits.requests_per_minute is not None:
+        used = usage.requests - unused_requests
         headers |= {"x-ratelimit-limit-requests": str(limits.requests_per_minute),
-                    "x-ratelimit-remaining-requests": str(max(0, limits.requests_per_minute - usage.requests)),
+                    "x-ratelimit-remaining-requests": str(max(0, limits.requests_per_minute - used)),
                     "x-ratelimit-reset-requests": reset_duration((usage.minute + 1) * MINUTE_S - now)}
-    if turn and limits.tokens_per_day is not None:
+    if not turn:
+        return headers
+    if limits.tokens_per_day is not None:
         headers |= {"x-ratelimit-limit-tokens": str(limits.tokens_per_day),
                     "x-ratelimit-remaining-tokens": str(max(0, limits.tokens_per_day - usage.tokens)),
                     "x-ratelimit-reset-tokens": reset_duration((usage.day + 1) * DAY_S - now)}
+    if limits.concurrent_turns is not None:
+        running = len(usage.turns) - idle_slots
+        headers |= {"x-ratelimit-limit-concurrent-turns": str(limits.concurrent_turns),
+                    "x-ratelimit-remaining-concurrent-turns": str(max(0, limits.concurrent_turns - running))}
+    if limits.live_conversations is not None:
+        headers |= {"x-ratelimit-limit-live-conversations": str(limits.live_conversations),
+                    "x-ratelimit-remaining-live-conversations": str(max(0, limits.live_conversations - len(usage.live)))}
     return headers
 
 
@@ -105,65 +118,80 @@ def _wait(seconds: float) -> int:
 
 
 @dataclass(frozen=True)
-class Admitted:
-    """A request let through: the headers its response carries, and whether it holds a turn's slot."""
+class Lease:
+    """What one read-modify-write took for a gateway: ``requests`` of the minute ``minute`` (0: none
+    asked), a turn's slot (``holder``, when asked), the conversation marked live; and the record
+    as written (``usage``), which the gateway decides its next requests on until it writes again."""
 
-    headers: dict[str, str]
-    holds: bool
+    requests: int
+    minute: int
+    holder: str | None
+    usage: Usage
 
 
-def admit(data: bytes | None, *, tenant: str, limits: TenantLimits, now: float, live_window_s: float,
-          turn: bool, conversation: str | None, holder: str) -> tuple[bytes | None, Admitted | LimitReached]:
-    """The step of a request: count it (a turn also takes a slot and marks its conversation live),
-    or refuse it at the first limit it would pass — the day's tokens first (they need the longest
-    wait), then the minute's requests, the running turns, the live conversations."""
+def lease(data: bytes | None, *, tenant: str, limits: TenantLimits, now: float, live_window_s: float, turn: bool,
+          requests: int, holder: str | None, conversation: str | None) -> tuple[bytes | None, Lease | LimitReached]:
+    """The step of a gateway that cannot admit a request from what it holds: take up to
+    ``requests`` of the minute's (at least one, or refuse), a slot as ``holder``, ``conversation``
+    marked live — or refuse at the first limit it would pass: the day's tokens first (they need
+    the longest wait), then the minute's requests, the running turns, the live conversations."""
     usage = Usage.decode(data).current(now, live_window_s)
-    headers = _headers(limits, usage, now, turn)
+    headers = ratelimit_headers(limits, usage, now, turn)
     budget = limits.tokens_per_day
     if turn and budget is not None and usage.tokens >= budget:
         return None, TokenBudgetSpent(tenant, "tokens_per_day", budget, _wait((usage.day + 1) * DAY_S - now), headers,
                                       f"{usage.tokens} tokens used today (UTC)")
     rpm = limits.requests_per_minute
-    if rpm is not None and usage.requests >= rpm:
-        return None, LimitReached(tenant, "requests_per_minute", rpm, _wait((usage.minute + 1) * MINUTE_S - now),
-                                  headers, f"{usage.requests} requests this minute")
+    granted = 0
+    if requests and rpm is not None:
+        granted = min(requests, rpm - usage.requests)
+        if granted < 1:
+            return None, LimitReached(tenant, "requests_per_minute", rpm, _wait((usage.minute + 1) * MINUTE_S - now),
+                                      headers, f"{usage.requests} requests this minute")
     concurrent = limits.concurrent_turns
-    if turn and concurrent is not None and len(usage.turns) >= concurrent:
-        return None, LimitReached(tenant, "concurrent_turns", concurrent, 1, headers,
-                                  f"{len(usage.turns)} turns running")
+    if holder is not None and concurrent is not None and len(usage.turns) >= concurrent:
+        return None, LimitReached(tenant, "concurrent_turns", concurrent, 1, headers, f"{len(usage.turns)} turns running")
     live = limits.live_conversations
-    if turn and live is not None and conversation not in usage.live and len(usage.live) >= live:
+    if conversation is not None and live is not None and conversation not in usage.live and len(usage.live) >= live:
         oldest = min(usage.live.values())
         return None, LimitReached(tenant, "live_conversations", live, _wait(oldest + live_window_s - now), headers,
                                   f"{len(usage.live)} conversations had a turn in the last {live_window_s:g} s")
-    usage = replace(usage, requests=usage.requests + 1)
-    holds = turn and concurrent is not None  # a slot (and its release, a round trip) only where it is limited
-    if holds:
+    usage = replace(usage, requests=usage.requests + granted)
+    if holder is not None:
         usage = replace(usage, turns={**usage.turns, holder: now + LEASE_S})
-    if turn and conversation is not None:
+    if conversation is not None:
         usage = replace(usage, live={**usage.live, conversation: now})
-    return usage.encode(), Admitted(_headers(limits, usage, now, turn), holds)
+    return usage.encode(), Lease(granted, usage.minute, holder, usage)
 
 
-def release(data: bytes | None, *, holder: str) -> tuple[bytes | None, None]:
-    """The step of a turn that ended: its slot is free (nothing to write if its lease is already gone)."""
+def release(data: bytes | None, *, holder: str) -> tuple[bytes | None, Usage]:
+    """The step of a slot given back (its turn ended): free (nothing to write if its lease is already gone)."""
     usage = Usage.decode(data)
     if holder not in usage.turns:
-        return None, None
-    return replace(usage, turns={h: until for h, until in usage.turns.items() if h != holder}).encode(), None
+        return None, usage
+    usage = replace(usage, turns={h: until for h, until in usage.turns.items() if h != holder})
+    return usage.encode(), usage
 
 
-def renew(data: bytes | None, *, holders: frozenset[str], now: float) -> tuple[bytes | None, None]:
-    """The step of a gateway's running turns: their leases run :data:`LEASE_S` from ``now`` (a lease
-    already expired and dropped is not taken back: that slot may have gone to another turn)."""
+def renew(data: bytes | None, *, holders: frozenset[str], now: float,
+          live: dict[str, float] | None = None) -> tuple[bytes | None, Usage]:
+    """The step of a gateway's slots (running turns and idle leases): their leases run :data:`LEASE_S`
+    from ``now`` (a lease already expired and dropped is not taken back: that slot may have gone to
+    another turn); and its turns' later times of conversations already live (``live``), written
+    late (one still in the record counts once whatever its time; one gone from it is not re-added)."""
     usage = Usage.decode(data)
     renewed = {h: (now + LEASE_S if h in holders else until) for h, until in usage.turns.items()}
-    return (None if renewed == usage.turns else replace(usage, turns=renewed).encode()), None
+    seen = {name: max(last, (live or {}).get(name, last)) for name, last in usage.live.items()}
+    if renewed == usage.turns and seen == usage.live:
+        return None, usage
+    usage = replace(usage, turns=renewed, live=seen)
+    return usage.encode(), usage
 
 
-def charge(data: bytes | None, *, tokens: int, now: float) -> tuple[bytes | None, None]:
+def charge(data: bytes | None, *, tokens: int, now: float) -> tuple[bytes | None, Usage]:
     """The step of a finished turn: its tokens, added to the day's (of ``now``: a new day starts from 0)."""
     usage = Usage.decode(data)
     day = int(now // DAY_S)
     spent = usage.tokens if usage.day >= day else 0
-    return replace(usage, day=max(day, usage.day), tokens=spent + tokens).encode(), None
+    usage = replace(usage, day=max(day, usage.day), tokens=spent + tokens)
+    return usage.encode(), usage

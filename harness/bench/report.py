@@ -12,7 +12,8 @@ Quick means well under two minutes each on two shared cores, at the sizes in :da
 ``timetravel`` (10,000 events), ``recall`` (10,000 beliefs), ``pipeline`` against the simulator
 (three turns; the offline model takes ~30 s a turn), ``embed`` (skipped, and said so, without the
 ``[local]`` extra), ``storage`` (20 turns), ``ingest`` (10,000 events, the sync comparison off)
-and ``turns`` (5 users × 5 turns, pausing ~1 s). The long ones (``actors``, ``recovery``,
+and ``turns`` (5 users × 6 turns, pausing ~1 s, every other turn as a limited tenant with an
+idempotency key: ``--compare-limits``). The long ones (``actors``, ``recovery``,
 ``recompute``, ``reflection``, ``inspector``) stay in the hand-kept table above the section.
 """
 
@@ -96,10 +97,12 @@ QUICK: tuple[QuickBench, ...] = (
         Headline("events/s end to end (raw: JetStream publishes/s)", "events_per_s", limit="raw_publish_per_s"),
         Headline("end to end / raw", "ratio", target="≥ 0.6"),
     )),
-    QuickBench("turns", ("--conversations", "5", "--turns", "5", "--pause-ms", "1000"), (
+    QuickBench("turns", ("--conversations", "5", "--turns", "6", "--pause-ms", "1000", "--compare-limits"), (
         Headline("turn overhead p50 ms (raw: the three hops)", "overhead_p50_ms", limit="floor_p50_ms.total"),
         Headline("overhead over the hops p50 ms", "overhead_over_floor_p50_ms", target="≤ 5"),
         Headline("turn overhead p99 ms", "overhead_p99_ms", target="≤ 25"),
+        Headline("limits and idempotency: limited − plain overhead p50 ms", "limits.added_p50_ms", target="≤ 0.5"),
+        Headline("limits: the gateway's decision p50 ms", "limits.admission_p50_ms"),
     )),
 )
 

@@ -8,7 +8,11 @@ model's slots are the scarce resource, as a GPU's are). Two tenants, each with a
 
 1. **capacity** — tenant A in a closed loop of ``capacity_users`` conversations (each sends its
    next turn as soon as the previous is answered; a refused one waits ``refused_pause_ms``):
-   the admitted turns per second is the stack's capacity.
+   the admitted turns per second is the stack's capacity, its sustained goodput. By default as
+   many conversations as the stack holds Talker calls (hosts × model slots × 2: each slot busy
+   and one call waiting for it), so the model is always busy and nearly nothing is refused: a
+   closed loop of more measures the stack while it also answers a flood of refusals, which is
+   the overload step's question, not this one's.
 2. **B alone** — tenant B's ``b_users`` conversations, each pausing 0.5–1.5 × ``b_pause_ms``
    (seeded) before every turn: B's p50/p99 unloaded.
 3. **B with A** — the same B again while A floods in a closed loop of ``a_users`` conversations
@@ -60,7 +64,8 @@ class TenantsBenchConfig:
     b_users: int = 5
     b_pause_ms: float = 1000.0
     a_users: int = 64
-    capacity_users: int = 64
+    capacity_users: int | None = None
+    """None: hosts × model slots × 2 (see the module docstring)."""
     refused_pause_ms: float = 100.0
     overload: float = 2.0
     phase_s: float = 20.0
@@ -198,8 +203,10 @@ def _target(value: float | None, limit: float, at_most: bool) -> dict[str, Any]:
     return {"value": value, "target": f"{'≤' if at_most else '≥'} {limit:g}", "pass": passed}
 
 
-async def _measure(url: str, tokens: dict[str, str], config: TenantsBenchConfig) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=config.a_users + config.capacity_users + config.b_users + 512)
+async def _measure(url: str, tokens: dict[str, str], config: TenantsBenchConfig, stack_slots: int) -> dict[str, Any]:
+    """The four phases; ``stack_slots``: the model slots of all hosts together."""
+    capacity_users = config.capacity_users or 2 * stack_slots
+    limits = httpx.Limits(max_connections=config.a_users + capacity_users + config.b_users + 512)
     async with httpx.AsyncClient(base_url=url, timeout=CLIENT_TIMEOUT_S, limits=limits,
                                  transport=AiohttpTransport(limits=limits)) as client:
         token_a, token_b = tokens[TENANT_A], tokens[TENANT_B]
@@ -212,8 +219,8 @@ async def _measure(url: str, tokens: dict[str, str], config: TenantsBenchConfig)
         short = config.phase_s * 0.75
 
         capacity = Outcomes()
-        await _closed_loop(client, token_a, a_names[:config.capacity_users] if config.capacity_users <= len(a_names)
-                           else [f"cap-{index}" for index in range(config.capacity_users)],
+        await _closed_loop(client, token_a, a_names[:capacity_users] if capacity_users <= len(a_names)
+                           else [f"cap-{index}" for index in range(capacity_users)],
                            time.perf_counter() + short, capacity, pause_s)
         capacity_per_s = len(capacity.admitted_ms) / short
 
@@ -255,6 +262,7 @@ async def _measure(url: str, tokens: dict[str, str], config: TenantsBenchConfig)
         "llm_latency_ms": config.llm_latency_ms,
         "model_slots_per_host": config.model_slots,
         "capacity_turns_per_s": round(capacity_per_s, 2),
+        "capacity_users": capacity_users,
         "capacity": capacity.figures(short),
         "b_alone": alone_f,
         "b_with_a": with_f,
@@ -284,7 +292,8 @@ def _stack(config: TenantsBenchConfig) -> Iterator[tuple[EmbeddedStack, dict[str
 
 def run_tenants_bench(config: TenantsBenchConfig) -> dict[str, Any]:
     with _stack(config) as (stack, tokens):
-        result = asyncio.run(_measure(stack.url, tokens, config))
+        slots = stack.runtime.hosts * stack.runtime.llm.max_concurrency
+        result = asyncio.run(_measure(stack.url, tokens, config, slots))
         result["hosts"] = stack.runtime.hosts
         result["model_slots_per_host"] = stack.runtime.llm.max_concurrency
         return result

@@ -35,6 +35,14 @@ tokens of a streamed answer, and reports under ``stream`` the time to first toke
 overhead over the model's own first token, sampled straight from the simulator while the turns
 run, and the streamed whole-turn figures beside the plain ones (:mod:`._first_token`); the
 top-level figures are then the plain turns'.
+``compare_limits`` measures, in the same run, what per-tenant limits and idempotency add to a
+turn: every other turn of each user goes to its twin conversation of a second tenant
+(``bench-limited``) that has all four limits set (high enough never to refuse) and sends an
+``Idempotency-Key``, the others to the stack's default tenant (no limits, no key). Under
+``limits`` are both halves' overheads and ``added_p50_ms``, the limited half's overhead p50
+minus the plain half's (on a busy machine its noise is milliseconds), and ``admission_p50_ms``,
+the gateway's own time deciding on the limits (Server-Timing ``limits``); the top-level figures
+are then the plain half's.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ import random
 import statistics
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -57,6 +66,7 @@ from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.http_transport import AiohttpTransport
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import nats_servers
+from mirror.gateway.tenants import TenantLimits, TenantRegistry
 from mirror.harness.bench._cpu import settle
 from mirror.harness.bench._first_token import model_first_tokens, stream_figures, streamed_turn
 from mirror.harness.bench._stats import percentile
@@ -85,6 +95,13 @@ class TurnsBenchConfig:
     """Prometheus metrics recorded and served in every process (``mirror up``'s default)."""
     compare_metrics: bool = False
     """Run twice, metrics off then on: what recording them adds to a turn (``metrics_added_p50_ms``)."""
+    compare_limits: bool = False
+
+
+LIMITED_TENANT = "bench-limited"
+BENCH_LIMITS = TenantLimits(requests_per_minute=1_000_000, concurrent_turns=10_000, tokens_per_day=10**12,
+                            live_conversations=100_000)
+"""Every limit set, none ever reached: what the bookkeeping costs, not a refusal."""
 
 
 def server_timing(header: str) -> dict[str, float]:
@@ -98,10 +115,26 @@ def server_timing(header: str) -> dict[str, float]:
 
 
 async def _conversation(client: httpx.AsyncClient, name: str, turns: int, pause_ms: float = 0.0,
-                        rng: random.Random | None = None, stream: bool = False) -> list[tuple[float, dict[str, Any]]]:
-    """``turns`` plain turns; with ``stream`` a streamed one beside each (marked ``streamed``), alternating which goes first."""
+                        rng: random.Random | None = None, stream: bool = False,
+                        limited_token: str | None = None) -> list[tuple[float, dict[str, Any]]]:
+    """``turns`` plain turns; with ``stream`` a streamed one beside each (marked ``streamed``), alternating which
+    goes first; with ``limited_token`` every odd turn as the limited tenant, with a key (marked ``limited``)."""
     results = []
     for index in range(turns):
+        if limited_token is not None and index % 2 == 1:
+            if pause_ms and rng is not None:
+                await asyncio.sleep(rng.uniform(0.5, 1.5) * pause_ms / 1000)
+            started = time.perf_counter()
+            response = await client.post(f"/v1/conversations/{name}/turns", json={"message": f"message {index} of {name}"},
+                                         headers={"Authorization": f"Bearer {limited_token}",
+                                                  "Idempotency-Key": f"{name}-{index}-{uuid.uuid4().hex}"})
+            elapsed = (time.perf_counter() - started) * 1000
+            response.raise_for_status()
+            reply = response.json()
+            reply["timings"] = server_timing(response.headers.get("server-timing", ""))
+            reply["limited"] = True
+            results.append((elapsed, reply))
+            continue
         for streamed in ((False, True) if index % 2 == 0 else (True, False)) if stream else (False,):
             if pause_ms and rng is not None:
                 # The user reads and types: a pause of 0.5–1.5 × the mean before every turn (the
@@ -199,7 +232,7 @@ async def _floor(client: httpx.AsyncClient, nats_url: str, conversation: Convers
 
 
 async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str, runtime: RuntimeSettings,
-                   sim_base_url: str) -> dict[str, Any]:
+                   sim_base_url: str, limited_token: str | None = None) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=config.conversations + 4)
     # The load generator's own CPU per request counts in the overhead it measures: aiohttp under
     # httpx, as Mirror's model calls use, costs a fifth of httpx's default transport.
@@ -207,6 +240,8 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
                                  limits=limits, transport=AiohttpTransport(limits=limits)) as client:
         names = [f"bench-{index}" for index in range(config.conversations)]
         await asyncio.gather(*(_conversation(client, name, 1) for name in names))  # activate the actors first
+        if limited_token is not None:  # and the limited twins (index 1: the limited one)
+            await asyncio.gather(*(_conversation(client, name, 2, limited_token=limited_token) for name in names))
         if config.stream:  # and the streamed path
             await asyncio.gather(*(streamed_turn(client, name, "warm-up") for name in names))
         from mirror.actors.placement import conversation_handle
@@ -219,7 +254,8 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         turns_done = asyncio.Event()
         model = asyncio.create_task(model_first_tokens(sim_base_url, turns_done)) if config.stream else None
         try:
-            runs = await asyncio.gather(*(_conversation(client, name, config.turns, config.pause_ms, rng, config.stream)
+            runs = await asyncio.gather(*(_conversation(client, name, config.turns, config.pause_ms, rng, config.stream,
+                                                        limited_token)
                                           for name, rng in zip(names, rngs, strict=True)))
         finally:
             turns_done.set()
@@ -227,7 +263,10 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         model_samples = await model if model is not None else []
         backlog = await asyncio.gather(*(_backlog(client, name, 2 if config.stream else 1) for name in names))
     streamed = [item for run in runs for item in run if item[1].get("streamed")]
-    runs = [[item for item in run if not item[1].get("streamed")] for run in runs]
+    limited = [elapsed - reply["llm_ms"] for run in runs for elapsed, reply in run if reply.get("limited")]
+    admissions = [reply["timings"]["limits"] for run in runs for _, reply in run
+                  if reply.get("limited") and "limits" in reply["timings"]]
+    runs = [[item for item in run if not item[1].get("streamed") and not item[1].get("limited")] for run in runs]
     latencies = [elapsed for run in runs for elapsed, _ in run]
     # The simulator's own time is the Talker's LLM call as Mirror timed it (the configured
     # latency plus the simulator's work and its HTTP hop); the rest is Mirror's overhead.
@@ -257,8 +296,24 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         "embedding_latency_ms": config.embedding_latency_ms,
         "turns_with_recall": len(recalls),
         "recall_p50_ms": round(statistics.median(recalls), 2) if recalls else None,
+        **({"limits": _limits_figures(limited, overheads, admissions)} if limited_token is not None else {}),
         **({"stream": stream_figures(streamed, [item for run in runs for item in run], model_samples, floor,
                                      config.token_delay_ms)} if config.stream else {}),
+    }
+
+
+def _limits_figures(limited: list[float], plain: list[float], admissions: list[float]) -> dict[str, Any]:
+    """The limited tenant's keyed turns against the plain ones of the same run (overheads over the model, ms),
+    and the gateway's own time deciding on the limits (Server-Timing ``limits``), which scheduling noise spares."""
+    return {
+        "admission_p50_ms": round(statistics.median(admissions), 3) if admissions else None,
+        "admission_p99_ms": round(percentile(admissions, 0.99), 3) if admissions else None,
+        "limited_turns": len(limited), "plain_turns": len(plain), "limits": BENCH_LIMITS.as_dict(),
+        "limited_overhead_p50_ms": round(statistics.median(limited), 2),
+        "plain_overhead_p50_ms": round(statistics.median(plain), 2),
+        "added_p50_ms": round(statistics.median(limited) - statistics.median(plain), 2),
+        "limited_overhead_p99_ms": round(percentile(limited, 0.99), 2),
+        "plain_overhead_p99_ms": round(percentile(plain, 0.99), 2),
     }
 
 
@@ -283,7 +338,16 @@ def _stack(config: TurnsBenchConfig) -> Iterator[tuple[EmbeddedStack, SimProcess
 
 def _run_once(config: TurnsBenchConfig) -> dict[str, Any]:
     with _stack(config) as (stack, sim):
-        return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url, stack.runtime, sim.base_url))
+        limited_token = None
+        if config.compare_limits:  # as `mirror tenants add` and `mirror tenants limits` do
+            registry = TenantRegistry(stack.data_dir / "tenants.json")
+            limited_token = registry.add(LIMITED_TENANT)
+            limits = BENCH_LIMITS
+            registry.set_limits(LIMITED_TENANT, requests_per_minute=limits.requests_per_minute,
+                                concurrent_turns=limits.concurrent_turns, tokens_per_day=limits.tokens_per_day,
+                                live_conversations=limits.live_conversations)
+        return asyncio.run(_measure(stack.url, stack.token, config, stack.nats_url, stack.runtime, sim.base_url,
+                                    limited_token))
 
 
 def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
@@ -312,4 +376,4 @@ def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
     }
 
 
-__all__ = ["TurnsBenchConfig", "run_turns_bench", "server_timing", "turn_phases"]
+__all__ = ["BENCH_LIMITS", "LIMITED_TENANT", "TurnsBenchConfig", "run_turns_bench", "server_timing", "turn_phases"]

@@ -15,10 +15,14 @@ PHASES = ("capacity", "b_alone", "b_with_a", "a_flood", "overload")
 
 @pytest.mark.long
 def test_the_tenants_bench_runs_every_phase_and_refuses_the_excess_with_retry_after() -> None:
-    config = TenantsBenchConfig(llm_latency_ms=200, b_users=2, b_pause_ms=300, a_users=16, capacity_users=16,
-                                phase_s=4, model_slots=2)
+    config = TenantsBenchConfig(llm_latency_ms=200, b_users=2, b_pause_ms=300, a_users=16, phase_s=4, model_slots=2)
     report = json.loads(json.dumps(run_tenants_bench(config)))
     assert report["benchmark"] == "tenants" and report["model_slots_per_host"] == 2
+    slots = report["hosts"] * 2
+    assert report["capacity_users"] == 2 * slots  # as many as the stack holds Talker calls
+    # The model bounds capacity: each slot serves a call per 200 ms (a host whose racing first
+    # turns each opened a fair share of their own once served several times this).
+    assert report["capacity_turns_per_s"] <= slots / 0.2 * 1.1
     for phase in PHASES:
         assert report[phase]["admitted"] > 0, phase
         assert report[phase]["timeouts"] == 0 and report[phase]["errors"] == 0, (phase, report[phase])

@@ -55,6 +55,22 @@ async def test_racing_first_messages_activate_once_and_queue_in_order(runtime: R
         await table.close()
 
 
+async def test_conversations_activated_at_once_share_one_set_of_clients(runtime: RuntimeSettings) -> None:
+    """The clients (and so the fair share of the model's slots) are opened once per host, however
+    many first messages race: a set per racer was as many fair shares, each with every slot."""
+    table = HostedConversations(runtime)
+    keys = [StreamKey("acme", f"burst{index}") for index in range(12)]
+    try:
+        await asyncio.gather(*(table.call(key, lambda c: c.turn(TurnRequest("first"))) for key in keys))
+        shares = {id(await table.call(key, lambda c: asyncio.sleep(0, c.llm.share))) for key in keys}
+        assert len(shares) == 1
+        figures = table.figures()["model_slots"]
+        assert figures["slots"] == runtime.llm.max_concurrency
+        assert figures["tenants"]["acme"]["admitted"] >= len(keys)  # every Talker call went through the one share
+    finally:
+        await table.close()
+
+
 async def test_the_cap_passivates_the_least_recently_used_and_they_come_back_with_state(runtime: RuntimeSettings) -> None:
     table = HostedConversations(runtime, max_live=3)
     keys = [StreamKey("acme", f"cap{index}") for index in range(6)]

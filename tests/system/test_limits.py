@@ -125,7 +125,12 @@ def test_a_turn_running_on_one_gateway_holds_the_only_slot_on_the_other(deployme
         refused = second.post("/v1/conversations/other/turns", json={"message": "me too"})
         assert refused.status_code == 429, refused.text
         assert refused.headers["retry-after"] == "1" and refused.json()["limit"] == "concurrent_turns"
-        assert running.result().status_code == 200
+        assert (refused.headers["x-ratelimit-limit-concurrent-turns"],
+                refused.headers["x-ratelimit-remaining-concurrent-turns"]) == ("1", "0")
+        answered = running.result()
+        assert answered.status_code == 200
+        assert answered.headers["x-ratelimit-remaining-concurrent-turns"] == "0"  # this turn's own slot
+        assert "limits;dur=" in answered.headers["server-timing"]
         # Freed before the first turn's answer was complete: the next turn, at once, gets the slot.
         assert second.post("/v1/conversations/other/turns", json={"message": "now me"}).status_code == 200
     assert deployment.usage("slots").turns == {}
@@ -169,6 +174,9 @@ def test_live_conversations_admit_the_live_ones_and_refuse_a_new_one(deployment:
         refused = second.post("/v1/conversations/two/turns", json={"message": "hi"})
         assert refused.status_code == 429 and refused.json()["limit"] == "live_conversations"
         assert 1 <= int(refused.headers["retry-after"]) <= deployment.settings.runtime.passivate_after_s
-        assert second.post("/v1/conversations/one/turns", json={"message": "again"}).status_code == 200
+        again = second.post("/v1/conversations/one/turns", json={"message": "again"})
+        assert again.status_code == 200
+        assert (again.headers["x-ratelimit-limit-live-conversations"],
+                again.headers["x-ratelimit-remaining-live-conversations"]) == ("1", "0")
     assert "live\tlimits\tlive_conversations 1 (used 1)" in limits(monkeypatch, capsys, deployment, "list")
     assert json.loads((deployment.directory / "tenants.json").read_text())["limits"]["live"] == {"live_conversations": 1}
