@@ -54,7 +54,7 @@ import httpx
 
 from mirror.actors.handle import ConversationHandle
 from mirror.actors.settings import RuntimeSettings
-from mirror.cognition.http_transport import AiohttpTransport
+from mirror.cognition.http_transport import AiohttpTransport, pool_limits
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import nats_servers
 from mirror.harness.bench._cpu import settle
@@ -200,7 +200,7 @@ async def _floor(client: httpx.AsyncClient, nats_url: str, conversation: Convers
 
 async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str, runtime: RuntimeSettings,
                    sim_base_url: str) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=config.conversations + 4)
+    limits = pool_limits(config.conversations + 4)  # idle under the server's keep-alive
     # The load generator's own CPU per request counts in the overhead it measures: aiohttp under
     # httpx, as Mirror's model calls use, costs a fifth of httpx's default transport.
     async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120,
