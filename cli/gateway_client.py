@@ -32,6 +32,7 @@ from urllib.parse import quote
 import httpx
 
 from mirror.cli.errors import GatewayRequestFailed, GatewayUnavailable, MissingToken, NoStackRunning, ReplyCut
+from mirror.cognition.http_transport import pool_limits
 from mirror.stack.embedded import running_stack
 
 TURN_TIMEOUT_S = 660.0  # a sync turn waits for the previous thinking (minutes on the offline model)
@@ -77,7 +78,7 @@ class GatewayClient:
     def __init__(self, target: StackTarget) -> None:
         self.target = target
         self._http = httpx.Client(base_url=target.url, headers={"Authorization": f"Bearer {target.token}"},
-                                  timeout=REQUEST_TIMEOUT_S)
+                                  timeout=REQUEST_TIMEOUT_S, limits=pool_limits())
 
     def close(self) -> None:
         self._http.close()

@@ -23,6 +23,23 @@ ClientPayloadError                    ReadError
 ClientOSError and other ClientError   NetworkError / TransportError
 InvalidURL, non-HTTP URL              UnsupportedProtocol
 ====================================  ================================
+
+Idle connections and servers that close them. uvicorn (under vLLM, llama-cpp-python's server and
+Mirror's simulator) and most HTTP servers close a connection left idle for 5 s. A client that keeps one longer (aiohttp's own default is 15 s) sooner or later sends a
+request on a connection at the very moment the server closes it, and the request dies with
+"Server disconnected" although the server never read it. Two defences, here so every client of
+this transport has both:
+
+- the pool keeps an idle connection at most :data:`IDLE_KEEPALIVE_S` (4 s, under the common 5 s),
+  so a connection the server is about to close is not picked;
+- a request that failed on a *reused* connection before its response's status line came back
+  (the peer closed or reset it) is sent once more. That is safe whatever the method: a server
+  closing an idle connection never read the request (RFC 9112 section 9.3.1 lets a client retry
+  when it can tell the request was not applied). ``reused_retries`` counts them. A failure on a
+  new connection, or once the response has begun, is the caller's, as before.
+
+The first alone leaves the race open while the client's event loop is busy (a loaded machine):
+the server's close sits unread in the socket, so the pool still sees the connection as open.
 """
 
 from __future__ import annotations
@@ -50,6 +67,9 @@ _MAPPED: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
     (aiohttp.ClientError, httpx.TransportError),
 )
 
+
+IDLE_KEEPALIVE_S = 4.0
+"""The longest a pooled connection waits for its next request: under uvicorn's (and most servers') 5 s."""
 
 STREAM_EXTENSION = "mirror.stream"
 """``httpx`` request extension: true asks for the body as it arrives, not read whole first."""
@@ -80,6 +100,47 @@ def _as_httpx(exc: BaseException, request: httpx.Request) -> httpx.TransportErro
     raise TypeError(f"not an aiohttp failure: {exc!r}")
 
 
+def pool_limits(max_connections: int | None = None) -> httpx.Limits:
+    """httpx limits for a client of Mirror: ``max_connections`` (None: no cap), idle at most :data:`IDLE_KEEPALIVE_S`.
+
+    For httpx's own transport too: httpcore keeps idle connections 5 s by default, exactly as
+    long as the servers do.
+    """
+    return httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections,
+                        keepalive_expiry=IDLE_KEEPALIVE_S)
+
+
+# The peer closed or reset the connection before the response's status line: on a reused
+# connection, a server that closed it idle. ClientConnectorError (a ClientOSError) never comes
+# from a reused connection, and is excluded anyway: a refused connect is not this race.
+_DIED_UNANSWERED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
+
+
+class _Attempt:
+    """One request's connection as aiohttp's tracing reports it: taken from the pool, or new."""
+
+    __slots__ = ("reused",)
+
+    def __init__(self) -> None:
+        self.reused = False
+
+
+async def _on_reused(_session: aiohttp.ClientSession, context: Any, _params: Any) -> None:
+    context.trace_request_ctx.reused = True
+
+
+async def _on_created(_session: aiohttp.ClientSession, context: Any, _params: Any) -> None:
+    # aiohttp retries an idempotent request itself, maybe on a new connection: the last one counts.
+    context.trace_request_ctx.reused = False
+
+
+def _tracing() -> aiohttp.TraceConfig:
+    config = aiohttp.TraceConfig()
+    config.on_connection_reuseconn.append(_on_reused)
+    config.on_connection_create_end.append(_on_created)
+    return config
+
+
 def _client_timeout(extensions: dict[str, Any]) -> aiohttp.ClientTimeout:
     """httpx's per-request timeouts (connect, read, pool) in aiohttp's terms; no total limit."""
     timeout = extensions.get("timeout") or {}
@@ -88,29 +149,44 @@ def _client_timeout(extensions: dict[str, Any]) -> aiohttp.ClientTimeout:
     )
 
 
+async def _request(session: aiohttp.ClientSession, request: httpx.Request, body: bytes,
+                   attempt: _Attempt) -> aiohttp.ClientResponse:
+    return await session.request(
+        request.method, URL(str(request.url), encoded=True), headers=request.headers.multi_items(),
+        data=body or None, allow_redirects=False, timeout=_client_timeout(request.extensions),
+        trace_request_ctx=attempt,
+    )
+
+
 class AiohttpTransport(httpx.AsyncBaseTransport):
     """``httpx.AsyncClient(transport=AiohttpTransport(...))``.
 
-    ``limits.max_connections`` caps the pool (0 or None: no cap); ``ssl_context`` is used for
-    https URLs. The session is made on first use, on the loop that uses it.
+    ``limits.max_connections`` caps the pool (0 or None: no cap); ``limits.keepalive_expiry``
+    bounds how long a connection waits idle, never above :data:`IDLE_KEEPALIVE_S`;
+    ``ssl_context`` is used for https URLs. The session is made on first use, on the loop that
+    uses it. ``reused_retries`` counts requests sent again after a reused connection died
+    unanswered (see the module's docstring).
     """
 
     def __init__(self, *, limits: httpx.Limits | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
         self._limits = limits or httpx.Limits()
         self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
         self._session: aiohttp.ClientSession | None = None
+        expiry = self._limits.keepalive_expiry
+        self.idle_keepalive_s = IDLE_KEEPALIVE_S if expiry is None else min(expiry, IDLE_KEEPALIVE_S)
+        self.reused_retries = 0
 
     def _session_now(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(
                 limit=self._limits.max_connections or 0,
-                keepalive_timeout=self._limits.keepalive_expiry or 15.0,
+                keepalive_timeout=self.idle_keepalive_s,
                 ssl=self._ssl,
             )
             # httpx owns redirects, cookies and decompression: aiohttp only moves bytes.
             self._session = aiohttp.ClientSession(
                 connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
-                skip_auto_headers=("User-Agent", "Accept-Encoding", "Accept"),
+                skip_auto_headers=("User-Agent", "Accept-Encoding", "Accept"), trace_configs=[_tracing()],
             )
         return self._session
 
@@ -120,10 +196,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         if request.extensions.get(STREAM_EXTENSION):
             return await self._streamed(session, request, body)
         try:
-            async with session.request(
-                request.method, URL(str(request.url), encoded=True), headers=request.headers.multi_items(),
-                data=body or None, allow_redirects=False, timeout=_client_timeout(request.extensions),
-            ) as response:
+            async with await self._send(session, request, body) as response:
                 content = await response.read()
                 status, headers = response.status, list(response.raw_headers)
         except (TimeoutError, aiohttp.ClientError) as exc:
@@ -133,14 +206,22 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
 
     async def _streamed(self, session: aiohttp.ClientSession, request: httpx.Request, body: bytes) -> httpx.Response:
         try:
-            response = await session.request(
-                request.method, URL(str(request.url), encoded=True), headers=request.headers.multi_items(),
-                data=body or None, allow_redirects=False, timeout=_client_timeout(request.extensions),
-            )
+            response = await self._send(session, request, body)
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise _as_httpx(exc, request) from exc
         return httpx.Response(response.status, headers=list(response.raw_headers), stream=_AiohttpStream(response, request),
                               extensions={"http_version": b"HTTP/1.1"}, request=request)
+
+    async def _send(self, session: aiohttp.ClientSession, request: httpx.Request, body: bytes) -> aiohttp.ClientResponse:
+        """The response, its body unread; sent once more if a reused connection died unanswered."""
+        attempt = _Attempt()
+        try:
+            return await _request(session, request, body, attempt)
+        except _DIED_UNANSWERED as exc:
+            if not attempt.reused or isinstance(exc, aiohttp.ClientConnectorError):
+                raise
+        self.reused_retries += 1
+        return await _request(session, request, body, _Attempt())
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -148,4 +229,4 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             self._session = None
 
 
-__all__ = ["AiohttpTransport", "STREAM_EXTENSION"]
+__all__ = ["AiohttpTransport", "IDLE_KEEPALIVE_S", "STREAM_EXTENSION", "pool_limits"]

@@ -52,7 +52,7 @@ from .errors import (
     excerpt,
     redact,
 )
-from .http_transport import STREAM_EXTENSION, AiohttpTransport
+from .http_transport import STREAM_EXTENSION, AiohttpTransport, pool_limits
 from .llm import ChatRequest, ChatResponse, TokenSink, estimate_tokens
 from .structured import chat_json
 
@@ -169,7 +169,7 @@ class OpenAIChatClient:
         self.settings = settings
         headers = {HEADER_AUTHORIZATION: f"Bearer {settings.api_key}"} if settings.api_key else {}
         tls = _tls_context(settings.base_url.startswith("http://"))
-        limits = httpx.Limits(max_connections=settings.max_concurrency, max_keepalive_connections=settings.max_concurrency)
+        limits = pool_limits(settings.max_concurrency)  # idle under model servers' 5 s keep-alive (see http_transport)
         self._http = httpx.AsyncClient(
             base_url=settings.base_url,
             headers=headers,

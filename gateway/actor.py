@@ -29,7 +29,7 @@ from mirror import metrics
 from mirror.actors.directory import NAMESPACE
 from mirror.actors.log_file import append_warnings_to
 from mirror.actors.metrics_targets import metrics_target
-from mirror.gateway.app import GatewaySettings, create_app
+from mirror.gateway.app import KEEP_ALIVE_S, GatewaySettings, create_app
 from mirror.serving import bind_socket, reserve_port
 
 GATEWAY_NAME = "gateway-{index}"
@@ -54,7 +54,7 @@ class GatewayActor:
             # Ray runs this actor's event loop; uvicorn serves on it (httptools parses HTTP when
             # installed). log_config=None keeps the worker's logging.
             config = uvicorn.Config(create_app(self.settings), log_config=None, log_level="warning",
-                                    access_log=False, timeout_graceful_shutdown=1)
+                                    access_log=False, timeout_graceful_shutdown=1, timeout_keep_alive=KEEP_ALIVE_S)
             self._server = uvicorn.Server(config)
             self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]))
             while not self._server.started:

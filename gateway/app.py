@@ -32,8 +32,18 @@ from mirror.gateway.settings import DEFAULT_MAX_FINISHED_JOBS, DEFAULT_MAX_MESSA
 from mirror.serving import ThreadedServer
 
 __all__ = [
-    "DEFAULT_MAX_FINISHED_JOBS", "DEFAULT_MAX_MESSAGE_BYTES", "GatewayServer", "GatewaySettings", "create_app",
+    "DEFAULT_MAX_FINISHED_JOBS", "DEFAULT_MAX_MESSAGE_BYTES", "KEEP_ALIVE_S", "GatewayServer", "GatewaySettings",
+    "create_app",
 ]
+
+KEEP_ALIVE_S = 75
+"""How long the gateway keeps a client's idle connection open (uvicorn's default is 5 s).
+
+Longer than the idle pools of the clients and proxies in front of it (httpx 5 s, aiohttp 15 s,
+nginx's and AWS ALB's upstream 60 s; a load balancer should close first, so its pool never
+reuses a connection the gateway is closing), so the server is not the side that closes an idle
+connection in the middle of a client's reuse. An idle connection costs a socket, no CPU.
+"""
 
 
 def create_app(settings: GatewaySettings, conversations: Conversations | None = None) -> FastAPI:
@@ -57,4 +67,4 @@ class GatewayServer(ThreadedServer):
     """The gateway on a loopback port, served by uvicorn in a background thread (tests, `mirror up`)."""
 
     def __init__(self, app: FastAPI, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        super().__init__(app, name="mirror gateway", host=host, port=port, start_timeout=15.0)
+        super().__init__(app, name="mirror gateway", host=host, port=port, start_timeout=15.0, keep_alive_s=KEEP_ALIVE_S)

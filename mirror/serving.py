@@ -173,7 +173,8 @@ class ThreadedServer:
     """``start()`` returns once ``/healthz`` answers; ``stop()`` joins the thread (bounded)."""
 
     def __init__(self, app: Any, *, name: str, host: str = "127.0.0.1", port: int = 0,
-                 start_timeout: float = 10.0, log_level: str = "warning", access_log: bool = False) -> None:
+                 start_timeout: float = 10.0, log_level: str = "warning", access_log: bool = False,
+                 keep_alive_s: int = 5) -> None:
         self.app = app
         self.name = name
         self.host = host
@@ -181,6 +182,7 @@ class ThreadedServer:
         self.start_timeout = start_timeout
         self.log_level = log_level
         self.access_log = access_log
+        self.keep_alive_s = keep_alive_s  # how long an idle connection stays open (uvicorn's default 5 s)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
@@ -200,7 +202,8 @@ class ThreadedServer:
         self.port = self._socket.getsockname()[1]
         # log_config=None keeps Mirror's logging setup instead of uvicorn's own handlers.
         config = uvicorn.Config(self.app, log_config=None, log_level=self.log_level.lower(),
-                                access_log=self.access_log, timeout_graceful_shutdown=1)
+                                access_log=self.access_log, timeout_graceful_shutdown=1,
+                                timeout_keep_alive=self.keep_alive_s)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
                                         name=f"{self.name}-{self.port}", daemon=True)

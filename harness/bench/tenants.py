@@ -45,7 +45,7 @@ from typing import Any
 
 import httpx
 
-from mirror.cognition.http_transport import AiohttpTransport
+from mirror.cognition.http_transport import AiohttpTransport, pool_limits
 from mirror.gateway.tenants import TenantRegistry
 from mirror.harness.bench._stats import percentile
 from mirror.harness.bench.turns import server_timing
@@ -206,7 +206,7 @@ def _target(value: float | None, limit: float, at_most: bool) -> dict[str, Any]:
 async def _measure(url: str, tokens: dict[str, str], config: TenantsBenchConfig, stack_slots: int) -> dict[str, Any]:
     """The four phases; ``stack_slots``: the model slots of all hosts together."""
     capacity_users = config.capacity_users or 2 * stack_slots
-    limits = httpx.Limits(max_connections=config.a_users + capacity_users + config.b_users + 512)
+    limits = pool_limits(config.a_users + capacity_users + config.b_users + 512)  # idle under the server's keep-alive
     async with httpx.AsyncClient(base_url=url, timeout=CLIENT_TIMEOUT_S, limits=limits,
                                  transport=AiohttpTransport(limits=limits)) as client:
         token_a, token_b = tokens[TENANT_A], tokens[TENANT_B]

@@ -15,7 +15,10 @@ Mirror timed it (L plus the simulator's own work): the gateway,
 the Ray actor hop, the fenced append acknowledged by JetStream, and the client's own work.
 ``floor_p50_ms`` is the raw cost of the hops a turn cannot avoid, measured in the same run (an
 HTTP round trip through the gateway, a Ray actor call, a JetStream publish acknowledged), and
-``overhead_over_floor_p50_ms`` what Mirror adds beyond them.
+``overhead_over_floor_p50_ms`` what Mirror adds beyond them. ``cpu_ms_per_turn`` is the CPU the
+stack's processes spent over the turns, per turn, by role (:mod:`._cpu`; ``all`` includes the
+simulator and this load generator), not above idle; ``client_reused_retries`` the requests the
+client sent again after a reused connection died unanswered (:mod:`mirror.cognition.http_transport`).
 ``memory`` turns Mirror's memory on (the default, as in production) or off; ``compare_memory``
 runs the benchmark twice in one invocation, memory off then on, each on a fresh stack, and
 reports ``memory_added_p50_ms`` — on's overhead p50 minus off's: what recall adds to the turn
@@ -63,11 +66,11 @@ import httpx
 
 from mirror.actors.handle import ConversationHandle
 from mirror.actors.settings import RuntimeSettings
-from mirror.cognition.http_transport import AiohttpTransport
+from mirror.cognition.http_transport import AiohttpTransport, pool_limits
 from mirror.events.ids import StreamKey
 from mirror.events.nats.jetstream import nats_servers
 from mirror.gateway.tenants import TenantLimits, TenantRegistry
-from mirror.harness.bench._cpu import settle
+from mirror.harness.bench._cpu import CpuMeter, settle
 from mirror.harness.bench._first_token import model_first_tokens, stream_figures, streamed_turn
 from mirror.harness.bench._stats import percentile
 from mirror.processes import free_port
@@ -233,11 +236,12 @@ async def _floor(client: httpx.AsyncClient, nats_url: str, conversation: Convers
 
 async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str, runtime: RuntimeSettings,
                    sim_base_url: str, limited_token: str | None = None) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=config.conversations + 4)
+    limits = pool_limits(config.conversations + 4)  # idle under the server's keep-alive
     # The load generator's own CPU per request counts in the overhead it measures: aiohttp under
     # httpx, as Mirror's model calls use, costs a fifth of httpx's default transport.
+    transport = AiohttpTransport(limits=limits)
     async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120,
-                                 limits=limits, transport=AiohttpTransport(limits=limits)) as client:
+                                 limits=limits, transport=transport) as client:
         names = [f"bench-{index}" for index in range(config.conversations)]
         await asyncio.gather(*(_conversation(client, name, 1) for name in names))  # activate the actors first
         if limited_token is not None:  # and the limited twins (index 1: the limited one)
@@ -249,6 +253,7 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
 
         conversation = conversation_handle(StreamKey(DEFAULT_TENANT, names[0]), runtime)  # its host, when hosted
         floor = await _floor(client, nats_url, conversation)
+        meter = CpuMeter().start()
         started = time.perf_counter()
         rngs = [random.Random(f"{config.seed}:{name}") for name in names]
         turns_done = asyncio.Event()
@@ -260,6 +265,7 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         finally:
             turns_done.set()
         wall = time.perf_counter() - started
+        cpu = meter.stop()
         model_samples = await model if model is not None else []
         backlog = await asyncio.gather(*(_backlog(client, name, 2 if config.stream else 1) for name in names))
     streamed = [item for run in runs for item in run if item[1].get("streamed")]
@@ -287,6 +293,9 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         "floor_p50_ms": floor,
         "overhead_over_floor_p50_ms": round(statistics.median(overheads) - floor["total"], 2),
         "turns_per_s": round((len(latencies) + len(streamed)) / wall, 1),
+        "cpu_ms_per_turn": cpu.ms_per(len(latencies) + len(streamed)),
+        "cpu_exited_processes": cpu.exited,
+        "client_reused_retries": transport.reused_retries,
         "thinking_backlog_share": round(late / total, 3) if total else 0.0,
         "gateways": config.gateways,
         "placement": config.placement,
