@@ -198,7 +198,7 @@ async def test_a_corrupted_archive_is_refused_and_nothing_is_appended(tmp_path: 
             "not a tar": b"definitely not an archive",
             "flipped byte": _rewritten(archive, {member: bytes(flipped)}),
             "missing member": _rewritten(archive, {member: None}),
-            "extra member": _rewritten(archive, {"manifest.json": None}),
+            "no manifest": _rewritten(archive, {"manifest.json": None}),
             "truncated": archive[: archive.index(body) + len(body) // 2],  # in the middle of the events
         }
         problems = {}
@@ -208,7 +208,7 @@ async def test_a_corrupted_archive_is_refused_and_nothing_is_appended(tmp_path: 
             problems[name] = str(refused.value)
         assert "SHA-256" in problems["flipped byte"] and member in problems["flipped byte"]
         assert "missing" in problems["missing member"] and member in problems["missing member"]
-        assert "no manifest.json" in problems["extra member"]
+        assert "no manifest.json" in problems["no manifest"]
         assert "not a readable tar" in problems["not a tar"] and "not a readable tar" in problems["truncated"]
         assert original.events == 5
     # Nothing of a refused archive reached any store: reading fails before the bus is touched.
