@@ -42,7 +42,14 @@ from mirror.cognition.errors import (
 )
 from mirror.cognition.persona.choice import InvalidMindChoice
 from mirror.cognition.turn import InvalidTurnRequest
-from mirror.events.errors import ArchiveInvalid, BusError, ConversationForgotten, ImportRefused, InvalidIdentifier, LogUnavailable
+from mirror.events.errors import (
+    ArchiveInvalid,
+    BusError,
+    ConversationForgotten,
+    ImportRefused,
+    InvalidIdentifier,
+    LogUnavailable,
+)
 from mirror.gateway.errors import (
     AmbiguousPersona,
     ConversationTimedOut,

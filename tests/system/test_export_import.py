@@ -173,10 +173,10 @@ def _rewritten(archive: bytes, change: dict[str, bytes | None]) -> bytes:
         for info in source:
             data = source.extractfile(info).read()  # type: ignore[union-attr]
             if info.name in change:
-                if change[info.name] is None:
+                replacement = change[info.name]
+                if replacement is None:
                     continue
-                data = change[info.name]  # type: ignore[assignment]
-                info.size = len(data)
+                data, info.size = replacement, len(replacement)
             tar.addfile(info, io.BytesIO(data))
     return out.getvalue()
 
