@@ -162,10 +162,13 @@ def without_forgotten(table: pa.Table, forgotten: set[tuple[str, str]]) -> pa.Ta
     return kept
 
 
-def release(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str) -> bool:
+def release(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str, forgotten: set[tuple[str, str]]) -> bool:
     """Drop a *finished* tombstone, so the conversation id may be written again (an import with
-    ``force``, :mod:`mirror.events.transfer`); False when there is none or its sweep is still
-    running (lifting it then would let the sweep delete what comes next)."""
+    ``force``, :mod:`mirror.events.transfer`), and from ``forgotten`` (the log's refused keys);
+    False when there is none or its sweep is still running (lifting it then would let the sweep
+    delete what comes next)."""
     row = con.execute("DELETE FROM forgotten WHERE tenant = ? AND conversation = ? AND finished_at IS NOT NULL "
                       "RETURNING conversation", [tenant, conversation]).fetchone()
+    if row is not None:
+        forgotten.discard((tenant, conversation))
     return row is not None

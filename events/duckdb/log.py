@@ -589,12 +589,8 @@ class DuckDBEventLog:
     async def tombstone(self, tenant: str, conversation: str) -> Tombstone | None:
         return await self._read(lambda: _erasure.tombstone(self._db, tenant, conversation))
 
-    async def release(self, tenant: str, conversation: str) -> bool:
-        """Lift a finished tombstone (:func:`_erasure.release`): the id may be written again."""
-        released = await self._run(_erasure.release, self._con, tenant, conversation)
-        if released:
-            self._forgotten.discard((tenant, conversation))
-        return released
+    async def release(self, tenant: str, conversation: str) -> bool:  # a finished tombstone lifted: _erasure.release
+        return await self._run(_erasure.release, self._con, tenant, conversation, self._forgotten)
 
     async def unfinished_forgets(self) -> list[tuple[str, str]]:
         """Tombstones whose sweep has not finished (a crash cut it short): to sweep again."""
