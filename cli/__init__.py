@@ -6,7 +6,7 @@ the HTTP client the client commands use.
 sim-llm), ``client`` (demo, chat, status, events tail; what they show is in ``client_commands``, and for
 the persona mind in ``persona_client``: the chat's mood line, ``demo --mind persona``),
 ``replay`` (replay state|diff|verify, recompute), ``prompts`` (prompts export|diff), ``persona`` (persona show|export|push|list), ``tenants``, ``bench``, ``log``, ``evals``,
-``memory``, ``reflection`` (portrait, reflections, reflect), ``chaos``, ``forget`` (erase a conversation),
+``memory``, ``reflection`` (portrait, reflections, reflect), ``chaos``, ``forget`` (erase a conversation), ``lifecycle`` (export, import),
 ``top`` (a live view of a stack's metrics, drawn by ``top_view``);
 ``config_file`` (``mirror.toml`` as click's default map), ``gateway_client`` (the HTTP client
 of a running stack), ``tables`` (tables that fit the terminal with every id whole), ``help_layout``

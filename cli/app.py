@@ -34,6 +34,7 @@ from mirror.cli import (
     evals,
     forget,
     help_layout,
+    lifecycle,
     log,
     memory,
     persona,
@@ -70,6 +71,8 @@ app.command()(reflection.portrait)
 app.command()(reflection.reflections)
 app.command()(reflection.reflect)
 app.command()(forget.forget)
+app.command("export")(lifecycle.export)
+app.command("import")(lifecycle.import_)
 app.command()(chaos.chaos)
 app.add_typer(tenants.tenants_app, name="tenants")
 app.add_typer(bench.bench_app, name="bench")

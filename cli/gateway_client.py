@@ -171,6 +171,21 @@ class GatewayClient:
         """Start forgetting the conversation (every branch): its erasure job."""
         return self._request("DELETE", conversation_path(conversation))
 
+    def export(self, conversation: str | None = None, *, tenant: str | None = None) -> bytes:
+        """The archive of ``conversation`` (every branch), or of the whole ``tenant`` (admin)."""
+        path = conversation_path(conversation) + "/export" if conversation else f"/v1/tenants/{path_segment(tenant)}/export"
+        try:
+            response = self._http.get(path)
+        except httpx.TransportError as exc:
+            raise GatewayUnavailable(self.target.url, _reason(exc)) from exc
+        _raise_for_status("GET", path, response)
+        return response.content
+
+    def import_archive(self, archive: bytes, *, tenant: str | None = None, force: bool = False) -> dict[str, Any]:
+        """Import an archive (:meth:`export`'s); what was appended."""
+        return self._request("POST", "/v1/import", content=archive, params=_given(tenant=tenant, force=force or None),
+                             headers={"Content-Type": "application/x-tar"})
+
     def forget_job(self, conversation: str) -> dict[str, Any]:
         return self._request("GET", conversation_path(conversation) + "/forget")
 

@@ -39,11 +39,13 @@ def tenants_default(context: typer.Context, data: Path = DATA_DIR) -> None:
 
 
 @tenants_app.command("add")
-def tenants_add(tenant: str = TENANT, data: Path = DATA_DIR) -> None:
+def tenants_add(tenant: str = TENANT, data: Path = DATA_DIR,
+                admin: bool = typer.Option(False, "--admin", help="With the admin scope: export a whole tenant, "
+                                           "import into any (docs/http-api.md).")) -> None:
     """Create a bearer token for TENANT (shown once; only its hash is stored)."""
     from mirror.gateway.tenants import TenantRegistry
 
-    typer.echo(TenantRegistry(data / "tenants.json").add(tenant))
+    typer.echo(TenantRegistry(data / "tenants.json").add(tenant, admin=admin))
 
 
 @tenants_app.command("list")

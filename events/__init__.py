@@ -14,6 +14,8 @@ This package exports the model and the ports; adapters are imported from their m
   (:class:`Infrastructure`: how a process opens its bus and logs, chosen in one place),
   ``counters`` (:class:`SharedCounters`: small records changed atomically by every process);
 - in-memory adapters: ``memory_log`` (``InMemoryEventLog``), ``memory_infrastructure``;
+- moving conversations: ``archive`` (the export archive: a tar with a manifest of digests, checked
+  on read) and ``transfer`` (export from a log, import through the bus);
 - ``nats/`` (the JetStream bus, the log's read API over NATS, the NATS infrastructure, the
   embedded server and cluster) and ``duckdb/`` (the log file and the ingester).
 

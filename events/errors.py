@@ -15,7 +15,9 @@
         ├── LogError
         │   ├── LogUnavailable       the log's owner did not answer a read
         │   └── LogLocked            another process holds the DuckDB file's write lock
-        └── ConversationForgotten    the conversation was erased: only its tombstone is left
+        ├── ConversationForgotten    the conversation was erased: only its tombstone is left
+        ├── ArchiveInvalid           an export archive that is not one, or whose bytes do not match its manifest
+        └── ImportRefused            an import whose conversation exists already (or was forgotten)
 
 Every error carries the identifiers it is about and says how to fix the problem.
 """
@@ -196,8 +198,36 @@ class ConversationForgotten(EventError):
                          "and it cannot be written again; start a new conversation under another id")
 
 
+class ArchiveInvalid(EventError, ValueError):
+    """An archive (:mod:`mirror.events.archive`) that cannot be imported: not a tar, no manifest,
+    a file missing, extra or whose SHA-256 differs, an event that does not decode or breaks its
+    branch's sequence. Nothing was appended."""
+
+    def __init__(self, problem: str, member: str | None = None) -> None:
+        self.problem = problem
+        self.member = member
+        where = f"{member}: " if member else ""
+        super().__init__(f"invalid archive: {where}{problem}; nothing was imported (export it again, or check "
+                         "that the file was copied whole)")
+
+
+class ImportRefused(EventError):
+    """An import would write into a conversation that exists already, or whose tombstone stands."""
+
+    def __init__(self, tenant: str, conversation: str, reason: str) -> None:
+        self.tenant = tenant
+        self.conversation = conversation
+        self.reason = reason
+        said, fix = {
+            "exists": ("exists already", "forget it first, or import under another tenant"),
+            "forgotten": ("was forgotten", "import with force to replace the tombstone (once its sweep has finished)"),
+        }.get(reason, ("was refused by the bus", "its events were erased within the broker's duplicate window "
+                       "(or another writer began it meanwhile): import it again in a few minutes"))
+        super().__init__(f"conversation {conversation} of tenant {tenant} {said}; nothing of it was imported: {fix}")
+
+
 __all__ = [
-    "AppendConflict", "ConversationForgotten", "BusError", "BusUnavailable", "CodecError", "CounterContended", "CorruptEvent", "EventError", "InvalidIdentifier",
+    "AppendConflict", "ArchiveInvalid", "ImportRefused", "ConversationForgotten", "BusError", "BusUnavailable", "CodecError", "CounterContended", "CorruptEvent", "EventError", "InvalidIdentifier",
     "InvalidSyncInterval", "LogError", "LogLocked", "LogUnavailable", "MirrorError", "ShardMapError",
     "UnknownEventType",
 ]

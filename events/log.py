@@ -187,6 +187,10 @@ class Forgetting(Protocol):
 
     async def tombstone(self, tenant: str, conversation: str) -> dict[str, Any] | None: ...
 
+    async def release(self, tenant: str, conversation: str) -> bool:
+        """Lift a finished tombstone so the id can be imported again; False if none (or unfinished)."""
+        ...
+
 
 def check_range(after_seq: int, until_seq: int | None, limit: int | None) -> None:
     if type(after_seq) is not int or after_seq < 0:

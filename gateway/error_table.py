@@ -42,7 +42,14 @@ from mirror.cognition.errors import (
 )
 from mirror.cognition.persona.choice import InvalidMindChoice
 from mirror.cognition.turn import InvalidTurnRequest
-from mirror.events.errors import BusError, ConversationForgotten, InvalidIdentifier, LogUnavailable
+from mirror.events.errors import (
+    ArchiveInvalid,
+    BusError,
+    ConversationForgotten,
+    ImportRefused,
+    InvalidIdentifier,
+    LogUnavailable,
+)
 from mirror.gateway.errors import (
     AmbiguousPersona,
     ConversationTimedOut,
@@ -223,6 +230,8 @@ TABLE: dict[type[Exception], Rule] = {
     InvalidTurnRequest: Rule(400),  # e.g. a malformed Idempotency-Key
     UnknownConversation: Rule(404),
     ConversationForgotten: Rule(410, from_actor=True),  # erased: only its tombstone is left (routes/forget.py)
+    ArchiveInvalid: Rule(400),  # an import's archive that is not one, or does not match its manifest (routes/transfer.py)
+    ImportRefused: Rule(409),  # an import onto a conversation that exists, or a tombstone without force
     UnknownPersona: Rule(404, code="persona_not_found"),
     AmbiguousPersona: Rule(409, code="persona_ambiguous", fields=_candidates),
     ReplayError: Rule(404),  # a seq beyond the end, a branch with no events, a belief never seen...

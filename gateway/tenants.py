@@ -38,6 +38,8 @@ class TenantRecord:
     token_hash: str
     created_at: float
     revoked: bool = False
+    admin: bool = False
+    """An admin token may also act on a whole tenant (export one, import into any; docs/http-api.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,11 +110,12 @@ class TenantRegistry:
         temporary.replace(self.path)
         self._stamp = None
 
-    def add(self, tenant: str) -> str:
-        """Create a token for ``tenant`` (a tenant may hold several); returns the token, once."""
+    def add(self, tenant: str, *, admin: bool = False) -> str:
+        """Create a token for ``tenant`` (a tenant may hold several; ``admin``: with the admin scope);
+        returns the token, once."""
         validate_identifier("tenant", tenant)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        records = [*self._load(), TenantRecord(tenant, token_hash(token), time.time())]
+        records = [*self._load(), TenantRecord(tenant, token_hash(token), time.time(), admin=admin)]
         self._save(records)
         return token
 
@@ -121,7 +124,7 @@ class TenantRegistry:
         validate_identifier("tenant", tenant)
         records = self._load()
         active = sum(1 for r in records if r.tenant == tenant and not r.revoked)
-        self._save([TenantRecord(r.tenant, r.token_hash, r.created_at, r.revoked or r.tenant == tenant) for r in records])
+        self._save([replace(r, revoked=r.revoked or r.tenant == tenant) for r in records])
         return active
 
     def list(self) -> list[TenantRecord]:
@@ -161,6 +164,15 @@ class TenantRegistry:
             if hmac.compare_digest(record.token_hash, digest) and not record.revoked:
                 found = record.tenant
         return found
+
+    def is_admin(self, token: str) -> bool:
+        """Whether ``token`` is an active token with the admin scope (compared in constant time)."""
+        digest = token_hash(token)
+        admin = False
+        for record in self._load():
+            if hmac.compare_digest(record.token_hash, digest) and not record.revoked:
+                admin = record.admin
+        return admin
 
 
 __all__ = ["LIMIT_NAMES", "NO_LIMITS", "TOKEN_PREFIX", "TenantLimits", "TenantRecord", "TenantRegistry", "token_hash"]

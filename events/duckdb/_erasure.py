@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CONTENT_TABLES", "TOMBSTONE_SCHEMA", "Tombstone", "begin", "copy_into_fresh_file", "finish", "forgotten_keys", "sweep", "tombstone", "unfinished", "without_forgotten"]
+__all__ = ["CONTENT_TABLES", "TOMBSTONE_SCHEMA", "Tombstone", "begin", "copy_into_fresh_file", "finish", "forgotten_keys", "sweep", "release", "tombstone", "unfinished", "without_forgotten"]
 
 TOMBSTONE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS forgotten (
@@ -160,3 +160,15 @@ def without_forgotten(table: pa.Table, forgotten: set[tuple[str, str]]) -> pa.Ta
     if kept.num_rows < table.num_rows:
         log.info("dropped %d late event(s) of forgotten conversations", table.num_rows - kept.num_rows)
     return kept
+
+
+def release(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str, forgotten: set[tuple[str, str]]) -> bool:
+    """Drop a *finished* tombstone, so the conversation id may be written again (an import with
+    ``force``, :mod:`mirror.events.transfer`), and from ``forgotten`` (the log's refused keys);
+    False when there is none or its sweep is still running (lifting it then would let the sweep
+    delete what comes next)."""
+    row = con.execute("DELETE FROM forgotten WHERE tenant = ? AND conversation = ? AND finished_at IS NOT NULL "
+                      "RETURNING conversation", [tenant, conversation]).fetchone()
+    if row is not None:
+        forgotten.discard((tenant, conversation))
+    return row is not None

@@ -589,6 +589,9 @@ class DuckDBEventLog:
     async def tombstone(self, tenant: str, conversation: str) -> Tombstone | None:
         return await self._read(lambda: _erasure.tombstone(self._db, tenant, conversation))
 
+    async def release(self, tenant: str, conversation: str) -> bool:  # a finished tombstone lifted: _erasure.release
+        return await self._run(_erasure.release, self._con, tenant, conversation, self._forgotten)
+
     async def unfinished_forgets(self) -> list[tuple[str, str]]:
         """Tombstones whose sweep has not finished (a crash cut it short): to sweep again."""
         return await self._run(_erasure.unfinished, self._con)

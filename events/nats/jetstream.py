@@ -430,7 +430,14 @@ class JetStreamBus:
                 detail=f"{exc.description} (writer expected subject sequence {fence})",
             ) from exc
         if ack.duplicate:
-            _, stored_data = _stored_message(await self.js.get_msg(self.settings.name, seq=ack.seq))
+            try:
+                _, stored_data = _stored_message(await self.js.get_msg(self.settings.name, seq=ack.seq))
+            except nats.js.errors.NotFoundError as exc:  # stored within the window, erased since (a forget)
+                raise AppendConflict(
+                    key.tenant, key.conversation, key.branch, expected_seq=event.seq,
+                    detail=f"message id {event.id} was stored within the duplicate window "
+                           f"({self.settings.duplicate_window_s:g} s) and erased since: write it after the window",
+                ) from exc
             if stored_data != data:
                 raise AppendConflict(
                     key.tenant, key.conversation, key.branch,

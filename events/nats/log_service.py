@@ -88,6 +88,7 @@ class LogService:
             "caught_up": self._caught_up,
             "forget": self._forget_conversation,
             "tombstone": self._tombstone,
+            "release": self._release,
         }
 
     async def start(self) -> None:
@@ -220,6 +221,11 @@ class LogService:
         found = await self.log.tombstone(args["tenant"], args["conversation"])
         return None if found is None else found.as_dict()
 
+    async def _release(self, args: dict[str, Any]) -> bool:
+        if self._forget is None:
+            raise LogError("this log service does not own an ingester: it cannot lift a tombstone")
+        return await self.log.release(args["tenant"], args["conversation"])
+
     async def _stats(self, args: dict[str, Any]) -> dict[str, Any]:
         stats: LogStats = await self.log.stats()
         return {"events": stats.events, "conversations": stats.conversations, "rejected": stats.rejected, "offsets": stats.offsets,
@@ -284,6 +290,10 @@ class LogClient:
         """A forgotten conversation's tombstone (``None``: it was never forgotten)."""
         result: dict[str, Any] | None = await self._call("tombstone", tenant=tenant, conversation=conversation)
         return result
+
+    async def release(self, tenant: str, conversation: str) -> bool:
+        """Lift a finished tombstone (an import with ``force``); False when there is none or its sweep runs."""
+        return bool(await self._call("release", tenant=tenant, conversation=conversation))
 
     @staticmethod
     def _key_args(key: StreamKey) -> dict[str, str]:
