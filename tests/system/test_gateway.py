@@ -127,7 +127,7 @@ def test_turn_and_summary_answer_the_same_json_shape(stack) -> None:
         assert (answer["turn"], answer["seq"], answer["narrative_seq"]) == (0, 1, None) and answer["reply"]
         summary = client.get("/v1/conversations/shape").json()
         assert list(summary) == ["id", "branch", "turns", "last_seq", "narrative", "narrative_seq", "thought_turn",
-                                 "thinking", "mode", "last_failure", "updated_at", "mind", "branches"]
+                                 "thinking", "mode", "last_failure", "updated_at", "mind", "greeting", "branches"]
         assert (summary["id"], summary["branch"], summary["turns"], summary["mode"]) == ("shape", "main", 1, "full")
         assert summary["branches"] == ["main"]  # from the log (before it commits the first event: main alone)
 
