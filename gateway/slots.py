@@ -206,6 +206,9 @@ class ViewedConversation:
     async def pid(self) -> int:
         return await self.handle.pid()
 
+    async def node_id(self) -> str | None:
+        return await self.handle.node_id()
+
     def forget(self) -> None:
         self.handle.forget()
 

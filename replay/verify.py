@@ -26,6 +26,13 @@ timestamp, and what it names — beliefs, review items, edges — is compared. T
 after it is then replayed with the replayed recall's block in the Talker's request: zero model
 and zero embedding calls, and a recall that now comes out differently shows in both places.
 
+A live turn does not always land right after the state its Talker was asked from: the Thinker
+appends while the Talker waits for the model (the two write concurrently), so a turn may follow
+thinking events its request never saw. Its basis is then the state its recall's causation names
+or, with no recall, one of the states since the previous turn: :func:`talker_bases` offers them
+newest first, and the reply is made from the first whose request the log answered (a request
+that none answers is the divergence).
+
 Reflection's events are verified like thinking steps, each on its own: an ``insight``, a
 ``reflection`` or a ``thinker_failed`` of stage ``insight`` / ``reflection`` is made again from
 the state its causation names (a reflection with the triggers due there, or ``forced`` first if
@@ -57,6 +64,7 @@ from mirror.events.payloads import (
     Belief,
     Edge,
     Insight,
+    Instructions,
     MemoryStep,
     Monologue,
     Narrative,
@@ -202,8 +210,10 @@ async def verify_events(
             if isinstance(event.payload, Recall):
                 recall = _verify_recall(key, event, states, state, report)
             elif check_replies and isinstance(event.payload, Turn):
-                made = recall if index and isinstance(events[index - 1].payload, Recall) else None
-                await _verify_turn(key, event, state, prompts, llm, report, made, comparison)
+                before = events[index - 1] if index else None
+                made = recall if before is not None and isinstance(before.payload, Recall) else None
+                bases = talker_bases(key, state, states, before if made is not None else None, events[:index])
+                await _verify_turn(key, event, bases, prompts, llm, report, made, comparison)
             state = apply(state, event)
             states[state.last_seq] = state
             index += 1
@@ -245,12 +255,42 @@ def _verify_recall(key: StreamKey, event: Event, states: dict[int, ConversationS
     return replayed
 
 
-async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, prompts: PromptSet,
+def talker_bases(key: StreamKey, state: ConversationState, states: dict[int, ConversationState],
+                 recall: Event | None, earlier: Sequence[Event]) -> list[ConversationState]:
+    """The states a turn's Talker may have been asked from, newest first: ``state`` (just before
+    the turn), then each earlier one back to the previous turn — the Thinker's events that landed
+    while the Talker waited for the model were not in its request. With a ``recall``, the state
+    its causation names comes first (the Talker was asked from the recall's basis). The client's
+    ``instructions`` recorded in the turn's own append are applied on top of earlier states, as
+    the live turn applied them before asking."""
+    bases = [state]
+    if recall is not None and recall.causation is not None:
+        named = basis_of(key, recall, states)
+        if named is not None and named.last_seq < state.last_seq:
+            bases.insert(0, named)
+    own = [event for event in earlier[-2:] if isinstance(event.payload, Instructions)]
+    for seq in sorted(states, reverse=True):
+        candidate = states[seq]
+        if seq >= state.last_seq or candidate.turn_count != state.turn_count:
+            if candidate.turn_count != state.turn_count:
+                break
+            continue
+        for instruction in own:
+            if instruction.seq > seq:
+                candidate = apply(candidate, replace(instruction, seq=candidate.last_seq + 1))
+        if all(candidate is not known for known in bases):
+            bases.append(candidate)
+    return bases
+
+
+async def _verify_turn(key: StreamKey, event: Event, bases: list[ConversationState], prompts: PromptSet,
                        llm: RecordedLLM, report: VerifyReport, recalled: TurnRecall | None = None,
                        comparison: PromptComparison | None = None) -> None:
     """The Talker's reply made again by the turn's own code (:func:`~mirror.cognition.turn.compose_mirror_turn`)
-    from the state before it, with the replayed recall (``recalled``) as the live turn had its
-    recall, and every answer from the log."""
+    from the state it was asked from (the first of ``bases``, :func:`talker_bases`, whose request
+    the log answered), with the replayed recall (``recalled``) as the live turn had its recall,
+    and every answer from the log."""
+    state = bases[0]
     payload = cast(Turn, event.payload)  # the caller checked isinstance(event.payload, Turn)
     if event.causation is not None:
         return  # a reply copied from another branch (a recompute keeps them): not produced here
@@ -268,10 +308,16 @@ async def _verify_turn(key: StreamKey, event: Event, state: ConversationState, p
         return recalled
 
     try:
-        composed = await compose_mirror_turn(state, payload.user_message, llm=llm, prompts=prompts,
-                                             config=config,
-                                             now=event.timestamp, recaller=replayed_recall,
-                                             idempotency_key=payload.idempotency_key)
+        for index, state in enumerate(bases):
+            try:
+                composed = await compose_mirror_turn(state, payload.user_message, llm=llm, prompts=prompts,
+                                                     config=config,
+                                                     now=event.timestamp, recaller=replayed_recall,
+                                                     idempotency_key=payload.idempotency_key)
+                break
+            except RecordingMiss:
+                if index == len(bases) - 1:
+                    raise
     except RecordingMiss:
         cause = comparison.cause(event.provenance.prompt_set, "talker") if comparison is not None else "a new request"
         report.divergences.append(Divergence(

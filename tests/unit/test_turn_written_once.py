@@ -90,3 +90,27 @@ async def test_the_stages_are_one_table_the_loop_and_the_status_read() -> None:
     assert stages_behind(writer.state, context) == ["thinking", "insight"]
     assert stages_behind(writer.state, dataclasses.replace(context, config=dataclasses.replace(
         config, mode="baseline", reflection=False))) == []
+
+
+async def test_a_turn_the_thinker_overtook_verifies_from_the_state_its_talker_was_asked_from() -> None:
+    """Live, the Talker and the Thinker write concurrently: turn 2's Talker is asked from the state
+    after turn 1, the Thinker's monologue and narrative for turn 1 land while it waits for the
+    model, and turn 2 is appended after them. Verify makes turn 2 from the state its request was
+    asked from (the reply's narrative_seq is the one it saw: none), with zero model calls."""
+    infrastructure = InMemoryInfrastructure()
+    key = StreamKey(TENANT, "overtaken")
+    connections = await infrastructure.connect(name="test")
+    prompts, model = default_prompt_set(), ScriptedModel()
+    config = MirrorConfig(model="scripted", memory=False)
+    writer = ConversationWriter(connections.bus, key, initial_state(key), Head(0, (await connections.bus.head(key)).fence))
+    await writer.take_turn(MESSAGES[0], llm=model, prompts=prompts, config=config, recaller=no_recall)
+    asked_from = writer.state  # the Talker of turn 2 is asked from here ...
+    composed = await turn_code.compose_mirror_turn(asked_from, MESSAGES[1], llm=model, prompts=prompts, config=config,
+                                                   now=1.0, recaller=no_recall)
+    await writer.think_until_current(model, prompts, config, attempts=1)  # ... while the Thinker appends
+    await writer.append(composed.build(key))
+    events = await connections.log(TENANT).read(key)
+    assert [type(event.payload).__name__ for event in events][-1] == "Turn" and events[-1].seq > asked_from.last_seq + 1
+    assert events[-1].payload.narrative_seq is None  # type: ignore[union-attr]  # it saw no narrative
+    (report,) = await verify_conversations(connections.log(TENANT), TENANT, "overtaken", prompts=prompts)
+    assert report.ok and report.model_calls == 0 and report.steps >= 3, report.divergences
