@@ -41,6 +41,10 @@ class Exchange:
     reply_headers: dict[str, str]
     reply: str
 
+    def header(self, name: str) -> str | None:
+        """A request header, by its name in any case (clients differ: Node's fetch sends lowercase)."""
+        return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)
+
     def transcript(self, keep: int = 160) -> str:
         """The exchange as docs/clients.md shows it: the request line, the headers a client chose
         (no Authorization), the JSON body, the status, Mirror's headers and the reply, trimmed."""
@@ -77,8 +81,14 @@ class Mirror:
         until(done, f"{conversation} done thinking", timeout=60)
         return self.events(conversation)
 
-    def sent(self, path_part: str = "/chat/completions") -> list[Exchange]:
-        return [exchange for exchange in self.exchanges if path_part in exchange.path]
+    def sent(self, conversation: str, at_least: int) -> list[Exchange]:
+        """The chat requests that named ``conversation`` by base URL or header, once ``at_least`` are
+        recorded (each is recorded when its reply has ended)."""
+        def named() -> list[Exchange]:
+            found = [e for e in self.exchanges if e.path.endswith("/chat/completions") and (
+                e.path.startswith(f"/c/{conversation}/") or e.header("X-Mirror-Conversation") == conversation)]
+            return found if len(found) >= at_least else []
+        return until(named, f"{at_least} recorded request(s) for {conversation}")
 
 
 def turns_of(logged: list[dict[str, Any]]) -> list[dict[str, Any]]:

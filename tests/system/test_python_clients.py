@@ -20,7 +20,6 @@ import pytest
 
 from mirror.events.nats.server import EmbeddedNats
 from tests.support.conversing import Mirror, mirror_stack, two_turns, write_transcripts
-from tests.support.waits import until
 
 TRANSCRIPTS = Path(os.environ["MIRROR_TRANSCRIPTS"]) if os.environ.get("MIRROR_TRANSCRIPTS") else None
 HOW = pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
@@ -39,15 +38,6 @@ def named(mirror: Mirror, client: str, streamed: bool) -> tuple[str, str, dict[s
     if streamed:
         return conversation, f"{mirror.url}/v1", {"X-Mirror-Conversation": conversation}
     return conversation, f"{mirror.url}/c/{conversation}/v1", {}
-
-
-def settled(mirror: Mirror, conversation: str, turns: int) -> list[Any]:
-    """The chat requests the client sent for ``conversation`` (recorded once each reply has ended)."""
-    def mine() -> list[Any]:
-        sent = [e for e in mirror.sent() if f"/c/{conversation}/" in e.path or e.headers.get("X-Mirror-Conversation") ==
-                conversation or e.headers.get("x-mirror-conversation") == conversation]
-        return sent if len(sent) >= turns else []
-    return until(mine, f"{turns} recorded request(s) for {conversation}")
 
 
 @HOW
@@ -70,7 +60,7 @@ def test_langchain_chat_openai(mirror: Mirror, streamed: bool) -> None:
         return text
 
     two_turns(mirror, conversation, say)
-    sent = settled(mirror, conversation, 2)
+    sent = mirror.sent(conversation, 2)
     assert [len(e.body["messages"]) for e in sent] == [1, 3]  # the whole transcript, resent
     assert all(e.body.get("stream", False) == streamed for e in sent)
     assert all(e.reply_headers["x-mirror-history"] == "same" for e in sent[1:])
@@ -97,7 +87,7 @@ def test_litellm_as_a_client(mirror: Mirror, streamed: bool, monkeypatch: pytest
         return text
 
     two_turns(mirror, conversation, say)
-    sent = settled(mirror, conversation, 2)
+    sent = mirror.sent(conversation, 2)
     assert [len(e.body["messages"]) for e in sent] == [1, 3]
     assert all(e.body.get("stream", False) == streamed for e in sent)
     write_transcripts(TRANSCRIPTS, conversation, sent)
@@ -130,7 +120,7 @@ def test_the_llm_cli(mirror: Mirror, streamed: bool, tmp_path: Path) -> None:
         return done.stdout
 
     two_turns(mirror, conversation, say)
-    sent = settled(mirror, conversation, 2)
+    sent = mirror.sent(conversation, 2)
     assert [len(e.body["messages"]) for e in sent] == [1, 3]
     assert all(e.body.get("stream", False) == streamed for e in sent)
     write_transcripts(TRANSCRIPTS, conversation, sent)
