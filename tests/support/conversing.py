@@ -82,11 +82,12 @@ class Mirror:
         return self.events(conversation)
 
     def sent(self, conversation: str, at_least: int) -> list[Exchange]:
-        """The chat requests that named ``conversation`` by base URL or header, once ``at_least`` are
-        recorded (each is recorded when its reply has ended)."""
+        """The chat requests that named ``conversation`` (by base URL, a header's value or ``user``),
+        once ``at_least`` are recorded (each is recorded when its reply has ended)."""
         def named() -> list[Exchange]:
             found = [e for e in self.exchanges if e.path.endswith("/chat/completions") and (
-                e.path.startswith(f"/c/{conversation}/") or e.header("X-Mirror-Conversation") == conversation)]
+                e.path.startswith(f"/c/{conversation}/") or conversation in e.headers.values()
+                or isinstance(e.body, dict) and e.body.get("user") == conversation)]
             return found if len(found) >= at_least else []
         return until(named, f"{at_least} recorded request(s) for {conversation}")
 
