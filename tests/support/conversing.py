@@ -45,17 +45,34 @@ class Exchange:
         """A request header, by its name in any case (clients differ: Node's fetch sends lowercase)."""
         return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)
 
-    def transcript(self, keep: int = 160) -> str:
-        """The exchange as docs/clients.md shows it: the request line, the headers a client chose
-        (no Authorization), the JSON body, the status, Mirror's headers and the reply, trimmed."""
-        shown = {k: v for k, v in self.headers.items()
-                 if k.lower() not in {"authorization", "content-type", "accept"}}
+    def transcript(self, keep: int = 200) -> str:
+        """The exchange as docs/clients.md shows it: the request line, the headers the client chose
+        (not its token nor the SDKs' ``x-stainless-*`` telemetry), the JSON body, the status,
+        Mirror's headers and the reply (a stream's first and last events), each trimmed."""
+        shown = {k: v for k, v in self.headers.items() if k.lower() not in {"authorization", "content-type", "accept"}
+                 and not k.lower().startswith("x-stainless")}
         mirror = {k: v for k, v in self.reply_headers.items() if k.lower().startswith("x-mirror")}
-        reply = self.reply if len(self.reply) <= keep * 3 else self.reply[:keep * 3] + " …"
+        events = [line for line in self.reply.splitlines() if line.startswith("data: ")]
+        reply = [*events[:2], "…", *events[-2:]] if len(events) > 4 else events or [_compact(self.reply)]
+        body = json.dumps(self.body, ensure_ascii=False)
         return "\n".join([f"> {self.method} {self.path}", *(f"> {k}: {v}" for k, v in sorted(shown.items())),
-                          f"> {json.dumps(self.body, ensure_ascii=False)[:keep * 4]}", f"< {self.status}",
-                          *(f"< {k}: {v}" for k, v in sorted(mirror.items())), *(f"< {line}" for line in
-                                                                                reply.strip().splitlines())])
+                          f"> {_trim(body, keep * 3)}", f"< {self.status}",
+                          *(f"< {k}: {v}" for k, v in sorted(mirror.items())), *(f"< {_trim(r, keep * 2)}" for r in reply)])
+
+
+def _compact(reply: str) -> str:
+    """A completion's reply with only what a reader looks for: the text and Mirror's field."""
+    try:
+        whole = json.loads(reply)
+        kept = {"choices": [{"message": {"content": _trim(whole["choices"][0]["message"]["content"], 80)},
+                             "finish_reason": whole["choices"][0]["finish_reason"]}], "mirror": whole.get("mirror")}
+    except (ValueError, KeyError, IndexError, TypeError):
+        return reply.strip()
+    return json.dumps(kept, ensure_ascii=False)
+
+
+def _trim(text: str, keep: int) -> str:
+    return text if len(text) <= keep else text[:keep] + " …"
 
 
 @dataclass
