@@ -137,7 +137,7 @@ def _handler(upstream: str, record: Callable[[Exchange], None]) -> type[BaseHTTP
     class PassThrough(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.0"  # one exchange per connection: the reply ends when it closes
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler's name
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
         def _forward(self) -> None:
@@ -164,7 +164,7 @@ def _handler(upstream: str, record: Callable[[Exchange], None]) -> type[BaseHTTP
             record(Exchange(self.command, self.path, headers, body, answer.status_code, dict(answer.headers),
                             received.decode(errors="replace")))
 
-        do_GET = do_POST = _forward  # noqa: N815 - http.server's naming
+        do_GET = do_POST = _forward
 
     return PassThrough
 
