@@ -114,7 +114,9 @@ def stack(ray_cluster: None, nats_server: EmbeddedNats,
 
     directory = tmp_path_factory.mktemp("cards")
     registry = TenantRegistry(directory / "tenants.json")
-    tokens = {tenant: registry.add(tenant) for tenant in ("acme", "globex")}
+    # Tenants of their own: the persona store is a bucket on the session's broker, which other
+    # modules' tenants (acme, globex) share.
+    tokens = {tenant: registry.add(tenant) for tenant in ("cards", "cards-other")}
     with conversation_runtime(nats_server.url, directory, shard="cards", latency="fixed:2",
                               talker_max_tokens=TALKER_MAX_TOKENS) as runtime:
         app = create_app(GatewaySettings(runtime=runtime, tenants_file=str(directory / "tenants.json")))
@@ -122,7 +124,7 @@ def stack(ray_cluster: None, nats_server: EmbeddedNats,
             yield server.url, tokens
 
 
-def client_of(stack: tuple[str, dict[str, str]], tenant: str = "acme") -> httpx.Client:
+def client_of(stack: tuple[str, dict[str, str]], tenant: str = "cards") -> httpx.Client:
     url, tokens = stack
     return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {tokens[tenant]}"}, timeout=60)
 
@@ -173,7 +175,7 @@ def test_a_world_info_file_is_refused_as_a_card_and_attached_as_a_lorebook(stack
 
 
 def test_a_name_two_cards_show_is_a_409_naming_both(stack) -> None:
-    with client_of(stack, "globex") as client:
+    with client_of(stack, "cards-other") as client:
         for name in ("seraphina-a", "seraphina-b"):
             assert client.post("/v1/personas", params={"name": name}, content=SERAPHINA.read_bytes()).status_code == 201
         ambiguous = client.post("/v1/conversations/twice/turns", json={"message": "hello", "persona": "SERAPHINA"})
@@ -185,7 +187,7 @@ def test_a_name_two_cards_show_is_a_409_naming_both(stack) -> None:
 
 def test_a_length_cut_reply_is_finish_reason_length_with_the_model_s_usage(stack) -> None:
     url, tokens = stack
-    client = openai.OpenAI(base_url=f"{url}/v1", api_key=tokens["acme"], max_retries=0, timeout=60)
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=tokens["cards"], max_retries=0, timeout=60)
     headers = {"X-Mirror-Conversation": "cut"}
     plain = client.chat.completions.create(model="mirror-baseline", messages=[{"role": "user", "content": "Go on."}],
                                            extra_headers=headers)

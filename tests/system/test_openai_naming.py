@@ -98,7 +98,7 @@ def test_the_base_url_names_the_conversation_and_the_second_turn_recalls_the_fir
         return text, (final.model_extra or {})["mirror"]
 
     first, where = say(FACT)
-    assert where == {"conversation": name, "seq": where["seq"], "turn": 0} and first
+    assert where == {"conversation": name, "branch": "main", "seq": where["seq"], "turn": 0} and first
     idle(url, token, name)  # the first turn thought through: its fact is a belief
     second, where = say(LATER)
     assert where["conversation"] == name and where["turn"] == 1
