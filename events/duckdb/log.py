@@ -39,6 +39,7 @@ from mirror.events.errors import ConversationForgotten, LogError, LogLocked
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.log import (
     ConversationSummary,
+    IndexEntry,
     Loaded,
     LogStats,
     Snapshot,
@@ -46,6 +47,7 @@ from mirror.events.log import (
     StreamRegression,
     check_range,
     check_timestamp,
+    check_types,
 )
 from mirror.events.payloads import Fork
 
@@ -409,6 +411,51 @@ class DuckDBEventLog:
             sql += " LIMIT ?"
             params.append(limit)
         return [row[0] for row in self._db.execute(sql, params).fetchall()]
+
+    async def index(
+        self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
+    ) -> list[IndexEntry]:
+        check_range(after_seq, until_seq, limit)
+        rows = await self._read(self._index, key, after_seq, until_seq, limit)
+        return [IndexEntry(int(seq), kind, int(turn), float(ts)) for seq, kind, turn, ts in rows]
+
+    def _index(self, key: StreamKey, after_seq: int, until_seq: int | None, limit: int | None) -> list[tuple[Any, ...]]:
+        """The envelope's columns only: DuckDB reads no ``data`` block for them."""
+        self._refuse_forgotten(key)
+        sql = ("SELECT seq, type, turn, ts FROM events WHERE tenant = ? AND conversation = ? AND branch = ? "
+               "AND seq > ? AND seq <= ? ORDER BY seq")
+        params: list[Any] = [key.tenant, key.conversation, key.branch, after_seq, until_seq if until_seq is not None else 2**62]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return self._db.execute(sql, params).fetchall()
+
+    async def find(
+        self, key: StreamKey, *, types: Sequence[str], mentioning: str | None = None, after_seq: int = 0,
+        until_seq: int | None = None,
+    ) -> list[Event]:
+        return [decode(data) for data in await self.find_raw(key, types=types, mentioning=mentioning,
+                                                             after_seq=after_seq, until_seq=until_seq)]
+
+    async def find_raw(
+        self, key: StreamKey, *, types: Sequence[str], mentioning: str | None = None, after_seq: int = 0,
+        until_seq: int | None = None,
+    ) -> list[bytes]:
+        check_range(after_seq, until_seq, None)
+        needle = None if mentioning is None else mentioning.encode()
+        return await self._read(self._find_raw, key, check_types(types), needle, after_seq, until_seq)
+
+    def _find_raw(self, key: StreamKey, types: tuple[str, ...], needle: bytes | None, after_seq: int,
+                  until_seq: int | None) -> list[bytes]:
+        """The type is a column; the mention is a byte search in each record of those types (a
+        msgpack string is its UTF-8 bytes), done here so only what matches is decoded or sent."""
+        self._refuse_forgotten(key)
+        rows = self._db.execute(
+            "SELECT data FROM events WHERE tenant = ? AND conversation = ? AND branch = ? AND seq > ? AND seq <= ? "
+            f"AND type IN ({', '.join('?' * len(types))}) ORDER BY seq",
+            [key.tenant, key.conversation, key.branch, after_seq, until_seq if until_seq is not None else 2**62, *types],
+        ).fetchall()
+        return [row[0] for row in rows if needle is None or needle in row[0]]
 
     async def last_seq(self, key: StreamKey) -> int:
         return await self._read(self._last_seq, key)

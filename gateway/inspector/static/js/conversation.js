@@ -1,15 +1,19 @@
 // One conversation: the dialogue on the left, the mind at the selected event on the right, a
 // timeline over seqs between them (each position is `state?at=`), and its events as they arrive.
+// The timeline is drawn from the conversation's index (seq, type, turn, time of every event, no
+// payloads); the dialogue shows the turns around the selected event, fetched when it comes into
+// view, so opening costs the same at 10 turns or 10,000.
 
-import { allEvents, api, conversationPath, conversationSummary, serverEvents } from "./api.js";
+import { api, conversationPath, conversationSummary, eventsBetween, serverEvents, timeline } from "./api.js";
 import { $, clip, h, replace, showMessage, turnLabel, when } from "./dom.js";
 import { renderMind } from "./mind.js";
 import { FAILURE, summarize, THINKING } from "./summary.js";
 import { showWhy } from "./why.js";
 
 const view = {
-  id: null, branch: "main", branches: ["main"], mind: "mirror", events: [], lastSeq: 0, seq: 0,
-  states: new Map(), asked: 0, live: null, onChange: () => {},
+  id: null, branch: "main", branches: ["main"], mind: "mirror", entries: [], bySeq: new Map(), turnSeqs: [],
+  turns: new Map(), forkSeq: null, lastSeq: 0, seq: 0, earlier: 0, states: new Map(), asked: 0, live: null,
+  onChange: () => {},
 };
 
 export function current() {
@@ -22,6 +26,11 @@ export function current() {
 // timeline stepped back and forth, with the previous narrative's and portrait's states each
 // position also reads; a seq further away is asked for again (one `state?at=`, tens of ms).
 export const KEPT_STATES = 64;
+
+// The dialogue shows the TURNS_BEFORE turns up to the selected event and TURNS_AFTER after it;
+// "earlier turns" adds TURNS_BEFORE more at a time.
+export const TURNS_BEFORE = 20;
+export const TURNS_AFTER = 5;
 
 async function stateAt(seq) {
   const cacheKey = `${view.branch}@${seq}`;
@@ -38,14 +47,21 @@ async function stateAt(seq) {
   return asked;
 }
 
-// A branch's events: main's up to the fork, then its own (a recompute branch inherits the rest).
-async function eventsOf(branch) {
-  if (branch === "main") return allEvents(view.id);
-  const own = await allEvents(view.id, { branch });
-  const fork = own.find((event) => event.type === "fork");
-  const forkSeq = fork ? fork.payload.fork_seq : 0;
-  const inherited = forkSeq ? (await allEvents(view.id)).filter((event) => event.seq <= forkSeq) : [];
-  return [...inherited, ...own.filter((event) => event.seq > forkSeq)];
+// This branch's events in (after, until] (of `type`, if given): main's up to the fork, then its own
+// (a recompute branch inherits the rest).
+async function eventsOf(after, until, type = null) {
+  const fork = view.branch === "main" ? null : view.forkSeq || 0;
+  if (fork === null) return eventsBetween(view.id, { after, until, type });
+  const inherited = after < fork ? await eventsBetween(view.id, { after, until: Math.min(until, fork), type }) : [];
+  const own = until > fork ? await eventsBetween(view.id, { branch: view.branch, after: Math.max(after, fork), until, type }) : [];
+  return [...inherited, ...own];
+}
+
+function indexed(entries) {
+  view.entries = entries;
+  view.bySeq = new Map(entries.map((entry) => [entry.seq, entry]));
+  view.turnSeqs = entries.filter((entry) => entry.type === "turn").map((entry) => entry.seq);
+  view.lastSeq = entries.length ? entries[entries.length - 1].seq : 0;
 }
 
 export async function openConversation(id, { branch = "main", at = null, onChange }) {
@@ -62,10 +78,11 @@ export async function openConversation(id, { branch = "main", at = null, onChang
   $("#mind-badge").textContent = view.mind;
   $("#mind-badge").className = `badge mind-${view.mind}`;
   replace($("#branch"), view.branches.map((name) => h("option", { value: name, selected: name === branch }, name)));
-  view.events = await eventsOf(branch);
-  view.lastSeq = view.events.length ? view.events[view.events.length - 1].seq : 0;
+  const index = await timeline(id, branch);
+  Object.assign(view, { forkSeq: index.forkSeq, turns: new Map(), earlier: 0 });
+  indexed(index.entries);
   renderTimeline();
-  renderDialogue();
+  replace($("#dialogue"));
   replace($("#live-feed"));
   $("#live-count").textContent = "";
   await select(at === null ? view.lastSeq : shownSeq(at, branch));
@@ -90,9 +107,11 @@ function renderTimeline() {
   range.max = Math.max(1, view.lastSeq);
   $("#seq-last").textContent = view.lastSeq;
   const strip = $("#strip");
-  replace(strip, view.events.map((event) => h("span", {
-    class: `tick type-${event.type}`, title: `seq ${event.seq}: ${event.type}`, dataset: { seq: event.seq },
-  })));
+  replace(strip, view.entries.map(tick));
+}
+
+function tick(entry) {
+  return h("span", { class: `tick type-${entry.type}`, title: `seq ${entry.seq}: ${entry.type}`, dataset: { seq: entry.seq } });
 }
 
 function turnBlock(event) {
@@ -102,9 +121,52 @@ function turnBlock(event) {
       onclick: () => why({ seq: event.seq }) }, h("span", { class: "who" }, `reply · seq ${event.seq}`), event.payload.reply));
 }
 
-function renderDialogue() {
-  const turns = view.events.filter((event) => event.type === "turn");
-  replace($("#dialogue"), turns.length ? turns.map(turnBlock) : h("p", { class: "muted" }, "No turn yet."));
+// The seqs of the turns the dialogue shows around `seq`, and how many earlier ones it leaves out.
+function dialogueWindow(seq) {
+  const seqs = view.turnSeqs;
+  let reached = 0; // turns at or before seq (turnSeqs ascend)
+  for (let low = 0, high = seqs.length; low < high;) {
+    const middle = (low + high) >> 1;
+    if (seqs[middle] <= seq) low = reached = middle + 1;
+    else high = middle;
+  }
+  const from = Math.max(0, reached - TURNS_BEFORE - view.earlier);
+  return { seqs: seqs.slice(from, Math.min(seqs.length, reached + TURNS_AFTER)), hidden: from };
+}
+
+// The turns around `seq`, fetched (type=turn, one range) for those not seen yet, then drawn.
+async function showDialogue(seq) {
+  const { seqs, hidden } = dialogueWindow(seq);
+  const missing = seqs.filter((turnSeq) => !view.turns.has(turnSeq));
+  if (missing.length) {
+    for (const event of await eventsOf(missing[0] - 1, missing[missing.length - 1], "turn")) view.turns.set(event.seq, event);
+  }
+  if (seq !== view.seq) return; // the timeline moved on while we asked
+  const box = $("#dialogue");
+  const shown = [...box.querySelectorAll(".turn")].map((turn) => Number(turn.dataset.seq));
+  if (shown.join() !== seqs.join() || !box.firstChild) {
+    const earlier = hidden ? h("button", { type: "button", class: "link earlier",
+      onclick: () => { view.earlier += TURNS_BEFORE; showDialogue(view.seq); } },
+    `${hidden} earlier turn${hidden === 1 ? "" : "s"}…`) : null;
+    const turns = seqs.map((turnSeq) => view.turns.get(turnSeq)).filter(Boolean).map(turnBlock);
+    replace(box, turns.length ? [earlier, ...turns] : h("p", { class: "muted" }, "No turn yet."));
+  }
+  markDialogue();
+}
+
+// The line under the timeline: the selected event's place from the index at once, its summary
+// once the event is read (a turn in view is already at hand).
+async function describeSelected(seq) {
+  const entry = view.bySeq.get(seq);
+  const line = $("#seq-event");
+  if (!entry) {
+    line.textContent = "";
+    return;
+  }
+  const place = `${entry.type} · ${turnLabel(entry.turn)} · ${when(entry.ts)}`;
+  line.textContent = place;
+  const event = view.turns.get(seq) || (await eventsOf(seq - 1, seq))[0];
+  if (event && seq === view.seq) line.textContent = `${place} · ${clip(summarize(event), 90)}`;
 }
 
 function markDialogue() {
@@ -138,13 +200,12 @@ export async function select(seq) {
   const asked = ++view.asked;
   $("#timeline").value = seq;
   $("#seq").textContent = seq;
-  const event = view.events.find((e) => e.seq === seq);
-  $("#seq-event").textContent = event ? `${event.type} · ${turnLabel(event.turn)} · ${when(event.ts)} · ${clip(summarize(event), 90)}` : "";
   markDialogue();
   view.onChange(current());
+  const around = Promise.all([showDialogue(seq), describeSelected(seq)]);
   let state;
   try {
-    state = await stateAt(seq);
+    [state] = await Promise.all([stateAt(seq), around]);
   } catch (error) {
     if (asked === view.asked) showMessage(error.message);
     return;
@@ -206,7 +267,9 @@ let following = null;
 
 function arrived(event) {
   if (event.seq <= view.lastSeq) return; // already known (the stream may replay the newest)
-  view.events.push(event);
+  const entry = { seq: event.seq, type: event.type, turn: event.turn, ts: event.ts };
+  view.entries.push(entry);
+  view.bySeq.set(entry.seq, entry);
   view.lastSeq = event.seq;
   const feed = $("#live-feed");
   feed.prepend(h("li", { class: `live type-${event.type}${event.type === FAILURE ? " failure" : ""}`, dataset: { seq: event.seq } },
@@ -214,13 +277,13 @@ function arrived(event) {
     ` ${event.type}: ${summarize(event)}`));
   $("#live-count").textContent = `(${feed.children.length} new)`;
   $("#live-box").open = true;
-  $("#strip").append(h("span", { class: `tick type-${event.type}`, title: `seq ${event.seq}: ${event.type}`, dataset: { seq: event.seq } }));
+  $("#strip").append(tick(entry));
   $("#timeline").max = view.lastSeq;
   $("#seq-last").textContent = view.lastSeq;
   if (event.type === "turn") {
-    const dialogue = $("#dialogue");
-    if (!dialogue.querySelector(".turn")) dialogue.replaceChildren();
-    dialogue.append(turnBlock(event));
+    view.turnSeqs.push(event.seq);
+    view.turns.set(event.seq, event);
+    if (!$("#follow").checked) showDialogue(view.seq).catch(() => {}); // within TURNS_AFTER of the selected one: shown
     thinking(`thinking after ${turnLabel(event.turn)}…`);
   } else if (event.type === FAILURE) {
     thinking(`${event.payload.stage} failed: ${clip(event.payload.message, 80)}`, "failure");
