@@ -93,12 +93,14 @@ def event_json(event: Event, *, vectors: bool = True) -> dict[str, Any]:
     """``event`` as ``GET /v1/conversations/{id}/events`` shows it: the JSON-ready record
     (:func:`~mirror.events.codec.to_json_ready`: vectors as base64), tuples as lists. Without
     ``vectors``, each field that holds vectors is ``null`` (a vector is ~2 KB of base64 that no
-    page shows: a recall's, a memory step's, a persona's biography)."""
+    page shows: a recall's, a memory step's, a persona's biography); an empty one stays ``""``
+    (a keyword-only recall recorded none), so a reader still tells the two apart."""
     if vectors:
         record = to_json_ready(event)
     else:
         record = event_to_record(event)
-        record["payload"] = {name: None if _holds_bytes(value) else value for name, value in record["payload"].items()}
+        record["payload"] = {name: "" if value == b"" else None if _holds_bytes(value) else value
+                             for name, value in record["payload"].items()}
         record["id"] = event.id
     value: dict[str, Any] = json.loads(json.dumps(record, default=str))
     return value
