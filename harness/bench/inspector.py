@@ -13,16 +13,15 @@ times:
 
 - ``open`` (``openConversation``): ``GET /v1/conversations/{id}`` (its summary: mind and
   branches); ``timeline`` (every event's seq, type, turn and time); then ``select`` of the last
-  seq: at once its ``state?at=``, the turns the dialogue shows around it (``events?type=turn``
-  over the range of the ``TURNS_BEFORE`` turns up to it and ``TURNS_AFTER`` after it, as
-  ``dialogueWindow`` computes it from the timeline) and the selected event itself (the line
-  under the timeline; not asked when it is a turn the dialogue holds); then, at once, the
-  previous narrative's and the previous portrait's states (``narrative_seq − 1``,
-  ``portrait_seq − 1``: the diffs ``select`` shows). Total ms, bytes and requests, and each
-  phase's ms (``parts_p50_ms``).
+  seq, all at once: its ``state?at=``; the turns the dialogue shows around it
+  (``events?type=turn`` over the range of the ``TURNS_BEFORE`` turns up to it and
+  ``TURNS_AFTER`` after it, as ``dialogueWindow`` computes it from the timeline); the selected
+  event itself (the line under the timeline; not asked when it is a turn the dialogue holds); the
+  narrative event before the one in force and the reflections, ``REFLECTIONS_AT_ONCE`` at a time
+  from the newest back, to the portrait before the one in force (the diffs' other sides). Total
+  ms, bytes and requests, and each phase's ms (``parts_p50_ms``).
 - ``step`` (``select``): one timeline move to a random seq the page has not seen (nor its
-  turns; its cache is per page view): its state, its dialogue's turns and its event at once,
-  then its previous narrative's and portrait's at once.
+  events; its cache is per page view): the same asks.
 - ``why_reply``: ``why?seq=`` a random turn's seq; ``why_belief``: ``why?belief=`` the most
   recalled belief with the page's first page of its recalls (``limit=RECALLS_PAGE``).
 - ``compare`` (``runCompare``): two states and ``diff`` between two random seqs, all at once.
@@ -44,7 +43,7 @@ import bisect
 import os
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -62,8 +61,9 @@ __all__ = ["ACTIONS", "InspectorBenchConfig", "run_inspector_bench"]
 CONVERSATION = "bench-inspector"
 PAGE = 1000
 """The page's page of events (``eventsBetween``), the log's largest."""
-TURNS_BEFORE, TURNS_AFTER = 20, 5
-"""The turns the page's dialogue shows up to the selected event and after it (conversation.js)."""
+TURNS_BEFORE, TURNS_AFTER, REFLECTIONS_AT_ONCE = 20, 5, 4
+"""The turns the page's dialogue shows up to the selected event and after it, and the reflections
+it reads at once looking for the previous portrait (conversation.js)."""
 RECALLS_PAGE = 50
 """The recalls the page's Why asks for at a time (why.js)."""
 ACTIONS = ("open", "step", "why_reply", "why_belief", "compare")
@@ -123,12 +123,6 @@ async def _state(tally: _Tally, seq: int) -> dict[str, Any]:
     return state
 
 
-async def _previous(tally: _Tally, state: dict[str, Any]) -> None:
-    """The previous narrative's and portrait's states, asked at once (``select``'s diffs)."""
-    seqs = [seq - 1 for seq in (state["narrative_seq"], state.get("portrait_seq")) if seq is not None and seq > 1]
-    await asyncio.gather(*(_state(tally, seq) for seq in seqs))
-
-
 async def _events(tally: _Tally, after: int, until: int | None = None, kind: str | None = None) -> list[dict[str, Any]]:
     """Events in (after, until] (of ``kind``), paged as ``eventsBetween`` pages them."""
     events: list[dict[str, Any]] = []
@@ -145,34 +139,56 @@ async def _events(tally: _Tally, after: int, until: int | None = None, kind: str
 @dataclass(frozen=True, slots=True)
 class _Timeline:
     seqs: list[int]
-    turn_seqs: list[int]
+    of_type: dict[str, list[int]]
+
+    def up_to(self, kind: str, seq: int) -> list[int]:
+        """The seqs of events of ``kind`` at or before ``seq`` (``seqsUpTo``)."""
+        seqs = self.of_type.get(kind, [])
+        return seqs[: bisect.bisect_right(seqs, seq)]
 
 
 async def _timeline(tally: _Tally) -> _Timeline:
     index = await tally.get(_conversation("timeline"))
-    turn = index["types"].index("turn") if "turn" in index["types"] else -1
-    return _Timeline(index["seq"], [seq for seq, kind in zip(index["seq"], index["type"], strict=True) if kind == turn])
+    of_type: dict[str, list[int]] = {}
+    for seq, kind in zip(index["seq"], index["type"], strict=True):
+        of_type.setdefault(index["types"][kind], []).append(seq)
+    return _Timeline(index["seq"], of_type)
 
 
 def _dialogue(timeline: _Timeline, seq: int) -> list[int]:
     """The turns' seqs the dialogue shows around ``seq`` (``dialogueWindow``)."""
-    reached = bisect.bisect_right(timeline.turn_seqs, seq)
-    return timeline.turn_seqs[max(0, reached - TURNS_BEFORE): reached + TURNS_AFTER]
+    turns = timeline.of_type.get("turn", [])
+    reached = bisect.bisect_right(turns, seq)
+    return turns[max(0, reached - TURNS_BEFORE): reached + TURNS_AFTER]
+
+
+async def _previous_portrait(tally: _Tally, reflections: list[int]) -> None:
+    """``previousPortrait``: reflections read REFLECTIONS_AT_ONCE at a time from the newest back
+    until the second accepted one (the first is the portrait in force)."""
+    accepted = 0
+    for end in range(len(reflections), 0, -REFLECTIONS_AT_ONCE):
+        chunk = reflections[max(0, end - REFLECTIONS_AT_ONCE): end]
+        for event in reversed(await _events(tally, chunk[0] - 1, chunk[-1], "reflection")):
+            accepted += bool(event["payload"]["accepted"])
+            if accepted == 2:
+                return
 
 
 async def _select(tally: _Tally, timeline: _Timeline, seq: int) -> None:
-    """``select(seq)`` on a page that has seen none of it: the state, the dialogue's turns and the
-    event at once, then the previous narrative's and portrait's states."""
+    """``select(seq)`` on a page that has read none of it, everything at once: the state, the
+    dialogue's turns, the event itself, the narrative before the one in force and the
+    reflections back to the portrait before the one in force (the diffs' other sides)."""
     turns = _dialogue(timeline, seq)
-    asks = [_state(tally, seq)]
+    narratives = timeline.up_to("narrative", seq)
+    asks: list[Awaitable[Any]] = [_state(tally, seq), _previous_portrait(tally, timeline.up_to("reflection", seq))]
     if turns:
         asks.append(_events(tally, turns[0] - 1, turns[-1], "turn"))
     if seq not in turns:
         asks.append(_events(tally, seq - 1, seq))
-    state, *_ = await asyncio.gather(*asks)
+    if len(narratives) > 1:
+        asks.append(_events(tally, narratives[-2] - 1, narratives[-2]))
+    await asyncio.gather(*asks)
     tally.mark("select")
-    await _previous(tally, state)
-    tally.mark("previous_states")
 
 
 async def _open(client: httpx.AsyncClient) -> dict[str, Any]:
@@ -250,7 +266,7 @@ async def _measure(client: httpx.AsyncClient, config: InspectorBenchConfig) -> d
     first_open = await _open(client)
     timeline = await _timeline(_Tally(client))
     last_state = await _state(_Tally(client), last_seq)
-    turn_seqs = timeline.turn_seqs
+    turn_seqs = timeline.of_type.get("turn", [])
     beliefs = last_state["beliefs"]
     most_recalled = max(beliefs, key=lambda belief: (belief["recall_count"], belief["belief_id"])) if beliefs else None
 

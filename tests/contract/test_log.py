@@ -119,7 +119,7 @@ async def test_find_is_the_events_of_some_types_that_mention_a_text(event_log: W
 @pytest.mark.parametrize("types", [[], "turn", [""], None])
 async def test_find_refuses_a_missing_or_malformed_list_of_types(event_log: WritableLog, types: object) -> None:
     with pytest.raises(ValueError, match="types"):
-        await event_log.log.find(KEY, types=types)  # type: ignore[arg-type]
+        await event_log.log.find(KEY, types=types)
 
 
 async def test_streams_are_kept_apart_by_tenant_conversation_and_branch(event_log: WritableLog) -> None:

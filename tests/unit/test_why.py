@@ -13,11 +13,11 @@ import pytest
 from mirror.events.codec import decode
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import MAIN_BRANCH, StreamKey
-from mirror.events.payloads import Belief, Edge, Fork, Insight, Recall, Reflection, Turn
-from mirror.replay.errors import UnknownPosition, UnknownSubject
 from mirror.events.memory_log import InMemoryEventLog
+from mirror.events.payloads import Belief, Edge, Fork, Insight, Recall, Reflection, Turn
 from mirror.events.vectors import vector_to_bytes
 from mirror.replay import History
+from mirror.replay.errors import UnknownPosition, UnknownSubject
 from mirror.replay.why import RecallPage, event_json, why_belief, why_edge, why_event
 from mirror.replay.why_reads import read_why_belief
 from tests.support.golden import read_log
@@ -270,8 +270,9 @@ def test_recalls_are_listed_apart_a_page_at_a_time_and_vectors_only_when_asked()
     assert [item["seq"] for item in first["items"]] == recall_seqs[:2] and first["next_after"] == recall_seqs[1]
     rest = answer.as_dict(recalls=RecallPage(first["next_after"], 2))["recalls"]
     assert [item["seq"] for item in rest["items"]] == recall_seqs[2:] and rest["next_after"] is None
-    recall = dataclasses.replace(events[-2], payload=dataclasses.replace(
-        events[-2].payload, query_embedding=vector_to_bytes([0.5, 0.25])))
+    payload = events[-2].payload
+    assert isinstance(payload, Recall)
+    recall = dataclasses.replace(events[-2], payload=dataclasses.replace(payload, query_embedding=vector_to_bytes([0.5, 0.25])))
     assert event_json(recall)["payload"]["query_embedding"] == "AAAAPwAAgD4="  # base64 of two float32s
     plain = event_json(recall, vectors=False)
     assert plain["payload"]["query_embedding"] is None and plain["payload"]["query"] == "what about peanuts?"

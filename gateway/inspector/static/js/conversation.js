@@ -2,7 +2,8 @@
 // timeline over seqs between them (each position is `state?at=`), and its events as they arrive.
 // The timeline is drawn from the conversation's index (seq, type, turn, time of every event, no
 // payloads); the dialogue shows the turns around the selected event, fetched when it comes into
-// view, so opening costs the same at 10 turns or 10,000.
+// view, and the texts the diffs compare with are read from their events: so opening costs the
+// same at 10 turns or 10,000.
 
 import { api, conversationPath, conversationSummary, eventsBetween, serverEvents, timeline } from "./api.js";
 import { $, clip, h, replace, showMessage, turnLabel, when } from "./dom.js";
@@ -11,8 +12,8 @@ import { FAILURE, summarize, THINKING } from "./summary.js";
 import { showWhy } from "./why.js";
 
 const view = {
-  id: null, branch: "main", branches: ["main"], mind: "mirror", entries: [], bySeq: new Map(), turnSeqs: [],
-  turns: new Map(), forkSeq: null, lastSeq: 0, seq: 0, earlier: 0, states: new Map(), asked: 0, live: null,
+  id: null, branch: "main", branches: ["main"], mind: "mirror", entries: [], bySeq: new Map(), seqsOf: new Map(),
+  read: new Map(), forkSeq: null, lastSeq: 0, seq: 0, earlier: 0, states: new Map(), asked: 0, live: null,
   onChange: () => {},
 };
 
@@ -31,6 +32,8 @@ export const KEPT_STATES = 64;
 // "earlier turns" adds TURNS_BEFORE more at a time.
 export const TURNS_BEFORE = 20;
 export const TURNS_AFTER = 5;
+// The reflections read at once when looking for the portrait before the one in force (most are accepted).
+export const REFLECTIONS_AT_ONCE = 4;
 
 async function stateAt(seq) {
   const cacheKey = `${view.branch}@${seq}`;
@@ -58,10 +61,39 @@ async function eventsOf(after, until, type = null) {
 }
 
 function indexed(entries) {
-  view.entries = entries;
-  view.bySeq = new Map(entries.map((entry) => [entry.seq, entry]));
-  view.turnSeqs = entries.filter((entry) => entry.type === "turn").map((entry) => entry.seq);
-  view.lastSeq = entries.length ? entries[entries.length - 1].seq : 0;
+  Object.assign(view, { entries: [], bySeq: new Map(), seqsOf: new Map(), lastSeq: 0 });
+  entries.forEach(addEntry);
+}
+
+function addEntry(entry) {
+  view.entries.push(entry);
+  view.bySeq.set(entry.seq, entry);
+  if (!view.seqsOf.has(entry.type)) view.seqsOf.set(entry.type, []);
+  view.seqsOf.get(entry.type).push(entry.seq);
+  view.lastSeq = entry.seq;
+}
+
+// The seqs of this branch's events of `type` at or before `seq`, ascending.
+function seqsUpTo(type, seq) {
+  const seqs = view.seqsOf.get(type) || [];
+  return seqs.slice(0, countUpTo(seqs, seq));
+}
+
+function countUpTo(seqs, seq) {
+  let low = 0;
+  for (let high = seqs.length; low < high;) {
+    const middle = (low + high) >> 1;
+    if (seqs[middle] <= seq) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
+
+// Events in (after, until] of `type`, read once: kept in view.read by seq.
+async function readEvents(after, until, type = null) {
+  const events = await eventsOf(after, until, type);
+  for (const event of events) view.read.set(event.seq, event);
+  return events;
 }
 
 export async function openConversation(id, { branch = "main", at = null, onChange }) {
@@ -79,7 +111,7 @@ export async function openConversation(id, { branch = "main", at = null, onChang
   $("#mind-badge").className = `badge mind-${view.mind}`;
   replace($("#branch"), view.branches.map((name) => h("option", { value: name, selected: name === branch }, name)));
   const index = await timeline(id, branch);
-  Object.assign(view, { forkSeq: index.forkSeq, turns: new Map(), earlier: 0 });
+  Object.assign(view, { forkSeq: index.forkSeq, read: new Map(), earlier: 0 });
   indexed(index.entries);
   renderTimeline();
   replace($("#dialogue"));
@@ -123,13 +155,8 @@ function turnBlock(event) {
 
 // The seqs of the turns the dialogue shows around `seq`, and how many earlier ones it leaves out.
 function dialogueWindow(seq) {
-  const seqs = view.turnSeqs;
-  let reached = 0; // turns at or before seq (turnSeqs ascend)
-  for (let low = 0, high = seqs.length; low < high;) {
-    const middle = (low + high) >> 1;
-    if (seqs[middle] <= seq) low = reached = middle + 1;
-    else high = middle;
-  }
+  const seqs = view.seqsOf.get("turn") || [];
+  const reached = countUpTo(seqs, seq);
   const from = Math.max(0, reached - TURNS_BEFORE - view.earlier);
   return { seqs: seqs.slice(from, Math.min(seqs.length, reached + TURNS_AFTER)), hidden: from };
 }
@@ -137,10 +164,8 @@ function dialogueWindow(seq) {
 // The turns around `seq`, fetched (type=turn, one range) for those not seen yet, then drawn.
 async function showDialogue(seq) {
   const { seqs, hidden } = dialogueWindow(seq);
-  const missing = seqs.filter((turnSeq) => !view.turns.has(turnSeq));
-  if (missing.length) {
-    for (const event of await eventsOf(missing[0] - 1, missing[missing.length - 1], "turn")) view.turns.set(event.seq, event);
-  }
+  const missing = seqs.filter((turnSeq) => !view.read.has(turnSeq));
+  if (missing.length) await readEvents(missing[0] - 1, missing[missing.length - 1], "turn");
   if (seq !== view.seq) return; // the timeline moved on while we asked
   const box = $("#dialogue");
   const shown = [...box.querySelectorAll(".turn")].map((turn) => Number(turn.dataset.seq));
@@ -148,7 +173,7 @@ async function showDialogue(seq) {
     const earlier = hidden ? h("button", { type: "button", class: "link earlier",
       onclick: () => { view.earlier += TURNS_BEFORE; showDialogue(view.seq); } },
     `${hidden} earlier turn${hidden === 1 ? "" : "s"}…`) : null;
-    const turns = seqs.map((turnSeq) => view.turns.get(turnSeq)).filter(Boolean).map(turnBlock);
+    const turns = seqs.map((turnSeq) => view.read.get(turnSeq)).filter(Boolean).map(turnBlock);
     replace(box, turns.length ? [earlier, ...turns] : h("p", { class: "muted" }, "No turn yet."));
   }
   markDialogue();
@@ -165,8 +190,36 @@ async function describeSelected(seq) {
   }
   const place = `${entry.type} · ${turnLabel(entry.turn)} · ${when(entry.ts)}`;
   line.textContent = place;
-  const event = view.turns.get(seq) || (await eventsOf(seq - 1, seq))[0];
+  const event = view.read.get(seq) || (await readEvents(seq - 1, seq))[0];
   if (event && seq === view.seq) line.textContent = `${place} · ${clip(summarize(event), 90)}`;
+}
+
+// The narrative and the portrait before the ones in force at `seq`: what the diffs compare with.
+// Read from their events by the projection's own rules — the narrative in force is the last
+// narrative event's text, the portrait the last accepted reflection's — so that two texts cost
+// two small reads, asked at once with the state, rather than two more states folded after it.
+async function previousTexts(seq) {
+  const narratives = seqsUpTo("narrative", seq);
+  const before = narratives.length > 1 ? narratives[narratives.length - 2] : null;
+  const [narrative, portrait] = await Promise.all([
+    before === null ? null : (view.read.has(before) ? Promise.resolve([view.read.get(before)]) : readEvents(before - 1, before))
+      .then(([event]) => (event ? event.payload.text : null)),
+    previousPortrait(seqsUpTo("reflection", seq)),
+  ]);
+  return { narrative, portrait };
+}
+
+async function previousPortrait(reflections) {
+  let accepted = 0; // the first accepted one, from the newest back, is the portrait in force
+  for (let end = reflections.length; end > 0; end -= REFLECTIONS_AT_ONCE) {
+    const chunk = reflections.slice(Math.max(0, end - REFLECTIONS_AT_ONCE), end);
+    if (chunk.some((seq) => !view.read.has(seq))) await readEvents(chunk[0] - 1, chunk[chunk.length - 1], "reflection");
+    for (const seq of chunk.reverse()) {
+      const event = view.read.get(seq);
+      if (event && event.payload.accepted && ++accepted === 2) return event.payload.portrait;
+    }
+  }
+  return null;
 }
 
 function markDialogue() {
@@ -202,22 +255,15 @@ export async function select(seq) {
   $("#seq").textContent = seq;
   markDialogue();
   view.onChange(current());
-  const around = Promise.all([showDialogue(seq), describeSelected(seq)]);
   let state;
+  let previous;
   try {
-    [state] = await Promise.all([stateAt(seq), around]);
+    [state, previous] = await Promise.all([stateAt(seq), previousTexts(seq), showDialogue(seq), describeSelected(seq)]);
   } catch (error) {
     if (asked === view.asked) showMessage(error.message);
     return;
   }
-  const previous = {};
-  const [narrativeBefore, portraitBefore] = await Promise.all([
-    state.narrative_seq > 1 ? stateAt(state.narrative_seq - 1).catch(() => null) : null,
-    state.portrait_seq > 1 ? stateAt(state.portrait_seq - 1).catch(() => null) : null,
-  ]);
   if (asked !== view.asked) return; // the timeline moved on while we asked
-  previous.narrative = narrativeBefore ? narrativeBefore.narrative : null;
-  previous.portrait = portraitBefore ? portraitBefore.portrait : null;
   renderMind($("#mind"), state, previous, { onWhy: why });
   $("#mind").dataset.seq = seq;
 }
@@ -268,9 +314,8 @@ let following = null;
 function arrived(event) {
   if (event.seq <= view.lastSeq) return; // already known (the stream may replay the newest)
   const entry = { seq: event.seq, type: event.type, turn: event.turn, ts: event.ts };
-  view.entries.push(entry);
-  view.bySeq.set(entry.seq, entry);
-  view.lastSeq = event.seq;
+  addEntry(entry);
+  view.read.set(event.seq, event);
   const feed = $("#live-feed");
   feed.prepend(h("li", { class: `live type-${event.type}${event.type === FAILURE ? " failure" : ""}`, dataset: { seq: event.seq } },
     h("button", { type: "button", class: "link", onclick: () => select(event.seq) }, `seq ${event.seq}`),
@@ -281,8 +326,6 @@ function arrived(event) {
   $("#timeline").max = view.lastSeq;
   $("#seq-last").textContent = view.lastSeq;
   if (event.type === "turn") {
-    view.turnSeqs.push(event.seq);
-    view.turns.set(event.seq, event);
     if (!$("#follow").checked) showDialogue(view.seq).catch(() => {}); // within TURNS_AFTER of the selected one: shown
     thinking(`thinking after ${turnLabel(event.turn)}…`);
   } else if (event.type === FAILURE) {
