@@ -11,8 +11,8 @@ One conversation of ``turns`` turns through the gateway of an embedded stack (th
 page's requests in the page's order (``gateway/inspector/static/js/``), each action ``repeat``
 times:
 
-- ``open`` (``openConversation``): ``GET /v1/conversations/{id}`` (its summary: mind and
-  branches); ``timeline`` (every event's seq, type, turn and time); then ``select`` of the last
+- ``open`` (``openConversation``): at once ``GET /v1/conversations/{id}`` (its summary: mind and
+  branches) and its ``timeline`` (every event's seq, type, turn and time); then ``select`` of the last
   seq, all at once: its ``state?at=``; the turns the dialogue shows around it
   (``events?type=turn`` over the range of the ``TURNS_BEFORE`` turns up to it and
   ``TURNS_AFTER`` after it, as ``dialogueWindow`` computes it from the timeline); the selected
@@ -193,11 +193,9 @@ async def _select(tally: _Tally, timeline: _Timeline, seq: int) -> None:
 
 async def _open(client: httpx.AsyncClient) -> dict[str, Any]:
     tally = _Tally(client)
-    summary = await tally.get(_conversation())
+    summary, timeline = await asyncio.gather(tally.get(_conversation()), _timeline(tally))
     assert "main" in summary["branches"], "the conversation's summary names no main branch"
-    tally.mark("summary")
-    timeline = await _timeline(tally)
-    tally.mark("timeline")
+    tally.mark("summary_and_timeline")
     await _select(tally, timeline, timeline.seqs[-1])
     return tally.done()
 

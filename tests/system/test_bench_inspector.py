@@ -28,10 +28,10 @@ def test_the_inspector_bench_measures_what_the_page_asks() -> None:
         assert 0 < figures["p50_ms"] <= figures["p95_ms"], name
         assert 0 < figures["bytes_p50"] <= figures["bytes_p95"], name
         assert figures["requests"] >= 1, name
-    # the summary, the timeline, then at once the last state, the dialogue's turns, the last event (a
+    # the summary and the timeline at once, then at once the last state, the dialogue's turns, the last event (a
     # thought, not a turn), the narrative before the last and (once a reflection ran) the reflections
     assert 1 + 1 + 3 <= report["open"]["requests"] <= 1 + 1 + 5
-    assert set(report["open"]["parts_p50_ms"]) == {"summary", "timeline", "select"}
+    assert set(report["open"]["parts_p50_ms"]) == {"summary_and_timeline", "select"}
     assert report["why_reply"]["requests"] == report["why_belief"]["requests"] == 1
     assert report["compare"]["requests"] == 3
     assert report["why_belief"]["recall_count"] >= 0

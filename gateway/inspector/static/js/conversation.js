@@ -101,6 +101,8 @@ export async function openConversation(id, { branch = "main", at = null, onChang
   Object.assign(view, { id, branch, states: new Map(), onChange: onChange || (() => {}) });
   $("#conversation-title").textContent = id;
   $("#why").hidden = true;
+  const indexAsked = timeline(id, branch); // asked with the summary; its failure said only once the branch is known
+  indexAsked.catch(() => {});
   const summary = await conversationSummary(id);
   view.branches = summary.branches;
   view.mind = summary.mind || "mirror";
@@ -110,7 +112,7 @@ export async function openConversation(id, { branch = "main", at = null, onChang
   $("#mind-badge").textContent = view.mind;
   $("#mind-badge").className = `badge mind-${view.mind}`;
   replace($("#branch"), view.branches.map((name) => h("option", { value: name, selected: name === branch }, name)));
-  const index = await timeline(id, branch);
+  const index = await indexAsked;
   Object.assign(view, { forkSeq: index.forkSeq, read: new Map(), earlier: 0 });
   indexed(index.entries);
   renderTimeline();
