@@ -161,8 +161,8 @@ class LogService:
         return {"rows": rows, "more": len(rows) == INDEX_PAGE}
 
     async def _find(self, args: dict[str, Any]) -> dict[str, Any]:
-        raw = await self.log.find_raw(_key(args), types=args["types"], mentioning=args.get("mentioning"),
-                                      after_seq=args.get("after_seq", 0), until_seq=args.get("until_seq"))
+        raw = await self.log.find_raw(_key(args), args["types"], args.get("mentioning"), args.get("after_seq", 0),
+                                      args.get("until_seq"))
         return self._page(raw)
 
     @staticmethod
