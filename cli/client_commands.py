@@ -89,7 +89,7 @@ def render_event(console: Console, event: dict[str, Any]) -> None:
         pass  # the beliefs and edges above are what it wrote
     elif kind == "recall":
         beliefs, edges = payload.get("belief_ids") or [], payload.get("edges") or []
-        vector = "" if payload.get("query_embedding") else "; keyword only"
+        vector = "; keyword only" if payload.get("query_embedding") == "" else ""  # null: recorded, not sent
         console.print(Text.assemble(("  recalled  ", "bold blue"),
                                     f"{len(beliefs)} belief(s) {', '.join(map(str, beliefs))}; {len(edges)} edge(s)",
                                     (f"  (before turn {event.get('turn')}{vector})", "dim")))

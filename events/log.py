@@ -52,6 +52,17 @@ class Loaded:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """One event as a timeline lists it: where it is, what kind, which turn, when. The log keeps
+    these in columns beside each record, so an index is read without decoding a payload."""
+
+    seq: int
+    type: str
+    turn: int
+    timestamp: float
+
+
+@dataclass(frozen=True, slots=True)
 class ConversationSummary:
     conversation: str
     branches: tuple[str, ...]
@@ -116,6 +127,22 @@ class EventLogReader(Protocol):
         self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
     ) -> list[Event]:
         """Events of ``key`` with ``after_seq < seq <= until_seq``, in seq order, at most ``limit``."""
+        ...
+
+    async def index(
+        self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
+    ) -> list[IndexEntry]:
+        """:class:`IndexEntry` of each event :meth:`read` would return, without their payloads."""
+        ...
+
+    async def find(
+        self, key: StreamKey, *, types: Sequence[str], mentioning: str | None = None, after_seq: int = 0,
+        until_seq: int | None = None,
+    ) -> list[Event]:
+        """Events of ``key`` of one of ``types`` in ``(after_seq, until_seq]``, in seq order; with
+        ``mentioning``, only those whose encoded record holds that text (a prefilter: an event
+        that holds it elsewhere comes too, so the caller still checks what it found). A few
+        events out of a long branch without decoding the rest (why a belief)."""
         ...
 
     async def last_seq(self, key: StreamKey) -> int:
@@ -201,6 +228,14 @@ def check_range(after_seq: int, until_seq: int | None, limit: int | None) -> Non
         raise ValueError(f"limit must be a whole number >= 1, got {limit!r}")
 
 
+def check_types(types: object) -> tuple[str, ...]:
+    """``types`` as a tuple of event type names; a ValueError for anything else or none."""
+    if isinstance(types, str) or not isinstance(types, Sequence) or not types or not all(
+            isinstance(name, str) and name for name in types):
+        raise ValueError(f"types must be a non-empty list of event type names, got {types!r}")
+    return tuple(types)
+
+
 def check_timestamp(timestamp: object) -> float:
     """``timestamp`` as float seconds; a ValueError for anything else (NaN matches no event)."""
     if type(timestamp) not in (int, float) or timestamp != timestamp:
@@ -212,6 +247,7 @@ __all__: Sequence[str] = [
     "ConversationSummary",
     "Forgetting",
     "EventLogReader",
+    "IndexEntry",
     "IngestProgress",
     "LogAccess",
     "LogStats",
@@ -221,5 +257,6 @@ __all__: Sequence[str] = [
     "Snapshot",
     "SnapshotStore",
     "check_range",
+    "check_types",
     "check_timestamp",
 ]

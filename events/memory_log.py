@@ -12,13 +12,13 @@ it serves every log port: reads, snapshots and ingest progress.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from .codec import decode, encode
 from .envelope import Event
 from .errors import LogError
 from .ids import MAIN_BRANCH, StreamKey, validate_identifier
-from .log import ConversationSummary, Loaded, LogStats, Snapshot, check_range, check_timestamp
+from .log import ConversationSummary, IndexEntry, Loaded, LogStats, Snapshot, check_range, check_timestamp, check_types
 
 
 class InMemoryEventLog:
@@ -63,6 +63,23 @@ class InMemoryEventLog:
         stored = self._events.get(key, {})
         seqs = [seq for seq in self._seqs(key) if after_seq < seq and (until_seq is None or seq <= until_seq)]
         return [stored[seq][1] for seq in seqs[:limit]]
+
+    async def index(
+        self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
+    ) -> list[IndexEntry]:
+        return [IndexEntry(event.seq, event.type, event.turn, float(event.timestamp))
+                for event in await self.read(key, after_seq=after_seq, until_seq=until_seq, limit=limit)]
+
+    async def find(
+        self, key: StreamKey, *, types: Sequence[str], mentioning: str | None = None, after_seq: int = 0,
+        until_seq: int | None = None,
+    ) -> list[Event]:
+        check_range(after_seq, until_seq, None)
+        wanted = check_types(types)
+        needle = None if mentioning is None else mentioning.encode()
+        found = (decode(data) for data in self._read_raw(key, after_seq, until_seq, None)
+                 if needle is None or needle in data)
+        return [event for event in found if event.type in wanted]
 
     async def last_seq(self, key: StreamKey) -> int:
         return max(self._events.get(key, {}), default=0)

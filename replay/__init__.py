@@ -29,6 +29,8 @@ May import ``mirror.cognition``, ``mirror.projections`` and ``mirror.events``; t
 - ``why``: :func:`~mirror.replay.why.why_event`, ``why_belief``, ``why_edge`` — what produced an
   event, a belief or an edge (its causes, each with its model call) and every event that touched
   a belief or an edge, read from a branch's events (pure);
+- ``why_reads``: :func:`~mirror.replay.why_reads.read_why_belief`, ``events_for_event`` — which
+  events a why question reads through a :class:`History` (a belief's: only those that name it);
 - ``errors``.
 """
 

@@ -25,14 +25,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from mirror.events.bus import EventBus
 from mirror.events.envelope import Event
 from mirror.events.ids import MAIN_BRANCH, StreamKey
-from mirror.events.log import EventLogReader, LogAccess, Snapshot, SnapshotStore
+from mirror.events.log import EventLogReader, IndexEntry, LogAccess, Snapshot, SnapshotStore
 from mirror.events.payloads import Fork
 from mirror.projections.conversation import apply
 from mirror.projections.errors import CorruptSnapshot, StaleSnapshot
@@ -42,6 +42,7 @@ from mirror.projections.state import ConversationState, initial_state
 from .errors import UnknownBranch, UnknownPosition
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SNAPSHOT_EVERY = 200
 """Seqs between the snapshots a reader writes while folding (the actors' default too)."""
@@ -147,14 +148,32 @@ class History:
 
     async def events(self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None) -> list[Event]:
         """Events of ``key`` in ``(after_seq, until_seq]``, a forked branch's inherited ones included."""
+        return await self._inheriting(key, after_seq, until_seq,
+                                      lambda own, after, until: self.log.read(own, after_seq=after, until_seq=until))
+
+    async def index(self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None) -> list[IndexEntry]:
+        """:meth:`events`' seq, type, turn and time, without their payloads (a timeline's index)."""
+        return await self._inheriting(key, after_seq, until_seq,
+                                      lambda own, after, until: self.log.index(own, after_seq=after, until_seq=until))
+
+    async def find(self, key: StreamKey, *, types: Sequence[str], mentioning: str | None = None, after_seq: int = 0,
+                   until_seq: int | None = None) -> list[Event]:
+        """:meth:`events` of ``types`` that mention ``mentioning`` (:meth:`~mirror.events.log.EventLogReader.find`)."""
+        return await self._inheriting(key, after_seq, until_seq, lambda own, after, until: self.log.find(
+            own, types=types, mentioning=mentioning, after_seq=after, until_seq=until))
+
+    async def _inheriting(self, key: StreamKey, after_seq: int, until_seq: int | None,
+                          read: Callable[[StreamKey, int, int | None], Awaitable[list[T]]]) -> list[T]:
+        """``read(key, after, until)`` over ``(after_seq, until_seq]``: a forked branch's parent up
+        to the fork (recursively), then its own; one way to walk inheritance for every kind of read."""
         point = await self.fork_point(key) if key.branch != MAIN_BRANCH else None
         if point is None or after_seq >= point.fork_seq:
-            return await self.log.read(key, after_seq=after_seq, until_seq=until_seq)
+            return await read(key, after_seq, until_seq)
         inherited_until = point.fork_seq if until_seq is None else min(until_seq, point.fork_seq)
-        inherited = await self.events(point.parent, after_seq=after_seq, until_seq=inherited_until)
+        inherited = await self._inheriting(point.parent, after_seq, inherited_until, read)
         if until_seq is not None and until_seq <= point.fork_seq:
             return inherited
-        return inherited + await self.log.read(key, after_seq=point.fork_seq, until_seq=until_seq)
+        return inherited + await read(key, point.fork_seq, until_seq)
 
     async def state_at(
         self, key: StreamKey, seq: int | None = None, *, at_time: float | None = None

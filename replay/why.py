@@ -38,7 +38,10 @@ first after a reflection forgot it; for an edge its first event, and what it con
 for a belief, ``reflection``: every reflection whose decay decisions named it (decayed, forgot,
 or kept it).
 
-Events appear as the HTTP API shows them (:func:`event_json`): the record with vectors as base64.
+Events appear as the HTTP API shows them (:func:`event_json`): the record, its vectors as base64
+or, unless asked for, as ``null``. A belief's or an edge's recalls can number in the hundreds, so
+:meth:`Why.as_dict` lists them apart from the rest of its history, a page at a time
+(:class:`RecallPage`), each as a line (seq, turn, summary) without its event.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mirror.events.codec import to_json_ready
+from mirror.events.codec import event_to_record, to_json_ready
 from mirror.events.envelope import Event
 from mirror.events.ids import StreamKey
 from mirror.events.payloads import (
@@ -66,8 +69,8 @@ from mirror.events.payloads import (
 
 from .errors import UnknownPosition, UnknownSubject
 
-__all__ = ["ROLES", "Cause", "Subject", "Touch", "Why", "event_json", "provenance_json", "summarize", "why_belief",
-           "why_edge", "why_event"]
+__all__ = ["BELIEF_TOUCHES", "ROLES", "Cause", "RecallPage", "Subject", "Touch", "Why", "event_json", "provenance_json",
+           "summarize", "why_belief", "why_edge", "why_event"]
 
 ROLES = ("recall", "narrative", "portrait", "plan", "appraisal", "retrieval", "interpretation", "monologue", "turn",
          "belief", "source_turn", "memory_step", "related", "reflection", "contradiction", "insight", "causation")
@@ -79,15 +82,32 @@ TEXT_CHARS = 80
 _PERSONA_TURN_STEPS = ("interpretation", "retrieval", "appraisal", "plan")
 _FOR_TURN_TYPES = ("insight", "memory_step", "thinker_failed", "emotion", "relationship", "goal", "episode")
 _ASSERTING = ("assert", "reinforce", "consistent", "contradict")
+BELIEF_TOUCHES = ("belief", "recall", "reflection")
+"""The event types that can touch a belief (:func:`why_belief`'s history): a reader may hand it
+only these, those that name the belief, and the origin's causes (its turn, its memory step)."""
 
 EdgeKey = tuple[str, str, str]
 
 
-def event_json(event: Event) -> dict[str, Any]:
+def event_json(event: Event, *, vectors: bool = True) -> dict[str, Any]:
     """``event`` as ``GET /v1/conversations/{id}/events`` shows it: the JSON-ready record
-    (:func:`~mirror.events.codec.to_json_ready`: vectors as base64), tuples as lists."""
-    value: dict[str, Any] = json.loads(json.dumps(to_json_ready(event), default=str))
+    (:func:`~mirror.events.codec.to_json_ready`: vectors as base64), tuples as lists. Without
+    ``vectors``, each field that holds vectors is ``null`` (a vector is ~2 KB of base64 that no
+    page shows: a recall's, a memory step's, a persona's biography); an empty one stays ``""``
+    (a keyword-only recall recorded none), so a reader still tells the two apart."""
+    if vectors:
+        record = to_json_ready(event)
+    else:
+        record = event_to_record(event)
+        record["payload"] = {name: "" if value == b"" else None if _holds_bytes(value) else value
+                             for name, value in record["payload"].items()}
+        record["id"] = event.id
+    value: dict[str, Any] = json.loads(json.dumps(record, default=str))
     return value
+
+
+def _holds_bytes(value: Any) -> bool:
+    return type(value) is bytes or (type(value) in (tuple, list) and any(type(item) is bytes for item in value))
 
 
 def provenance_json(provenance: Provenance | None) -> dict[str, Any] | None:
@@ -126,26 +146,50 @@ class Touch:
 
 
 @dataclass(frozen=True, slots=True)
+class RecallPage:
+    """Which of a belief's or an edge's recalls an answer lists: those after seq ``after``, at most ``limit``."""
+
+    after: int = 0
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Why:
     key: StreamKey
     subject: Subject
     event: Event | None
     causes: tuple[Cause, ...]
     history: tuple[Touch, ...] = ()
+    origin: Event | None = None
+    """The event that brought a belief or an edge into the state (its causes are this one's)."""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, *, recalls: RecallPage = RecallPage(), vectors: bool = True) -> dict[str, Any]:
+        """The answer as JSON; a belief's or an edge's recalls apart from the rest of its history
+        (``history``), under ``recalls``: their ``total``, the page asked for (``items``: seq, turn,
+        summary) and ``next_after`` (the ``after`` of the next page; null on the last)."""
         subject = self.subject
-        return {
+        recalled = [touch for touch in self.history if isinstance(touch.event.payload, Recall)]
+        page = [touch for touch in recalled if touch.event.seq > recalls.after]
+        shown = page if recalls.limit is None else page[: recalls.limit]
+        answer = {
             "conversation": self.key.conversation, "branch": self.key.branch,
             "subject": {"kind": subject.kind, "seq": subject.seq, "belief_id": subject.belief_id,
                         "edge": None if subject.edge is None else list(subject.edge), "text": subject.text},
-            "event": None if self.event is None else event_json(self.event),
+            "event": None if self.event is None else event_json(self.event, vectors=vectors),
             "provenance": None if self.event is None else provenance_json(self.event.provenance),
-            "causes": [{"role": cause.role, "label": cause.label, "event": event_json(cause.event),
+            "causes": [{"role": cause.role, "label": cause.label, "event": event_json(cause.event, vectors=vectors),
                         "provenance": provenance_json(cause.event.provenance)} for cause in self.causes],
             "history": [{"seq": touch.event.seq, "type": touch.event.type, "turn": touch.event.turn,
-                         "summary": touch.summary, "event": event_json(touch.event)} for touch in self.history],
+                         "summary": touch.summary, "event": event_json(touch.event, vectors=vectors)}
+                        for touch in self.history if not isinstance(touch.event.payload, Recall)],
         }
+        if subject.kind != "event":
+            answer["recalls"] = {
+                "total": len(recalled), "after": recalls.after,
+                "items": [{"seq": touch.event.seq, "turn": touch.event.turn, "summary": touch.summary} for touch in shown],
+                "next_after": shown[-1].event.seq if len(shown) < len(page) else None,
+            }
+        return answer
 
 
 # ----------------------------------------------------------------------------- one-line summaries
@@ -374,7 +418,7 @@ def why_belief(key: StreamKey, events: Sequence[Event], belief_id: str) -> Why:
         assert isinstance(origin.payload, Belief)
         causes = [cause for cause in _belief_causes(index, origin, origin.payload) if cause.role != "related"]
     subject = Subject("belief", None, belief_id, None, statement or belief_id)
-    return Why(key, subject, touches[-1].event, (*causes, *reflections), tuple(touches))
+    return Why(key, subject, touches[-1].event, (*causes, *reflections), tuple(touches), origin)
 
 
 def _edge_key(payload: Edge) -> EdgeKey:
@@ -408,4 +452,4 @@ def why_edge(key: StreamKey, events: Sequence[Event], edge: EdgeKey) -> Why:
         assert isinstance(last.payload, Edge)
         causes += [cause for cause in _edge_causes(index, last, last.payload) if cause.role == "contradiction"]
     subject = Subject("edge", None, None, edge, " ".join(edge))
-    return Why(key, subject, touches[-1].event, tuple(causes), tuple(touches))
+    return Why(key, subject, touches[-1].event, tuple(causes), tuple(touches), origin)

@@ -31,7 +31,7 @@ import duckdb
 import pyarrow as pa
 
 from mirror.events.codec import decode
-from mirror.events.duckdb import _erasure
+from mirror.events.duckdb import _erasure, _reads
 from mirror.events.duckdb._erasure import Tombstone
 from mirror.events.duckdb._ingest_batch import IngestBatch, RejectedRecord
 from mirror.events.envelope import Event
@@ -39,6 +39,7 @@ from mirror.events.errors import ConversationForgotten, LogError, LogLocked
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.log import (
     ConversationSummary,
+    IndexEntry,
     Loaded,
     LogStats,
     Snapshot,
@@ -46,6 +47,7 @@ from mirror.events.log import (
     StreamRegression,
     check_range,
     check_timestamp,
+    check_types,
 )
 from mirror.events.payloads import Fork
 
@@ -396,19 +398,28 @@ class DuckDBEventLog:
         self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
     ) -> list[bytes]:
         check_range(after_seq, until_seq, limit)
-        return await self._read(self._read_raw, key, after_seq, until_seq, limit)
+        return await self._read(self._range_read, _reads.read_raw, key, after_seq, until_seq, limit)
 
-    def _read_raw(self, key: StreamKey, after_seq: int, until_seq: int | None, limit: int | None) -> list[bytes]:
+    async def index(self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None,
+                    limit: int | None = None) -> list[IndexEntry]:
+        check_range(after_seq, until_seq, limit)
+        rows = await self._read(self._range_read, _reads.index_rows, key, after_seq, until_seq, limit)
+        return [IndexEntry(int(seq), kind, int(turn), float(ts)) for seq, kind, turn, ts in rows]
+
+    async def find(self, key: StreamKey, *, types: Sequence[str], mentioning: str | None = None, after_seq: int = 0,
+                   until_seq: int | None = None) -> list[Event]:
+        return [decode(data) for data in await self.find_raw(key, types, mentioning, after_seq, until_seq)]
+
+    async def find_raw(self, key: StreamKey, types: Sequence[str], mentioning: str | None, after_seq: int,
+                       until_seq: int | None) -> list[bytes]:
+        check_range(after_seq, until_seq, None)
+        needle = None if mentioning is None else mentioning.encode()
+        return await self._read(self._range_read, _reads.find_raw, key, check_types(types), needle, after_seq, until_seq)
+
+    def _range_read(self, read: Callable[..., T], key: StreamKey, *args: Any) -> T:
+        """``read(connection, key, ...)`` on this read thread's connection, a forgotten conversation refused."""
         self._refuse_forgotten(key)
-        sql = (
-            "SELECT data FROM events WHERE tenant = ? AND conversation = ? AND branch = ? "
-            "AND seq > ? AND seq <= ? ORDER BY seq"
-        )
-        params: list[Any] = [key.tenant, key.conversation, key.branch, after_seq, until_seq if until_seq is not None else 2**62]
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [row[0] for row in self._db.execute(sql, params).fetchall()]
+        return read(self._db, key, *args)
 
     async def last_seq(self, key: StreamKey) -> int:
         return await self._read(self._last_seq, key)
@@ -436,25 +447,14 @@ class DuckDBEventLog:
         return await self._read(self._latest_snapshot, key, projection_version, until_seq)
 
     def _latest_snapshot(self, key: StreamKey, projection_version: int | None, until_seq: int | None) -> Snapshot | None:
-        sql = (
-            "SELECT seq, projection_version, state FROM snapshots "
-            "WHERE tenant = ? AND conversation = ? AND branch = ?"
-        )
-        params: list[Any] = [key.tenant, key.conversation, key.branch]
-        if projection_version is not None:
-            sql += " AND projection_version = ?"
-            params.append(projection_version)
-        if until_seq is not None:
-            sql += " AND seq <= ?"
-            params.append(until_seq)
-        row = self._db.execute(sql + " ORDER BY seq DESC LIMIT 1", params).fetchone()
+        row = _reads.latest_snapshot_row(self._db, key, projection_version, until_seq)
         return None if row is None else Snapshot(key, int(row[0]), int(row[1]), bytes(row[2]))
 
     def _load(
         self, key: StreamKey, projection_version: int | None, until_seq: int | None
     ) -> tuple[Snapshot | None, list[bytes]]:
         snapshot = self._latest_snapshot(key, projection_version, until_seq)
-        return snapshot, self._read_raw(key, snapshot.seq if snapshot else 0, until_seq, None)
+        return snapshot, self._range_read(_reads.read_raw, key, snapshot.seq if snapshot else 0, until_seq, None)
 
     async def seq_at_time(self, key: StreamKey, timestamp: float) -> int:
         return await self._read(self._seq_at_time, key, check_timestamp(timestamp))

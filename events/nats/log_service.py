@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import msgpack
@@ -25,7 +25,7 @@ from mirror.events.codec import decode
 from mirror.events.envelope import Event
 from mirror.events.errors import ConversationForgotten, EventError, InvalidIdentifier, LogError, LogUnavailable
 from mirror.events.ids import StreamKey
-from mirror.events.log import ConversationSummary, Loaded, LogStats, Snapshot, check_range
+from mirror.events.log import ConversationSummary, IndexEntry, Loaded, LogStats, Snapshot, check_range, check_types
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,8 @@ MAX_CATCH_UP_S = 5.0
 CATCH_UP_POLL_S = 0.005
 PAGE_BYTES = 512 * 1024
 """Largest total size of encoded events in one reply (NATS's default max payload is 1 MiB)."""
+INDEX_PAGE = 16_384
+"""Most index rows in one reply: ~30 bytes each as msgpack, well under the payload limit."""
 
 _ERRORS: dict[str, type[Exception]] = {
     "InvalidIdentifier": ValueError,
@@ -77,6 +79,8 @@ class LogService:
         self._in_flight: set[asyncio.Task[None]] = set()
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
             "read": self._read,
+            "index": self._index,
+            "find": self._find,
             "last_seq": self._last_seq,
             "load": self._load,
             "seq_at_time": self._seq_at_time,
@@ -147,6 +151,24 @@ class LogService:
         raw = await self.log.read_raw(
             _key(args), after_seq=args.get("after_seq", 0), until_seq=args.get("until_seq"), limit=args.get("limit")
         )
+        return self._page(raw)
+
+    async def _index(self, args: dict[str, Any]) -> dict[str, Any]:
+        limit = args.get("limit")
+        asked = INDEX_PAGE if limit is None or (isinstance(limit, int) and limit > INDEX_PAGE) else limit
+        entries: list[IndexEntry] = await self.log.index(
+            _key(args), after_seq=args.get("after_seq", 0), until_seq=args.get("until_seq"), limit=asked)
+        rows = [[entry.seq, entry.type, entry.turn, entry.timestamp] for entry in entries]
+        return {"rows": rows, "more": len(rows) == INDEX_PAGE}
+
+    async def _find(self, args: dict[str, Any]) -> dict[str, Any]:
+        raw = await self.log.find_raw(_key(args), args["types"], args.get("mentioning"), args.get("after_seq", 0),
+                                      args.get("until_seq"))
+        return self._page(raw)
+
+    @staticmethod
+    def _page(raw: list[bytes]) -> dict[str, Any]:
+        """As many of ``raw`` as fit :data:`PAGE_BYTES` (one at least); ``more`` when some did not."""
         page: list[bytes] = []
         size = 0
         for data in raw:
@@ -309,6 +331,35 @@ class LogClient:
             page = await self._call(
                 "read", **self._key_args(key), after_seq=after_seq, until_seq=until_seq, limit=remaining
             )
+            events.extend(decode(data) for data in page["events"])
+            if not page["more"] or not page["events"]:
+                return events
+            after_seq = events[-1].seq
+
+    async def index(
+        self, key: StreamKey, *, after_seq: int = 0, until_seq: int | None = None, limit: int | None = None
+    ) -> list[IndexEntry]:
+        check_range(after_seq, until_seq, limit)
+        entries: list[IndexEntry] = []
+        while True:
+            remaining = None if limit is None else limit - len(entries)
+            page = await self._call("index", **self._key_args(key), after_seq=after_seq, until_seq=until_seq,
+                                    limit=remaining)
+            entries.extend(IndexEntry(*row) for row in page["rows"])
+            if not page["more"] or not page["rows"] or (limit is not None and len(entries) >= limit):
+                return entries
+            after_seq = entries[-1].seq
+
+    async def find(
+        self, key: StreamKey, *, types: Sequence[str], mentioning: str | None = None, after_seq: int = 0,
+        until_seq: int | None = None,
+    ) -> list[Event]:
+        check_range(after_seq, until_seq, None)
+        wanted = list(check_types(types))
+        events: list[Event] = []
+        while True:
+            page = await self._call("find", **self._key_args(key), types=wanted, mentioning=mentioning,
+                                    after_seq=after_seq, until_seq=until_seq)
             events.extend(decode(data) for data in page["events"])
             if not page["more"] or not page["events"]:
                 return events

@@ -4,8 +4,13 @@
 or ``src=…&relation=…&dst=…`` (an edge) — and ``branch=`` (default ``main``). It reads the log
 through the runtime's :class:`~mirror.replay.History` (a forked branch's inherited events
 included), never the live actor: an event's question reads only up to its seq (and, for a belief
-or an edge, the few events after it up to its memory step); a belief's or an edge's reads the
-whole branch (paged by the log port).
+or an edge, the few events after it up to its memory step); a belief's reads only the events that
+name it and its origin's turn and memory step (:mod:`mirror.replay.why_reads`), so it costs what
+the belief's history holds, not the branch's length; an edge's reads the whole branch (paged by
+the log port).
+
+A belief's or an edge's recalls come a page at a time (``limit``, ``after``) with their total;
+vectors are ``null`` unless ``vectors=true`` (as on ``/events``).
 """
 
 from __future__ import annotations
@@ -14,20 +19,16 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from mirror.events.envelope import Event
-from mirror.events.ids import StreamKey
-from mirror.events.payloads import Belief, Edge, MemoryStep
 from mirror.gateway.runtime import Runtime, Tenant, branch_key, key_of
-from mirror.replay import History
-from mirror.replay.why import why_belief, why_edge, why_event
+from mirror.replay.why import RecallPage, why_edge, why_event
+from mirror.replay.why_reads import MEMORY_STEP_LOOKAHEAD, events_for_event, read_why_belief
 
-__all__ = ["MEMORY_STEP_LOOKAHEAD", "router"]
+__all__ = ["MEMORY_STEP_LOOKAHEAD", "RECALLS_PAGE", "router"]
 
 router = APIRouter()
 
-MEMORY_STEP_LOOKAHEAD = 256
-"""How many events past a belief or an edge a question about it reads to find its memory step
-(the step's beliefs and edges come just before it: an extraction writes a few dozen at most)."""
+RECALLS_PAGE = 100
+"""A belief's or an edge's recalls in one answer unless ``limit`` says otherwise."""
 
 
 @router.get("/v1/conversations/{conversation}/why")
@@ -38,9 +39,13 @@ async def get_why(
     src: str | None = Query(None, min_length=1), relation: str | None = Query(None, min_length=1),
     dst: str | None = Query(None, min_length=1),
     branch: str = Query("main", description="the branch to read"),
+    limit: int = Query(RECALLS_PAGE, ge=1, le=1000, description="a belief's or an edge's recalls in this answer"),
+    after: int = Query(0, ge=0, description="the recalls after this seq (the previous page's next_after)"),
+    vectors: bool = Query(False, description="include the events' vectors (base64); null otherwise"),
 ) -> dict[str, Any]:
     """What produced it (``causes``, most direct first, each with its event and model call) and,
-    for a belief or an edge, every event that touched it (``history``, oldest first)."""
+    for a belief or an edge, every event that touched it (``history``, oldest first; its recalls
+    apart, a page at a time: ``recalls``)."""
     key = branch_key(key_of(owner, conversation), branch)  # the ids first, as on every route
     edge = (src, relation, dst)
     asked = [name for name, given in (("seq", seq is not None), ("belief", belief is not None),
@@ -57,19 +62,9 @@ async def get_why(
     if seq is not None:
         if seq > last:
             raise HTTPException(404, f"{key} has no seq {seq}: it ends at seq {last}")
-        return why_event(key, await _events_for(history, key, seq, last), seq).as_dict()
-    events = await history.events(key)
+        return why_event(key, await events_for_event(history, key, seq, last), seq).as_dict(vectors=vectors)
+    page = RecallPage(after, limit)
     if belief is not None:
-        return why_belief(key, events, belief).as_dict()
+        return (await read_why_belief(history, key, belief, last)).as_dict(recalls=page, vectors=vectors)
     assert src and relation and dst  # checked above
-    return why_edge(key, events, (src, relation, dst)).as_dict()
-
-
-async def _events_for(history: History, key: StreamKey, seq: int, last: int) -> list[Event]:
-    """The events up to ``seq``; past it too, up to the memory step, when ``seq`` is a belief or an edge."""
-    events = await history.events(key, until_seq=seq)
-    if events and isinstance(events[-1].payload, Belief | Edge) and seq < last:
-        later = await history.events(key, after_seq=seq, until_seq=min(last, seq + MEMORY_STEP_LOOKAHEAD))
-        step = next((index for index, event in enumerate(later) if isinstance(event.payload, MemoryStep)), None)
-        events += later if step is None else later[: step + 1]
-    return events
+    return why_edge(key, await history.events(key), (src, relation, dst)).as_dict(recalls=page, vectors=vectors)

@@ -11,15 +11,19 @@ One conversation of ``turns`` turns through the gateway of an embedded stack (th
 page's requests in the page's order (``gateway/inspector/static/js/``), each action ``repeat``
 times:
 
-- ``open`` (``openConversation``): ``GET /v1/conversations/{id}`` (its summary: mind and branches); every event, paged as ``allEvents``
-  pages them (``limit=1000`` until a short page); ``state?at=`` the last seq; then, at once,
-  the previous narrative's and the previous portrait's states (``narrative_seq − 1``,
-  ``portrait_seq − 1``: the diffs ``select`` shows). Total ms, bytes and requests, each phase's
-  ms (``parts_p50_ms``) and the vectors' share of the events (``vector_chars_in_events``).
-- ``step`` (``select``): one timeline move to a random seq the page has not seen (its cache of
-  states is per page view): its state, then its previous narrative's and portrait's at once.
+- ``open`` (``openConversation``): at once ``GET /v1/conversations/{id}`` (its summary: mind and
+  branches) and its ``timeline`` (every event's seq, type, turn and time); then ``select`` of the last
+  seq, all at once: its ``state?at=``; the turns the dialogue shows around it
+  (``events?type=turn`` over the range of the ``TURNS_BEFORE`` turns up to it and
+  ``TURNS_AFTER`` after it, as ``dialogueWindow`` computes it from the timeline); the selected
+  event itself (the line under the timeline; not asked when it is a turn the dialogue holds); the
+  narrative event before the one in force and the reflections, ``REFLECTIONS_AT_ONCE`` at a time
+  from the newest back, to the portrait before the one in force (the diffs' other sides). Total
+  ms, bytes and requests, and each phase's ms (``parts_p50_ms``).
+- ``step`` (``select``): one timeline move to a random seq the page has not seen (nor its
+  events; its cache is per page view): the same asks.
 - ``why_reply``: ``why?seq=`` a random turn's seq; ``why_belief``: ``why?belief=`` the most
-  recalled belief (its answer grows with every recall, so its bytes are given too).
+  recalled belief with the page's first page of its recalls (``limit=RECALLS_PAGE``).
 - ``compare`` (``runCompare``): two states and ``diff`` between two random seqs, all at once.
 
 Each action's ms run from its first ask to its last answer parsed, as the page waits;
@@ -35,10 +39,11 @@ open of the run (``open.first_ms``) may fold more.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import os
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -51,11 +56,16 @@ from mirror.harness.bench._script import script
 from mirror.harness.bench._stacks import sim_stack
 from mirror.harness.bench._stats import percentile
 
-__all__ = ["ACTIONS", "InspectorBenchConfig", "run_inspector_bench", "vector_chars"]
+__all__ = ["ACTIONS", "InspectorBenchConfig", "run_inspector_bench"]
 
 CONVERSATION = "bench-inspector"
 PAGE = 1000
-"""The page's page of events (``allEvents``), the log's largest."""
+"""The page's page of events (``eventsBetween``), the log's largest."""
+TURNS_BEFORE, TURNS_AFTER, REFLECTIONS_AT_ONCE = 20, 5, 4
+"""The turns the page's dialogue shows up to the selected event and after it, and the reflections
+it reads at once looking for the previous portrait (conversation.js)."""
+RECALLS_PAGE = 50
+"""The recalls the page's Why asks for at a time (why.js)."""
 ACTIONS = ("open", "step", "why_reply", "why_belief", "compare")
 REQUEST_TIMEOUT_S = 300.0
 
@@ -113,47 +123,93 @@ async def _state(tally: _Tally, seq: int) -> dict[str, Any]:
     return state
 
 
-async def _previous(tally: _Tally, state: dict[str, Any]) -> None:
-    """The previous narrative's and portrait's states, asked at once (``select``'s diffs)."""
-    seqs = [seq - 1 for seq in (state["narrative_seq"], state.get("portrait_seq")) if seq is not None and seq > 1]
-    await asyncio.gather(*(_state(tally, seq) for seq in seqs))
-
-
-async def _all_events(tally: _Tally) -> list[dict[str, Any]]:
+async def _events(tally: _Tally, after: int, until: int | None = None, kind: str | None = None) -> list[dict[str, Any]]:
+    """Events in (after, until] (of ``kind``), paged as ``eventsBetween`` pages them."""
     events: list[dict[str, Any]] = []
-    after = 0
     while True:
-        page = await tally.get(_conversation("events"), {"after": after, "limit": PAGE})
+        params = {"after": after, "limit": PAGE, **({"until": until} if until is not None else {}),
+                  **({"type": kind} if kind else {})}
+        page = await tally.get(_conversation("events"), params)
         events += page["events"]
         if len(page["events"]) < PAGE:
             return events
         after = page["next_after"]
 
 
+@dataclass(frozen=True, slots=True)
+class _Timeline:
+    seqs: list[int]
+    of_type: dict[str, list[int]]
+
+    def up_to(self, kind: str, seq: int) -> list[int]:
+        """The seqs of events of ``kind`` at or before ``seq`` (``seqsUpTo``)."""
+        seqs = self.of_type.get(kind, [])
+        return seqs[: bisect.bisect_right(seqs, seq)]
+
+
+async def _timeline(tally: _Tally) -> _Timeline:
+    index = await tally.get(_conversation("timeline"))
+    of_type: dict[str, list[int]] = {}
+    for seq, kind in zip(index["seq"], index["type"], strict=True):
+        of_type.setdefault(index["types"][kind], []).append(seq)
+    return _Timeline(index["seq"], of_type)
+
+
+def _dialogue(timeline: _Timeline, seq: int) -> list[int]:
+    """The turns' seqs the dialogue shows around ``seq`` (``dialogueWindow``)."""
+    turns = timeline.of_type.get("turn", [])
+    reached = bisect.bisect_right(turns, seq)
+    return turns[max(0, reached - TURNS_BEFORE): reached + TURNS_AFTER]
+
+
+async def _previous_portrait(tally: _Tally, reflections: list[int]) -> None:
+    """``previousPortrait``: reflections read REFLECTIONS_AT_ONCE at a time from the newest back
+    until the second accepted one (the first is the portrait in force)."""
+    accepted = 0
+    for end in range(len(reflections), 0, -REFLECTIONS_AT_ONCE):
+        chunk = reflections[max(0, end - REFLECTIONS_AT_ONCE): end]
+        for event in reversed(await _events(tally, chunk[0] - 1, chunk[-1], "reflection")):
+            accepted += bool(event["payload"]["accepted"])
+            if accepted == 2:
+                return
+
+
+async def _select(tally: _Tally, timeline: _Timeline, seq: int) -> None:
+    """``select(seq)`` on a page that has read none of it, everything at once: the state, the
+    dialogue's turns, the event itself, the narrative before the one in force and the
+    reflections back to the portrait before the one in force (the diffs' other sides)."""
+    turns = _dialogue(timeline, seq)
+    narratives = timeline.up_to("narrative", seq)
+    asks: list[Awaitable[Any]] = [_state(tally, seq), _previous_portrait(tally, timeline.up_to("reflection", seq))]
+    if turns:
+        asks.append(_events(tally, turns[0] - 1, turns[-1], "turn"))
+    if seq not in turns:
+        asks.append(_events(tally, seq - 1, seq))
+    if len(narratives) > 1:
+        asks.append(_events(tally, narratives[-2] - 1, narratives[-2]))
+    await asyncio.gather(*asks)
+    tally.mark("select")
+
+
 async def _open(client: httpx.AsyncClient) -> dict[str, Any]:
     tally = _Tally(client)
-    summary = await tally.get(_conversation())
+    summary, timeline = await asyncio.gather(tally.get(_conversation()), _timeline(tally))
     assert "main" in summary["branches"], "the conversation's summary names no main branch"
-    tally.mark("summary")
-    events = await _all_events(tally)
-    tally.mark("events")
-    state = await _state(tally, events[-1]["seq"])
-    tally.mark("state")
-    await _previous(tally, state)
-    tally.mark("previous_states")
+    tally.mark("summary_and_timeline")
+    await _select(tally, timeline, timeline.seqs[-1])
     return tally.done()
 
 
-async def _step(client: httpx.AsyncClient, seq: int) -> dict[str, Any]:
+async def _step(client: httpx.AsyncClient, timeline: _Timeline, seq: int) -> dict[str, Any]:
     tally = _Tally(client)
-    await _previous(tally, await _state(tally, seq))
+    await _select(tally, timeline, seq)
     return tally.done()
 
 
 async def _why(client: httpx.AsyncClient, question: dict[str, Any]) -> dict[str, Any]:
     tally = _Tally(client)
-    await tally.get(_conversation("why"), {**question, "branch": "main"})
-    return tally.done()
+    answer = await tally.get(_conversation("why"), {**question, "branch": "main", "limit": RECALLS_PAGE})
+    return {**tally.done(), "recalls": (answer.get("recalls") or {}).get("total")}
 
 
 async def _compare(client: httpx.AsyncClient, left: int, right: int) -> dict[str, Any]:
@@ -161,18 +217,6 @@ async def _compare(client: httpx.AsyncClient, left: int, right: int) -> dict[str
     await asyncio.gather(_state(tally, left), _state(tally, right), tally.get(_conversation("diff"), {
         "from": left, "to": right, "from_branch": "main", "to_branch": "main"}))
     return tally.done()
-
-
-def vector_chars(value: Any) -> int:
-    """Characters of the vectors in events' JSON: base64 text under ``embedding``, ``query_embedding``
-    and each of a persona's ``biography_embeddings``."""
-    if isinstance(value, dict):
-        return sum(len(item) if key.endswith("embedding") and isinstance(item, str)
-                   else sum(map(len, item)) if key.endswith("embeddings") and isinstance(item, list)
-                   else vector_chars(item) for key, item in value.items())
-    if isinstance(value, list):
-        return sum(vector_chars(item) for item in value)
-    return 0
 
 
 def _figures(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -218,9 +262,9 @@ async def _measure(client: httpx.AsyncClient, config: InspectorBenchConfig) -> d
     rng = random.Random(config.seed)
     last_seq = await _settled(client, config.settle_timeout_s)
     first_open = await _open(client)
-    events = await _all_events(_Tally(client))
+    timeline = await _timeline(_Tally(client))
     last_state = await _state(_Tally(client), last_seq)
-    turn_seqs = [event["seq"] for event in events if event["type"] == "turn"]
+    turn_seqs = timeline.of_type.get("turn", [])
     beliefs = last_state["beliefs"]
     most_recalled = max(beliefs, key=lambda belief: (belief["recall_count"], belief["belief_id"])) if beliefs else None
 
@@ -230,7 +274,7 @@ async def _measure(client: httpx.AsyncClient, config: InspectorBenchConfig) -> d
 
     actions: dict[str, Callable[[], Any]] = {
         "open": lambda: _open(client),
-        "step": lambda: _step(client, rng.randint(1, last_seq)),
+        "step": lambda: _step(client, timeline, rng.randint(1, last_seq)),
         "why_reply": lambda: _why(client, {"seq": rng.choice(turn_seqs)}),
         "compare": lambda: _compare(client, *pair()),
     }
@@ -250,14 +294,14 @@ async def _measure(client: httpx.AsyncClient, config: InspectorBenchConfig) -> d
     healthz_p50 = percentile(healthz, 0.5)
     figures = {name: _figures(values) for name, values in samples.items()}
     opened = figures["open"]
-    opened.update(first_ms=round(first_open["ms"], 2), pages=len(events) // PAGE + 1,
+    opened.update(first_ms=round(first_open["ms"], 2),
                   parts_p50_ms={phase: round(percentile([sample["parts"][phase] for sample in samples["open"]], 0.5), 2)
-                                for phase in samples["open"][0]["parts"]},
-                  vector_chars_in_events=vector_chars(events))
+                                for phase in samples["open"][0]["parts"]})
     if most_recalled is not None:
-        figures["why_belief"]["recall_count"] = most_recalled["recall_count"]
+        figures["why_belief"].update(recall_count=most_recalled["recall_count"],
+                                     recalls_total=samples["why_belief"][0]["recalls"])
     return {
-        "turns": len(turn_seqs), "events": len(events), "last_seq": last_seq,
+        "turns": len(turn_seqs), "events": len(timeline.seqs), "last_seq": last_seq,
         "narrative_seq": last_state["narrative_seq"], "portrait_seq": last_state.get("portrait_seq"),
         "beliefs": len(beliefs), "reflections": last_state.get("reflections", 0),
         **{name: figures.get(name) for name in ACTIONS},

@@ -13,7 +13,7 @@ from mirror.events.codec import decode
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import LogError
 from mirror.events.ids import StreamKey
-from mirror.events.log import ConversationSummary, Snapshot
+from mirror.events.log import ConversationSummary, IndexEntry, Snapshot
 from mirror.events.payloads import Fork, Monologue, Narrative, PersonaChosen, Turn
 from tests.support.golden import EXPECTED, LOGS, fold_and_verify, read_log, verify_counts
 from tests.support.logs import WritableLog
@@ -91,6 +91,35 @@ async def test_paging_with_a_limit_visits_every_event_once(event_log: WritableLo
         after = page[-1].seq
     assert [len(page) for page in pages] == [5, 5, 5, 5, 3]
     assert [event for page in pages for event in page] == written
+
+
+@pytest.mark.parametrize("after_seq, until_seq, limit", [(0, None, None), (3, 7, None), (2, None, 4), (10, None, None)])
+async def test_the_index_is_each_read_events_place_type_turn_and_time(
+        event_log: WritableLog, after_seq: int, until_seq: int | None, limit: int | None) -> None:
+    await event_log.write(history(KEY, 1, 10) + history(StreamKey("acme", "conversation-2"), 1, 3))
+    read = await event_log.log.read(KEY, after_seq=after_seq, until_seq=until_seq, limit=limit)
+    index = await event_log.log.index(KEY, after_seq=after_seq, until_seq=until_seq, limit=limit)
+    assert index == [IndexEntry(event.seq, event.type, event.turn, float(event.timestamp)) for event in read]
+
+
+async def test_find_is_the_events_of_some_types_that_mention_a_text(event_log: WritableLog) -> None:
+    written = history(KEY, 1, 12)
+    await event_log.write(written + history(StreamKey("acme", "conversation-2"), 1, 12))
+    turns = [event for event in written if event.type == "turn"]
+    assert await event_log.log.find(KEY, types=["turn"]) == turns
+    assert await event_log.log.find(KEY, types=["turn", "narrative"], after_seq=3, until_seq=9) == [
+        event for event in written if event.type in ("turn", "narrative") and 3 < event.seq <= 9]
+    # turns are seqs 3, 6, 9, 12: "reply 6" is in 6's record only; "message 1" is in 12's ("message 12"):
+    # a prefilter by text, which the caller checks
+    assert await event_log.log.find(KEY, types=["turn"], mentioning="reply 6") == [written[5]]
+    assert [event.seq for event in await event_log.log.find(KEY, types=["turn"], mentioning="message 1")] == [12]
+    assert await event_log.log.find(KEY, types=["monologue"], mentioning="reply 6") == []
+
+
+@pytest.mark.parametrize("types", [[], "turn", [""], None])
+async def test_find_refuses_a_missing_or_malformed_list_of_types(event_log: WritableLog, types: object) -> None:
+    with pytest.raises(ValueError, match="types"):
+        await event_log.log.find(KEY, types=types)
 
 
 async def test_streams_are_kept_apart_by_tenant_conversation_and_branch(event_log: WritableLog) -> None:

@@ -28,11 +28,10 @@ def test_the_inspector_bench_measures_what_the_page_asks() -> None:
         assert 0 < figures["p50_ms"] <= figures["p95_ms"], name
         assert 0 < figures["bytes_p50"] <= figures["bytes_p95"], name
         assert figures["requests"] >= 1, name
-    # the list, one page of events (a short one ends them), the last state, the previous narrative's
-    # and (once a reflection wrote one) the previous portrait's
-    previous = sum(1 for seq in (report["narrative_seq"], report["portrait_seq"]) if seq is not None and seq > 1)
-    assert report["open"]["pages"] == report["events"] // 1000 + 1 == 1
-    assert report["open"]["requests"] == 1 + 1 + 1 + previous >= 4
+    # the summary and the timeline at once, then at once the last state, the dialogue's turns, the last event (a
+    # thought, not a turn), the narrative before the last and (once a reflection ran) the reflections
+    assert 1 + 1 + 3 <= report["open"]["requests"] <= 1 + 1 + 5
+    assert set(report["open"]["parts_p50_ms"]) == {"summary_and_timeline", "select"}
     assert report["why_reply"]["requests"] == report["why_belief"]["requests"] == 1
     assert report["compare"]["requests"] == 3
     assert report["why_belief"]["recall_count"] >= 0

@@ -184,6 +184,38 @@ def test_the_timeline_shows_the_narrative_state_at_gives_for_that_seq(page, stac
     shot(page, "conversation")
 
 
+def test_a_conversation_opens_from_its_timeline_and_the_turns_in_view_never_every_event(page, stack) -> None:
+    asked: list[httpx.URL] = []
+    page.on("request", lambda request: asked.append(httpx.URL(request.url)))
+    turns = stack["turns"]
+    log_in(page, stack, f"?conversation=trip&at={turns[0]['seq']}")
+    page.locator(f"#mind[data-seq='{turns[0]['seq']}']").wait_for()
+    # the dialogue holds the selected turn and the five after it (conversation.js's TURNS_AFTER)
+    shown = page.locator("#dialogue .turn").evaluate_all("(turns) => turns.map((turn) => Number(turn.dataset.seq))")
+    assert shown == [turn["seq"] for turn in turns[:6]]
+    assert page.locator("#strip .tick").count() >= len(stack["events"])  # the whole timeline, from the index
+    assert any(url.path == "/v1/conversations/trip/timeline" for url in asked)
+    reads = [url for url in asked if url.path == "/v1/conversations/trip/events"]
+    assert reads and all("until" in url.params and url.params.get("vectors") != "true" for url in reads)  # ranges only
+    page.click("#seq-last-button")
+    page.locator(f"#dialogue .turn[data-seq='{turns[-1]['seq']}']").wait_for()
+    # the line under the timeline: type · turn · time from the index, then what the event says, once read
+    page.wait_for_function("() => document.querySelector('#seq-event').textContent.split('·').length >= 4")
+
+
+def test_why_on_a_belief_lists_its_recalls(page, stack) -> None:
+    with api(stack) as http:
+        beliefs = http.get("/v1/conversations/trip/state").json()["beliefs"]
+        recalled = max(beliefs, key=lambda belief: belief["recall_count"])
+        total = http.get("/v1/conversations/trip/why", params={"belief": recalled["belief_id"]}).json()["recalls"]["total"]
+    assert total >= 1, "no belief of the conversation was recalled"
+    log_in(page, stack, "?conversation=trip")
+    page.click(f"#beliefs button.belief[data-belief='{recalled['belief_id']}']")
+    page.locator("#why ol.recalls li").first.wait_for()
+    assert page.locator("#why ol.recalls li").count() == min(total, 50)
+    assert page.locator("#why button.more-recalls").is_hidden() == (total <= 50)
+
+
 def test_why_on_a_reply_shows_the_recall_it_answered_from_and_its_model_call(page, stack) -> None:
     recalled = [turn for turn in stack["turns"] if turn["recall_seq"] is not None]
     assert recalled, "no turn recalled anything: the conversation cannot show Why's recall"

@@ -62,7 +62,72 @@ def test_why_a_reply_names_the_recall_it_answered_from(stack) -> None:
         assert belief["subject"]["belief_id"] == belief_id and belief["history"][0]["type"] == "belief"
         source = next(cause for cause in belief["causes"] if cause["role"] == "source_turn")
         assert source["event"]["payload"]["user_message"] == FACT
-        assert any(entry["seq"] == recall_seq for entry in belief["history"])
+        # its recalls apart from the rest of its history, a page at a time, each a line without its event
+        assert all(entry["type"] != "recall" for entry in belief["history"])
+        assert belief["recalls"]["total"] >= 1 and belief["recalls"]["items"][-1]["seq"] == recall_seq
+        assert set(belief["recalls"]["items"][0]) == {"seq", "turn", "summary"}
+
+
+def test_the_timeline_the_events_by_type_and_range_and_vectors_only_when_asked(stack) -> None:
+    url, tokens = stack
+    with client(url, tokens["acme"]) as http:
+        for message in (FACT, LATER, "Where do peanuts grow?"):
+            answer = http.post("/v1/conversations/lined/turns", json={"message": message, "memory": True},
+                               params={"sync": True})
+            assert answer.status_code == 200, answer.text
+        last = answer.json()["seq"]  # acknowledged: the reads below include it (read-your-writes)
+        timeline = http.get("/v1/conversations/lined/timeline").json()
+        # the thinking may still be adding events: those the timeline saw are the first of the events read after it
+        events = http.get("/v1/conversations/lined/events", params={"limit": 1000, "vectors": True}).json()["events"]
+        events = events[: len(timeline["seq"])]
+        assert timeline["seq"] == [event["seq"] for event in events] and timeline["seq"][-1] >= last
+        assert [timeline["types"][kind] for kind in timeline["type"]] == [event["type"] for event in events]
+        assert timeline["turn"] == [event["turn"] for event in events] and timeline["fork_seq"] is None
+        assert timeline["ts"] == [round(event["ts"], 3) for event in events] and timeline["last_seq"] == events[-1]["seq"]
+
+        recall = next(event for event in events if event["type"] == "recall")
+        assert recall["payload"]["query_embedding"]  # base64, asked for
+        plain = http.get("/v1/conversations/lined/events", params={"after": recall["seq"] - 1, "limit": 1}).json()
+        assert plain["events"][0]["payload"]["query_embedding"] is None  # left out by default
+        assert {**plain["events"][0]["payload"], "query_embedding": None} == {**recall["payload"], "query_embedding": None}
+
+        turns = [event["seq"] for event in events if event["type"] == "turn"]
+        between = http.get("/v1/conversations/lined/events", params={"type": "turn", "after": turns[0], "until": turns[-1]})
+        assert [event["seq"] for event in between.json()["events"]] == turns[1:]
+        paged = http.get("/v1/conversations/lined/events", params={"type": "turn,recall", "limit": 2}).json()
+        assert [event["type"] for event in paged["events"]] == ["turn", "recall"]
+        assert paged["next_after"] == paged["events"][-1]["seq"]
+        empty = http.get("/v1/conversations/lined/events", params={"type": " , "})
+        assert empty.status_code == 400 and "type" in empty.json()["detail"]
+        assert http.get("/v1/conversations/ghost/timeline").status_code == 404
+        assert http.get("/v1/conversations/lined/timeline", params={"branch": "nowhere"}).json()["seq"] == []
+
+
+def test_why_a_belief_pages_its_recalls(stack) -> None:
+    url, tokens = stack
+    with client(url, tokens["acme"]) as http:
+        answer = http.post("/v1/conversations/paged/turns", json={"message": FACT, "memory": True}, params={"sync": True})
+        assert answer.status_code == 200, answer.text
+        for _ in range(4):  # each recalls the allergy
+            assert http.post("/v1/conversations/paged/turns", json={"message": LATER}, params={"sync": True}).status_code == 200
+        events = http.get("/v1/conversations/paged/events", params={"limit": 1000}).json()["events"]
+        recalls = [event for event in events if event["type"] == "recall" and event["payload"]["belief_ids"]]
+        belief_id = recalls[-1]["payload"]["belief_ids"][0]
+        expected = [event["seq"] for event in recalls if belief_id in event["payload"]["belief_ids"]]
+        assert len(expected) >= 3, expected
+        whole = http.get("/v1/conversations/paged/why", params={"belief": belief_id}).json()
+        assert [item["seq"] for item in whole["recalls"]["items"]] == expected and whole["recalls"]["next_after"] is None
+        seen, after = [], 0
+        while after is not None:
+            page = http.get("/v1/conversations/paged/why", params={"belief": belief_id, "limit": 2, "after": after}).json()
+            assert page["recalls"]["total"] == len(expected) and len(page["recalls"]["items"]) <= 2
+            assert page["causes"] == whole["causes"] and page["history"] == whole["history"]
+            seen += [item["seq"] for item in page["recalls"]["items"]]
+            after = page["recalls"]["next_after"]
+        assert seen == expected
+        roles = {cause["role"] for cause in whole["causes"]}
+        assert {"source_turn", "memory_step"} <= roles, roles  # found beside the events that name the belief
+        assert http.get("/v1/conversations/paged/why", params={"belief": belief_id, "limit": 0}).status_code == 422
 
 
 @pytest.mark.parametrize(

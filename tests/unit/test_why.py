@@ -6,14 +6,20 @@ then the turn, same turn number, the recall's causation the state's last event).
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from mirror.events.codec import decode
 from mirror.events.envelope import Event, make_event
 from mirror.events.ids import MAIN_BRANCH, StreamKey
+from mirror.events.memory_log import InMemoryEventLog
 from mirror.events.payloads import Belief, Edge, Fork, Insight, Recall, Reflection, Turn
+from mirror.events.vectors import vector_to_bytes
+from mirror.replay import History
 from mirror.replay.errors import UnknownPosition, UnknownSubject
-from mirror.replay.why import event_json, why_belief, why_edge, why_event
+from mirror.replay.why import RecallPage, event_json, why_belief, why_edge, why_event
+from mirror.replay.why_reads import read_why_belief
 from tests.support.golden import read_log
 
 PROVENANCE_KEYS = {"model", "prompt_set", "latency_ms", "prompt_tokens", "completion_tokens", "request_fingerprint",
@@ -229,3 +235,46 @@ def test_the_answer_is_json_with_events_as_the_events_route_shows_them() -> None
     assert persona.type == "persona"
     assert all(isinstance(text, str) and not text.startswith("b'")
                for text in event_json(persona)["payload"]["biography_embeddings"])
+
+
+# ------------------------------------------------------------------- reading only what a belief needs
+
+
+@pytest.mark.parametrize("name", ["memory", "reflection"])
+async def test_a_belief_read_from_the_events_that_name_it_is_answered_as_from_the_whole_branch(name: str) -> None:
+    key, events = branch(name)
+    beliefs = sorted({event.payload.belief_id for event in events if isinstance(event.payload, Belief)})
+    if name == "memory":  # the reflection log has no narrative for a turn to name
+        events = with_recall(events, tuple(beliefs[:2]))
+    log = InMemoryEventLog()
+    log.add(events)
+    history = History(log)
+    for belief_id in beliefs:
+        whole = why_belief(key, events, belief_id)
+        read = await read_why_belief(history, key, belief_id, events[-1].seq)
+        assert read.as_dict() == whole.as_dict(), belief_id
+    assert beliefs and any(cause.role == "memory_step" for cause in why_belief(key, events, beliefs[0]).causes)
+
+
+def test_recalls_are_listed_apart_a_page_at_a_time_and_vectors_only_when_asked() -> None:
+    key, events = branch("memory")
+    belief_id = "b-9b30c4eb58d421b4"
+    for _ in range(3):
+        events = with_recall(events, (belief_id,))
+    answer = why_belief(key, events, belief_id)
+    recall_seqs = [touch.event.seq for touch in answer.history if touch.event.type == "recall"]
+    whole = answer.as_dict()
+    assert [entry["seq"] for entry in whole["history"]] == [5, 12, 17]  # the recalls are not in it
+    assert whole["recalls"]["total"] == 3 and [item["seq"] for item in whole["recalls"]["items"]] == recall_seqs
+    first = answer.as_dict(recalls=RecallPage(0, 2))["recalls"]
+    assert [item["seq"] for item in first["items"]] == recall_seqs[:2] and first["next_after"] == recall_seqs[1]
+    rest = answer.as_dict(recalls=RecallPage(first["next_after"], 2))["recalls"]
+    assert [item["seq"] for item in rest["items"]] == recall_seqs[2:] and rest["next_after"] is None
+    payload = events[-2].payload
+    assert isinstance(payload, Recall)
+    recall = dataclasses.replace(events[-2], payload=dataclasses.replace(payload, query_embedding=vector_to_bytes([0.5, 0.25])))
+    assert event_json(recall)["payload"]["query_embedding"] == "AAAAPwAAgD4="  # base64 of two float32s
+    plain = event_json(recall, vectors=False)
+    assert plain["payload"]["query_embedding"] is None and plain["payload"]["query"] == "what about peanuts?"
+    assert {**event_json(recall)["payload"], "query_embedding": None} == plain["payload"]
+    assert "recalls" not in why_event(key, events, recall.seq).as_dict()

@@ -139,16 +139,26 @@ function parseBlock(block) {
   return message;
 }
 
-// Every event of a branch, paged (the log gives at most 1,000 a page).
-export async function allEvents(conversation, { branch = "main", after = 0, signal } = {}) {
+// A branch's own events in (after, until], of the given types if any (e.g. "turn"), paged (the
+// log gives at most 1,000 a page); vectors are left out (the page shows none).
+export async function eventsBetween(conversation, { branch = "main", after = 0, until = null, type = null, signal } = {}) {
   const events = [];
   for (;;) {
-    const page = await api(`/v1/conversations/${encodeURIComponent(conversation)}/events`,
-      { params: { after, limit: 1000, branch: branch === "main" ? null : branch }, signal });
+    const page = await api(conversationPath(conversation, "events"),
+      { params: { after, until, type, limit: 1000, branch: branch === "main" ? null : branch }, signal });
     events.push(...page.events);
     if (page.events.length < 1000) return events;
     after = page.next_after;
   }
+}
+
+// A branch's timeline: every event's seq, type, turn and time (inherited ones included), as
+// [{seq, type, turn, ts}], and the seq it was forked after (null for main). No payloads: a
+// conversation of any length opens with this and the events of the part in view.
+export async function timeline(conversation, branch = "main") {
+  const index = await api(conversationPath(conversation, "timeline"), { params: { branch: branch === "main" ? null : branch } });
+  const entries = index.seq.map((seq, i) => ({ seq, type: index.types[index.type[i]], turn: index.turn[i], ts: index.ts[i] }));
+  return { entries, forkSeq: index.fork_seq, ancestry: index.ancestry || [] };
 }
 
 // One conversation's summary, looked up by its id (branches, mind, last seq, thinking…); the

@@ -1,10 +1,13 @@
 // Why: what produced a reply, a belief or an edge — the recall the Talker answered from, the
 // narrative it saw, the turn a belief came from, the reflection that decayed or rewrote it —
-// with each model call's provenance (prompt set, model, tokens, milliseconds).
+// with each model call's provenance (prompt set, model, tokens, milliseconds). A belief's or an
+// edge's recalls come RECALLS_PAGE at a time ("more recalls" asks for the next page).
 
 import { api, conversationPath } from "./api.js";
 import { $, clip, h, replace, showMessage, turnLabel, when } from "./dom.js";
 import { summarize } from "./summary.js";
+
+export const RECALLS_PAGE = 50;
 
 const ROLES = {
   recall: "the recall it answered from", narrative: "the narrative it saw", portrait: "the portrait it read",
@@ -65,7 +68,7 @@ export async function showWhy(conversation, branch, question, { onSeq }) {
   replace(body, h("p", { class: "muted" }, "Asking the log…"));
   let answer;
   try {
-    answer = await api(conversationPath(conversation, "why"), { params: { ...question, branch } });
+    answer = await api(conversationPath(conversation, "why"), { params: { ...question, branch, limit: RECALLS_PAGE } });
   } catch (error) {
     replace(body, h("p", { class: "warn", role: "alert" }, error.message));
     showMessage(error.message);
@@ -92,7 +95,38 @@ export async function showWhy(conversation, branch, question, { onSeq }) {
       h("button", { type: "button", class: "link", onclick: () => onSeq(item.seq) }, `seq ${item.seq}`),
       ` ${item.type} (${turnLabel(item.turn)}): ${item.summary}`))));
   }
+  if (answer.recalls && answer.recalls.total) parts.push(...recalls(conversation, branch, question, answer.recalls, onSeq));
   replace(body, ...parts);
+}
+
+function recallItem(item, onSeq) {
+  return h("li", { dataset: { seq: item.seq } },
+    h("button", { type: "button", class: "link", onclick: () => onSeq(item.seq) }, `seq ${item.seq}`),
+    ` recall (${turnLabel(item.turn)}): ${item.summary}`);
+}
+
+// The recalls that gave it to the Talker, a page at a time.
+function recalls(conversation, branch, question, page, onSeq) {
+  const list = h("ol", { class: "recalls" }, page.items.map((item) => recallItem(item, onSeq)));
+  const more = h("button", { type: "button", class: "link more-recalls", hidden: page.next_after === null });
+  let after = page.next_after;
+  const label = () => { more.textContent = `more recalls (${page.total - list.children.length} left)`; };
+  label();
+  more.addEventListener("click", async () => {
+    more.disabled = true;
+    try {
+      const next = await api(conversationPath(conversation, "why"), { params: { ...question, branch, after, limit: RECALLS_PAGE } });
+      list.append(...next.recalls.items.map((item) => recallItem(item, onSeq)));
+      after = next.recalls.next_after;
+      more.hidden = after === null;
+      label();
+    } catch (error) {
+      showMessage(error.message);
+    } finally {
+      more.disabled = false;
+    }
+  });
+  return [h("h3", {}, `Its recalls (${page.total})`), list, more];
 }
 
 export function bindWhy() {
