@@ -94,7 +94,8 @@ async def get_timeline(conversation: str, owner: Tenant, runtime: Runtime,
     history = await runtime.history(key.tenant)
     entries = await history.index(key)
     fork = await history.fork_point(key) if key.branch != MAIN_BRANCH else None
-    ancestry, point = [], fork  # the branches it inherits from, nearest first: each up to the seq it forked after
+    ancestry: list[dict[str, Any]] = []
+    point = fork  # the branches it inherits from, nearest first: each up to the seq it forked after
     while point is not None and len(ancestry) < MAX_ANCESTRY:
         ancestry.append({"branch": point.parent.branch, "until": point.fork_seq})
         point = await history.fork_point(point.parent) if point.parent.branch != MAIN_BRANCH else None

@@ -111,6 +111,7 @@ async def test_a_turn_the_thinker_overtook_verifies_from_the_state_its_talker_wa
     await writer.append(composed.build(key))
     events = await connections.log(TENANT).read(key)
     assert [type(event.payload).__name__ for event in events][-1] == "Turn" and events[-1].seq > asked_from.last_seq + 1
-    assert events[-1].payload.narrative_seq is None  # type: ignore[union-attr]  # it saw no narrative
+    last = events[-1].payload
+    assert isinstance(last, Turn) and last.narrative_seq is None  # it saw no narrative
     (report,) = await verify_conversations(connections.log(TENANT), TENANT, "overtaken", prompts=prompts)
     assert report.ok and report.model_calls == 0 and report.steps >= 3, report.divergences
