@@ -75,6 +75,9 @@ class TurnRequest:
     idempotency_key: str | None = None
     """The client's key for this request (``Idempotency-Key``): a retry with it is answered with
     the turn it appended (the key is recorded in the ``turn`` event), never a second turn."""
+    trace: str | None = None
+    """The W3C ``traceparent`` of the span that asked (:func:`mirror.tracing.carried`): the turn's
+    trace goes on across the Ray call. Not part of the turn's events; ``None`` with traces off."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.message, str):
