@@ -179,7 +179,7 @@ def _with_trace_id(*args: Any, **kwargs: Any) -> logging.LogRecord:
     record: logging.LogRecord = _state["record_factory"](*args, **kwargs)
     found = trace.get_current_span().get_span_context()
     trace_id = format(found.trace_id, "032x") if found.is_valid else ""
-    record.trace_id = trace_id  # type: ignore[attr-defined]  # a formatter may name %(trace_id)s
+    record.trace_id = trace_id  # a formatter may name %(trace_id)s
     if trace_id:
         record.msg, record.args = f"{record.getMessage()} trace_id={trace_id}", None
     return record
