@@ -196,17 +196,14 @@ def span(name: str, attributes: Mapping[str, Any] | None = None, *, kind: SpanKi
                                         links=[Link(cause) for cause in links if cause.is_valid])
 
 
-@contextlib.contextmanager
-def incoming(headers: Mapping[str, str], name: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
+def incoming(headers: Mapping[str, str], name: str, attributes: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any]:
     """A server span for a request whose ``headers`` may carry a ``traceparent`` (continued when
     they do); yields the span (None when off)."""
     tracer = _state["tracer"]
     if tracer is None:
-        yield None
-        return
-    with tracer.start_as_current_span(name, context=_PROPAGATOR.extract(headers), kind=SpanKind.SERVER,
-                                      attributes=attributes) as current:
-        yield current
+        return _NOTHING
+    return tracer.start_as_current_span(name, context=_PROPAGATOR.extract(headers), kind=SpanKind.SERVER,
+                                        attributes=attributes)
 
 
 def traceparent() -> str | None:
@@ -232,14 +229,15 @@ def inject(headers: dict[str, str]) -> dict[str, str]:
     return headers
 
 
-@contextlib.contextmanager
-def turn(conversation: Any, request: Any) -> Iterator[None]:
+def turn(conversation: Any, request: Any) -> contextlib.AbstractContextManager[Any]:
     """A turn in its conversation: ``invoke_agent mirror``, continuing ``request.trace`` (the
     gateway's span across Ray) or, without one, the current span (a turn in the same process)."""
     tracer = _state["tracer"]
-    if tracer is None:
-        yield
-        return
+    return _NOTHING if tracer is None else _turn(tracer, conversation, request)
+
+
+@contextlib.contextmanager
+def _turn(tracer: Any, conversation: Any, request: Any) -> Iterator[None]:
     parent = _PROPAGATOR.extract({TRACEPARENT: request.trace}) if request.trace else None
     attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "mirror",
                   "gen_ai.conversation.id": str(conversation), "mirror.stream": bool(request.stream)}
@@ -260,14 +258,15 @@ def cause() -> SpanContext | None:
     return found if found.is_valid else None
 
 
-@contextlib.contextmanager
-def thinking(conversation: Any, caused_by: SpanContext | None) -> Iterator[None]:
+def thinking(conversation: Any, caused_by: SpanContext | None) -> contextlib.AbstractContextManager[Any]:
     """The Thinker's run: a trace of its own (not a child of the turn whose task started it),
     linked to the turn that caused it; its stages' spans are children."""
     tracer = _state["tracer"]
-    if tracer is None:
-        yield
-        return
+    return _NOTHING if tracer is None else _thinking(tracer, conversation, caused_by)
+
+
+@contextlib.contextmanager
+def _thinking(tracer: Any, conversation: Any, caused_by: SpanContext | None) -> Iterator[None]:
     token = _conversation.set(str(conversation))
     try:
         with tracer.start_as_current_span("think", context=otel_context.Context(), kind=SpanKind.INTERNAL,
