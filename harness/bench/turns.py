@@ -302,7 +302,11 @@ class _OtlpSink(ThreadedServer):
             self.exports += 1
             return Response(b"", media_type="application/x-protobuf")
 
-        super().__init__(Starlette(routes=[Route("/v1/traces", take, methods=["POST"])]), name="otlp sink")
+        async def healthz(request: Request) -> Response:  # what ThreadedServer waits on before serving
+            return Response(b"ok")
+
+        super().__init__(Starlette(routes=[Route("/v1/traces", take, methods=["POST"]), Route("/healthz", healthz)]),
+                         name="otlp sink")
 
 
 def _run_once(config: TurnsBenchConfig) -> dict[str, Any]:
