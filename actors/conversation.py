@@ -32,7 +32,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from mirror import metrics
+from mirror import metrics, tracing
 from mirror.cognition.embeddings import Embedder
 from mirror.cognition.errors import LLMError, ReflectionRefused
 from mirror.cognition.llm import TokenSink
@@ -88,6 +88,7 @@ class Conversation:
         self._idle = asyncio.Event()
         self._idle.set()
         self._replied = time.perf_counter()
+        self._caused_by = tracing.cause()  # the turn the Thinker's run links to (set by each reply)
         self.config = MirrorConfig(
             model=settings.llm.model, mode=settings.mode,  # type: ignore[arg-type]  # a str setting; MirrorConfig refuses one outside MODES
             talker_max_tokens=settings.talker_max_tokens, thinker_max_tokens=settings.thinker_max_tokens,
@@ -284,7 +285,8 @@ class Conversation:
         """:meth:`_turn`, counted (:mod:`mirror.metrics`): its time and the model's, its first token, its failure."""
         tenant = self.key.tenant
         try:
-            result = await self._turn(request, metrics.first_token_sink(on_token, tenant))
+            with tracing.turn(self.key, request):  # the turn's span, its trace carried across Ray in the request
+                result = await self._turn(request, metrics.first_token_sink(on_token, tenant))
         except Exception as exc:
             metrics.turn_failed(tenant, exc)
             raise
@@ -480,6 +482,7 @@ class Conversation:
 
     def _start_thinking(self) -> None:
         self._replied = time.perf_counter()  # the newest reply: the thinking ends its lag (mirror_thought_lag_seconds)
+        self._caused_by = tracing.cause()
         nothing_to_do = (self.config.mode == "baseline" and not self.config.memory and not self.config.reflection
                          and self.state.persona is None)
         if nothing_to_do or (self._thinker is not None and not self._thinker.done()):
@@ -491,10 +494,11 @@ class Conversation:
         """The writer's think loop, after the reply's head start; what stops it is logged, not raised."""
         await asyncio.sleep(REPLY_HEAD_START_S)
         try:
-            await self._writer().think_until_current(
-                self.thinker_llm, self.prompts, self.config, attempts=self.settings.thinking_attempts,
-                embedder=self.embedder, policy=self.policy, persona_prompts=self.persona_prompts,
-            )
+            with tracing.thinking(self.key, self._caused_by):  # a trace of its own, linked to the turn
+                await self._writer().think_until_current(
+                    self.thinker_llm, self.prompts, self.config, attempts=self.settings.thinking_attempts,
+                    embedder=self.embedder, policy=self.policy, persona_prompts=self.persona_prompts,
+                )
         except AppendConflict as conflict:
             self._fenced_off(conflict)
         except Exception:

@@ -17,6 +17,7 @@ from typing import Any
 
 import ray
 
+from mirror import tracing
 from mirror.actors.conversation import Conversation, RebuildReport
 from mirror.actors.directory import NAMESPACE, TOUCH_EVERY_S, directory
 from mirror.actors.errors import Passivated
@@ -40,6 +41,7 @@ class ConversationActor:
         # walk a million objects each (that was ~0.4 s of CPU per passivation).
         gc.freeze()
         append_warnings_to(settings.warnings_log)
+        tracing.configure(settings.traces, "conversation")
         self.key = StreamKey(tenant, conversation, branch)
         self.name = actor_name(self.key)
         self.settings = settings

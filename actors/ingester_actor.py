@@ -35,7 +35,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from mirror import metrics
+from mirror import metrics, tracing
 from mirror.actors.conversation_actor import NAMESPACE
 from mirror.actors.metrics_targets import metrics_target
 from mirror.events.duckdb.ingester import IngesterSettings, run_ingester
@@ -74,6 +74,7 @@ class IngesterActor:
         # the supervisor keeps trying and ready() reports why it is not serving.
         self._supervisor = asyncio.create_task(self._supervise(), name=f"ingester-{settings.shard}")
         metrics.configure(enabled=settings.metrics)
+        tracing.configure(settings.traces, "ingester")
         self.metrics_address = metrics.serve(ray.util.get_node_ip_address())
         log.info("%s runs in Ray worker pid %d", ingester_actor_name(settings.shard), os.getpid())
 

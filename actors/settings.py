@@ -16,6 +16,7 @@ from mirror.cognition.prompts import PromptSet, default_prompt_set, load_prompt_
 from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
 from mirror.events.infrastructure import Infrastructure
 from mirror.replay.history import SNAPSHOT_EVERY
+from mirror.tracing import TraceSettings
 
 PLACEMENTS = ("hosted", "dedicated")
 
@@ -68,6 +69,8 @@ class RuntimeSettings:
     fair_share: FairShareSettings = FairShareSettings()
     metrics: bool = True
     """Prometheus metrics in each process (:mod:`mirror.metrics`); off, nothing is recorded or served."""
+    traces: TraceSettings = TraceSettings()
+    """OpenTelemetry traces in each process (:mod:`mirror.tracing`): off unless the edge's ``OTEL_*`` variables or ``--traces`` say."""
     warnings_log: str | None = None
     """A file the runtime's Ray processes (gateways, conversation hosts and actors) append their
     warnings and errors to (:mod:`mirror.actors.log_file`); ``mirror up`` relays it to its stderr."""

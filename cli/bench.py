@@ -93,7 +93,9 @@ def bench_turns(
     embedding_latency: float = typer.Option(0.0, "--embedding-latency-ms", min=0,
                                             help="The simulator's fixed latency for embedding calls."),
     compare_metrics: bool = typer.Option(False, "--compare-metrics",
-                                         help="Run twice, Prometheus metrics off then on, and print metrics_added_p50_ms."),
+                                         help="Run three times: Prometheus metrics off, on, then on with traces sampled "
+                                              "at 1 % (to an OTLP sink); print metrics_added_p50_ms and "
+                                              "metrics_and_traces_added_p50_ms."),
     placement: Placement = typer.Option("hosted", "--placement", case_sensitive=False,
                                         help="hosted: many conversations per host; dedicated: a Ray actor each."),
     stream: bool = typer.Option(False, "--stream", help="Also a streamed turn (?stream=true) beside each plain one: "

@@ -195,6 +195,9 @@ def up(
     metrics: bool = typer.Option(True, "--metrics/--no-metrics", envvar="MIRROR_METRICS",
                                  help="Prometheus metrics: each gateway, conversation host and ingester serves its own; "
                                       "GET /metrics/targets lists them (docs/operations.md, Metrics and traces)."),
+    traces: bool = typer.Option(False, "--traces", envvar="MIRROR_TRACES",
+                                help="OpenTelemetry traces of every turn over OTLP/HTTP, configured by the OTEL_* variables "
+                                     "(on without this flag when OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_ENDPOINT is set)."),
     reflect_every: int = typer.Option(20, "--reflect-every", min=1, envvar="MIRROR_REFLECT_EVERY",
                                       help="Reflect once this many turns passed since the last reflection."),
     reflect_cooldown: int = typer.Option(
@@ -270,6 +273,7 @@ def up(
     from mirror.cognition.reflection.policy import ReflectionPolicy
     from mirror.events.shards import ShardMap
     from mirror.stack.embedded import EmbeddedStack, StackSettings, running_stack
+    from mirror.tracing import InvalidTraceSettings, TraceSettings
 
     if nats_url is not None:
         for name, flag in EMBEDDED_NATS_OPTIONS.items():
@@ -280,6 +284,10 @@ def up(
         weights = parse_tenant_weights(tenant_weight)
     except ValueError as exc:
         raise InvalidSettings("--tenant-weight", str(exc)) from None
+    try:
+        traced = TraceSettings.from_environment(os.environ, asked=traces)
+    except InvalidTraceSettings as exc:
+        raise InvalidSettings("OTEL_*", str(exc)) from None
     policy = ReflectionPolicy(every=reflect_every, cooldown=reflect_cooldown, max_per_hour=reflections_per_hour)
     settings = StackSettings(
         data_dir=data, llm=llm, llm_model=model, llm_api_key=os.environ.get("MIRROR_LLM_API_KEY"),
@@ -292,11 +300,13 @@ def up(
         shard_map=ShardMap.parse(shard_map).assignments, strict=strict,
         bind=bind, advertise=advertise, nats_url=nats_url, ingest=tuple(ingest) or None,
         model_slots=model_slots, tenant_weights=weights, metrics=metrics,
+        traces=traced,
     )
     if show_config:
         shown = dataclasses.asdict(settings) | {"data_dir": str(settings.data_dir), "log_level": log_level.value,
                                                  "llm_api_key": "(set)" if settings.llm_api_key else None,
-                                                 "advertise": settings.advertised, "ingest": list(settings.ingested)}
+                                                 "advertise": settings.advertised, "ingest": list(settings.ingested),
+                                                 "traces": settings.traces.shown()}
         typer.echo(json.dumps(shown, indent=2))
         return
     configure_logging(log_level.value)

@@ -40,6 +40,7 @@ from typing import Any, Literal, TypeVar
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
+from mirror import tracing
 from mirror.events.payloads import Provenance
 
 from .chat_stream import ChunkReader, SSEDecoder, StreamError
@@ -260,6 +261,7 @@ class OpenAIChatClient:
             completion_tokens=completion_tokens,
             response=content,
         )
+        tracing.model_call(request.model, started, prompt_tokens, completion_tokens, finish_reason)  # `chat {model}`
         return ChatResponse(content=content, provenance=provenance, finish_reason=finish_reason)
 
     async def chat_json(self, request: ChatRequest) -> tuple[dict[str, Any], ChatResponse]:

@@ -103,6 +103,9 @@ class TurnRequest:
     current ones. A text other than the current one is recorded (an ``instructions`` event) with the turn."""
     continuation: Continuation | None = None
     """Where the turn goes in its branch's history (``None``: after whatever the branch holds)."""
+    trace: str | None = None
+    """The W3C ``traceparent`` of the span that asked (:func:`mirror.tracing.carried`): the turn's
+    trace goes on across the Ray call. Not part of the turn's events; ``None`` with traces off."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.message, str):

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from mirror import metrics
+from mirror import metrics, tracing
 from mirror.cognition.embeddings.port import Embedder
 from mirror.cognition.errors import ReflectionFailed, ReflectionRefused, ThinkingShed
 from mirror.cognition.llm import LLM, TokenSink
@@ -112,7 +112,8 @@ class ConversationWriter:
             events = list(build(self.state))
             started = time.perf_counter()
             try:
-                self.head = await self.bus.append(self.key, events, self.head)
+                with tracing.span("append", {"mirror.events": len(events)}):  # fenced, until acknowledged
+                    self.head = await self.bus.append(self.key, events, self.head)
                 metrics.append_done(time.perf_counter() - started)
             except AppendConflict as conflict:
                 self.failure = conflict
@@ -263,7 +264,8 @@ class ConversationWriter:
                         next_attempt = tried.get("memory", 0) + 1
                         early = _EarlyStep(basis, next_attempt, asyncio.ensure_future(
                             memory.run(basis, context, next_attempt)))
-                    step = await stage.run(basis, context, attempt)
+                    with tracing.span(f"think {stage.name}", {"mirror.stage": stage.name, "mirror.attempt": attempt}):
+                        step = await stage.run(basis, context, attempt)
                 await self.append(_after(step, self.key, cause))
                 if step.ok:
                     tried[stage.name] = 0

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from mirror import metrics
+from mirror import metrics, tracing
 from mirror.gateway.failures import install_failure_handlers
 from mirror.gateway.limits import LimitsMiddleware
 from mirror.gateway.observed import RequestMetrics
 from mirror.gateway.routes import ROUTERS
 from mirror.gateway.runtime import Conversations, GatewayRuntime
 from mirror.gateway.settings import DEFAULT_MAX_FINISHED_JOBS, DEFAULT_MAX_MESSAGE_BYTES, GatewaySettings
+from mirror.gateway.traced import RequestTraces
 from mirror.serving import ThreadedServer
 
 __all__ = [
@@ -58,6 +59,8 @@ def create_app(settings: GatewaySettings, conversations: Conversations | None = 
     app.add_middleware(LimitsMiddleware)  # per-tenant limits, shared on the broker (mirror.gateway.limits)
     metrics.configure(enabled=settings.runtime.metrics)
     app.add_middleware(RequestMetrics)  # outermost: every answer counted by route and status, 429s included
+    tracing.configure(settings.runtime.traces, "gateway")
+    app.add_middleware(RequestTraces)  # a span per request, an incoming traceparent continued (mirror.tracing)
     for router in ROUTERS:
         app.include_router(router)
     return app

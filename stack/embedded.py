@@ -79,6 +79,7 @@ from mirror.stack.machine import (
 from mirror.stack.model_check import model_server_problem
 from mirror.stack.processes import SimProcess
 from mirror.stack.supervisor import Supervisor, Watched
+from mirror.tracing import TraceSettings
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,8 @@ class StackSettings:
     """When the conversations reflect (:class:`~mirror.cognition.reflection.policy.ReflectionPolicy`)."""
     metrics: bool = True
     """Prometheus metrics in every process (:mod:`mirror.metrics`); off, none are recorded or served."""
+    traces: TraceSettings = TraceSettings()
+    """OpenTelemetry traces in every process (:mod:`mirror.tracing`); off by default."""
     embedding_model: str = "text-embedding-3-small"
     sim_latency: str = "fixed:50"
     sim_token_delay_ms: float = 0.0
@@ -261,7 +264,8 @@ class EmbeddedStack:
             shards = ShardMap(settings.shard_map)
             for shard in settings.ingested:
                 # Stopped before Ray: each drains, commits and closes its DuckDB file first.
-                ingester = start_ingester(self.nats_url, self.data_dir, shards, shard, metrics=settings.metrics)
+                ingester = start_ingester(self.nats_url, self.data_dir, shards, shard, metrics=settings.metrics,
+                                          traces=settings.traces)
                 self.ingesters[shard] = ingester
                 self._closers.append(ingester.stop)
             # The one place the runtime's adapters are chosen: NATS for the bus, each shard's
@@ -279,7 +283,7 @@ class EmbeddedStack:
                                       hosts=settings.hosts or default_host_count(),
                                       max_live_per_host=settings.max_live_per_host,
                                       fair_share=FairShareSettings(tenant_weights=settings.tenant_weights),
-                                      metrics=settings.metrics)
+                                      metrics=settings.metrics, traces=settings.traces)
             self.runtime = runtime
             tenants_file = self.data_dir / "tenants.json"
             self.token = self._default_token(tenants_file)

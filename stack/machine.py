@@ -27,6 +27,7 @@ from mirror.events.shards import DEFAULT_SHARD, ShardMap
 from mirror.gateway.settings import GatewaySettings
 from mirror.stack.errors import RayUnreachable, StackError
 from mirror.stack.supervisor import Watched
+from mirror.tracing import TraceSettings
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
 
 
 def start_ingester(nats_url: str, data_dir: Path, shards: ShardMap, shard: str, *,
-                   name_wait_s: float = NAME_WAIT_S, metrics: bool = True) -> Any:
+                   metrics: bool, traces: TraceSettings = TraceSettings(), name_wait_s: float = NAME_WAIT_S) -> Any:
     """Shard ``shard``'s ingester actor on this node, its file in ``data_dir``, serving once this returns.
 
     While the name ``ingester-<shard>`` is held by an actor that does not answer (the previous
@@ -124,7 +125,8 @@ def start_ingester(nats_url: str, data_dir: Path, shards: ShardMap, shard: str, 
 
     ingester = RayIngester(nats_url, log_file(data_dir, shard), log_path=ingester_log(data_dir, shard),
                            settings=IngesterSettings(shard=shard, filter_subjects=shards.filter_subjects(shard),
-                                                     skip_tenants=shards.skipped_tenants(shard), metrics=metrics))
+                                                     skip_tenants=shards.skipped_tenants(shard), metrics=metrics,
+                                                     traces=traces))
     deadline = time.monotonic() + name_wait_s
     said = False
     while True:

@@ -167,7 +167,9 @@ class MirrorNode:
             if settings.ingest:
                 asyncio.run(wait_jetstream(nats_url, timeout_s=settings.nats_wait_s))
             for shard in settings.ingest:
-                ingester = start_ingester(nats_url, self.data_dir, shards, shard)
+                # The head's --no-metrics and traces hold here too (its runtime settings are the deployment's).
+                ingester = start_ingester(nats_url, self.data_dir, shards, shard, metrics=head_gateway.runtime.metrics,
+                                          traces=head_gateway.runtime.traces)
                 self.ingesters[shard] = ingester
                 self._closers.append(self._unless_lost(ingester.stop))
             self._tenants, self._warnings, self._port = tenants, relay.path, claim.port

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from mirror import tracing
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.conversation_actor import actor_name, conversation_actor
 from mirror.actors.handle import ConversationHandle
@@ -47,11 +48,11 @@ class HostedConversation:
         return self.placement.host(self.slot)
 
     async def turn(self, request: TurnRequest) -> TurnResult:
-        result: TurnResult = await self.host.turn.remote(self.key, request)
+        result: TurnResult = await self.host.turn.remote(self.key, tracing.carried(request))
         return result
 
     async def turn_stream(self, request: TurnRequest) -> AsyncIterator[StreamItem]:
-        refs = self.host.turn_stream.options(num_returns="streaming").remote(self.key, request.streamed())
+        refs = self.host.turn_stream.options(num_returns="streaming").remote(self.key, tracing.carried(request.streamed()))
         async for ref in refs:
             yield await ref
 
@@ -100,11 +101,11 @@ class DedicatedConversation:
     """The actor's Ray handle (to kill it in a test)."""
 
     async def turn(self, request: TurnRequest) -> TurnResult:
-        result: TurnResult = await self.actor.turn.remote(request)
+        result: TurnResult = await self.actor.turn.remote(tracing.carried(request))
         return result
 
     async def turn_stream(self, request: TurnRequest) -> AsyncIterator[StreamItem]:
-        refs = self.actor.turn_stream.options(num_returns="streaming").remote(request.streamed())
+        refs = self.actor.turn_stream.options(num_returns="streaming").remote(tracing.carried(request.streamed()))
         async for ref in refs:
             yield await ref
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import ray
 
-from mirror import metrics
+from mirror import metrics, tracing
 from mirror.actors.conversation import RebuildReport
 from mirror.actors.directory import NAMESPACE
 from mirror.actors.log_file import append_warnings_to
@@ -63,6 +63,7 @@ class ConversationHost:
         self.index = index
         self.table = HostedConversations(settings, name=host_name(index, settings))
         metrics.configure(enabled=settings.metrics)
+        tracing.configure(settings.traces, "host")
         metrics.watch(self.table.metrics_figures)  # live, activated, the fair share's queues: read when scraped
         self.metrics_address = metrics.serve(ray.util.get_node_ip_address())
 

@@ -36,7 +36,7 @@ import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from mirror import metrics
+from mirror import metrics, tracing
 from mirror.events.duckdb._ingest_batch import IngestBatch
 from mirror.events.duckdb._regression import check_stream
 from mirror.events.duckdb.log import DuckDBEventLog
@@ -53,6 +53,7 @@ from mirror.events.nats.jetstream import (
     retry_transient,
 )
 from mirror.events.nats.log_service import LogService
+from mirror.tracing import TraceSettings
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,8 @@ class IngesterSettings:
     stop_timeout_s: float = 15.0
     metrics: bool = True
     """Prometheus metrics (lag, commits) recorded and, in the Ray actor, served (:mod:`mirror.metrics`)."""
+    traces: TraceSettings = TraceSettings()
+    """OpenTelemetry traces (:mod:`mirror.tracing`): a commit span in each traced turn's trace."""
 
     @property
     def consumer(self) -> str:
@@ -94,6 +97,8 @@ class _Decoded:
     newest: int
     ack_subject: bytes
     """Reply subject of the batch's last message: acking it acknowledges all (AckAll)."""
+    traces: tuple[str, ...] = ()
+    """The ``traceparent`` of each traced turn in the batch (traces on): its commit span's parents."""
 
 
 def _stream_seq(reply: bytes) -> int:
@@ -310,7 +315,8 @@ class Ingester:
         newest = self._decoded_offset
         skip = self._skip
         last_reply = b""
-        for subject, reply, data in messages:
+        traced = tracing.traceparents(messages)  # empty, and nothing read, with traces off
+        for subject, reply, data, _ in messages:
             stream_seq, delivered = _sequences(reply)
             if self._delivered is not None and delivered > self._delivered + 1:
                 self._reconsume = (f"deliveries {self._delivered + 1}..{delivered - 1} of its consumer never arrived "
@@ -331,7 +337,7 @@ class Ingester:
             return None
         self._decoded_offset = newest
         metrics.ingest_seen(self.settings.shard, newest + _pending(last_reply))
-        return _Decoded(batch, newest, last_reply)
+        return _Decoded(batch, newest, last_reply, traced)
 
     async def _commit_loop(self) -> None:
         while True:
@@ -349,6 +355,7 @@ class Ingester:
             )
             self.committed_offset = decoded.newest
             metrics.ingest_committed(self.settings.shard, decoded.newest, result.inserted, time.perf_counter() - started)
+            tracing.committed(decoded.traces, started, self.settings.shard, result.inserted)
             self.committed_events += result.inserted
             if decoded.batch.anchor is not None:  # as the log now holds it: the newest message stored
                 anchor_seq, anchor_id = decoded.batch.anchor

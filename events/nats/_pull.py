@@ -31,9 +31,10 @@ STATUS_NO_MESSAGES = b"404"
 STATUS_REQUEST_EXPIRED = b"408"
 
 
-Delivery = tuple[bytes, bytes, bytes]
-"""One consumed message as it came off the wire: (subject, reply, data). The reply is the
-ack subject, which also carries the stream sequence. A plain tuple: a named one cost a
+Delivery = tuple[bytes, bytes, bytes, bytes | None]
+"""One consumed message as it came off the wire: (subject, reply, data, header block). The reply
+is the ack subject, which also carries the stream sequence; the header block (None: no headers)
+is read only when traces are on (a turn's ``traceparent``). A plain tuple: a named one cost a
 Python-level constructor call per message."""
 
 
@@ -111,7 +112,7 @@ class PullFeed:
                 await self._on_status(*status)
                 return
         self._owed -= 1
-        self._buffer.append((subject, reply, data))
+        self._buffer.append((subject, reply, data, headers))
         self._arrived.set()
         if self._owed < self.batch:
             if self._owed < 0:

@@ -29,6 +29,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy, DiscardPolicy, RawStreamMsg, RetentionPolicy, StorageType, StreamConfig
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
+from mirror import tracing
 from mirror.events.bus import DEFAULT_SUBSCRIPTION_BUFFER, Head, Subscription, check_batch
 from mirror.events.codec import decode, encode
 from mirror.events.envelope import Event
@@ -408,10 +409,10 @@ class JetStreamBus:
     async def _publish_fenced(
         self, key: StreamKey, subject: str, event: Event, data: bytes, fence: int
     ) -> int:
-        headers = {
+        headers = tracing.inject({  # the turn's traceparent, for the ingester's commit span
             HEADER_MSG_ID: event.id,
             HEADER_EXPECTED_LAST_SUBJECT_SEQUENCE: str(fence),
-        }
+        })
         try:
             ack = await self._publisher.publish(subject, data, headers, self.settings.publish_timeout_s)
         except nats.js.errors.APIError as exc:

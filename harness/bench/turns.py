@@ -63,6 +63,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from mirror.actors.handle import ConversationHandle
 from mirror.actors.settings import RuntimeSettings
@@ -74,8 +78,10 @@ from mirror.harness.bench._cpu import CpuMeter, settle
 from mirror.harness.bench._first_token import model_first_tokens, stream_figures, streamed_turn
 from mirror.harness.bench._stats import percentile
 from mirror.processes import free_port
+from mirror.serving import ThreadedServer
 from mirror.stack.embedded import EmbeddedStack, StackSettings
 from mirror.stack.processes import SimProcess
+from mirror.tracing import TraceSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +103,10 @@ class TurnsBenchConfig:
     metrics: bool = True
     """Prometheus metrics recorded and served in every process (``mirror up``'s default)."""
     compare_metrics: bool = False
-    """Run twice, metrics off then on: what recording them adds to a turn (``metrics_added_p50_ms``)."""
+    """Run three times, metrics off, on, then on with traces sampled at 1 %: what recording them
+    adds to a turn (``metrics_added_p50_ms``, ``metrics_and_traces_added_p50_ms``)."""
+    traces: TraceSettings = TraceSettings()
+    """OpenTelemetry traces (:mod:`mirror.tracing`); off, as ``mirror up``'s default."""
     compare_limits: bool = False
 
 
@@ -338,11 +347,30 @@ def _stack(config: TurnsBenchConfig) -> Iterator[tuple[EmbeddedStack, SimProcess
                 data_dir=Path(data), llm=sim.base_url, llm_model="mirror-sim", mode=config.mode,
                 memory=config.memory, gateway_port=free_port(), nats_port=free_port(),
                 gateway_processes=config.gateways, placement=config.placement, metrics=config.metrics,
+                traces=config.traces,
             )
             with EmbeddedStack(settings) as stack:
                 yield stack, sim
         finally:
             sim.stop()
+
+
+class _OtlpSink(ThreadedServer):
+    """Takes OTLP/HTTP exports and counts them (the bench measures what sending costs Mirror, not a collector)."""
+
+    def __init__(self) -> None:
+        self.exports = 0
+
+        async def take(request: Request) -> Response:
+            await request.body()
+            self.exports += 1
+            return Response(b"", media_type="application/x-protobuf")
+
+        async def healthz(request: Request) -> Response:  # what ThreadedServer waits on before serving
+            return Response(b"ok")
+
+        super().__init__(Starlette(routes=[Route("/v1/traces", take, methods=["POST"]), Route("/healthz", healthz)]),
+                         name="otlp sink")
 
 
 def _run_once(config: TurnsBenchConfig) -> dict[str, Any]:
@@ -365,10 +393,19 @@ def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
         off = _run_once(replace(config, metrics=False, compare_metrics=False))
         settled_s = settle()
         on = _run_once(replace(config, metrics=True, compare_metrics=False))
+        settle()
+        sink = _OtlpSink()
+        with sink:  # spans exported over OTLP/HTTP to a receiver that takes them and answers 200
+            traced = _run_once(replace(config, metrics=True, compare_metrics=False, traces=TraceSettings(True, (
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", sink.url), ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+                ("OTEL_TRACES_SAMPLER_ARG", "0.01")))))
         return {"benchmark": "turns", "metrics_added_p50_ms": round(on["overhead_p50_ms"] - off["overhead_p50_ms"], 2),
                 "metrics_added_over_floor_p50_ms": round(on["overhead_over_floor_p50_ms"]
                                                          - off["overhead_over_floor_p50_ms"], 2),
-                "settled_between_runs_s": settled_s, "metrics_off": off, "metrics_on": on}
+                "metrics_and_traces_added_p50_ms": round(traced["overhead_p50_ms"] - off["overhead_p50_ms"], 2),
+                "traces_exported_requests": sink.exports,
+                "settled_between_runs_s": settled_s, "metrics_off": off, "metrics_on": on,
+                "metrics_on_traces_1_percent": traced}
     if not config.compare_memory:
         return _run_once(config)
     off = _run_once(replace(config, memory=False, compare_memory=False))

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mirror.processes import free_port
@@ -18,7 +18,8 @@ __all__ = ["ctrl_c", "start_up"]
 
 
 def start_up(data: Path, log: Path, *options: str, mirror: Sequence[str] = (sys.executable, "-m", "mirror"),
-             cwd: Path | None = None, reflection: bool = REFLECTION) -> tuple[subprocess.Popen[bytes], dict]:
+             cwd: Path | None = None, reflection: bool = REFLECTION,
+             env: Mapping[str, str] | None = None) -> tuple[subprocess.Popen[bytes], dict]:
     """Start `mirror up --llm sim` on free ports and return it with its stack.json once written
     (no NATS port of its own when ``options`` give ``--nats-url``).
 
@@ -26,13 +27,14 @@ def start_up(data: Path, log: Path, *options: str, mirror: Sequence[str] = (sys.
     wheel's test passes a fresh venv's ``bin/mirror``), ``cwd`` the directory it runs in.
     ``reflection``: off (``--no-reflection``) unless the test asks
     (:data:`tests.support.stack.REFLECTION`); ``True`` starts it as a user does, with no option.
+    ``env``: variables added to this process's environment for it (``OTEL_*``).
     """
     broker = () if "--nats-url" in options else ("--nats-port", str(free_port()))  # a broker of its own, or the one given
     command = [*mirror, "up", "--llm", "sim", "--data", str(data), "--port", str(free_port()), *broker,
                *(() if reflection else ("--no-reflection",)), *options]
     # Its own session, as in a terminal: Ctrl-C reaches the whole process group.
     process = subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
-                               cwd=cwd)
+                               cwd=cwd, env=None if env is None else {**os.environ, **env})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert process.poll() is None, log.read_text()[-3000:]

@@ -21,10 +21,10 @@ from mirror.events.payloads import Turn
 KEY = StreamKey("acme", "talk", "main")
 
 
-def delivery(seq: int, stream_seq: int, delivered: int) -> tuple[bytes, bytes, bytes]:
+def delivery(seq: int, stream_seq: int, delivered: int) -> tuple[bytes, bytes, bytes, bytes | None]:
     data = encode(make_event(KEY, seq, Turn(f"hello {seq}", f"hi {seq}"), turn=seq, timestamp=1000.0 + seq))
     reply = f"$JS.ACK.MIRROR.ingest-0.1.{stream_seq}.{delivered}.1700000000000000000.0".encode()
-    return b"mirror.acme.talk.main", reply, data
+    return b"mirror.acme.talk.main", reply, data, None  # no headers: traces off
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ ROOMS: dict[str, frozenset[str]] = {
 """Every room at the top of the tree and the rooms it may import (itself included). ``sim`` sits
 beside the layers so any layer's tests can start it; nothing in the runtime imports it."""
 ROOT_HELPERS: dict[str, frozenset[str]] = {"modes": frozenset(), "processes": frozenset(), "serving": frozenset({"events"}),
-                                           "metrics": frozenset()}
+                                           "metrics": frozenset(), "tracing": frozenset()}
 """Modules of the root package (``mirror/``) that every room may import, and what they may import."""
 MAX_LINES = 600
 BACKENDS_BEHIND_PORTS = {"nats": "events", "duckdb": "events"}
