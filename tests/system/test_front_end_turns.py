@@ -87,3 +87,41 @@ def test_a_front_end_holds_a_conversation(mirror: Mirror, client: str, streamed:
     assert [len(e.body["messages"]) for e in sent] == [len(body["messages"]) - 1 + n for n in (1, 3)]
     assert [e.reply_headers.get("x-mirror-history") for e in sent[1:]] == ["same"]
     write_transcripts(TRANSCRIPTS, f"{client}-{'streamed' if streamed else 'plain'}", sent)
+
+
+@pytest.mark.parametrize("client", ["openwebui", "librechat", "sillytavern"])
+def test_a_front_end_s_regenerate_and_edit_are_branches(mirror: Mirror, client: str) -> None:
+    """What each front end sends when its user regenerates the last reply (the transcript again,
+    without that reply) and then edits the second message (the transcript up to it, edited): each
+    forks one branch, ``main`` keeps its two turns and no turn twice."""
+    conversation, path, headers, body = shape(client, False)
+    conversation = {"openwebui": conversation, "librechat": conversation, "sillytavern": "st-regen"}[client]
+    path = path.replace("/c/st-plain/", "/c/st-regen/")
+
+    def send(transcript: list[dict[str, str]]) -> httpx.Response:
+        messages = [part for item in body["messages"] for part in (transcript if item == "transcript" else [item])]
+        answer = httpx.post(mirror.url + path, json={**body, "messages": messages}, timeout=60,
+                            headers={**headers, "Authorization": f"Bearer {mirror.token}"})
+        assert answer.status_code == 200, answer.text
+        return answer
+
+    transcript: list[dict[str, str]] = []
+    for message in ("My name is Ada.", "What is my name?"):
+        transcript.append({"role": "user", "content": message})
+        transcript.append({"role": "assistant", "content": reply_of(send(transcript), False)})
+        mirror.idle(conversation)
+
+    regenerated = send(transcript[:-1])  # the last user message again, its reply left out
+    assert regenerated.headers["x-mirror-history"] == "forked"
+    assert regenerated.headers["x-mirror-branch"].startswith("regen-")
+    edited = send([*transcript[:2], {"role": "user", "content": "What is my surname?"}])  # the second, edited
+    assert edited.headers["x-mirror-history"] == "forked"
+    assert edited.headers["x-mirror-branch"].startswith("edit-")
+    assert edited.headers["x-mirror-branch"] != regenerated.headers["x-mirror-branch"]
+    main = [event["payload"]["user_message"] for event in mirror.idle(conversation) if event["type"] == "turn"]
+    assert main == ["My name is Ada.", "What is my name?"]  # main as it was: nothing appended twice
+    for branch, asked in ((regenerated.headers["x-mirror-branch"], "What is my name?"),
+                          (edited.headers["x-mirror-branch"], "What is my surname?")):
+        own = httpx.get(f"{mirror.upstream}/v1/conversations/{conversation}/events", params={"branch": branch},
+                        headers={"Authorization": f"Bearer {mirror.token}"}, timeout=30).json()["events"]
+        assert [event["payload"]["user_message"] for event in own if event["type"] == "turn"] == [asked], branch
