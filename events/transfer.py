@@ -131,6 +131,12 @@ async def _refusal(bus: EventBus, log: EventLogReader, tenant: str, conversation
     if tombstone is not None:
         if not force or tombstone["status"] != "forgotten":
             raise ImportRefused(tenant, conversation, "forgotten")
+        # The broker still remembers the erased messages' ids for its duplicate window (counted
+        # from their first publish, which came before the forgetting): an import inside it would
+        # see some of them taken as duplicates and land only in part. Refused before anything moves.
+        window = float(getattr(getattr(bus, "settings", None), "duplicate_window_s", 0.0) or 0.0)
+        if time.time() - float(tombstone["requested_at"]) < window:
+            raise ImportRefused(tenant, conversation, "refused")
         return True
     if await log.conversations(tenant, conversation):
         raise ImportRefused(tenant, conversation, "exists")

@@ -159,6 +159,8 @@ async def test_a_conversation_moves_to_another_stack_and_verifies_there(sim: Sim
                 await import_archive(target.bus, target.log, read_archive(archive), force=True)
             except ImportRefused as refused:
                 assert refused.reason == "refused" and await target.log.conversations("acme", "ada") == []
+                assert (await target.bus.head(KEY)).last_seq is None  # nothing of it on the bus either
+                assert await target.log.tombstone("acme", "ada") is not None  # still forgotten
                 return False
             return True
         await until_async(forced, "the forced import to pass the duplicate window", timeout=30)
