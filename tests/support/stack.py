@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import nats.js.errors
 
+from mirror.events.duckdb.ingester import Ingester, IngesterSettings
+from mirror.events.duckdb.log import DuckDBEventLog
 from mirror.events.nats.jetstream import StreamSettings, connect_nats
 
 if TYPE_CHECKING:
@@ -37,6 +39,21 @@ async def reset_stream(url: str, settings: StreamSettings = StreamSettings()) ->
         with contextlib.suppress(nats.js.errors.NotFoundError):
             await nc.jetstream().delete_stream(settings.name)
     finally:
+        await nc.close()
+
+
+@contextlib.asynccontextmanager
+async def ingesting(url: str, db_path: Path, settings: IngesterSettings, name: str = "test-ingester") -> AsyncIterator[Ingester]:
+    """An ingester from the broker at ``url`` into the DuckDB file ``db_path``, for the block."""
+    nc = await connect_nats(url, name=name)
+    event_log = DuckDBEventLog(db_path)
+    ingester = Ingester(nc, event_log, settings)
+    await ingester.start()
+    try:
+        yield ingester
+    finally:
+        await ingester.stop()
+        await event_log.close()
         await nc.close()
 
 

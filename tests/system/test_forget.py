@@ -14,7 +14,6 @@ import pytest
 
 from mirror.events.bus import Head
 from mirror.events.duckdb.ingester import Ingester, IngesterSettings
-from mirror.events.duckdb.log import DuckDBEventLog
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import ConversationForgotten
 from mirror.events.ids import StreamKey
@@ -23,6 +22,7 @@ from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Fork, Turn
 from mirror.harness.bench.erasure_residue import scan
+from tests.support.stack import ingesting as ingesting_into
 from tests.support.waits import until_async
 
 GONE, KEPT = StreamKey("acme", "gone"), StreamKey("acme", "kept")
@@ -34,18 +34,8 @@ def turns(key: StreamKey, canary: str, first: int, count: int) -> list[Event]:
             for seq in range(first, first + count)]
 
 
-@contextlib.asynccontextmanager
-async def ingesting(url: str, db_path: Path, settings: IngesterSettings) -> AsyncIterator[Ingester]:
-    nc = await connect_nats(url, name="test-forget")
-    event_log = DuckDBEventLog(db_path)
-    ingester = Ingester(nc, event_log, settings)
-    await ingester.start()
-    try:
-        yield ingester
-    finally:
-        await ingester.stop()
-        await event_log.close()
-        await nc.close()
+def ingesting(url: str, db_path: Path, settings: IngesterSettings) -> contextlib.AbstractAsyncContextManager[Ingester]:
+    return ingesting_into(url, db_path, settings, name="test-forget")
 
 
 async def flushed(ingester: Ingester, bus: JetStreamBus) -> None:

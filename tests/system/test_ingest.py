@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import tempfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -27,6 +26,7 @@ from mirror.events.nats._pull import STATUS_REQUEST_EXPIRED, PullFeed
 from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats, subject_for
 from mirror.events.nats.log_service import LogClient
 from mirror.events.payloads import Fork, Turn
+from tests.support.stack import ingesting as ingesting_into
 from tests.support.stack import reset_stream
 from tests.support.waits import until_async
 
@@ -40,18 +40,8 @@ def turns(key: StreamKey, first: int, count: int, tag: str = "") -> list[Event]:
     ]
 
 
-@contextlib.asynccontextmanager
-async def ingesting(url: str, db_path: Path, settings: IngesterSettings = NO_COMPACTION) -> AsyncIterator[Ingester]:
-    nc = await connect_nats(url, name="test-ingester")
-    event_log = DuckDBEventLog(db_path)
-    ingester = Ingester(nc, event_log, settings)
-    await ingester.start()
-    try:
-        yield ingester
-    finally:
-        await ingester.stop()
-        await event_log.close()
-        await nc.close()
+def ingesting(url: str, db_path: Path, settings: IngesterSettings = NO_COMPACTION) -> contextlib.AbstractAsyncContextManager[Ingester]:
+    return ingesting_into(url, db_path, settings)
 
 
 async def stream_last_seq(bus: JetStreamBus) -> int:
