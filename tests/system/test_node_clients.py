@@ -23,6 +23,8 @@ import pytest
 from mirror.events.nats.server import EmbeddedNats
 from tests.support.conversing import Mirror, mirror_stack, two_turns, write_transcripts
 
+pytestmark = pytest.mark.long  # a stack of its own and real clients: ~1 min; .ci/run runs it with -m long
+
 NODE_PROJECT = Path(__file__).parents[1] / "node"
 TRANSCRIPTS = Path(os.environ["MIRROR_TRANSCRIPTS"]) if os.environ.get("MIRROR_TRANSCRIPTS") else None
 CLIENTS = {"openai-js": "openai.mjs", "ai-sdk": "ai-sdk.mjs"}
