@@ -156,23 +156,25 @@ class TenantRegistry:
         self._save(records, {**self._limits, tenant: limits})
         return limits
 
-    def tenant_of(self, token: str) -> str | None:
-        """The tenant a bearer token belongs to, or None (compared in constant time)."""
+    def _record_of(self, token: str) -> TenantRecord | None:
+        """The active record of a bearer token, or None: every record is compared (in constant
+        time), so how long the lookup takes says nothing of which matched."""
         digest = token_hash(token)
         found = None
         for record in self._load():
             if hmac.compare_digest(record.token_hash, digest) and not record.revoked:
-                found = record.tenant
+                found = record
         return found
 
+    def tenant_of(self, token: str) -> str | None:
+        """The tenant a bearer token belongs to, or None."""
+        record = self._record_of(token)
+        return None if record is None else record.tenant
+
     def is_admin(self, token: str) -> bool:
-        """Whether ``token`` is an active token with the admin scope (compared in constant time)."""
-        digest = token_hash(token)
-        admin = False
-        for record in self._load():
-            if hmac.compare_digest(record.token_hash, digest) and not record.revoked:
-                admin = record.admin
-        return admin
+        """Whether ``token`` is an active token with the admin scope."""
+        record = self._record_of(token)
+        return record is not None and record.admin
 
 
 __all__ = ["LIMIT_NAMES", "NO_LIMITS", "TOKEN_PREFIX", "TenantLimits", "TenantRecord", "TenantRegistry", "token_hash"]
