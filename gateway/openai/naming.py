@@ -38,7 +38,7 @@ from mirror.gateway.openai.shapes import ChatCompletionIn
 
 __all__ = [
     "CONVERSATION_HEADER", "METADATA_KEY", "NAMED_BY_HEADER", "OPENWEBUI_CHAT_HEADER", "Named", "client_of",
-    "conversation_of", "first_name", "path_name_of",
+    "conversation_of", "first_name", "named_in_path", "path_name_of",
 ]
 
 CONVERSATION_HEADER = "X-Mirror-Conversation"
@@ -86,6 +86,15 @@ def first_name(path: str, headers: Mapping[str, str], body: Mapping[str, Any]) -
         if value is not None and value != "":
             return value if isinstance(value, str) else str(value)
     return None
+
+
+def named_in_path(path_name: str) -> Named:
+    """The conversation a ``/c/{conversation}/v1`` base URL names; the same 400 as :func:`conversation_of` if bad."""
+    source, where, _value = _sources(path_name, {}, {})[0]
+    try:
+        return Named(validate_identifier("conversation", path_name), source)
+    except InvalidIdentifier as bad:
+        raise OpenAIError(400, f"{bad} (named by {where})", "invalid_conversation", _PARAMS.get(source)) from None
 
 
 def conversation_of(path_name: str | None, headers: Mapping[str, str], body: ChatCompletionIn) -> Named:

@@ -36,7 +36,7 @@ from mirror.gateway.idempotency import idempotency_key, replayed_headers
 from mirror.gateway.openai import background
 from mirror.gateway.openai.catalog import model_names, selected
 from mirror.gateway.openai.errors import OpenAIError, error_body
-from mirror.gateway.openai.naming import CONVERSATION_HEADER, NAMED_BY_HEADER, conversation_of
+from mirror.gateway.openai.naming import CONVERSATION_HEADER, NAMED_BY_HEADER, conversation_of, named_in_path
 from mirror.gateway.openai.shapes import (
     IGNORED_HEADER,
     STRICT_HEADER,
@@ -66,11 +66,17 @@ router = APIRouter()
 
 
 @router.get("/v1/models")
-@router.get("/c/{conversation}/v1/models")
 async def list_models(owner: Tenant, runtime: Runtime) -> dict[str, Any]:
     created = int(time.time())
     return {"object": "list", "data": [{"id": name, "object": "model", "created": created, "owned_by": "mirror"}
                                        for name in await model_names(runtime, owner)]}
+
+
+@router.get("/c/{conversation}/v1/models")
+async def named_list_models(conversation: str, owner: Tenant, runtime: Runtime) -> dict[str, Any]:
+    """The same list; a base URL naming a bad conversation is refused here already, as every route refuses it."""
+    named_in_path(conversation)
+    return await list_models(owner, runtime)
 
 
 @router.post("/v1/chat/completions", response_model=None)

@@ -20,12 +20,14 @@ from mirror.cli.gateway_client import path_segment
 from mirror.events.errors import InvalidIdentifier
 from mirror.events.ids import validate_identifier
 from mirror.events.nats.server import EmbeddedNats
+from mirror.gateway.openai.errors import is_openai_path
 from tests.support.stack import gateway_stack
 from tests.system.test_cli_ids import BAD_IDS
 
 pytestmark = pytest.mark.long  # ~15 s: every route; .ci/run runs it with -m long
 
 BRANCH_PARAMETERS = ("branch", "from_branch", "to_branch")
+CHAT_BODY = {"model": "mirror", "messages": [{"role": "user", "content": "hi"}]}
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +45,15 @@ def conversation_routes(client: httpx.Client) -> list[tuple[str, str, dict[str, 
             for method, operation in operations.items()]
 
 
+def refused(template: str, kind: str, bad: str) -> tuple[int, dict[str, Any]]:
+    """The 400 every route answers: Mirror's ``detail``, or on the OpenAI-compatible routes (``/c/{conversation}/v1``)
+    OpenAI's error shape with the same words and where the name came from."""
+    if not is_openai_path(template):
+        return 400, {"detail": refusal(kind, bad)}
+    return 400, {"error": {"message": f"{refusal(kind, bad)} (named by the base URL's path /c/{{conversation}}/v1)",
+                           "type": "invalid_request_error", "param": None, "code": "invalid_conversation"}}
+
+
 def refusal(kind: str, bad: str) -> str:
     with pytest.raises(InvalidIdentifier) as refused:
         validate_identifier(kind, bad)
@@ -55,7 +66,9 @@ def ask(client: httpx.Client, method: str, template: str, operation: dict[str, A
     parameter, ``query`` added, and a body where it takes one."""
     path = template.replace("{conversation}", conversation).replace("{number}", "1")
     params = {p["name"]: "x" for p in operation.get("parameters", ()) if p["in"] == "query" and p.get("required")}
-    body = {"message": "hi"} if "requestBody" in operation else None
+    body = None
+    if "requestBody" in operation:
+        body = CHAT_BODY if is_openai_path(template) else {"message": "hi"}
     return client.request(method, path, params={**params, **query}, json=body)
 
 
@@ -68,7 +81,7 @@ def test_every_route_refuses_a_bad_conversation_or_branch_with_the_same_400(gate
         for bad in BAD_IDS:
             if bad and "/" not in bad:
                 response = ask(gateway, method, template, operation, path_segment(bad))
-                assert (response.status_code, response.json()) == (400, {"detail": refusal("conversation", bad)}), where
+                assert (response.status_code, response.json()) == refused(template, "conversation", bad), where
         for name in (p["name"] for p in operation.get("parameters", ()) if p["name"] in BRANCH_PARAMETERS):
             checked_branches += 1
             for bad in BAD_IDS:
