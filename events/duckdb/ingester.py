@@ -67,11 +67,15 @@ class IngesterSettings:
     passed over, never stored (the default shard of a :class:`mirror.events.shards.ShardMap`)."""
     batch_size: int = 5000
     fetch_timeout_s: float = 0.25
-    linger_s: float = 0.05
-    """A batch smaller than ``batch_size`` waits this long for more messages before it is
-    committed. A commit costs ~5 ms of DuckDB work whatever its size, so at a trickle of
-    events (a few hundred a second: live conversations, recomputes) one commit per event would
-    keep a core busy; acks and actors do not wait for commits (they fold the stream's tail)."""
+    linger_s: float = 0.5
+    """A batch smaller than ``linger_below`` waits up to this long, from its first message, for
+    more before it is committed. A commit costs ~5 ms of DuckDB work whatever its size, so at a
+    trickle of events (a conversation's thinking writes one every model call, ~100 ms apart) one
+    commit per event kept a core busy; longer than a few model calls, a thought-through turn's
+    events share one or two commits. Nothing waits out the linger: acks and actors do not wait
+    for commits (they fold the stream's tail), and a reader waiting for the log
+    (:meth:`Ingester.wait_for_offset`, the log service's ``committed``/``caught_up``) ends it at
+    once."""
     linger_below: int = 256
     """Only batches smaller than this linger: a larger one already amortises its commit."""
     compact_interval_s: float = 10.0
@@ -145,7 +149,7 @@ class Ingester:
         self.bus = JetStreamBus(nc, stream)
         self.service = LogService(nc, event_log, shard=settings.shard, progress=lambda: self.committed_offset,
                                   stream_end=self._stream_end, skipped=lambda: self.skipped_events,
-                                  forget=self.forget)
+                                  forget=self.forget, wait_committed=self.wait_for_offset)
         self.committed_offset = 0
         self.committed_events = 0
         self.skipped_events = 0
@@ -170,6 +174,8 @@ class Ingester:
         self._delivered: int | None = None
         """The consumer seq of the newest delivery taken (a jump in it: a delivery went missing)."""
         self._reconsume: str | None = None
+        self._flush_requested = False
+        """A reader waits for the log: the batch lingering now is committed without waiting further."""
         self._sweeps: dict[tuple[str, str], asyncio.Task[None]] = {}
         """Forgotten conversations being swept (stream erased, rows deleted, tables rewritten)."""
         """Why the consumer must be made again from the committed offset, until it has been."""
@@ -286,11 +292,8 @@ class Ingester:
         while not self._stopping.is_set():
             if self._reconsume is not None or self._check_due():
                 await self._checked(self._recover_if_regressed())
-            messages = await self._feed.take(self.settings.batch_size, self.settings.fetch_timeout_s)
-            if messages and len(messages) < min(self.settings.batch_size, self.settings.linger_below) \
-                    and self.settings.linger_s > 0:
-                await asyncio.sleep(self.settings.linger_s)
-                messages += await self._feed.take(self.settings.batch_size - len(messages), 0)
+            messages = await self._lingering(
+                await self._feed.take(self.settings.batch_size, self.settings.fetch_timeout_s))
             if messages and _stream_seq(messages[0][1]) <= self._decoded_offset \
                     and await self._checked(self._recover_if_regressed()):
                 continue  # the stream went backwards: these come again from the re-read
@@ -298,6 +301,27 @@ class Ingester:
                 decoded = self._decode(messages)
                 if decoded is not None:
                     await self._batches.put(decoded)
+
+    async def _lingering(self, messages: list[Delivery]) -> list[Delivery]:
+        """``messages`` and whatever arrives after them within ``linger_s`` of the first, until the
+        batch has ``linger_below`` messages or a reader asks for the log (:meth:`_flush`)."""
+        wanted = min(self.settings.batch_size, self.settings.linger_below)
+        if not messages or len(messages) >= wanted or self.settings.linger_s <= 0:
+            return messages
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.linger_s
+        while len(messages) < wanted and not self._flush_requested and not self._stopping.is_set():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            messages += await self._feed.take(self.settings.batch_size - len(messages), remaining)
+        self._flush_requested = False
+        return messages
+
+    def _flush(self) -> None:
+        """End the linger now: someone waits for what the ingester holds to be committed."""
+        self._flush_requested = True
+        self._feed.wake()
 
     async def _checked(self, check: Awaitable[bool]) -> bool:
         """A check that could not reach the broker is tried again on the next round, not fatal."""
@@ -445,7 +469,11 @@ class Ingester:
         return newest
 
     async def wait_for_offset(self, stream_seq: int, timeout: float) -> bool:
-        """Wait until everything up to ``stream_seq`` is committed (tests and benchmarks)."""
+        """Wait until everything up to ``stream_seq`` is committed; a batch lingering meanwhile is
+        committed at once (the read-your-writes barrier of the log service, tests, benchmarks)."""
+        if self.committed_offset >= stream_seq:
+            return True
+        self._flush()
         async with self._progress:
             try:
                 await asyncio.wait_for(
@@ -458,6 +486,7 @@ class Ingester:
     async def stop(self) -> None:
         """Stop fetching, commit what was fetched, stop serving reads."""
         self._stopping.set()
+        self._feed.wake()  # a lingering batch is committed now
         fetch, commit, compact = self._tasks
         await fetch
         await self._batches.join()

@@ -339,10 +339,7 @@ class DuckDBEventLog:
                         "INSERT INTO rejected_events VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                         [[stream, r.stream_seq, r.subject, r.error, r.data, now] for r in rejected],
                     )
-                self._store_offset(con, consumer, stream, offset, now)
-                if batch.anchor is not None:
-                    con.execute("UPDATE ingest_offsets SET anchor_seq = ?, anchor_id = ? WHERE consumer = ?",
-                                [*batch.anchor, consumer])
+                self._store_offset(con, consumer, stream, offset, now, batch.anchor)
                 con.commit()
             except BaseException:
                 con.rollback()
@@ -355,16 +352,16 @@ class DuckDBEventLog:
         return CommitResult(inserted=inserted, duplicates=duplicates, rejected=len(rejected))
 
     @staticmethod
-    def _store_offset(con: duckdb.DuckDBPyConnection, consumer: str, stream: str, offset: int, now: float) -> None:
-        # A plain UPDATE, and an INSERT the first time: DuckDB's upsert costs ~3x as much, and
-        # this runs once per committed batch (at a trickle of events, once per event).
-        updated = con.execute(
-            "UPDATE ingest_offsets SET stream = ?, stream_seq = ?, updated_at = ? WHERE consumer = ?",
-            [stream, offset, now, consumer],
-        ).fetchone()
+    def _store_offset(con: duckdb.DuckDBPyConnection, consumer: str, stream: str, offset: int, now: float,
+                      anchor: tuple[int, str] | None = None) -> None:
+        # A plain UPDATE (the anchor in the same statement), and an INSERT the first time: DuckDB's
+        # upsert costs ~3x as much, and this runs once per committed batch.
+        anchor_columns = ", anchor_seq = ?, anchor_id = ?" if anchor else ""
+        updated = con.execute(f"UPDATE ingest_offsets SET stream = ?, stream_seq = ?, updated_at = ?{anchor_columns} "
+                              "WHERE consumer = ?", [stream, offset, now, *(anchor or ()), consumer]).fetchone()
         if not updated or not updated[0]:
-            con.execute("INSERT INTO ingest_offsets (consumer, stream, stream_seq, updated_at) VALUES (?, ?, ?, ?)",
-                        [consumer, stream, offset, now])
+            con.execute("INSERT INTO ingest_offsets (consumer, stream, stream_seq, updated_at, anchor_seq, anchor_id) "
+                        "VALUES (?, ?, ?, ?, ?, ?)", [consumer, stream, offset, now, *(anchor or (None, None))])
 
     @staticmethod
     def _record_branches(con: duckdb.DuckDBPyConnection, firsts: Sequence[dict[str, Any]]) -> None:

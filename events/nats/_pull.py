@@ -98,6 +98,10 @@ class PullFeed:
         await self._top_up()
         return taken
 
+    def wake(self) -> None:
+        """End a :meth:`take` that waits for its first message now (it returns what has arrived)."""
+        self._arrived.set()
+
     async def _top_up(self) -> None:
         while self._owed < self.batch and len(self._buffer) + self._owed < self.max_buffered:
             request = {"batch": self.batch, "expires": int(self.expires_s * 1e9)}

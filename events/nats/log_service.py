@@ -62,10 +62,13 @@ class LogService:
         self, nc: NatsClient, event_log: Any, *, shard: str, progress: Callable[[], int] | None = None,
         stream_end: Callable[[], Awaitable[int]] | None = None, skipped: Callable[[], int] | None = None,
         forget: Callable[[str, str], Awaitable[dict[str, Any]]] | None = None,
+        wait_committed: Callable[[int, float], Awaitable[bool]] | None = None,
     ) -> None:
         """``progress()``: the stream sequence committed so far; ``stream_end()``: the stream's
         newest sequence now. An ingester passes both; a plain reader of a file passes neither.
-        ``skipped()``: messages of other shards' tenants the ingester passed over."""
+        ``skipped()``: messages of other shards' tenants the ingester passed over.
+        ``wait_committed(position, timeout)``: the ingester's wait for a position, which also ends
+        its linger (without it, the service polls ``progress``)."""
         self.nc = nc
         self.log = event_log
         self.shard = shard
@@ -73,6 +76,7 @@ class LogService:
         self._stream_end = stream_end
         self._skipped = skipped
         self._forget = forget
+        self._wait_committed = wait_committed
         """The ingester's :meth:`~mirror.events.duckdb.ingester.Ingester.forget` (tombstone, then the sweep)."""
         self._subscription: Subscription | None = None
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
@@ -90,6 +94,7 @@ class LogService:
             "stats": self._stats,
             "progress": self._committed_offset,
             "caught_up": self._caught_up,
+            "committed": self._committed,
             "forget": self._forget_conversation,
             "tombstone": self._tombstone,
             "release": self._release,
@@ -226,8 +231,27 @@ class LogService:
         if not 0.0 <= timeout <= MAX_CATCH_UP_S:
             raise ValueError(f"timeout must be within 0..{MAX_CATCH_UP_S} s, got {timeout}")
         end = await self._stream_end()
+        return await self._wait(end, timeout)
+
+    async def _committed(self, args: dict[str, Any]) -> bool:
+        """Wait (at most ``timeout`` s) until the log holds everything up to stream sequence
+        ``position``: the read-your-writes barrier of one conversation's read, answered when the
+        ingester commits rather than polled (and the ingester's linger ends at the request)."""
+        if self._progress is None:
+            raise LogError("this log service does not track ingest progress")
+        timeout = float(args.get("timeout", 0.0))
+        if not 0.0 <= timeout <= MAX_CATCH_UP_S:
+            raise ValueError(f"timeout must be within 0..{MAX_CATCH_UP_S} s, got {timeout}")
+        return await self._wait(int(args["position"]), timeout)
+
+    async def _wait(self, position: int, timeout: float) -> bool:
+        assert self._progress is not None, "checked by the callers"
+        if self._progress() >= position:
+            return True
+        if self._wait_committed is not None:
+            return await self._wait_committed(position, timeout)
         deadline = asyncio.get_running_loop().time() + timeout
-        while self._progress() < end:  # a wait for the ingester, not a retry
+        while self._progress() < position:  # a wait for the ingester, not a retry
             if asyncio.get_running_loop().time() >= deadline:
                 return False
             await asyncio.sleep(CATCH_UP_POLL_S)
@@ -409,14 +433,18 @@ class LogClient:
         """The stream sequence up to which the ingester has committed everything."""
         return int(await self._call("progress"))
 
-    async def wait_committed(self, position: int, timeout: float, poll_s: float = 0.005) -> bool:
-        """Wait until everything up to stream sequence ``position`` is in the log (read-your-writes)."""
+    async def wait_committed(self, position: int, timeout: float) -> bool:
+        """Wait until everything up to stream sequence ``position`` is in the log (read-your-writes).
+
+        One request per ``MAX_CATCH_UP_S`` of waiting, answered by the ingester when it has
+        committed (its linger ends at the request), not a poll of its progress."""
         deadline = asyncio.get_running_loop().time() + timeout
-        while await self.committed_offset() < position:
-            if asyncio.get_running_loop().time() > deadline:
+        while True:
+            remaining = max(0.0, deadline - asyncio.get_running_loop().time())
+            if await self._call("committed", position=position, timeout=min(remaining, MAX_CATCH_UP_S)):
+                return True
+            if remaining <= MAX_CATCH_UP_S:
                 return False
-            await asyncio.sleep(poll_s)
-        return True
 
     async def wait_caught_up(self, timeout: float) -> bool:
         """Wait until the log holds everything the stream held when asked (False: not within

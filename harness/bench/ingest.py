@@ -50,6 +50,8 @@ from mirror.harness.bench._stacks import nats_and_ingester
 from mirror.harness.bench._sync_cost import SyncCostConfig, sync_cost
 
 RAW_STREAM = "BENCHRAW"
+WAIT_SLICE_S = 0.25
+"""How long one wait for a shard's commits lasts before the others' (and the progress bar) are looked at."""
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -199,19 +201,20 @@ def _commit_targets(shards: ShardMap, batches: list[tuple[StreamKey, list[Event]
 
 async def _wait_committed(clients: dict[str, LogClient], targets: dict[str, int], started: float,
                           config: IngestBenchConfig) -> dict[str, float]:
-    """Poll each shard's committed offset until it reaches its target (or ``timeout_s`` after ``started``);
-    returns, per shard that got there, the seconds since ``started``."""
+    """Wait, a slice at a time, until each shard's committed offset reaches its target (or ``timeout_s``
+    after ``started``); returns, per shard that got there, the seconds since ``started``. The waits
+    are the log service's read-your-writes barrier, as a reader's: a batch lingering at the end is
+    committed at the request, not after the linger."""
     finished: dict[str, float] = {}
     with Progress(transient=True, disable=not config.show_progress) as progress:
         task = progress.add_task("ingesting", total=sum(targets.values()))
         while len(finished) < len(targets) and time.perf_counter() - started < config.timeout_s:
-            offsets = {shard: await clients[shard].committed_offset() for shard in targets if shard not in finished}
-            for shard, offset in offsets.items():
-                if offset >= targets[shard]:
+            for shard in [shard for shard in targets if shard not in finished]:
+                if await clients[shard].wait_committed(targets[shard], WAIT_SLICE_S):
                     finished[shard] = time.perf_counter() - started
-            progress.update(task, completed=sum(min(offsets.get(s, targets[s]), targets[s]) for s in targets))
-            if len(finished) < len(targets):
-                await asyncio.sleep(0.005)
+            if config.show_progress:
+                offsets = {shard: await clients[shard].committed_offset() for shard in targets if shard not in finished}
+                progress.update(task, completed=sum(min(offsets.get(s, targets[s]), targets[s]) for s in targets))
     return finished
 
 

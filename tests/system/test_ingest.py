@@ -161,6 +161,28 @@ async def test_caught_up_waits_until_the_log_holds_what_the_stream_held(nats_url
     await bus.close()
 
 
+async def test_a_reader_waiting_for_the_log_ends_the_ingesters_linger(nats_url: str, db_path: Path) -> None:
+    """A small batch lingers for more, but not while a reader waits: with a linger far longer
+    than the reader's patience, the read-your-writes barrier (one conversation's position, and
+    a tenant's catch-up) still gets the events committed within it."""
+    bus = await JetStreamBus.connect(nats_url)
+    hour = IngesterSettings(compact_interval_s=3600, linger_s=3600, linger_below=10_000)
+    async with ingesting(nats_url, db_path, hour) as ingester:
+        client = LogClient(bus.nc)
+        key = StreamKey("acme", "waited-for")
+        head = await bus.append(key, turns(key, 1, 3), Head(0, 0))
+        assert await client.wait_committed(head.fence, 20.0)
+        assert await client.last_seq(key) == 3
+        other = StreamKey("acme", "caught-up")
+        await bus.append(other, turns(other, 1, 2), Head(0, 0))
+        assert await client.wait_caught_up(5.0)
+        assert await client.last_seq(other) == 2
+        later = await bus.append(key, turns(key, 4, 1), head)
+        assert await ingester.wait_for_offset(later.fence, timeout=20)
+        assert await client.last_seq(key) == 4
+    await bus.close()
+
+
 async def test_a_shard_waits_for_its_own_tenants_messages_not_for_newer_ones_of_another_shard(
         nats_url: str, tmp_path: Path) -> None:
     """With messages pending, a listed shard's end of stream is the newest on its own subjects:
