@@ -437,11 +437,20 @@ class LogClient:
         """Wait until everything up to stream sequence ``position`` is in the log (read-your-writes).
 
         One request per ``MAX_CATCH_UP_S`` of waiting, answered by the ingester when it has
-        committed (its linger ends at the request), not a poll of its progress."""
-        deadline = asyncio.get_running_loop().time() + timeout
+        committed (its linger ends at the request), not a poll of its progress; an ingester of an
+        earlier release, which does not know the request, is polled."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         while True:
-            remaining = max(0.0, deadline - asyncio.get_running_loop().time())
-            if await self._call("committed", position=position, timeout=min(remaining, MAX_CATCH_UP_S)):
+            remaining = max(0.0, deadline - loop.time())
+            try:
+                if await self._call("committed", position=position, timeout=min(remaining, MAX_CATCH_UP_S)):
+                    return True
+            except ValueError:  # "unknown field 'committed'": poll its progress instead
+                while await self.committed_offset() < position:
+                    if loop.time() > deadline:
+                        return False
+                    await asyncio.sleep(CATCH_UP_POLL_S)
                 return True
             if remaining <= MAX_CATCH_UP_S:
                 return False

@@ -183,6 +183,20 @@ async def test_a_reader_waiting_for_the_log_ends_the_ingesters_linger(nats_url: 
     await bus.close()
 
 
+async def test_a_reader_polls_an_ingester_of_an_earlier_release(nats_url: str, db_path: Path) -> None:
+    """An ingester that does not know the ``committed`` request (an earlier release, in a rolling
+    upgrade) answers it as an unknown field: the reader polls its progress instead."""
+    bus = await JetStreamBus.connect(nats_url)
+    async with ingesting(nats_url, db_path, IngesterSettings(compact_interval_s=3600, linger_s=0.05)) as ingester:
+        del ingester.service._handlers["committed"]  # as an earlier release's service
+        client = LogClient(bus.nc)
+        key = StreamKey("acme", "older-ingester")
+        head = await bus.append(key, turns(key, 1, 2), Head(0, 0))
+        assert await client.wait_committed(head.fence, 20.0)
+        assert await client.last_seq(key) == 2
+    await bus.close()
+
+
 async def test_a_shard_waits_for_its_own_tenants_messages_not_for_newer_ones_of_another_shard(
         nats_url: str, tmp_path: Path) -> None:
     """With messages pending, a listed shard's end of stream is the newest on its own subjects:
