@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from mirror.events.bus import EventBus, Head
 from mirror.events.errors import LogError
@@ -45,6 +46,8 @@ class RebuildReport:
     rebuild_ms: float
     snapshots_discarded: int = 0
     """Unusable (stale or corrupt) snapshots the rebuild skipped and discarded."""
+    phases_ms: Mapping[str, float] = field(default_factory=dict)
+    """Where ``rebuild_ms`` went, phase by phase (the host sums them: ``mirror bench actors --hold``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +62,22 @@ class Rebuilt:
 async def rebuild(key: StreamKey, event_log: LogAccess, bus: EventBus, *, snapshot_every: int) -> Rebuilt:
     """The log's state (the one rebuild path: :meth:`History.rebuild`), then what only the bus holds."""
     started = time.perf_counter()
+    phases: dict[str, float] = {}
+    lap = _Laps(phases)
     # The committed offset is read *before* the log: everything at or below it is in what
     # the rebuild reads, so the bus only needs scanning after it.
     try:
         committed = await event_log.committed_offset()
     except LogError:
         committed = 0  # a log service that does not track progress: scan the whole subject
+    lap("committed")
     history = History(event_log, snapshots=event_log, materialize=False, snapshot_every=snapshot_every)
     rebuilt = await history.rebuild(key)
+    lap("log")
     state, read, folded = await _fold_uncommitted(bus, key, rebuilt.state, after_stream_seq=committed)
+    lap("stream_tail")
     head = await bus.head(key)
+    lap("stream_head")
     if head.last_seq is not None and head.last_seq > state.last_seq and committed:
         # The offset may belong to a stream that has since gone backwards (its new messages
         # carry sequences below it): read the whole subject, which compaction keeps short.
@@ -88,10 +97,23 @@ async def rebuild(key: StreamKey, event_log: LogAccess, bus: EventBus, *, snapsh
         snapshot_bytes=len(snapshot.state) if snapshot else 0, log_tail_events=rebuilt.events_folded,
         stream_messages_read=read, stream_events_folded=folded, scanned_after_stream_seq=committed,
         rebuild_ms=round((time.perf_counter() - started) * 1000, 3),
-        snapshots_discarded=rebuilt.snapshots_discarded,
+        snapshots_discarded=rebuilt.snapshots_discarded, phases_ms=phases,
     )
     log.info("%s rebuilt: %s", key, report)
     return Rebuilt(state, Head(state.last_seq, head.fence), report)
+
+
+class _Laps:
+    """Milliseconds since the previous lap, recorded under each lap's name."""
+
+    def __init__(self, into: dict[str, float]) -> None:
+        self.into = into
+        self.last = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.into[name] = round(self.into.get(name, 0.0) + (now - self.last) * 1000, 3)
+        self.last = now
 
 
 async def _fold_uncommitted(
