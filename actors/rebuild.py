@@ -10,6 +10,8 @@ seq, without a gap; a stream ahead of what could be folded is :class:`~mirror.ac
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -60,29 +62,37 @@ class Rebuilt:
 
 
 async def rebuild(key: StreamKey, event_log: LogAccess, bus: EventBus, *, snapshot_every: int) -> Rebuilt:
-    """The log's state (the one rebuild path: :meth:`History.rebuild`), then what only the bus holds."""
+    """The log's state (the one rebuild path: :meth:`History.rebuild`), then what only the bus holds.
+
+    The log and the bus's head are asked at once. A conversation whose stream holds nothing the
+    log lacks (a new one, or one passivated cleanly) is rebuilt from those two answers: one
+    round trip to the log's owner and one to the broker, side by side. The stream's uncommitted
+    part is read only when the head is ahead of the log.
+    """
     started = time.perf_counter()
     phases: dict[str, float] = {}
     lap = _Laps(phases)
-    # The committed offset is read *before* the log: everything at or below it is in what
-    # the rebuild reads, so the bus only needs scanning after it.
-    try:
-        committed = await event_log.committed_offset()
-    except LogError:
-        committed = 0  # a log service that does not track progress: scan the whole subject
-    lap("committed")
     history = History(event_log, snapshots=event_log, materialize=False, snapshot_every=snapshot_every)
-    rebuilt = await history.rebuild(key)
-    lap("log")
-    state, read, folded = await _fold_uncommitted(bus, key, rebuilt.state, after_stream_seq=committed)
-    lap("stream_tail")
-    head = await bus.head(key)
-    lap("stream_head")
-    if head.last_seq is not None and head.last_seq > state.last_seq and committed:
-        # The offset may belong to a stream that has since gone backwards (its new messages
-        # carry sequences below it): read the whole subject, which compaction keeps short.
-        state, more_read, more_folded = await _fold_uncommitted(bus, key, state, after_stream_seq=0)
-        read, folded = read + more_read, folded + more_folded
+    head, rebuilt = await asyncio.gather(bus.head(key), history.rebuild(key))
+    lap("log_and_head")
+    state, read, folded, committed = rebuilt.state, 0, 0, 0
+    if (head.last_seq or 0) < state.last_seq:
+        # Asked beside the log, the head may predate events that another writer appended and
+        # the ingester committed meanwhile; the checks below need one read after the log.
+        head = await bus.head(key)
+        lap("stream_head")
+    if head.last_seq is not None and head.last_seq > state.last_seq:
+        # The newest events are not committed yet: they are in the stream after the offset the
+        # log has committed. Read after the log, the offset may have passed events the log's
+        # answer did not hold yet; then, or when the offset belongs to a stream that has since
+        # gone backwards (its new messages carry sequences below it), the whole subject is read
+        # (compaction keeps it short).
+        committed = await _committed_offset(event_log)
+        state, read, folded = await _fold_uncommitted(bus, key, state, after_stream_seq=committed, until=head.fence)
+        if head.last_seq > state.last_seq and committed:
+            state, more_read, more_folded = await _fold_uncommitted(bus, key, state, after_stream_seq=0, until=head.fence)
+            read, folded = read + more_read, folded + more_folded
+        lap("stream_tail")
     if head.last_seq is not None and head.last_seq > state.last_seq:
         raise Fenced(key, f"stream ends at seq {head.last_seq} but the rebuilt state at {state.last_seq}")
     if head.last_seq is not None and head.last_seq < state.last_seq:
@@ -116,21 +126,34 @@ class _Laps:
         self.last = now
 
 
+async def _committed_offset(event_log: LogAccess) -> int:
+    try:
+        return await event_log.committed_offset()
+    except LogError:
+        return 0  # a log service that does not track progress: scan the whole subject
+
+
 async def _fold_uncommitted(
-    bus: EventBus, key: StreamKey, state: ConversationState, *, after_stream_seq: int
+    bus: EventBus, key: StreamKey, state: ConversationState, *, after_stream_seq: int, until: int
 ) -> tuple[ConversationState, int, int]:
     """Events still only in the stream: the ingester keeps them there until committed.
 
-    Only messages after ``after_stream_seq`` (the log's committed offset) are read, so the
-    cost is the ingester's lag, not the conversation's length. Returns the state, the
-    messages read and the events folded.
+    Only messages after ``after_stream_seq`` (the log's committed offset) and up to ``until``
+    (the head's: later ones are another writer's, which the fence turns away) are read, so the
+    cost is the ingester's lag, not the conversation's length. Returns the state, the messages
+    read and the events folded.
     """
     read = folded = 0
-    async for _, event in bus.tail(key, after_stream_seq):
-        read += 1
-        if event.seq == state.last_seq + 1:
-            state = apply(state, event)
-            folded += 1
+    async with contextlib.aclosing(bus.tail(key, after_stream_seq)) as messages:
+        async for position, event in messages:
+            if position > until:
+                break
+            read += 1
+            if event.seq == state.last_seq + 1:
+                state = apply(state, event)
+                folded += 1
+            if position == until:
+                break
     return state, read, folded
 
 

@@ -435,9 +435,15 @@ class DuckDBEventLog:
     async def load(
         self, key: StreamKey, *, projection_version: int | None = None, until_seq: int | None = None
     ) -> Loaded:
-        check_range(0, until_seq, None)
-        snapshot, raw = await self._read(self._load, key, projection_version, until_seq)
+        snapshot, raw = await self.load_raw(key, projection_version=projection_version, until_seq=until_seq)
         return Loaded(key=key, snapshot=snapshot, events=tuple(decode(data) for data in raw))
+
+    async def load_raw(
+        self, key: StreamKey, *, projection_version: int | None = None, until_seq: int | None = None
+    ) -> tuple[Snapshot | None, list[bytes]]:
+        """:meth:`load` with the events' records undecoded (the log service sends them on as they are)."""
+        check_range(0, until_seq, None)
+        return await self._read(self._load, key, projection_version, until_seq)
 
     async def latest_snapshot(
         self, key: StreamKey, *, projection_version: int | None = None, until_seq: int | None = None
