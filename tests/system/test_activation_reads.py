@@ -8,6 +8,8 @@ message out of it), so a read added to activation is seen here, not only in a be
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +18,14 @@ import pytest
 from mirror.actors.placement.table import HostedConversations
 from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.turn import TurnRequest
+from mirror.events.duckdb.log import READ_THREADS, DuckDBEventLog
+from mirror.events.envelope import make_event
+from mirror.events.errors import ConversationForgotten
 from mirror.events.ids import StreamKey
 from mirror.events.nats.infrastructure import NatsConnections
 from mirror.events.nats.server import EmbeddedNats
+from mirror.events.payloads import Turn
+from tests.support.logs import duckdb_writer
 from tests.support.stack import conversation_runtime
 
 pytestmark = pytest.mark.timeout(300)
@@ -72,3 +79,40 @@ async def test_a_cleanly_passivated_conversation_comes_back_with_the_same_two(ru
         assert await table.state_bytes(key) == before
     finally:
         await table.close()
+
+
+async def test_the_log_loads_a_branch_without_events_without_a_query(tmp_path: Path) -> None:
+    """The DuckDB log knows its branches (read when it opens, added by each batch before it commits):
+    a new conversation's load is answered even while both read threads are busy, a forgotten one
+    is still refused, and a branch with events is loaded whole, before and after reopening."""
+    path = tmp_path / "log.duckdb"
+    event_log = DuckDBEventLog(path)
+    held, forgotten = StreamKey("acme", "held"), StreamKey("acme", "forgotten")
+    written = [make_event(held, seq, Turn(f"message {seq}", f"reply {seq}", narrative_seq=None), turn=seq, timestamp=1.0)
+               for seq in (1, 2)]
+    await duckdb_writer(event_log)(written)
+    await event_log.forget("acme", "forgotten")
+    busy, release = threading.Event(), threading.Event()
+
+    def occupy() -> None:
+        busy.set()
+        release.wait(30)
+
+    occupied = [asyncio.ensure_future(event_log._read(occupy)) for _ in range(READ_THREADS)]
+    try:
+        await asyncio.to_thread(busy.wait, 30)
+        new = await asyncio.wait_for(event_log.load(StreamKey("acme", "brand-new")), 10)
+        assert (new.snapshot, new.events) == (None, ())
+        with pytest.raises(ConversationForgotten):
+            await event_log.load(forgotten)
+    finally:
+        release.set()
+        await asyncio.gather(*occupied)
+    assert (await event_log.load(held)).events == tuple(written)
+    await event_log.close()
+    reopened = DuckDBEventLog(path)
+    try:
+        assert (await reopened.load(held)).events == tuple(written)
+        assert (await reopened.load(StreamKey("acme", "brand-new"))).events == ()
+    finally:
+        await reopened.close()
