@@ -59,7 +59,7 @@ async def test_a_new_conversation_activates_with_one_log_request_and_one_head(ru
         assert await _requests_to_activate(table, StreamKey("acme", "brand-new")) == ACTIVATION_REQUESTS
         assert table.stats.activations == 1
         phases = table.figures()["activation_phases_ms_mean"]
-        assert set(phases) == {"queued", "clients", "log_and_head", "start"}  # no stream scan, no second head
+        assert set(phases) == {"queued", "clients", "log", "head", "log_and_head", "start"}  # no stream scan, no second head
     finally:
         await table.close()
 
