@@ -11,10 +11,9 @@ seq, without a gap; a stream ahead of what could be folded is :class:`~mirror.ac
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -155,7 +154,8 @@ async def _fold_uncommitted(
     read and the events folded.
     """
     read = folded = 0
-    async with contextlib.aclosing(bus.tail(key, after_stream_seq)) as messages:
+    messages = bus.tail(key, after_stream_seq)
+    try:
         async for position, event in messages:
             if position > until:
                 break
@@ -165,6 +165,9 @@ async def _fold_uncommitted(
                 folded += 1
             if position == until:
                 break
+    finally:
+        if isinstance(messages, AsyncGenerator):  # left early: closed now, not when collected
+            await messages.aclose()
     return state, read, folded
 
 
