@@ -31,7 +31,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mirror.actors.clients import ConversationClients
@@ -70,6 +70,14 @@ class HostStats:
     evictions: int
     failed_activations: int
     activation_ms_total: float
+    activation_phases_ms_total: dict[str, float] = field(default_factory=dict)
+    """Where the activations' time went, summed per phase: ``queued`` (waiting for the event
+    loop), ``clients`` (the host's connections, the first time), the rebuild's phases
+    (:attr:`~mirror.actors.rebuild.RebuildReport.phases_ms`) and ``start`` (the rest of starting)."""
+
+    def add_phases(self, phases: dict[str, float]) -> None:
+        for phase, ms in phases.items():
+            self.activation_phases_ms_total[phase] = self.activation_phases_ms_total.get(phase, 0.0) + ms
 
 
 class HostedConversations:
@@ -217,22 +225,30 @@ class HostedConversations:
             return await self._activated(key)
         task = self._activating.get(key)
         if task is None:
-            task = asyncio.create_task(self._activate(key), name=f"activate-{key}")
+            task = asyncio.create_task(self._activate(key, time.perf_counter()), name=f"activate-{key}")
             self._activating[key] = task
         return await asyncio.shield(task)
 
-    async def _activate(self, key: StreamKey) -> _Live:
+    async def _activate(self, key: StreamKey, asked: float) -> _Live:
         started = time.perf_counter()
         try:
-            conversation = await Conversation(key, self.settings, prompts=self.prompts).start(await self.clients())
+            clients = await self.clients()
+            opened = time.perf_counter()
+            conversation = await Conversation(key, self.settings, prompts=self.prompts).start(clients)
         except BaseException:
             self.stats.failed_activations += 1
             raise
         finally:
             self._activating.pop(key, None)
         live = self._live[key] = _Live(conversation, asyncio.Lock(), time.monotonic())
+        done = time.perf_counter()
         self.stats.activations += 1
-        self.stats.activation_ms_total += (time.perf_counter() - started) * 1000
+        self.stats.activation_ms_total += (done - started) * 1000
+        rebuilt = conversation.rebuilt
+        rebuild_ms = 0.0 if rebuilt is None else rebuilt.rebuild_ms
+        self.stats.add_phases({"queued": (started - asked) * 1000, "clients": (opened - started) * 1000,
+                               **({} if rebuilt is None else rebuilt.phases_ms),
+                               "start": (done - opened) * 1000 - rebuild_ms})
         self._evict_over_cap()
         return live
 
@@ -274,6 +290,8 @@ class HostedConversations:
             "activations": stats.activations, "passivations": stats.passivations, "evictions": stats.evictions,
             "failed_activations": stats.failed_activations,
             "activation_ms_mean": round(stats.activation_ms_total / stats.activations, 3) if stats.activations else None,
+            "activation_phases_ms_mean": {phase: round(total / stats.activations, 3) for phase, total
+                                          in stats.activation_phases_ms_total.items()} if stats.activations else None,
             "model_slots": None if self._clients is None else self._clients.share.figures(),
         }
 

@@ -182,6 +182,7 @@ class DuckDBEventLog:
         con.execute(_erasure.TOMBSTONE_SCHEMA)
         self._forgotten = _erasure.forgotten_keys(con)
         """Forgotten conversations (tenant, conversation): their reads refused, their late events dropped."""
+        self._held = _reads.held_branches(con)  # a new conversation's load needs no query (load_raw)
         self._local.con = con
         # More connections to the same database, one per read thread (made here, on the thread
         # that owns the first; a reader thread takes one when it starts).
@@ -313,6 +314,8 @@ class DuckDBEventLog:
         rejected: list[RejectedRecord] = list(batch.rejected)
         duplicates = batch.duplicates
         con = self._con
+        # Before the commit: a branch whose rows a reader can see is always held.
+        self._held.update(map(_reads.held_key, batch.tenant, batch.conversation, batch.branch))
         con.begin()
         try:
             try:
@@ -432,9 +435,19 @@ class DuckDBEventLog:
     async def load(
         self, key: StreamKey, *, projection_version: int | None = None, until_seq: int | None = None
     ) -> Loaded:
-        check_range(0, until_seq, None)
-        snapshot, raw = await self._read(self._load, key, projection_version, until_seq)
+        snapshot, raw = await self.load_raw(key, projection_version=projection_version, until_seq=until_seq)
         return Loaded(key=key, snapshot=snapshot, events=tuple(decode(data) for data in raw))
+
+    async def load_raw(
+        self, key: StreamKey, *, projection_version: int | None = None, until_seq: int | None = None
+    ) -> tuple[Snapshot | None, list[bytes]]:
+        """:meth:`load`, the records undecoded (as the log service sends them); a branch without
+        events (a new conversation) at once, without a query."""
+        check_range(0, until_seq, None)
+        if _reads.held_key(key.tenant, key.conversation, key.branch) not in self._held:
+            self._refuse_forgotten(key)
+            return None, []
+        return await self._read(self._load, key, projection_version, until_seq)
 
     async def latest_snapshot(
         self, key: StreamKey, *, projection_version: int | None = None, until_seq: int | None = None
@@ -523,27 +536,7 @@ class DuckDBEventLog:
         ]
 
     async def stats(self) -> LogStats:
-        return await self._read(self._stats)
-
-    def _stats(self) -> LogStats:
-        events, conversations = _one_row(self._db.execute(
-            "SELECT count(*), count(DISTINCT (tenant, conversation)) FROM events"
-        ))
-        rejected = _one_row(self._db.execute("SELECT count(*) FROM rejected_events"))[0]
-        offsets = dict(self._db.execute("SELECT consumer, stream_seq FROM ingest_offsets").fetchall())
-        discarded = _one_row(self._db.execute("SELECT count(*) FROM discarded_snapshots"))[0]
-        regressions = self._db.execute(
-            "SELECT kind, detail, committed_offset, stream_last_seq, reread_from, detected_at "
-            "FROM stream_regressions ORDER BY detected_at"
-        ).fetchall()
-        last = None
-        if regressions:
-            *fields, detected_at = regressions[-1]
-            when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(detected_at))
-            last = f"{when} UTC: {StreamRegression(*fields).describe()}"
-        return LogStats(events=int(events), conversations=int(conversations), rejected=int(rejected), offsets=offsets,
-                        snapshots_discarded=int(discarded), stream_regressions=len(regressions),
-                        last_stream_regression=last)
+        return await self._read(lambda: _reads.log_stats(self._db))
 
     async def rejected(self) -> list[tuple[int, str, str]]:
         return await self._read(

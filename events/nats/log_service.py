@@ -187,13 +187,16 @@ class LogService:
         return await self.log.last_seq(_key(args))
 
     async def _load(self, args: dict[str, Any]) -> dict[str, Any]:
-        """The snapshot only: the client pages the events after it with ``read``."""
-        snapshot: Snapshot | None = await self.log.latest_snapshot(
-            _key(args), projection_version=args.get("projection_version"), until_seq=args.get("until_seq")
-        )
-        return {
-            "snapshot": None if snapshot is None else [snapshot.seq, snapshot.projection_version, snapshot.state],
-        }
+        """The snapshot, and with ``events`` the first page of the events after it, so a
+        conversation activates in one round trip (a new one's answer is two empty fields); the
+        client pages the rest with ``read``. Without ``events`` (a client of an older release),
+        the snapshot only."""
+        key, version, until = _key(args), args.get("projection_version"), args.get("until_seq")
+        if not args.get("events"):
+            snapshot: Snapshot | None = await self.log.latest_snapshot(key, projection_version=version, until_seq=until)
+            return {"snapshot": _snapshot_fields(snapshot)}
+        snapshot, raw = await self.log.load_raw(key, projection_version=version, until_seq=until)
+        return {"snapshot": _snapshot_fields(snapshot), **self._page(raw)}
 
     async def _seq_at_time(self, args: dict[str, Any]) -> int:
         timestamp = args["timestamp"]
@@ -278,6 +281,10 @@ class LogService:
                 "skipped": self._skipped() if self._skipped is not None else 0,
                 "snapshots_discarded": stats.snapshots_discarded, "stream_regressions": stats.stream_regressions,
                 "last_stream_regression": stats.last_stream_regression}
+
+
+def _snapshot_fields(snapshot: Snapshot | None) -> list[Any] | None:
+    return None if snapshot is None else [snapshot.seq, snapshot.projection_version, snapshot.state]
 
 
 NO_RESPONDER_GRACE_S = 0.5
@@ -395,16 +402,23 @@ class LogClient:
     async def load(
         self, key: StreamKey, *, projection_version: int | None = None, until_seq: int | None = None
     ) -> Loaded:
+        """One request when the events after the snapshot fit a page (a service of an older
+        release answers the snapshot alone: the events are then read as before)."""
         check_range(0, until_seq, None)
         answer = await self._call(
-            "load", **self._key_args(key), projection_version=projection_version, until_seq=until_seq
+            "load", **self._key_args(key), projection_version=projection_version, until_seq=until_seq, events=True
         )
         snapshot = None
         if answer["snapshot"] is not None:
             seq, version, state = answer["snapshot"]
             snapshot = Snapshot(key, seq, version, state)
-        tail = await self.read(key, after_seq=snapshot.seq if snapshot else 0, until_seq=until_seq)
-        return Loaded(key=key, snapshot=snapshot, events=tuple(tail))
+        after = snapshot.seq if snapshot else 0
+        if "events" not in answer:
+            return Loaded(key=key, snapshot=snapshot, events=tuple(await self.read(key, after_seq=after, until_seq=until_seq)))
+        events = [decode(data) for data in answer["events"]]
+        if answer["more"] and events:
+            events.extend(await self.read(key, after_seq=events[-1].seq, until_seq=until_seq))
+        return Loaded(key=key, snapshot=snapshot, events=tuple(events))
 
     async def seq_at_time(self, key: StreamKey, timestamp: float) -> int:
         return int(await self._call("seq_at_time", **self._key_args(key), timestamp=float(timestamp)))

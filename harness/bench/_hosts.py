@@ -34,6 +34,7 @@ def hosts_figures(stats: list[dict[str, Any]]) -> dict[str, Any]:
         "passivations": sum(host["passivations"] for host in stats),
         "failed_activations": sum(host["failed_activations"] for host in stats),
         "activation_ms_mean_per_host": [host["activation_ms_mean"] for host in stats],
+        "activation_phases_ms_mean_per_host": [host.get("activation_phases_ms_mean") for host in stats],
     }
 
 

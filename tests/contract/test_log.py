@@ -172,6 +172,18 @@ async def test_load_is_the_newest_snapshot_and_the_events_after_it(event_log: Wr
     assert (await log.load(KEY, projection_version=3)).snapshot is None
 
 
+async def test_a_load_larger_than_a_reply_comes_whole(event_log: WritableLog) -> None:
+    """The NATS client's load answers the first page of events with the snapshot and reads the
+    rest: events well past a reply's size (512 KB) come back whole and in order."""
+    written = [make_event(KEY, seq, Turn(f"message {seq} " + "x" * 60_000, f"reply {seq}", narrative_seq=None),
+                          turn=seq, timestamp=1000.0 + seq) for seq in range(1, 21)]
+    await event_log.write(written)
+    await event_log.log.save_snapshot(Snapshot(KEY, 2, 1, b"state 2"))
+    loaded = await event_log.log.load(KEY, projection_version=1)
+    assert loaded.snapshot == Snapshot(KEY, 2, 1, b"state 2")
+    assert loaded.events == tuple(written[2:]) and loaded.last_seq == 20
+
+
 async def test_a_snapshot_is_kept_once_and_never_ahead_of_the_log(event_log: WritableLog) -> None:
     log = event_log.log
     await event_log.write(history(KEY, 1, 5))
