@@ -27,7 +27,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ from mirror import metrics, tracing
 from mirror.events.duckdb._ingest_batch import IngestBatch
 from mirror.events.duckdb._regression import check_stream
 from mirror.events.duckdb.log import DuckDBEventLog
+from mirror.events.duckdb.retention import RetentionSettings, RetentionSweeper
 from mirror.events.errors import BusError
 from mirror.events.log import StreamMark
 from mirror.events.nats._client import MirrorNatsClient
@@ -85,6 +86,8 @@ class IngesterSettings:
     """Prometheus metrics (lag, commits) recorded and, in the Ray actor, served (:mod:`mirror.metrics`)."""
     traces: TraceSettings = TraceSettings()
     """OpenTelemetry traces (:mod:`mirror.tracing`): a commit span in each traced turn's trace."""
+    retention: RetentionSettings = RetentionSettings()
+    """The tenants' retention policies this ingester enforces (:mod:`.retention`); none without a tenants file."""
 
     @property
     def consumer(self) -> str:
@@ -136,6 +139,7 @@ class Ingester:
         event_log: DuckDBEventLog,
         settings: IngesterSettings = IngesterSettings(),
         stream: StreamSettings = StreamSettings(),
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.nc = nc
         self.js = nc.jetstream(timeout=10)
@@ -172,6 +176,8 @@ class Ingester:
         self._reconsume: str | None = None
         self._sweeps: dict[tuple[str, str], asyncio.Task[None]] = {}
         """Forgotten conversations being swept (stream erased, rows deleted, tables rewritten)."""
+        self.retention = RetentionSweeper(event_log, self.forget, self._caught_up, settings.retention, clock)
+        self._retention_task: asyncio.Task[None] | None = None
         """Why the consumer must be made again from the committed offset, until it has been."""
 
     async def start(self) -> None:
@@ -192,6 +198,8 @@ class Ingester:
             asyncio.create_task(self._commit_loop(), name="ingest-commit"),
             asyncio.create_task(self._compact_loop(), name="ingest-compact"),
         ]
+        if self.settings.retention.tenants_file is not None:
+            self._retention_task = asyncio.create_task(self.retention.run(self._stopping), name="ingest-retention")
         log.info(
             "ingester %s started: %s%s from stream seq %d into %s",
             self.settings.shard, ",".join(self.settings.filter_subjects),
@@ -444,6 +452,10 @@ class Ingester:
                 newest = max(newest, (await self.js.get_last_msg(self.stream.name, subject)).seq or 0)
         return newest
 
+    async def _caught_up(self, timeout: float) -> bool:
+        """Whether everything the stream held when asked is committed within ``timeout`` seconds."""
+        return await self.wait_for_offset(await self._stream_end(), timeout)
+
     async def wait_for_offset(self, stream_seq: int, timeout: float) -> bool:
         """Wait until everything up to ``stream_seq`` is committed (tests and benchmarks)."""
         async with self._progress:
@@ -459,6 +471,10 @@ class Ingester:
         """Stop fetching, commit what was fetched, stop serving reads."""
         self._stopping.set()
         fetch, commit, compact = self._tasks
+        if self._retention_task is not None:  # a round cut here is simply run again
+            self._retention_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._retention_task
         await fetch
         await self._batches.join()
         for task in (commit, compact):
@@ -482,6 +498,7 @@ async def run_ingester(
     stream: StreamSettings = StreamSettings(),
     stop: asyncio.Event | None = None,
     started: asyncio.Event | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> None:
     """Run an ingester until ``stop`` is set (or forever): the body of ``mirror ingest`` and of
     the ingester Ray actor. ``started`` is set once it consumes and serves reads."""
@@ -491,7 +508,7 @@ async def run_ingester(
     except BaseException:
         await event_log.close()
         raise
-    ingester = Ingester(nc, event_log, settings, stream)
+    ingester = Ingester(nc, event_log, settings, stream, clock)
     try:
         await ingester.start()
         if started is not None:
