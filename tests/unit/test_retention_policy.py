@@ -4,6 +4,7 @@ ingester's sweeper; a bad value or the refused ``--events-days`` changes nothing
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,7 @@ def test_a_policy_is_kept_beside_tokens_and_limits_and_read_by_the_sweeper(tmp_p
     ({"idle_days": 0}, InvalidRetention, "at least 1"),
     ({"events_days": 7}, InvalidRetention, "snapshot"),
 ])
-def test_a_refused_policy_changes_nothing(tmp_path: Path, changes: dict[str, int], error: type[Exception],
+def test_a_refused_policy_changes_nothing(tmp_path: Path, changes: dict[str, Any], error: type[Exception],
                                           mentions: str) -> None:
     registry = TenantRegistry(tmp_path / "tenants.json")
     registry.add("acme")
