@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 # The commands import the registry in their bodies (~10 ms that `mirror --help` need not pay): see app.py.
 __all__ = ["tenants_app"]
 
-tenants_app = typer.Typer(help="Tenants, their bearer tokens (stored hashed) and their limits.",
+tenants_app = typer.Typer(help="Tenants, their bearer tokens (stored hashed), limits and retention.",
                           rich_markup_mode="markdown", invoke_without_command=True)
 
 USE_TIMEOUT_S = 3.0

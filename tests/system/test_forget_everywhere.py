@@ -155,6 +155,7 @@ def test_memory_persona_and_recompute_branch_are_forgotten(stack: tuple[httpx.Cl
 
 def test_forgetting_while_a_turn_and_a_recompute_run(stack: tuple[httpx.Client, Path, str]) -> None:
     client, directory, nats_url = stack
+    assert turn(client, "kept-racing", f"My spare key is {KEPT_CANARY} too.").status_code == 200
     for n in range(RACE_TURNS):
         assert turn(client, "racing", f"Note {n}: {RACE_CANARY} is behind the blue door.").status_code == 200
     thought(client, "racing", RACE_TURNS)
@@ -184,4 +185,4 @@ def test_forgetting_while_a_turn_and_a_recompute_run(stack: tuple[httpx.Client, 
     # ingester dropped it and erased its stream copies (the scan above cannot see the stream's blocks).
     assert asyncio.run(until_async(lambda: stream_clear(nats_url, "racing"), "the late writes erased", timeout=60))
     assert residue(directory, RACE_CANARY) == {}
-    assert asyncio.run(verified(nats_url, "kept")) == [(True, 0)]
+    assert asyncio.run(verified(nats_url, "kept-racing")) == [(True, 0)]
