@@ -85,10 +85,15 @@ def ingest(
         help="How long a small batch waits for more before its commit (0: commit at once); a read waiting "
              "for the log ends the wait.",
     ),
+    tenants: Path | None = typer.Option(
+        None, "--tenants", dir_okay=False,
+        help="The tenants file whose retention policies this ingester enforces (`mirror tenants retention`); "
+             "none: no retention sweeps."),
     log_level: LogLevel = LOG_LEVEL,
 ) -> None:
     """Move events from JetStream into the DuckDB log, exactly once, and serve the log's reads."""
     from mirror.events.duckdb.ingester import IngesterSettings, run_ingester
+    from mirror.events.duckdb.retention import RetentionSettings
     from mirror.events.shards import DEFAULT_SHARD, ShardMap
 
     configure_logging(log_level.value)
@@ -96,7 +101,8 @@ def ingest(
     shards = ShardMap.parse(shard_map, default=DEFAULT_SHARD if shard_map else shard)  # no map: this one is the only shard
     settings = IngesterSettings(shard=shard, filter_subjects=tuple(subjects) or shards.filter_subjects(shard),
                                 skip_tenants=shards.skipped_tenants(shard), batch_size=batch_size,
-                                linger_s=linger_ms / 1000)
+                                linger_s=linger_ms / 1000,
+                                retention=RetentionSettings(None if tenants is None else str(tenants)))
     _run_until_signal(lambda stop: run_ingester(nats_url, str(db), settings, stop=stop))
 
 

@@ -1,7 +1,8 @@
-"""``mirror tenants [list]|add|revoke|limits``: a data directory's tenants, their bearer tokens and limits.
+"""``mirror tenants [list]|add|revoke|limits|retention``: a data directory's tenants, their bearer
+tokens, limits and retention policies.
 
-They edit ``<data>/tenants.json`` directly (hashes only, and each tenant's limits), which a
-running gateway re-reads, so they work with or without a stack up. ``list`` also shows each
+They edit ``<data>/tenants.json`` directly (hashes only, each tenant's limits and retention), which a
+running gateway (limits) and each shard's ingester (retention, at its next round) re-read, so they work with or without a stack up. ``list`` also shows each
 limited tenant's current use, read from the shared counters on the broker of the stack running
 for ``--data`` (the same counts every gateway enforces), or says that no stack runs.
 """
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 # The commands import the registry in their bodies (~10 ms that `mirror --help` need not pay): see app.py.
 __all__ = ["tenants_app"]
 
-tenants_app = typer.Typer(help="Tenants, their bearer tokens (stored hashed) and their limits.",
+tenants_app = typer.Typer(help="Tenants, their bearer tokens (stored hashed), limits and retention.",
                           rich_markup_mode="markdown", invoke_without_command=True)
 
 USE_TIMEOUT_S = 3.0
@@ -62,6 +63,7 @@ def tenants_list(data: Path = DATA_DIR) -> None:
     for tenant in registry.tenants():
         limits = registry.limits_of(tenant)
         typer.echo(f"{tenant}\tlimits\t{_described(limits, use.get(tenant), why_not)}")
+        typer.echo(f"{tenant}\tretention\t{_retention(registry.retention_of(tenant).idle_days)}")
 
 
 @tenants_app.command("revoke")
@@ -95,6 +97,29 @@ def tenants_limits(
         tenant, clear=clear, requests_per_minute=rpm, concurrent_turns=concurrent_turns,
         tokens_per_day=tokens_per_day, live_conversations=live_conversations)
     typer.echo(f"{tenant}\tlimits\t{_described(limits, None, '')}")
+
+
+@tenants_app.command("retention")
+def tenants_retention(
+    tenant: str = TENANT,
+    idle_days: int | None = typer.Option(None, "--idle-days", help="Forget a conversation whose newest event "
+                                         "(any branch) is older than this many days (a whole number, at least 1)."),
+    events_days: int | None = typer.Option(None, "--events-days", help="Refused: dropping older events behind a "
+                                           "snapshot-only base is not supported (docs/operations.md, \"Retention\")."),
+    clear: bool = typer.Option(False, "--clear", help="Keep TENANT's conversations for ever."),
+    data: Path = DATA_DIR,
+) -> None:
+    """Set how long TENANT's conversations are kept; each shard's ingester enforces it at its next
+    retention round (hourly), forgetting idle conversations exactly as `mirror forget` does."""
+    from mirror.gateway.tenants import TenantRegistry
+
+    policy = TenantRegistry(data / "tenants.json").set_retention(tenant, idle_days=idle_days,
+                                                                 events_days=events_days, clear=clear)
+    typer.echo(f"{tenant}\tretention\t{_retention(policy.idle_days)}")
+
+
+def _retention(idle_days: int | None) -> str:
+    return "keep for ever" if idle_days is None else f"forget conversations idle over {idle_days} day(s)"
 
 
 def _described(limits: TenantLimits, usage: Usage | None, why_not: str) -> str:

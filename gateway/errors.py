@@ -14,7 +14,8 @@
         │   └── QueryDoesNotFit        its vector has another size than the conversation's beliefs'
         ├── TenantError                the tenants file refused a change
         │   ├── UnknownTenant          a limit for a tenant that has no token
-        │   └── InvalidLimit           a limit that is not a whole number of at least 1
+        │   ├── InvalidLimit           a limit that is not a whole number of at least 1
+        │   └── InvalidRetention       a retention policy that is not a whole number of days, or is refused
         ├── LimitReached               the tenant is at one of its limits (a 429 with ``Retry-After``)
         │   └── TokenBudgetSpent       its model tokens of the day are used up
         └── PersonaLookupError         a persona named by a request is not one persona of the store
@@ -31,7 +32,7 @@ from mirror.events.errors import MirrorError
 
 __all__ = [
     "ConversationNotLive", "ConversationRefencing", "ConversationTimedOut", "ConversationUnavailable",
-    "EmbedderError", "EmbedderFailed", "EmbedderUnavailable", "GatewayError", "HostLost", "InvalidLimit", "LimitReached",
+    "EmbedderError", "EmbedderFailed", "EmbedderUnavailable", "GatewayError", "HostLost", "InvalidLimit", "InvalidRetention", "LimitReached",
     "QueryDoesNotFit", "TenantError", "TokenBudgetSpent", "UnknownConversation", "UnknownTenant",
     "PersonaLookupError", "UnknownPersona", "AmbiguousPersona",
 ]
@@ -126,6 +127,17 @@ class InvalidLimit(TenantError, ValueError):
         self.value = value
         super().__init__(f"invalid limit {limit}={value!r}: a limit is a whole number of at least 1 "
                          "(leave it out, or clear the tenant's limits, for no limit)")
+
+
+class InvalidRetention(TenantError, ValueError):
+    """A retention setting that is not a whole number of days of at least 1, or one Mirror refuses
+    (``events_days``: see docs/operations.md, "Retention", for why)."""
+
+    def __init__(self, setting: str, value: object, why: str = "") -> None:
+        self.setting = setting
+        self.value = value
+        super().__init__(f"invalid retention {setting}={value!r}: " + (
+            why or "a retention period is a whole number of days of at least 1 (leave it out for none)"))
 
 
 class LimitReached(GatewayError):

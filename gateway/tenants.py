@@ -4,10 +4,12 @@ A token maps to exactly one tenant. Only ``sha256(token)`` is stored, so the fil
 used to call the API; the token itself is shown once, when it is created. Writes go to a
 temporary file and are renamed into place, so a crash never leaves a half-written registry.
 
-The file is ``{"tokens": [record, ...], "limits": {tenant: {limit: value}}}`` (a bare list of
-records, the older form, is read as tokens without limits). Each tenant's
-:class:`TenantLimits` are what :mod:`mirror.gateway.limits` enforces; a running gateway re-reads
-the file when it changes on disk, as for a revocation, so a new limit applies at once.
+The file is ``{"tokens": [record, ...], "limits": {tenant: {limit: value}}, "retention": {tenant:
+{"idle_days": N}}}`` (a bare list of records, the older form, is read as tokens without limits).
+Each tenant's :class:`TenantLimits` are what :mod:`mirror.gateway.limits` enforces; a running
+gateway re-reads the file when it changes on disk, as for a revocation, so a new limit applies at
+once. Each tenant's :class:`RetentionPolicy` is what the shard's ingester enforces
+(:mod:`mirror.events.duckdb.retention` reads the ``retention`` section on every sweep).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mirror.events.ids import validate_identifier
-from mirror.gateway.errors import InvalidLimit, UnknownTenant
+from mirror.gateway.errors import InvalidLimit, InvalidRetention, UnknownTenant
 
 TOKEN_PREFIX = "mrr_"
 
@@ -73,6 +75,32 @@ class TenantLimits:
 LIMIT_NAMES = tuple(field.name for field in fields(TenantLimits))
 NO_LIMITS = TenantLimits()
 
+EVENTS_DAYS_REFUSED = (
+    "dropping a conversation's older events and keeping a snapshot as its base is not supported: a "
+    "snapshot is a cache of one projection version (rebuilt from the events after every change of the "
+    "projections), so a base without its events could neither be rebuilt nor verified, and the beliefs and "
+    "narrative in it would lose their provenance; use --idle-days, or export then forget "
+    "(docs/operations.md, \"Retention\")")
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    """How long a tenant's conversations are kept; ``None``: for ever."""
+
+    idle_days: int | None = None
+    """A conversation whose newest event (any branch) is older than this many days is forgotten."""
+
+    def __post_init__(self) -> None:
+        value = self.idle_days
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise InvalidRetention("idle_days", value)
+
+    def as_dict(self) -> dict[str, int]:
+        return {} if self.idle_days is None else {"idle_days": self.idle_days}
+
+
+KEEP_FOREVER = RetentionPolicy()
+
 
 class TenantRegistry:
     """The tenants file; re-read when it changes on disk, so a running gateway sees revocations and limits."""
@@ -81,13 +109,14 @@ class TenantRegistry:
         self.path = Path(path)
         self._records: list[TenantRecord] = []
         self._limits: dict[str, TenantLimits] = {}
+        self._retention: dict[str, RetentionPolicy] = {}
         self._stamp: tuple[float, int] | None = None
 
     def _load(self) -> list[TenantRecord]:
         try:
             stat = self.path.stat()
         except FileNotFoundError:
-            self._records, self._limits, self._stamp = [], {}, None
+            self._records, self._limits, self._retention, self._stamp = [], {}, {}, None
             return self._records
         stamp = (stat.st_mtime, stat.st_size)
         if stamp != self._stamp:
@@ -96,13 +125,19 @@ class TenantRegistry:
                 document = {"tokens": document}
             self._records = [TenantRecord(**row) for row in document.get("tokens", [])]
             self._limits = {tenant: TenantLimits(**values) for tenant, values in document.get("limits", {}).items()}
+            self._retention = {tenant: RetentionPolicy(**values)
+                               for tenant, values in document.get("retention", {}).items()}
             self._stamp = stamp
         return self._records
 
-    def _save(self, records: list[TenantRecord], limits: dict[str, TenantLimits] | None = None) -> None:
+    def _save(self, records: list[TenantRecord], limits: dict[str, TenantLimits] | None = None,
+              retention: dict[str, RetentionPolicy] | None = None) -> None:
         limits = self._limits if limits is None else limits
+        retention = self._retention if retention is None else retention
         document = {"tokens": [asdict(record) for record in records],
-                    "limits": {tenant: limits[tenant].as_dict() for tenant in sorted(limits) if limits[tenant].any}}
+                    "limits": {tenant: limits[tenant].as_dict() for tenant in sorted(limits) if limits[tenant].any},
+                    "retention": {tenant: retention[tenant].as_dict() for tenant in sorted(retention)
+                                  if retention[tenant].as_dict()}}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_suffix(".tmp")
         temporary.write_text(json.dumps(document, indent=2), encoding="utf-8")
@@ -133,7 +168,7 @@ class TenantRegistry:
     def tenants(self) -> tuple[str, ...]:
         """Every tenant with a token (active or revoked) or limits, sorted."""
         records = self._load()
-        return tuple(sorted({record.tenant for record in records} | set(self._limits)))
+        return tuple(sorted({record.tenant for record in records} | set(self._limits) | set(self._retention)))
 
     def limits_of(self, tenant: str) -> TenantLimits:
         """``tenant``'s limits (:data:`NO_LIMITS` when none are set); a dict lookup while the file is unchanged."""
@@ -156,6 +191,28 @@ class TenantRegistry:
         self._save(records, {**self._limits, tenant: limits})
         return limits
 
+    def retention_of(self, tenant: str) -> RetentionPolicy:
+        """``tenant``'s retention policy (:data:`KEEP_FOREVER` when none is set)."""
+        self._load()
+        return self._retention.get(tenant, KEEP_FOREVER)
+
+    def set_retention(self, tenant: str, *, idle_days: int | None = None, events_days: int | None = None,
+                      clear: bool = False) -> RetentionPolicy:
+        """Set ``tenant``'s retention (``clear``: keep its conversations for ever); returns it.
+        :class:`UnknownTenant` for a tenant with no token; :class:`InvalidRetention` for a period that
+        is not a whole number of days of at least 1, and for ``events_days`` (refused:
+        :data:`EVENTS_DAYS_REFUSED`). Nothing changes when it is refused."""
+        validate_identifier("tenant", tenant)
+        if events_days is not None:
+            raise InvalidRetention("events_days", events_days, EVENTS_DAYS_REFUSED)
+        records = self._load()
+        if not any(record.tenant == tenant for record in records):
+            raise UnknownTenant(tenant)
+        policy = KEEP_FOREVER if clear else RetentionPolicy(
+            idle_days=idle_days if idle_days is not None else self._retention.get(tenant, KEEP_FOREVER).idle_days)
+        self._save(records, retention={**self._retention, tenant: policy})
+        return policy
+
     def _record_of(self, token: str) -> TenantRecord | None:
         """The active record of a bearer token, or None: every record is compared (in constant
         time), so how long the lookup takes says nothing of which matched."""
@@ -177,4 +234,4 @@ class TenantRegistry:
         return record is not None and record.admin
 
 
-__all__ = ["LIMIT_NAMES", "NO_LIMITS", "TOKEN_PREFIX", "TenantLimits", "TenantRecord", "TenantRegistry", "token_hash"]
+__all__ = ["EVENTS_DAYS_REFUSED", "KEEP_FOREVER", "LIMIT_NAMES", "NO_LIMITS", "TOKEN_PREFIX", "RetentionPolicy", "TenantLimits", "TenantRecord", "TenantRegistry", "token_hash"]

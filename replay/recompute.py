@@ -50,7 +50,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
@@ -182,13 +182,21 @@ async def recompute_conversation(
         recorded_events = await history.events(parent)  # read before the log caught up: again
     writer = await _open_branch(branch, branch_head, parent, fork_seq, plan, history, bus, recorded_events)
     orphan = await _orphan_recall(branch, writer.state, history) if branch_head.last_seq is not None else None
+
+    async def not_forgotten() -> None:
+        # The log raises ConversationForgotten once the parent's tombstone stands: the job stops
+        # there (its branch's late events are dropped at ingest) instead of reporting a branch the
+        # log will never hold.
+        await history.log.last_seq(parent)
+
     try:
         rethought = await _rethink(writer, recorded_events, fork_seq, plan, live=live, embedder=embedder,
-                                   orphan=orphan)
+                                   orphan=orphan, not_forgotten=not_forgotten)
     except BaseException:
         await writer.abandon()
         raise
     await writer.flush()
+    await not_forgotten()
     changed = diff(await _state_of(parent, parent_last, history, recorded_events), writer.state).as_dict()
     return Recomputation(
         parent, branch.branch, fork_seq, turns=rethought.turns, resumed_at_turn=rethought.resumed_at_turn,
@@ -217,6 +225,7 @@ async def _orphan_recall(branch: StreamKey, state: ConversationState, history: H
 async def _rethink(
     writer: ConversationWriter, recorded_events: list[Event], fork_seq: int, plan: RecomputePlan, *, live: LLM,
     embedder: Embedder | None = None, orphan: _Orphan | None = None,
+    not_forgotten: Callable[[], Awaitable[None]] | None = None,
 ) -> _Rethought:
     """The recorded turns after the fork, re-thought one by one (appended through ``writer``).
 
@@ -281,6 +290,8 @@ async def _rethink(
     try:
         await think_until_current(done)
         for index in range(done, len(turns)):
+            if not_forgotten is not None:  # before each turn: a forget mid-way ends the job there
+                await not_forgotten()
             recorded = turns[index]
             payload: Turn = recorded.payload  # type: ignore[assignment]  # turns holds Turn events alone (filtered above)
             provenance = recorded.provenance

@@ -113,8 +113,10 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
 
 
 def start_ingester(nats_url: str, data_dir: Path, shards: ShardMap, shard: str, *,
-                   metrics: bool, traces: TraceSettings = TraceSettings(), name_wait_s: float = NAME_WAIT_S) -> Any:
-    """Shard ``shard``'s ingester actor on this node, its file in ``data_dir``, serving once this returns.
+                   metrics: bool, traces: TraceSettings = TraceSettings(), name_wait_s: float = NAME_WAIT_S,
+                   tenants_file: Path | None = None) -> Any:
+    """Shard ``shard``'s ingester actor on this node, its file in ``data_dir``, serving once this returns;
+    it enforces the retention policies of ``tenants_file`` (None: ``data_dir/tenants.json``).
 
     While the name ``ingester-<shard>`` is held by an actor that does not answer (the previous
     one of a machine or driver that died, until Ray has noticed) it tries again, up to
@@ -122,11 +124,13 @@ def start_ingester(nats_url: str, data_dir: Path, shards: ShardMap, shard: str, 
     """
     from mirror.actors.ingester_actor import RayIngester
     from mirror.events.duckdb.ingester import IngesterSettings
+    from mirror.events.duckdb.retention import RetentionSettings
 
+    tenants = tenants_file if tenants_file is not None else Path(data_dir) / "tenants.json"
     ingester = RayIngester(nats_url, log_file(data_dir, shard), log_path=ingester_log(data_dir, shard),
                            settings=IngesterSettings(shard=shard, filter_subjects=shards.filter_subjects(shard),
                                                      skip_tenants=shards.skipped_tenants(shard), metrics=metrics,
-                                                     traces=traces))
+                                                     traces=traces, retention=RetentionSettings(str(tenants))))
     deadline = time.monotonic() + name_wait_s
     said = False
     while True:

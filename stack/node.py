@@ -169,7 +169,7 @@ class MirrorNode:
             for shard in settings.ingest:
                 # The head's --no-metrics and traces hold here too (its runtime settings are the deployment's).
                 ingester = start_ingester(nats_url, self.data_dir, shards, shard, metrics=head_gateway.runtime.metrics,
-                                          traces=head_gateway.runtime.traces)
+                                          traces=head_gateway.runtime.traces, tenants_file=settings.tenants)
                 self.ingesters[shard] = ingester
                 self._closers.append(self._unless_lost(ingester.stop))
             self._tenants, self._warnings, self._port = tenants, relay.path, claim.port

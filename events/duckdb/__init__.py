@@ -4,7 +4,8 @@
 commit batch + offset in one transaction, ack; serves the read API), ``_ingest_batch``
 (columnar batches for Arrow inserts), ``_regression`` (the ingester's check that its stream is
 still the one the log was filled from), ``_erasure`` (forgetting a conversation: the tombstone,
-the rows, a fresh copy of the file), ``_reads`` (the range reads' SQL: records, the index, records
+the rows, a fresh copy of the file), ``retention`` (the ingester's sweeper of conversations idle
+beyond their tenant's policy), ``_reads`` (the range reads' SQL: records, the index, records
 that mention a text, the newest snapshot). May import the top of ``mirror.events`` and
 ``mirror.events.nats`` (the ingester is the bridge from the stream to the file).
 """

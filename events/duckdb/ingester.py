@@ -27,7 +27,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ from mirror import metrics, tracing
 from mirror.events.duckdb._ingest_batch import IngestBatch
 from mirror.events.duckdb._regression import check_stream
 from mirror.events.duckdb.log import DuckDBEventLog
+from mirror.events.duckdb.retention import RetentionSettings, RetentionSweeper
 from mirror.events.errors import BusError
 from mirror.events.log import StreamMark
 from mirror.events.nats._client import MirrorNatsClient
@@ -89,6 +90,8 @@ class IngesterSettings:
     """Prometheus metrics (lag, commits) recorded and, in the Ray actor, served (:mod:`mirror.metrics`)."""
     traces: TraceSettings = TraceSettings()
     """OpenTelemetry traces (:mod:`mirror.tracing`): a commit span in each traced turn's trace."""
+    retention: RetentionSettings = RetentionSettings()
+    """The tenants' retention policies this ingester enforces (:mod:`.retention`); none without a tenants file."""
 
     @property
     def consumer(self) -> str:
@@ -140,6 +143,7 @@ class Ingester:
         event_log: DuckDBEventLog,
         settings: IngesterSettings = IngesterSettings(),
         stream: StreamSettings = StreamSettings(),
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.nc = nc
         self.js = nc.jetstream(timeout=10)
@@ -178,6 +182,8 @@ class Ingester:
         """A reader waits for the log: the batch lingering now is committed without waiting further."""
         self._sweeps: dict[tuple[str, str], asyncio.Task[None]] = {}
         """Forgotten conversations being swept (stream erased, rows deleted, tables rewritten)."""
+        self.retention = RetentionSweeper(event_log, self.forget, self._caught_up, settings.retention, clock)
+        self._retention_task: asyncio.Task[None] | None = None
         """Why the consumer must be made again from the committed offset, until it has been."""
 
     async def start(self) -> None:
@@ -198,6 +204,8 @@ class Ingester:
             asyncio.create_task(self._commit_loop(), name="ingest-commit"),
             asyncio.create_task(self._compact_loop(), name="ingest-compact"),
         ]
+        if self.settings.retention.tenants_file is not None:
+            self._retention_task = asyncio.create_task(self.retention.run(self._stopping), name="ingest-retention")
         log.info(
             "ingester %s started: %s%s from stream seq %d into %s",
             self.settings.shard, ",".join(self.settings.filter_subjects),
@@ -384,12 +392,37 @@ class Ingester:
             if decoded.batch.anchor is not None:  # as the log now holds it: the newest message stored
                 anchor_seq, anchor_id = decoded.batch.anchor
                 self._mark = dataclasses.replace(self._mark, anchor_seq=anchor_seq, anchor_id=anchor_id)
-            self._to_compact.update(decoded.batch.newest_by_subject)
+            self._to_compact.update(self._without_late_writes(decoded.batch.newest_by_subject))
             async with self._progress:
                 self._progress.notify_all()
         # AckAll: acknowledging the newest message acknowledges the batch, after the commit.
         with contextlib.suppress(nats.errors.Error):
             await self.nc.publish(decoded.ack_subject.decode())
+
+    def _without_late_writes(self, newest_by_subject: dict[str, int]) -> dict[str, int]:
+        """The subjects to compact, but those of forgotten conversations: their events were dropped
+        at ingest (a late write: a host or a recompute that had not heard), and their stream copies
+        are securely erased now rather than purged (a purge would leave their bytes in the block file)."""
+        kept = {}
+        for subject, stream_seq in newest_by_subject.items():
+            _, tenant, conversation, _ = subject.split(".", 3)
+            if not self.log.is_forgotten(tenant, conversation):
+                kept[subject] = stream_seq
+            elif (tenant, conversation) not in self._sweeps:
+                self._sweeps[tenant, conversation] = asyncio.create_task(
+                    self._erase_late(tenant, conversation), name=f"erase-late-{tenant}-{conversation}")
+        return kept
+
+    async def _erase_late(self, tenant: str, conversation: str) -> None:
+        try:
+            async with self._stream_lock:
+                erased = await self.bus.erase(tenant, conversation)
+            log.info("erased %d late stream message(s) of forgotten %s/%s", erased, tenant, conversation)
+        except Exception:
+            log.exception("erasing late messages of forgotten %s/%s failed; the next forget of it erases them",
+                          tenant, conversation)
+        finally:
+            self._sweeps.pop((tenant, conversation), None)
 
     async def _compact_loop(self) -> None:
         while True:
@@ -468,6 +501,10 @@ class Ingester:
                 newest = max(newest, (await self.js.get_last_msg(self.stream.name, subject)).seq or 0)
         return newest
 
+    async def _caught_up(self, timeout: float) -> bool:
+        """Whether everything the stream held when asked is committed within ``timeout`` seconds."""
+        return await self.wait_for_offset(await self._stream_end(), timeout)
+
     async def wait_for_offset(self, stream_seq: int, timeout: float) -> bool:
         """Wait until everything up to ``stream_seq`` is committed; a batch lingering meanwhile is
         committed at once (the read-your-writes barrier of the log service, tests, benchmarks)."""
@@ -488,6 +525,10 @@ class Ingester:
         self._stopping.set()
         self._feed.wake()  # a lingering batch is committed now
         fetch, commit, compact = self._tasks
+        if self._retention_task is not None:  # a round cut here is simply run again
+            self._retention_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._retention_task
         await fetch
         await self._batches.join()
         for task in (commit, compact):
@@ -511,6 +552,7 @@ async def run_ingester(
     stream: StreamSettings = StreamSettings(),
     stop: asyncio.Event | None = None,
     started: asyncio.Event | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> None:
     """Run an ingester until ``stop`` is set (or forever): the body of ``mirror ingest`` and of
     the ingester Ray actor. ``started`` is set once it consumes and serves reads."""
@@ -520,7 +562,7 @@ async def run_ingester(
     except BaseException:
         await event_log.close()
         raise
-    ingester = Ingester(nc, event_log, settings, stream)
+    ingester = Ingester(nc, event_log, settings, stream, clock)
     try:
         await ingester.start()
         if started is not None:

@@ -539,11 +539,8 @@ class DuckDBEventLog:
         return await self._read(lambda: _reads.log_stats(self._db))
 
     async def rejected(self) -> list[tuple[int, str, str]]:
-        return await self._read(
-            lambda: self._db.execute(
-                "SELECT stream_seq, subject, error FROM rejected_events ORDER BY stream_seq"
-            ).fetchall()
-        )
+        return await self._read(lambda: self._db.execute(
+            "SELECT stream_seq, subject, error FROM rejected_events ORDER BY stream_seq").fetchall())
 
     # --------------------------------------------------------------------- forgetting (see _erasure)
 
@@ -558,6 +555,9 @@ class DuckDBEventLog:
                                 validate_identifier("conversation", conversation))
         self._forgotten.add((tenant, conversation))
         return found
+
+    def is_forgotten(self, tenant: str, conversation: str) -> bool:  # its late events are dropped at ingest
+        return (tenant, conversation) in self._forgotten
 
     async def sweep_forgotten(self, tenant: str, conversation: str) -> Tombstone:
         """Delete every row of a forgotten conversation, copy the database into a fresh file (no
