@@ -1,0 +1,55 @@
+"""Issue 38: a chat completion whose transcript is exactly ``main``'s turns is placed by ``main``'s
+conversation (digests compared), without waiting for the log; anything else still waits for it.
+
+The ingester lingers 30 s before each commit, so the log stays behind the stream for the whole
+test: the quick placement answers at once (``same``), where the alignment from the log, which a
+regeneration needs, cannot settle within the read barrier's bound and is a 503. Real NATS,
+ingester process, DuckDB, Ray, gateway over HTTP and the simulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from mirror.events.nats.server import EmbeddedNats
+from tests.support.stack import gateway_stack
+
+pytestmark = pytest.mark.long  # the regeneration waits out the read barrier's 5 s
+
+LINGER_MS = 30_000.0
+"""The ingester's linger: longer than the test, so the log never holds the turns while it runs."""
+
+
+@pytest.fixture(scope="module")
+def stack(ray_cluster: None, nats_server: EmbeddedNats,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    with gateway_stack(nats_server.url, tmp_path_factory.mktemp("quick"), shard="quick", latency="fixed:0",
+                       ingest_linger_ms=LINGER_MS) as (url, tokens):
+        yield url, tokens["acme"]
+
+
+def completion(client: httpx.Client, messages: list[tuple[str, str]]) -> httpx.Response:
+    return client.post("/v1/chat/completions", headers={"X-Mirror-Conversation": "quick"}, json={
+        "model": "mirror", "messages": [{"role": role, "content": text} for role, text in messages]})
+
+
+def test_a_transcript_that_is_mains_turns_is_placed_without_waiting_for_the_log(stack: tuple[str, str]) -> None:
+    url, token = stack
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+        said: list[tuple[str, str]] = []
+        for message in ("Name a colour.", "Name a fruit.", "Name a tree."):
+            answer = completion(client, [*said, ("user", message)])
+            assert answer.status_code == 200, answer.text
+            assert answer.headers["x-mirror-history"] == ("same" if said else "none")
+            assert answer.headers["x-mirror-branch"] == "main"
+            said += [("user", message), ("assistant", answer.json()["choices"][0]["message"]["content"])]
+        # The same transcript but for a reply the client wrote itself: not main's turns, so it is aligned
+        # from the log, which is still 30 s behind: the read barrier gives up (503) and nothing is appended.
+        edited = [*said[:-1], ("assistant", "A willow, I'd say."), ("user", "Why?")]
+        answer = completion(client, edited)
+        assert answer.status_code == 503, answer.text
+        answer = completion(client, [*said, ("user", "Name a river.")])  # main still holds its three turns alone
+        assert answer.status_code == 200 and answer.headers["x-mirror-history"] == "same", answer.text
