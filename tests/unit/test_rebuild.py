@@ -3,6 +3,8 @@ a snapshot that cannot be used is skipped, discarded and counted — never trust
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgpack
 import pytest
 from hypothesis import given, settings
@@ -96,11 +98,11 @@ class _CountingLog(InMemoryEventLog):
         self.loads = 0
         self.reads = 0
 
-    async def load(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    async def load(self, *args: Any, **kwargs: Any) -> Any:
         self.loads += 1
         return await super().load(*args, **kwargs)
 
-    async def read(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    async def read(self, *args: Any, **kwargs: Any) -> Any:
         self.reads += 1
         return await super().read(*args, **kwargs)
 
