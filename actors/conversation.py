@@ -54,7 +54,7 @@ from mirror.projections.persona import PersonaState
 from mirror.projections.snapshot import PROJECTION_VERSION, snapshot_bytes
 from mirror.projections.state import ConversationState, initial_state
 
-from .branching import place
+from .branching import BranchTranscript, place
 from .clients import ConversationClients
 from .errors import Fenced, IdempotencyKeyReused, Passivated, SettingConflict
 from .persona_mind import persona_events, persona_to_record
@@ -134,6 +134,7 @@ class Conversation:
         self.clients = clients
         self.bus: EventBus = clients.connections.bus
         self.log: LogAccess = clients.connections.log(self.key.tenant)
+        self._transcript = BranchTranscript(self.key, self.log)  # its turns' digest, for quickly placed turns
         # The model through the process's fair share: the Talker's calls first, the Thinker's behind (and shed).
         self.llm, self.thinker_llm = clients.talker(self.key.tenant), clients.thinker(self.key.tenant)
         self.embedder = clients.embedder
@@ -330,7 +331,7 @@ class Conversation:
             try:
                 await place(writer, placed, self.log, prompts=self.prompts,
                             persona_prompts=self.persona_prompts,
-                            config=lambda state: self._adopted_config(state, request))
+                            config=lambda state: self._adopted_config(state, request), transcript=self._transcript)
             except AppendConflict as conflict:
                 raise self._fenced_off(conflict) from conflict
             self.config = self._recorded_config(writer.state)

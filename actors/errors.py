@@ -8,6 +8,7 @@
         ├── SettingConflict          a turn asked for a mode (or memory) other than its conversation's
         ├── IdempotencyKeyReused     a turn's idempotency key names an earlier turn of another request
         └── HistoryMoved             a transcript-placed turn found its branch moved on since it was placed
+            └── TranscriptElsewhere  a quickly placed turn's transcript is not its branch's turns
 
 The rooms above keep their own errors beside the code that raises them (``mirror.sim.errors``,
 ``mirror.stack.errors``, ``mirror.cli.errors``, ``mirror.harness.errors``), each a
@@ -19,7 +20,8 @@ from __future__ import annotations
 
 from mirror.events.errors import MirrorError
 
-__all__ = ["ActorError", "Fenced", "HistoryMoved", "IdempotencyKeyReused", "IngesterUnavailable", "Passivated", "SettingConflict"]
+__all__ = ["ActorError", "Fenced", "HistoryMoved", "IdempotencyKeyReused", "IngesterUnavailable", "Passivated", "SettingConflict",
+           "TranscriptElsewhere"]
 
 
 class ActorError(MirrorError):
@@ -99,3 +101,14 @@ class HistoryMoved(ActorError):
         self.found = found
         super().__init__(f"conversation {key} moved on while this turn was placed: expected {expected}, found {found}; "
                          "send the request again")
+
+
+class TranscriptElsewhere(HistoryMoved):
+    """A turn placed quickly (a :class:`~mirror.cognition.turn.Continuation` with a ``digest``)
+    whose transcript is not exactly its branch's turns. Nothing is appended; the gateway then
+    aligns the transcript against every branch from the log (issue 35's path) and sends the turn
+    where that places it, so a client never sees this (were it to, it is a 409 like its parent)."""
+
+    def __init__(self, key: object, turns: int) -> None:
+        super().__init__(key, "the branch's turns to be the transcript's exchanges",
+                         f"{turns} turns that differ from them (or the log not yet holding them)")

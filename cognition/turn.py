@@ -71,6 +71,10 @@ class Continuation:
     adopted: tuple[tuple[str, str], ...] = ()
     reason: str = ""
     """Why a new branch was forked, in words (its ``fork`` event's ``reason``)."""
+    digest: str | None = None
+    """The quick placement (issue 38): the digest (:mod:`.transcript_digest`) of the client's
+    exchanges, which the branch's turns must be exactly (else :class:`~mirror.actors.errors.TranscriptElsewhere`
+    and nothing is appended: the gateway aligns the transcript against every branch instead)."""
 
 
 MAX_KEY_CHARS = 255

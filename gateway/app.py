@@ -25,11 +25,10 @@ from fastapi import FastAPI
 from mirror import metrics, tracing
 from mirror.gateway.failures import install_failure_handlers
 from mirror.gateway.limits import LimitsMiddleware
-from mirror.gateway.observed import RequestMetrics
+from mirror.gateway.observed import RequestObserved
 from mirror.gateway.routes import ROUTERS
 from mirror.gateway.runtime import Conversations, GatewayRuntime
 from mirror.gateway.settings import DEFAULT_MAX_FINISHED_JOBS, DEFAULT_MAX_MESSAGE_BYTES, GatewaySettings
-from mirror.gateway.traced import RequestTraces
 from mirror.serving import ThreadedServer
 
 __all__ = [
@@ -53,14 +52,20 @@ def create_app(settings: GatewaySettings, conversations: Conversations | None = 
     Each call builds its own :class:`GatewayRuntime` (``app.state.runtime``), so two apps in
     one process share nothing.
     """
-    app = FastAPI(title="Mirror", summary="LLM conversations that think between turns", version="0.1.0")
+    app = FastAPI(title="Mirror", summary="LLM conversations that think between turns", version="0.1.0",
+                  # FastAPI's own OpenTelemetry spans and metrics, off: Mirror's middlewares (.traced,
+                  # .observed) record each request once, under Mirror's names. On, FastAPI asks the
+                  # providers on every request whether they are configured (issue 38: a share of the
+                  # gateway's CPU per turn) and, with traces on, records each request a second time.
+                  telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False})
     app.state.runtime = GatewayRuntime.build(settings, conversations)
     install_failure_handlers(app)
     app.add_middleware(LimitsMiddleware)  # per-tenant limits, shared on the broker (mirror.gateway.limits)
     metrics.configure(enabled=settings.runtime.metrics)
-    app.add_middleware(RequestMetrics)  # outermost: every answer counted by route and status, 429s included
     tracing.configure(settings.runtime.traces, "gateway")
-    app.add_middleware(RequestTraces)  # a span per request, an incoming traceparent continued (mirror.tracing)
+    # Outermost: every answer counted by route and status (429s included), and a span per request
+    # that continues an incoming traceparent (mirror.metrics, mirror.tracing).
+    app.add_middleware(RequestObserved)
     for router in ROUTERS:
         app.include_router(router)
     return app

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, HTTPException, Request
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from mirror import metrics
 from mirror.actors.errors import Fenced
@@ -91,13 +90,9 @@ class FinishedJobs:
             self._statuses.popitem(last=False)
 
 
-def _ask_backoff(retry_state: RetryCallState) -> float:
+def _ask_backoff(exc: BaseException, attempt: int) -> float:
     """A little longer after each passivating actor; none after a dead one (its name is free at once)."""
-    outcome = retry_state.outcome
-    exception = None if outcome is None else outcome.exception()
-    if exception is not None and _died(exception):
-        return 0.0
-    return 0.05 * retry_state.attempt_number
+    return 0.0 if _died(exc) else 0.05 * attempt
 
 
 def _died(exc: BaseException) -> bool:
@@ -146,11 +141,9 @@ def _ask_again(exc: BaseException) -> bool:
     return _passivated(exc) or _fenced(exc) or _never_sent(exc)
 
 
-def _retried(retry_state: RetryCallState) -> None:
+def _retried(exc: BaseException) -> None:
     """Count a conversation asked again, by why (``mirror_conversation_retries_total``)."""
-    exc = None if retry_state.outcome is None else retry_state.outcome.exception()
-    metrics.conversation_retried("fenced" if isinstance(exc, Fenced) else "died" if exc is not None and _died(exc)
-                                 else "passivated")
+    metrics.conversation_retried("fenced" if isinstance(exc, Fenced) else "died" if _died(exc) else "passivated")
 
 
 @dataclass
@@ -313,22 +306,27 @@ class GatewayRuntime:
             return await self._ask(key, call)
 
     async def _ask(self, key: StreamKey, call: Callable[[ConversationHandle], Awaitable[T]]) -> T:
-        try:
-            async for attempt in AsyncRetrying(retry=retry_if_exception(_ask_again), wait=_ask_backoff, before_sleep=_retried,
-                                               stop=stop_after_attempt(ASK_ATTEMPTS), reraise=True):
-                with attempt:
-                    result = await self._ask_once(key, call)
-                    metered(result)  # a limited tenant's turn: its tokens count against its day
-                    return result
-        except Fenced as fenced:
-            raise ConversationRefencing(key, fenced) from None
-        except Exception as exc:
-            if not _passivated(exc):
-                raise
-            # Still passivating, or its process unavailable (a machine cut off or gone, and Ray
-            # not yet done restarting its actors elsewhere): a dependency that is down, not a bug.
-            raise ConversationNotLive(key, type(exc).__name__) from None
-        raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
+        # A plain loop, not a retry library's: the first attempt is every turn's path, and it costs
+        # no more than the call itself (issue 38).
+        attempt = 1
+        while True:
+            try:
+                result = await self._ask_once(key, call)
+            except Exception as exc:
+                if attempt < ASK_ATTEMPTS and _ask_again(exc):
+                    _retried(exc)
+                    await asyncio.sleep(_ask_backoff(exc, attempt))
+                    attempt += 1
+                    continue
+                if isinstance(exc, Fenced):
+                    raise ConversationRefencing(key, exc) from None
+                if not _passivated(exc):
+                    raise
+                # Still passivating, or its process unavailable (a machine cut off or gone, and Ray
+                # not yet done restarting its actors elsewhere): a dependency that is down, not a bug.
+                raise ConversationNotLive(key, type(exc).__name__) from None
+            metered(result)  # a limited tenant's turn: its tokens count against its day
+            return result
 
     async def _ask_once(self, key: StreamKey, call: Callable[[ConversationHandle], Awaitable[T]]) -> T:
         await (self.bus_ready or self.connections)()  # a broker that is down: 503 now, not once the append gives up
@@ -338,8 +336,8 @@ class GatewayRuntime:
             self._nodes[key] = NodeOf(handle.node_id())  # in the background: the call does not wait for it
         node = self._nodes[key]
         try:
-            async with self.node_watch.watching(node):
-                return await asyncio.wait_for(call(handle), self.settings.actor_timeout_s)
+            async with self.node_watch.watching(node), asyncio.timeout(self.settings.actor_timeout_s):
+                return await call(handle)  # a timeout, not wait_for: no task of its own per call
         except Exception as exc:
             self._handles.pop(key, None)
             self._nodes.pop(key, None)

@@ -264,10 +264,19 @@ def watched_families(figures: Mapping[str, Any]) -> Iterator[Metric]:
 
 
 # ---------------------------------------------------------------------------- recording: gateways
+_HTTP_SERIES: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+"""The request series by (route template, method, status), looked up once each: the labels
+are a bounded set, and ``labels()`` takes a lock and checks them on every call (issue 38)."""
+
+
 def request_done(route: str, method: str, status: int, seconds: float) -> None:
     if _state["on"]:
-        HTTP_REQUESTS.labels(route, method, str(status)).inc()
-        HTTP_SECONDS.labels(route, method).observe(seconds)
+        series = _HTTP_SERIES.get((route, method, status))
+        if series is None:
+            series = _HTTP_SERIES[(route, method, status)] = (HTTP_REQUESTS.labels(route, method, str(status)),
+                                                              HTTP_SECONDS.labels(route, method))
+        series[0].inc()
+        series[1].observe(seconds)
 
 
 def limit_hit(tenant: str, error: BaseException) -> None:

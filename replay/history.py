@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -46,6 +47,9 @@ T = TypeVar("T")
 
 SNAPSHOT_EVERY = 200
 """Seqs between the snapshots a reader writes while folding (the actors' default too)."""
+KEEP_STATES = 16
+"""Keys whose last looked-at state the serving reader keeps (:class:`History`'s ``keep_states``):
+the conversations people are looking at in the inspector at once, per gateway process."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +86,18 @@ class History:
     def __init__(
         self, log: EventLogReader, *, snapshots: SnapshotStore | None = None, snapshot_every: int = SNAPSHOT_EVERY,
         materialize: bool = True, stream_head: Callable[[StreamKey], Awaitable[int | None]] | None = None,
-        settle_timeout_s: float = 5.0,
+        settle_timeout_s: float = 5.0, keep_states: int = 0,
     ) -> None:
         """``stream_head``, if given, tells the last seq the bus has acknowledged for a key: the
         latest position then waits (up to ``settle_timeout_s``) until the log has committed it,
-        so what a writer was told is stored is what a reader sees (read-your-writes)."""
+        so what a writer was told is stored is what a reader sees (read-your-writes).
+
+        ``keep_states``: how many keys' last looked-at state :meth:`state_at` keeps, so a look at
+        the same seq again costs no read and a look a little later folds only the events between
+        (a timeline stepped through); 0 keeps none. A state at a seq never changes (the log is
+        append-only and states are immutable), so a kept one is never stale; whether the
+        conversation may still be read at all is the caller's to check first (the gateway's read
+        barrier asks the log, which refuses a forgotten one)."""
         if snapshot_every < 1:
             raise ValueError("snapshot_every must be at least 1")
         self.log = log
@@ -96,6 +107,9 @@ class History:
         self.snapshot_every = snapshot_every
         self.materialize = materialize and snapshots is not None
         self._forks: dict[StreamKey, ForkPoint | None] = {}
+        self.keep_states = keep_states
+        self._kept: OrderedDict[StreamKey, ConversationState] = OrderedDict()
+        """The last state :meth:`state_at` gave of each key, least recently looked at first."""
 
     async def fork_point(self, key: StreamKey) -> ForkPoint | None:
         """Where ``key`` was forked from, or None for a branch that starts at seq 1 (``main``)."""
@@ -176,10 +190,14 @@ class History:
         return inherited + await read(key, point.fork_seq, until_seq)
 
     async def state_at(
-        self, key: StreamKey, seq: int | None = None, *, at_time: float | None = None
+        self, key: StreamKey, seq: int | None = None, *, at_time: float | None = None, last: int | None = None
     ) -> ConversationState:
-        """The state of ``key`` right after event ``seq`` (default: the last), or at ``at_time``."""
-        last = await self.last_seq(key)
+        """The state of ``key`` right after event ``seq`` (default: the last), or at ``at_time``.
+
+        ``last``: the last seq, when the caller has just settled it (the gateway's read barrier,
+        :meth:`~mirror.gateway.runtime.GatewayRuntime.existing`): not asked of the log and the bus again."""
+        if last is None or (last == 0 and key.branch != MAIN_BRANCH):  # an empty branch: last_seq says UnknownBranch
+            last = await self.last_seq(key)
         if at_time is not None:
             if seq is not None:
                 raise ValueError("ask for a seq or a time, not both")
@@ -191,7 +209,21 @@ class History:
         return await self._state_at(key, seq)
 
     async def _state_at(self, key: StreamKey, seq: int) -> ConversationState:
-        return (await self.rebuild(key, seq)).state
+        if not self.keep_states:
+            return (await self.rebuild(key, seq)).state
+        kept = self._kept.get(key)
+        if kept is not None and kept.last_seq == seq:
+            state = kept
+        elif kept is not None and kept.last_seq < seq and seq - kept.last_seq <= seq % self.snapshot_every:
+            # No further from the kept state than from the snapshot a fold would start at: fold on from it.
+            state = await self._fold(kept, await self.events(key, after_seq=kept.last_seq, until_seq=seq))
+        else:
+            state = (await self.rebuild(key, seq)).state
+        self._kept[key] = state
+        self._kept.move_to_end(key)
+        while len(self._kept) > self.keep_states:
+            self._kept.popitem(last=False)
+        return state
 
     async def rebuild(self, key: StreamKey, until_seq: int | None = None) -> Rebuilt:
         """The state of ``key`` after ``until_seq`` (default: everything the log has committed).
@@ -265,7 +297,7 @@ def serving_history(log: LogAccess, bus: EventBus, *, snapshot_every: int = SNAP
     async def stream_head(key: StreamKey) -> int | None:
         return (await bus.head(key)).last_seq
 
-    return History(log, snapshots=log, snapshot_every=snapshot_every, stream_head=stream_head)
+    return History(log, snapshots=log, snapshot_every=snapshot_every, stream_head=stream_head, keep_states=KEEP_STATES)
 
 
 def _decoded(snapshot: Snapshot) -> tuple[ConversationState | None, str]:
@@ -286,4 +318,4 @@ def _rekeyed(state: ConversationState, key: StreamKey) -> ConversationState:
     return state if state.key == key else replace(state, key=key)
 
 
-__all__ = ["ForkPoint", "History", "Rebuilt", "SNAPSHOT_EVERY", "serving_history"]
+__all__ = ["ForkPoint", "History", "KEEP_STATES", "Rebuilt", "SNAPSHOT_EVERY", "serving_history"]

@@ -30,6 +30,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from mirror.actors.results import TurnResult
+from mirror.actors.token_stream import StreamItem
 from mirror.cognition.pipeline import MirrorConfig
 from mirror.cognition.turn import TurnRequest
 from mirror.gateway.idempotency import idempotency_key, replayed_headers
@@ -48,7 +49,7 @@ from mirror.gateway.openai.shapes import (
     turn_message,
     usage,
 )
-from mirror.gateway.openai.transcript import placement
+from mirror.gateway.openai.transcript import Placement, placed
 from mirror.gateway.relay import StreamCut, TurnRelay
 from mirror.gateway.runtime import GatewayRuntime, Runtime, Tenant, branch_key, key_of
 
@@ -111,20 +112,27 @@ async def _completion(path_name: str | None, body: ChatCompletionIn, request: Re
     if size > limit:
         raise OpenAIError(413, f"the user's message is {size} bytes; the limit is {limit}", "message_too_large", "messages")
     keyed = idempotency_key(request.headers)
-    placed = await placement(runtime, key, transcript, keyed)  # which branch the transcript continues (issue 35)
-    key = branch_key(key, placed.branch)
-    headers.update({HISTORY_HEADER: placed.history, BRANCH_HEADER: key.branch, NAMED_BY_HEADER: named.source,
+
+    async def started(where: Placement) -> tuple[TurnResult | TurnRelay, StreamItem | None]:
+        turn = TurnRequest(message, mode=choice.mode, mind=choice.mind, stream=bool(body.stream), idempotency_key=keyed,
+                           instructions=transcript.instructions, continuation=where.continuation)
+        branch = branch_key(key, where.branch)
+        if not body.stream:
+            return await runtime.ask(branch, lambda handle: handle.turn(turn), resend_safe=keyed is not None), None
+        relay = TurnRelay(runtime, branch, lambda handle: handle.turn_stream(turn), resend_safe=keyed is not None)
+        return relay, await relay.next()  # a failure before the reply begins is answered with its status
+
+    # Which branch the transcript continues (issue 35): main's conversation is asked first (issue 38).
+    where, (result, first) = await placed(runtime, key, transcript, keyed, started)
+    branch = where.branch
+    headers.update({HISTORY_HEADER: where.history, BRANCH_HEADER: branch, NAMED_BY_HEADER: named.source,
                     background.TASK_HEADER: "turn"})
-    turn = TurnRequest(message, mode=choice.mode, mind=choice.mind, stream=bool(body.stream), idempotency_key=keyed,
-                       instructions=transcript.instructions, continuation=placed.continuation)
     identifier = completion_id()
-    if not body.stream:
-        result = await runtime.ask(key, lambda handle: handle.turn(turn), resend_safe=keyed is not None)
-        return JSONResponse(completion(identifier, body.model, result, conversation, key.branch),
+    if isinstance(result, TurnResult):
+        return JSONResponse(completion(identifier, body.model, result, conversation, branch),
                             headers={**headers, **replayed_headers(result)})
-    relay = TurnRelay(runtime, key, lambda handle: handle.turn_stream(turn), resend_safe=turn.idempotency_key is not None)
-    first = await relay.next()  # a failure before the reply begins is answered with its status
-    return StreamingResponse(_chunks(relay, first, identifier, body, conversation, key.branch),
+    assert first is not None
+    return StreamingResponse(_chunks(result, first, identifier, body, conversation, branch),
                              media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
 
 

@@ -38,15 +38,27 @@ history the client does not have. What counts (docs/http-api.md says the same to
 
 The alignment itself (:func:`align`) is pure; :func:`logged_branches` reads the branches and
 :func:`placement` does both for a request.
+
+**The quick way first** (:func:`placed`, issue 38). Most requests' transcript is exactly ``main``'s
+turns, and then ``main`` wins whatever the other branches hold (no branch has a longer common
+prefix than the whole transcript, and on a tie ``main`` needs no fork and comes first). So the
+turn is sent to ``main`` with the digest of its exchanges
+(:mod:`mirror.cognition.transcript_digest`) and no log is read: ``main``'s conversation, the
+single writer of its turns, compares the digest with its own and either continues (``same``) or
+refuses with :class:`~mirror.actors.errors.TranscriptElsewhere`, appending nothing; only then is the
+transcript aligned from the log as above. A retry whose idempotency key ``main`` recorded is
+answered by ``main`` before any comparison, as the alignment would place it.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
+from mirror.actors.errors import TranscriptElsewhere
+from mirror.cognition.transcript_digest import digest_of
 from mirror.cognition.turn import Continuation
 from mirror.events.envelope import Event
 from mirror.events.ids import MAIN_BRANCH, StreamKey
@@ -56,7 +68,10 @@ from mirror.events.payloads import Appraisal, Fork, Instructions, Interpretation
 if TYPE_CHECKING:  # the runtime imports the limits, whose middleware names conversations as ``naming`` does
     from mirror.gateway.runtime import GatewayRuntime
 
-__all__ = ["CLIENT_BRANCHES", "Exchange", "LoggedBranch", "LoggedTurn", "Placement", "Transcript", "align", "logged_branches", "placement"]
+__all__ = ["CLIENT_BRANCHES", "Exchange", "LoggedBranch", "LoggedTurn", "Placement", "Transcript", "align", "logged_branches",
+           "placed", "placement", "quick_placement"]
+
+T = TypeVar("T")
 
 Exchange = tuple[str, str]
 """(the user's message, the reply), as the client's transcript or a branch holds it."""
@@ -230,3 +245,24 @@ async def placement(runtime: GatewayRuntime, key: StreamKey, transcript: Transcr
     summaries = await log.conversations(key.tenant, key.conversation)
     names = [MAIN_BRANCH, *(name for name in (summaries[0].branches if summaries else ()) if name != MAIN_BRANCH)]
     return align(transcript, await logged_branches(log, key, names), idempotency_key)
+
+
+def quick_placement(transcript: Transcript) -> Placement:
+    """The placement tried first (see the module docstring): ``main``, if its turns are the transcript's exchanges."""
+    if not transcript.history:
+        return Placement(MAIN_BRANCH, None, "none")
+    exchanges = transcript.exchanges
+    return Placement(MAIN_BRANCH, Continuation(len(exchanges), digest=digest_of(exchanges)), "same")
+
+
+async def placed(runtime: GatewayRuntime, key: StreamKey, transcript: Transcript, idempotency_key: str | None,
+                 call: Callable[[Placement], Awaitable[T]]) -> tuple[Placement, T]:
+    """``call(placement)`` with the quick placement; when ``main`` refuses it (the transcript is not
+    its turns), with :func:`placement`'s. Both the placement used and what the call returned."""
+    quick = quick_placement(transcript)
+    try:
+        return quick, await call(quick)
+    except TranscriptElsewhere:
+        pass
+    aligned = await placement(runtime, key, transcript, idempotency_key)
+    return aligned, await call(aligned)

@@ -122,8 +122,8 @@ async def get_reviews(conversation: str, owner: Tenant, runtime: Runtime, at: in
 async def _state(runtime: GatewayRuntime, owner: str, conversation: str, branch: str,
                  at: int | None) -> ConversationState:
     key = branch_key(key_of(owner, conversation), branch)
-    await runtime.existing(key)  # read-your-writes: the log holds what the bus acknowledged
-    return await (await runtime.history(key.tenant)).state_at(key, at)
+    last = await runtime.existing(key)  # read-your-writes: the log holds what the bus acknowledged
+    return await (await runtime.history(key.tenant)).state_at(key, at, last=last)
 
 
 async def _embedded(runtime: GatewayRuntime, state: ConversationState,

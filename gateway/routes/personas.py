@@ -134,7 +134,7 @@ async def get_persona_state(conversation: str, owner: Tenant, runtime: Runtime,
     if at is None:
         state = state_from_snapshot(await runtime.ask(key, lambda handle: handle.state_bytes()))
     else:
-        state = await (await runtime.history(owner)).state_at(StreamKey(owner, conversation), at)
+        state = await (await runtime.history(owner)).state_at(StreamKey(owner, conversation), at, last=last_seq)
     if state.persona is None:
         raise HTTPException(404, f"conversation {conversation!r} is not a persona (its mind is mirror)"
                                  if state.turn_count or at is None or at >= last_seq else

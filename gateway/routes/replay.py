@@ -59,8 +59,8 @@ async def _state_of(runtime: GatewayRuntime, key: StreamKey, at: int | None, at_
     if at is not None and at_time is not None:
         raise HTTPException(400, "give at (a seq) or at_time (an ISO time), not both")
     when = None if at_time is None else _parse_time(at_time)
-    await runtime.existing(key)  # read-your-writes: the log holds what the bus acknowledged
-    return await (await runtime.history(key.tenant)).state_at(key, at, at_time=when)
+    last = await runtime.existing(key)  # read-your-writes: the log holds what the bus acknowledged
+    return await (await runtime.history(key.tenant)).state_at(key, at, at_time=when, last=last)  # settled once
 
 
 def _parse_time(text: str) -> float:

@@ -30,9 +30,10 @@ Each action's ms run from its first ask to its last answer parsed, as the page w
 ``client_json_p50_ms`` is how much of that this client spent parsing JSON (the browser's share,
 not Mirror's). The raw limit, in the same run: ``healthz_p50_ms``, one ``GET /healthz`` round
 trip (no token, no work), and ``open_floor_ms`` = open's requests × that: what opening would
-cost if Mirror did no work at all. The server keeps no answer cache: each state is folded from
-the newest snapshot at or before it (the gateway's reader leaves one every 200 events as it
-folds) plus the events after it, so a repeated look costs what any later look does; the first
+cost if Mirror did no work at all. Each state is folded from the newest snapshot at or before it
+(the gateway's reader leaves one every 200 events as it folds) plus the events after it, or on
+from the state the reader last gave of the conversation when that is nearer (it keeps one per
+conversation: a look at the same seq again, as each ``open`` makes, folds nothing); the first
 open of the run (``open.first_ms``) may fold more.
 """
 

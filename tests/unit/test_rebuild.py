@@ -3,6 +3,8 @@ a snapshot that cannot be used is skipped, discarded and counted — never trust
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgpack
 import pytest
 from hypothesis import given, settings
@@ -86,3 +88,35 @@ async def test_snapshot_plus_tail_is_the_full_fold_at_every_seq_on_every_branch(
     assert expected.last_seq == seq
     assert (await history.rebuild(key, seq)).state == expected
     assert await history.state_at(key, seq) == expected
+
+
+class _CountingLog(InMemoryEventLog):
+    """The log, counting the loads (snapshot + tail) and reads asked of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads = 0
+        self.reads = 0
+
+    async def load(self, *args: Any, **kwargs: Any) -> Any:
+        self.loads += 1
+        return await super().load(*args, **kwargs)
+
+    async def read(self, *args: Any, **kwargs: Any) -> Any:
+        self.reads += 1
+        return await super().read(*args, **kwargs)
+
+
+async def test_a_kept_state_answers_the_same_look_and_folds_on_to_a_later_one() -> None:
+    log = _CountingLog()
+    log.add(EVENTS)
+    history = History(log, snapshot_every=len(MAIN_EVENTS) + 1, keep_states=1)  # no snapshot nearer than the kept state
+    last = len(MAIN_EVENTS)
+    assert await history.state_at(MAIN, last - 3) == fold(MAIN_EVENTS[:last - 3])
+    asked = log.loads + log.reads
+    assert await history.state_at(MAIN, last - 3) == fold(MAIN_EVENTS[:last - 3])  # the same look: nothing read
+    assert log.loads + log.reads == asked
+    assert await history.state_at(MAIN, last) == fold(MAIN_EVENTS)  # three events on: those alone read, no load
+    assert log.loads == 1 and log.loads + log.reads == asked + 1
+    assert await history.state_at(MAIN, 2) == fold(MAIN_EVENTS[:2])  # an earlier look: rebuilt as ever
+    assert log.loads == 2
