@@ -314,7 +314,7 @@ class JetStreamBus:
     async def _seal(self, key: StreamKey, encoded: list[bytes], head: Head) -> list[bytes]:
         """The messages' data: ``encoded`` sealed with the conversation's key (made if it has none).
         The first message of a subject (fence 0: compaction always keeps a subject's last one)
-        reads the key from the bucket, not the cache: a forget may have erased it since."""
+        reads the key from the key stream, not the cache: a forget may have erased it since."""
         if not self.settings.seal:
             return encoded
         sealer = await self._retrying(self.keys.for_writing, key.tenant, key.conversation, fresh=head.fence == 0)

@@ -9,9 +9,9 @@ every such copy unreadable, wherever it lies (docs/operations.md, "Forgetting an
 
 - **The key**: 32 random bytes and an 8-byte key id per conversation (all its branches), made
   by the first writer (:meth:`DataKeys.for_writing`: create-if-absent, so two writers racing
-  agree on one), kept in the JetStream key-value bucket ``<stream>_KEYS``. An entry is written
-  once and never updated, so no older revision of it is ever purged and left behind; erasing it
-  (:meth:`DataKeys.erase`) is JetStream's secure erase of that one message (overwritten by the
+  agree on one), kept in the stream ``<stream>_KEYS`` (one subject per conversation). A key is
+  written once and never updated, so no older copy of it is ever purged and left behind; erasing
+  it (:meth:`DataKeys.erase`) is JetStream's secure erase of that one message (overwritten by the
   server). Each process caches the keys it used.
 - **The seal** (:class:`DataKey`): ``0xc1`` (a byte msgpack never uses, so a sealed message is
   never mistaken for a codec record, and a stream with plain messages from before still reads),
@@ -35,8 +35,10 @@ from typing import Any
 import nats.js.errors
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 
 from mirror.events.errors import BusError, DataKeyErased
+from mirror.events.nats._publisher import HEADER_EXPECTED_LAST_SUBJECT_SEQUENCE
 
 SEALED = 0xC1
 """First byte of a sealed message: never the first byte of a msgpack record (the codec's)."""
@@ -74,7 +76,7 @@ class DataKey:
     def from_record(cls, record: bytes) -> DataKey:
         if len(record) != 1 + KEY_ID_BYTES + KEY_BYTES or record[0] != SEAL_FORMAT:
             raise BusError(f"a data key record of {len(record)} bytes, format {record[:1]!r}: not one this build "
-                           "writes (1 + 8 + 32 bytes, format 1); is the key bucket shared with another program?")
+                           "writes (1 + 8 + 32 bytes, format 1); is the key stream shared with another program?")
         return cls(record[1:1 + KEY_ID_BYTES], record[1 + KEY_ID_BYTES:])
 
     def record(self) -> bytes:
@@ -111,36 +113,49 @@ class Sealer:
                            "its bytes were altered") from exc
 
 
-def entry_name(tenant: str, conversation: str) -> str:
-    """The bucket key of a conversation's data key (ids are ``[A-Za-z0-9_-]``, valid in NATS keys)."""
-    return f"{tenant}.{conversation}"
+ERR_WRONG_LAST_SEQUENCE = (10071, 10164)
+"""JetStream's refusals of a publish whose expected-last-subject-sequence does not match
+(:data:`.jetstream.FENCE_REFUSALS`, which imports this module)."""
+
+
+def key_subject(stream: str, tenant: str, conversation: str) -> str:
+    """The subject of a conversation's data key (ids are ``[A-Za-z0-9_-]``: valid subject tokens)."""
+    return f"mirror-keys.{stream}.{tenant}.{conversation}"
 
 
 class DataKeys:
-    """The data keys of one stream's conversations, in the bucket ``<stream>_KEYS``, cached.
+    """The data keys of one event stream's conversations, in the stream ``<stream>_KEYS``, cached.
 
-    ``js`` is a JetStream context; the bucket is made on first use with ``replicas`` copies (as
-    many as the event stream has: a key lost with a server would make its messages unreadable).
+    A stream of its own rather than a key-value bucket: a bucket's stream denies message deletes,
+    and erasing a key is exactly a secure delete of its one message. It is used as a write-once
+    key-value store: one subject per conversation, written with expected-last-subject-sequence 0
+    (create-if-absent), read with a last-by-subject get from the leader. ``js`` is a JetStream
+    context; the stream is made on first use with ``replicas`` copies (as many as the event stream:
+    a key lost with a server would make its messages unreadable).
     """
 
     def __init__(self, js: Any, stream: str, replicas: int, cache: int = DEFAULT_CACHE) -> None:
-        self.bucket = f"{stream}_KEYS"
-        self.key_stream = f"KV_{self.bucket}"
+        self.event_stream = stream
+        self.key_stream = f"{stream}_KEYS"
         self._js, self._replicas, self._cache_size = js, replicas, cache
-        self._kv: Any = None
+        self._ready = False
         self._cache: OrderedDict[tuple[str, str], Sealer] = OrderedDict()
 
-    async def _store(self) -> Any:
-        if self._kv is None:
-            try:  # bound as it is (made by another process, perhaps with other replicas)
-                self._kv = await self._js.key_value(self.bucket)
-                return self._kv
-            except nats.js.errors.BucketNotFoundError:
-                pass
-            self._kv = await self._js.create_key_value(
-                bucket=self.bucket, history=1, replicas=self._replicas,
-                description="Mirror: one data key per conversation, written once, erased when it is forgotten")
-        return self._kv
+    async def _store(self) -> None:
+        if self._ready:
+            return
+        try:  # bound as it is (made by another process, perhaps with other replicas)
+            await self._js.stream_info(self.key_stream)
+        except nats.js.errors.NotFoundError:
+            try:
+                await self._js.add_stream(StreamConfig(
+                    name=self.key_stream, subjects=[f"mirror-keys.{self.event_stream}.>"],
+                    description="Mirror: one data key per conversation, written once, erased when it is forgotten",
+                    retention=RetentionPolicy.LIMITS, storage=StorageType.FILE, num_replicas=self._replicas,
+                    allow_direct=False, deny_delete=False))
+            except nats.js.errors.BadRequestError:  # made meanwhile by another process
+                await self._js.stream_info(self.key_stream)
+        self._ready = True
 
     def cached(self, tenant: str, conversation: str) -> Sealer | None:
         sealer = self._cache.get((tenant, conversation))
@@ -155,31 +170,41 @@ class DataKeys:
             self._cache.popitem(last=False)
         return sealer
 
-    async def _load(self, tenant: str, conversation: str) -> Sealer | None:
-        """The stored key (cached from now on), or None if the bucket has none."""
-        kv = await self._store()
+    async def _stored(self, tenant: str, conversation: str) -> tuple[int, bytes] | None:
+        """(stream seq, record) of the conversation's key from the stream's leader, or None."""
+        await self._store()
         try:
-            entry = await kv.get(entry_name(tenant, conversation))
-        except nats.js.errors.KeyNotFoundError:  # never made, or erased
+            message = await self._js.get_last_msg(self.key_stream, key_subject(self.event_stream, tenant, conversation))
+        except nats.js.errors.NotFoundError:  # never made, or erased
+            return None
+        return message.seq or 0, message.data or b""
+
+    async def _load(self, tenant: str, conversation: str) -> Sealer | None:
+        """The stored key (cached from now on), or None if there is none."""
+        stored = await self._stored(tenant, conversation)
+        if stored is None:
             self._cache.pop((tenant, conversation), None)
             return None
-        return self._remember(tenant, conversation, DataKey.from_record(entry.value or b"").sealer())
+        return self._remember(tenant, conversation, DataKey.from_record(stored[1]).sealer())
 
     async def for_writing(self, tenant: str, conversation: str, *, fresh: bool = False) -> Sealer:
         """The conversation's key, made now if it has none (create-if-absent: racing writers agree).
 
-        ``fresh``: read the bucket even if the key is cached — for the first message of a subject,
+        ``fresh``: read the stream even if the key is cached — for the first message of a subject,
         which may follow a forget (and an import) that erased the key this process still holds."""
-        if not fresh:  # a key in use: from the cache, else the bucket
+        if not fresh:  # a key in use: from the cache, else the stream
             sealer = self.cached(tenant, conversation) or await self._load(tenant, conversation)
             if sealer is not None:
                 return sealer
-        kv = await self._store()  # else try to make it first: one round trip for a new conversation
+        await self._store()  # else try to make it first: one round trip for a new conversation
         key = DataKey.new()
         try:
-            await kv.create(entry_name(tenant, conversation), key.record())
-        except nats.js.errors.KeyWrongLastSequenceError:  # another writer made it first: theirs
-            loaded = await self._load(tenant, conversation)
+            await self._js.publish(key_subject(self.event_stream, tenant, conversation), key.record(),
+                                   stream=self.key_stream, headers={HEADER_EXPECTED_LAST_SUBJECT_SEQUENCE: "0"})
+        except nats.js.errors.APIError as exc:
+            if exc.err_code not in ERR_WRONG_LAST_SEQUENCE:
+                raise
+            loaded = await self._load(tenant, conversation)  # another writer made it first: theirs
             if loaded is None:
                 raise BusError(f"the data key of {tenant}/{conversation} was made and erased at once; "
                                "the conversation is being forgotten") from None
@@ -187,7 +212,7 @@ class DataKeys:
         return self._remember(tenant, conversation, key.sealer())
 
     async def for_reading(self, tenant: str, conversation: str, key_id: bytes) -> Sealer:
-        """The key a message was sealed with; :class:`DataKeyErased` if the bucket no longer has it."""
+        """The key a message was sealed with; :class:`DataKeyErased` if the stream no longer has it."""
         sealer = self.cached(tenant, conversation)
         if sealer is None or sealer.key.key_id != key_id:
             sealer = await self._load(tenant, conversation)  # a miss, or a key made again since (an import)
@@ -211,20 +236,18 @@ class DataKeys:
         return sealer.open(data)
 
     async def erase(self, tenant: str, conversation: str) -> bool:
-        """Securely erase the conversation's key (its one message in the bucket's stream is
-        overwritten by the server) and drop it from this process's cache. False: it had none."""
+        """Securely erase the conversation's key (its one message is overwritten by the server, then
+        deleted) and drop it from this process's cache. False: it had none."""
         self._cache.pop((tenant, conversation), None)
-        kv = await self._store()
-        try:
-            entry = await kv.get(entry_name(tenant, conversation))
-        except nats.js.errors.KeyNotFoundError:
+        stored = await self._stored(tenant, conversation)
+        if stored is None:
             return False
         try:
-            await self._js.delete_msg(self.key_stream, entry.revision)  # no ``no_erase``: overwritten
+            await self._js.delete_msg(self.key_stream, stored[0])  # no ``no_erase``: overwritten
         except nats.js.errors.NotFoundError:  # erased meanwhile by another sweep
             return False
         return True
 
 
-__all__ = ["DEFAULT_CACHE", "HEADER_BYTES", "SEALED", "SEAL_FORMAT", "DataKey", "DataKeys", "Sealer", "entry_name",
+__all__ = ["DEFAULT_CACHE", "HEADER_BYTES", "SEALED", "SEAL_FORMAT", "DataKey", "DataKeys", "Sealer", "key_subject",
            "is_sealed", "key_id_of"]

@@ -239,7 +239,7 @@ async def stream_messages(url: str, expected: int | None = None, *, stream: str 
     nc = await connect_nats(url, name="test-stream-reader")
     try:
         js = nc.jetstream()
-        keys = DataKeys(js, stream, replicas=1)  # only read: the bucket exists with its own replicas
+        keys = DataKeys(js, stream, replicas=1)  # only read: the key stream exists with its own replicas
         if expected is None:  # a server just back from a partition may still be rejoining: "temporarily unavailable"
             expected = (await retry_transient(js.stream_info, stream, deadline_s=timeout_s)).state.messages
         messages: list[tuple[int, str, bytes]] = []
