@@ -192,8 +192,11 @@ class DataKeys:
 
         ``fresh``: read the stream even if the key is cached — for the first message of a subject,
         which may follow a forget (and an import) that erased the key this process still holds."""
-        if not fresh:  # a key in use: from the cache, else the stream
-            sealer = self.cached(tenant, conversation) or await self._load(tenant, conversation)
+        cached = self.cached(tenant, conversation)
+        if cached is not None and not fresh:
+            return cached
+        if cached is not None or not fresh:  # a key in use (or that was): from the stream
+            sealer = await self._load(tenant, conversation)
             if sealer is not None:
                 return sealer
         await self._store()  # else try to make it first: one round trip for a new conversation
