@@ -41,7 +41,6 @@ from mirror.events.envelope import Event
 from mirror.events.errors import AppendConflict, BusError, BusUnavailable, DataKeyErased
 from mirror.events.ids import StreamKey
 from mirror.events.nats._client import MirrorNatsClient
-from mirror.events.nats.sealing import DataKeys
 from mirror.events.nats._publisher import (
     HEADER_EXPECTED_LAST_SUBJECT_SEQUENCE,
     HEADER_MSG_ID,
@@ -49,6 +48,7 @@ from mirror.events.nats._publisher import (
     ChainedAppends,
     PipelinedPublisher,
 )
+from mirror.events.nats.sealing import DataKeys
 
 log = logging.getLogger(__name__)
 
