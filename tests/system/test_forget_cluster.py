@@ -61,7 +61,7 @@ async def test_no_node_of_a_cluster_of_three_keeps_a_forgotten_conversation_read
                 store = tmp_path / "nats" / f"n{index}"
                 assert scan(store, GONE_CANARY.encode()) == {}, f"node {index}"
                 assert scan(store, KEPT_CANARY.encode()) == {}, f"node {index}: the stream holds ciphertext only"
-            assert occurrences(tmp_path / "log.duckdb", KEPT_CANARY.encode())  # the log keeps plain events
+            assert "log.duckdb" in scan(tmp_path, KEPT_CANARY.encode())  # the log keeps plain events
             # The key's message is erased at once; its copy in each node's Raft log of the key stream
             # goes when that node next snapshots the stream (nats-server: every 2 minutes; 147 s measured).
             await until_async(lambda: not any(scan(tmp_path / "nats" / f"n{index}", secret) for index in range(3)),
