@@ -1,13 +1,14 @@
 """What DuckDB and nats-server leave in their files after a delete: the probe behind Mirror's
-choice of physical deletion over crypto-shredding (docs/operations.md, "Forgetting and retention").
+choices — physical deletion for the log, crypto-shredding for the stream's copy — and what
+sealing the stream costs (docs/operations.md, "Forgetting and retention").
 
 Deleting a row or a message does not by itself remove its bytes from a database file or a
 broker's block file. This probe writes two conversations' worth of records, each carrying its
 conversation's canary string between random bytes (so no compression can hide it), interleaved
 as the ingester writes them, deletes one conversation by each means the backends offer, and
 counts the canary's occurrences in every file under the data directory, bytewise, after each
-step. It also times crypto-shredding's cost (AES-GCM per event with a per-conversation key), the
-alternative the decision weighed.
+step. It also times crypto-shredding's cost: AES-GCM per event with a per-conversation key, and
+(:func:`sealing_cost`) the sealing the bus does, per event and in the bus's appends, on and off.
 
 Run it with ``python -m mirror.harness.bench.erasure_residue`` (prints JSON). :func:`scan` is the
 scanner the erasure tests use too.
