@@ -16,6 +16,7 @@
         │   ├── LogUnavailable       the log's owner did not answer a read
         │   └── LogLocked            another process holds the DuckDB file's write lock
         ├── ConversationForgotten    the conversation was erased: only its tombstone is left
+        │   └── DataKeyErased        a stream message sealed with a data key that was erased (forgotten)
         ├── ArchiveInvalid           an export archive that is not one, or whose bytes do not match its manifest
         └── ImportRefused            an import whose conversation exists already (or was forgotten)
 
@@ -198,6 +199,18 @@ class ConversationForgotten(EventError):
                          "and it cannot be written again; start a new conversation under another id")
 
 
+class DataKeyErased(ConversationForgotten):
+    """A stream message is sealed with a data key the key bucket no longer holds: the conversation
+    was forgotten and its key erased (:mod:`mirror.events.nats.sealing`), so the message is unreadable."""
+
+    def __init__(self, tenant: str, conversation: str) -> None:
+        self.tenant = tenant
+        self.conversation = conversation
+        EventError.__init__(self, f"a stream message of conversation {conversation} of tenant {tenant} is sealed with "
+                                  "a data key that was erased: the conversation was forgotten and its messages can no "
+                                  "longer be read; start a new conversation under another id")
+
+
 class ArchiveInvalid(EventError, ValueError):
     """An archive (:mod:`mirror.events.archive`) that cannot be imported: not a tar, no manifest,
     a file missing, extra or whose SHA-256 differs, an event that does not decode or breaks its
@@ -227,7 +240,7 @@ class ImportRefused(EventError):
 
 
 __all__ = [
-    "AppendConflict", "ArchiveInvalid", "ImportRefused", "ConversationForgotten", "BusError", "BusUnavailable", "CodecError", "CounterContended", "CorruptEvent", "EventError", "InvalidIdentifier",
+    "AppendConflict", "ArchiveInvalid", "ImportRefused", "ConversationForgotten", "DataKeyErased", "BusError", "BusUnavailable", "CodecError", "CounterContended", "CorruptEvent", "EventError", "InvalidIdentifier",
     "InvalidSyncInterval", "LogError", "LogLocked", "LogUnavailable", "MirrorError", "ShardMapError",
     "UnknownEventType",
 ]

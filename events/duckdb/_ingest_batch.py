@@ -79,6 +79,10 @@ class IngestBatch:
     def __len__(self) -> int:
         return len(self.seq)
 
+    def reject(self, stream_seq: int, subject: str, error: str, data: bytes) -> None:
+        """Record a message that cannot be added (a seal that does not open): kept, never dropped."""
+        self.rejected.append(RejectedRecord(stream_seq, subject, error, data))
+
     def add(self, data: bytes, stream_seq: int, subject: str) -> None:
         """Check one message and add its event, or record why it is rejected or a copy."""
         try:

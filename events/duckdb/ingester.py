@@ -41,7 +41,7 @@ from mirror.events.duckdb._ingest_batch import IngestBatch
 from mirror.events.duckdb._regression import check_stream
 from mirror.events.duckdb.log import DuckDBEventLog
 from mirror.events.duckdb.retention import RetentionSettings, RetentionSweeper
-from mirror.events.errors import BusError
+from mirror.events.errors import BusError, DataKeyErased
 from mirror.events.log import StreamMark
 from mirror.events.nats._client import MirrorNatsClient
 from mirror.events.nats._pull import Delivery, PullFeed
@@ -54,6 +54,7 @@ from mirror.events.nats.jetstream import (
     retry_transient,
 )
 from mirror.events.nats.log_service import LogService
+from mirror.events.nats.sealing import is_sealed, key_id_of
 from mirror.tracing import TraceSettings
 
 log = logging.getLogger(__name__)
@@ -225,13 +226,15 @@ class Ingester:
         self._reconnects_seen = self.nc.stats.get("reconnects", 0)
         try:
             checked = await retry_transient(check_stream, self.js, self.stream.name, self._mark,
-                                            self.committed_offset, deadline_s=self.stream.retry_deadline_s)
+                                            self.committed_offset, self.bus.keys,
+                                            deadline_s=self.stream.retry_deadline_s)
         except nats.js.errors.NotFoundError:  # a broker back with an empty disk: no stream at all
             log.warning("ingester %s: stream %s is gone; making it again", self.settings.shard, self.stream.name)
             await retry_transient(ensure_stream, self.js, self.stream, servers=len(self.nc.server_urls),
                                   deadline_s=self.stream.retry_deadline_s)
             checked = await retry_transient(check_stream, self.js, self.stream.name, self._mark,
-                                            self.committed_offset, deadline_s=self.stream.retry_deadline_s)
+                                            self.committed_offset, self.bus.keys,
+                                            deadline_s=self.stream.retry_deadline_s)
         regression = checked.regression
         if regression is None:
             if checked.created is not None and self._mark.created is None:
@@ -306,7 +309,7 @@ class Ingester:
                     and await self._checked(self._recover_if_regressed()):
                 continue  # the stream went backwards: these come again from the re-read
             if messages:
-                decoded = self._decode(messages)
+                decoded = self._decode(messages, await self._load_keys(messages))
                 if decoded is not None:
                     await self._batches.put(decoded)
 
@@ -339,7 +342,46 @@ class Ingester:
             log.warning("ingester %s could not check its stream (%r); trying again shortly", self.settings.shard, exc)
             return False
 
-    def _decode(self, messages: list[Delivery]) -> _Decoded | None:
+    async def _load_keys(self, messages: list[Delivery]) -> dict[tuple[str, str], bool]:
+        """Have the data key of every sealed message in the cache (:mod:`mirror.events.nats.sealing`),
+        so :meth:`_decode` opens them without waiting. Returns the conversations whose key is gone,
+        each with whether it was forgotten (usually none)."""
+        keys = self.bus.keys
+        wanted: dict[tuple[str, str], bytes] = {}
+        for subject, _, data, _ in messages:
+            if is_sealed(data) and subject.split(b".", 2)[1] not in self._skip:
+                _, tenant, conversation, _ = subject.decode().split(".", 3)
+                sealer = keys.cached(tenant, conversation)
+                if sealer is None or sealer.key.key_id != key_id_of(data):
+                    wanted[tenant, conversation] = key_id_of(data)
+        gone: dict[tuple[str, str], bool] = {}
+        for (tenant, conversation), key_id in wanted.items():
+            try:
+                await retry_transient(keys.for_reading, tenant, conversation, key_id,
+                                      deadline_s=self.stream.retry_deadline_s)
+            except DataKeyErased:
+                gone[tenant, conversation] = await self.log.tombstone(tenant, conversation) is not None
+        return gone
+
+    def _opened(self, subject: str, stream_seq: int, data: bytes, batch: IngestBatch,
+                gone: dict[tuple[str, str], bool]) -> bytes | None:
+        """A message's codec record, its seal opened; None if its data key was erased — a late write
+        to a forgotten conversation (dropped, as the log drops its plain late events) or, for a
+        conversation not forgotten, a message nobody can read any more (recorded as rejected)."""
+        _, tenant, conversation, _ = subject.split(".", 3)
+        try:
+            opened = self.bus.keys.open_cached(tenant, conversation, data)
+        except BusError as exc:  # altered bytes, or a key of another format
+            batch.reject(stream_seq, subject, str(exc), data)
+            return None
+        if opened is None:
+            if gone.get((tenant, conversation), False):
+                self.skipped_events += 1
+            else:
+                batch.reject(stream_seq, subject, str(DataKeyErased(tenant, conversation)), data)
+        return opened
+
+    def _decode(self, messages: list[Delivery], gone: dict[tuple[str, str], bool] | None = None) -> _Decoded | None:
         """The batch of ``messages`` up to the first delivery gap, if any (then nothing after it is
         decoded or acknowledged, and the consumer is made again: with AckAll, acknowledging a later
         message would acknowledge the missing one too). None if nothing before the gap."""
@@ -364,7 +406,13 @@ class Ingester:
             if skip and subject.split(b".", 2)[1] in skip:
                 self.skipped_events += 1  # another shard's: the offset moves past it, the ack covers it
                 continue
-            batch.add(data, stream_seq, subject.decode())
+            subject_text = subject.decode()
+            if is_sealed(data):
+                opened = self._opened(subject_text, stream_seq, data, batch, gone or {})
+                if opened is None:
+                    continue
+                data = opened
+            batch.add(data, stream_seq, subject_text)
         if not last_reply:
             return None
         self._decoded_offset = newest
@@ -439,7 +487,7 @@ class Ingester:
             if not self._to_compact:
                 return
             try:
-                check = await check_stream(self.js, self.stream.name, self._mark, self.committed_offset)
+                check = await check_stream(self.js, self.stream.name, self._mark, self.committed_offset, self.bus.keys)
             except Exception as exc:  # compaction is an optimisation: never fatal
                 log.warning("compaction skipped: the stream could not be checked (%r)", exc)
                 return

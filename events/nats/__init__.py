@@ -1,6 +1,8 @@
 """NATS adapters of the event ports.
 
-``jetstream`` (``JetStreamBus``: fenced, deduplicated appends; stream settings), ``_publisher``
+``jetstream`` (``JetStreamBus``: fenced, deduplicated appends; stream settings), ``sealing``
+(each message sealed with its conversation's data key, kept in a key-value bucket and erased
+on a forget: crypto-shredding of the stream's copy), ``_publisher``
 (pipelined publishes behind the fence), ``_pull`` (a pull consumer's batches), ``_client``
 (Mirror's NATS client: raw handlers, reconnect waits), ``log_service`` (the log's read API over
 NATS request-reply: ``LogService`` in the ingester, ``LogClient`` elsewhere), ``infrastructure``

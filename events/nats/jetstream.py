@@ -10,6 +10,11 @@ publish also carries ``Nats-Msg-Id`` = the deterministic event id, so a retry af
 is recognised: on 10071 or a ``duplicate`` ack we read what the stream holds at that place and
 accept only our own bytes. The fence keeps working after the ingester compacts the stream,
 because compaction (:meth:`JetStreamBus.compact`) always keeps each subject's last message.
+
+Sealing: each message's data is the event's codec record sealed with its conversation's data
+key (:mod:`.sealing`); :meth:`JetStreamBus._seal` on the way in and :meth:`JetStreamBus._open`
+on every way out are the only places that know it. Sealing is deterministic, so the byte
+comparisons above work on sealed bytes unchanged.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from mirror import tracing
 from mirror.events.bus import DEFAULT_SUBSCRIPTION_BUFFER, Head, Subscription, check_batch
 from mirror.events.codec import decode, encode
 from mirror.events.envelope import Event
-from mirror.events.errors import AppendConflict, BusError, BusUnavailable
+from mirror.events.errors import AppendConflict, BusError, BusUnavailable, DataKeyErased
 from mirror.events.ids import StreamKey
 from mirror.events.nats._client import MirrorNatsClient
 from mirror.events.nats._publisher import (
@@ -43,6 +48,7 @@ from mirror.events.nats._publisher import (
     ChainedAppends,
     PipelinedPublisher,
 )
+from mirror.events.nats.sealing import DataKeys
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +161,9 @@ class StreamSettings:
     disconnect_grace_s: float = 1.0
     """How long an append or a head waits for a dropped connection to come back before it raises
     :class:`BusUnavailable` (a cluster fails over in well under this; a dead broker does not)."""
+    seal: bool = True
+    """Seal each message with its conversation's data key (:mod:`.sealing`), so that erasing the
+    key erases every copy. Off only to measure its cost: readers open sealed messages either way."""
 
 
 PING_INTERVAL_S = 2
@@ -263,6 +272,8 @@ class JetStreamBus:
         self.js = nc.jetstream(timeout=settings.publish_timeout_s)
         self.settings = settings
         self._publisher = PipelinedPublisher(nc, settings.max_in_flight, settings.disconnect_grace_s)
+        self.keys = DataKeys(self.js, settings.name, settings.replicas or default_replicas(len(nc.server_urls)))
+        """The conversations' data keys (:mod:`.sealing`), cached in this process."""
 
     @classmethod
     async def connect(cls, url: str, settings: StreamSettings = StreamSettings(), *,
@@ -298,6 +309,21 @@ class JetStreamBus:
 
         return await self._retrying(attempt)
 
+    # ------------------------------------------------------------------------- sealing
+
+    async def _seal(self, key: StreamKey, encoded: list[bytes], head: Head) -> list[bytes]:
+        """The messages' data: ``encoded`` sealed with the conversation's key (made if it has none).
+        The first message of a subject (fence 0: compaction always keeps a subject's last one)
+        reads the key from the key stream, not the cache: a forget may have erased it since."""
+        if not self.settings.seal:
+            return encoded
+        sealer = await self._retrying(self.keys.for_writing, key.tenant, key.conversation, fresh=head.fence == 0)
+        return [sealer.seal(data) for data in encoded]
+
+    async def _open(self, key: StreamKey, data: bytes) -> bytes:
+        """A message's data as the codec record it sealed (:class:`DataKeyErased` if its key is gone)."""
+        return await self._retrying(self.keys.open, key.tenant, key.conversation, data)
+
     # ------------------------------------------------------------------------- reading
 
     async def head(self, key: StreamKey) -> Head:
@@ -309,7 +335,7 @@ class JetStreamBus:
         except nats.js.errors.NotFoundError:
             return Head(last_seq=None, fence=0)
         stream_seq, data = _stored_message(message)
-        return Head(last_seq=decode(data).seq, fence=stream_seq)
+        return Head(last_seq=decode(await self._open(key, data)).seq, fence=stream_seq)
 
     async def _stored_after(self, subject: str, stream_seq: int, *, direct: bool = True) -> tuple[int, bytes] | None:
         """The first message on ``subject`` after ``stream_seq``, if any.
@@ -334,7 +360,7 @@ class JetStreamBus:
             if stored is None:
                 return
             position = stored[0]
-            yield position, decode(stored[1])
+            yield position, decode(await self._open(key, stored[1]))
 
     async def subscribe(self, key: StreamKey, *, buffer: int = DEFAULT_SUBSCRIPTION_BUFFER) -> Subscription:
         """An ordered push consumer from the next stored message: unlike a plain subscription
@@ -343,7 +369,10 @@ class JetStreamBus:
         subscription = Subscription(key, buffer)
 
         async def on_message(message: Any) -> None:
-            subscription.deliver(message.data)
+            try:
+                subscription.deliver(await self._open(key, message.data))
+            except DataKeyErased:  # a late write to a conversation forgotten meanwhile: nothing to show
+                log.info("subscription to %s: a message whose data key was erased is passed over", key)
 
         consumer = await self._retrying(
             self.js.subscribe, subject_for(key), cb=on_message, stream=self.settings.name,
@@ -361,7 +390,7 @@ class JetStreamBus:
 
     async def append(self, key: StreamKey, events: Sequence[Event], head: Head) -> Head:
         check_batch(key, events, head.next_seq(key))
-        encoded = [encode(event) for event in events]
+        encoded = await self._seal(key, [encode(event) for event in events], head)
         fence = await self._append_from(key, events, encoded, 0, head.fence)
         return Head(last_seq=events[-1].seq if events else head.last_seq, fence=fence)
 
@@ -459,7 +488,7 @@ class JetStreamBus:
         chains: list[Chain] = []
         for key, events, head in batches:
             check_batch(key, events, head.next_seq(key))
-            encoded = [encode(event) for event in events]
+            encoded = await self._seal(key, [encode(event) for event in events], head)
             chains.append(Chain(subject_for(key), encoded, [event.id for event in events], head.fence))
 
         async def fallback(position: int, chain: Chain) -> int:
@@ -489,13 +518,17 @@ class JetStreamBus:
         await self._retrying(self.js.purge_stream, self.settings.name, seq=below_stream_seq, subject=subject)
 
     async def erase(self, tenant: str, conversation: str) -> int:
-        """Erase every message of the conversation (every branch) still in the stream; how many.
+        """Erase the conversation's data key, then every message of it (every branch) still in
+        the stream; how many messages.
 
-        Each is deleted with JetStream's secure erase (``STREAM.MSG.DELETE`` without ``no_erase``:
-        the server overwrites it with random bytes) before the subjects are purged: a purge alone
-        leaves the bytes in the store's block file (measured: harness/bench/erasure_residue.py).
-        Messages purged earlier by :meth:`compact` are no longer addressable: see
-        docs/operations.md, "Forgetting and retention", for what that leaves."""
+        The key goes first (:meth:`~.sealing.DataKeys.erase`, one secure erase): from then on every
+        copy of its messages is ciphertext nobody can open — those :meth:`compact` purged earlier,
+        whose bytes stay in the store's block files until a block is retired, and a cluster's Raft
+        logs. The messages still addressable are then deleted with JetStream's secure erase
+        (``STREAM.MSG.DELETE`` without ``no_erase``: the server overwrites it with random bytes)
+        before the subjects are purged: a purge alone leaves the bytes in the store's block file
+        (measured: harness/bench/erasure_residue.py). See docs/operations.md, "Forgetting and retention"."""
+        await self._retrying(self.keys.erase, tenant, conversation)
         subjects = f"{SUBJECT_ROOT}.{tenant}.{conversation}.*"
         erased, seq = 0, 1
         while True:

@@ -1,13 +1,14 @@
 """What DuckDB and nats-server leave in their files after a delete: the probe behind Mirror's
-choice of physical deletion over crypto-shredding (docs/operations.md, "Forgetting and retention").
+choices — physical deletion for the log, crypto-shredding for the stream's copy — and what
+sealing the stream costs (docs/operations.md, "Forgetting and retention").
 
 Deleting a row or a message does not by itself remove its bytes from a database file or a
 broker's block file. This probe writes two conversations' worth of records, each carrying its
 conversation's canary string between random bytes (so no compression can hide it), interleaved
 as the ingester writes them, deletes one conversation by each means the backends offer, and
 counts the canary's occurrences in every file under the data directory, bytewise, after each
-step. It also times crypto-shredding's cost (AES-GCM per event with a per-conversation key), the
-alternative the decision weighed.
+step. It also times crypto-shredding's cost: AES-GCM per event with a per-conversation key, and
+(:func:`sealing_cost`) the sealing the bus does, per event and in the bus's appends, on and off.
 
 Run it with ``python -m mirror.harness.bench.erasure_residue`` (prints JSON). :func:`scan` is the
 scanner the erasure tests use too.
@@ -29,7 +30,7 @@ import duckdb
 
 from mirror.events.duckdb.log import SCHEMA
 
-__all__ = ["crypto_cost", "duckdb_residue", "nats_residue", "occurrences", "scan"]
+__all__ = ["crypto_cost", "duckdb_residue", "nats_residue", "occurrences", "scan", "sealing_cost"]
 
 RECORDS = 2000
 """Records per conversation: enough to fill several DuckDB row groups' blocks and a NATS block."""
@@ -210,11 +211,77 @@ def crypto_cost(events: int = 20_000, size: int = 650) -> dict[str, Any]:
             "overhead_bytes": len(sealed[0]) - size + 12}
 
 
+async def _sealed_appends(root: Path, events: int, rounds: int) -> dict[str, Any]:
+    """The bus's fenced ``append_many`` of the ingest bench's workload, sealing on and off taking
+    turns (a fresh tenant each round, so each conversation's key is made in the round): this
+    process's CPU µs per event, median of the rounds; the difference per event and, since a key is
+    made once per conversation, per conversation of 30 events."""
+    import dataclasses
+    import statistics
+
+    from mirror.events.nats.jetstream import JetStreamBus, StreamSettings
+    from mirror.events.nats.server import EmbeddedNats
+    from mirror.harness.bench.ingest import IngestBenchConfig, bench_tenants, workload
+
+    cpu: dict[str, list[float]] = {"sealed": [], "plain": []}
+    per_conversation = 30
+    with EmbeddedNats(root / "nats-seal") as server:
+        buses = {name: await JetStreamBus.connect(server.url, StreamSettings(seal=name == "sealed"))
+                 for name in cpu}
+        try:
+            for round_ in range(rounds + 1):  # the first warms up (and makes the key stream): not counted
+                for name, bus in buses.items():
+                    batches = workload(IngestBenchConfig(events=events, conversations=max(1, events // per_conversation)),
+                                       bench_tenants(1)[0])
+                    heads = [(await bus.head(key)).with_last_seq(0) for key, _ in batches]
+                    started = time.process_time()
+                    await bus.append_many([(key, batch, head) for (key, batch), head in zip(batches, heads, strict=True)])
+                    if round_:
+                        cpu[name].append((time.process_time() - started) / events * 1e6)
+        finally:
+            for bus in buses.values():
+                await bus.close()
+    medians = {name: round(statistics.median(values), 1) for name, values in cpu.items()}
+    return {"events_per_round": events, "rounds": rounds, "append_cpu_us_per_event": medians,
+            "append_cpu_us_per_event_all": {name: [round(v, 1) for v in values] for name, values in cpu.items()},
+            "sealing_cpu_us_per_event": round(medians["sealed"] - medians["plain"], 1),
+            "sealing_cpu_us_per_conversation": round((medians["sealed"] - medians["plain"]) * per_conversation),
+            "events_per_conversation": per_conversation,
+            "settings": dataclasses.asdict(StreamSettings())}
+
+
+def sealing_cost(root: Path, events: int = 3000, rounds: int = 4) -> dict[str, Any]:
+    """What sealing the stream's copy costs (:mod:`mirror.events.nats.sealing`): CPU µs per event to
+    seal and to open the ingest bench's events, against the codec's encode and decode of the same
+    events; and the bus's fenced appends with sealing on and off, A/B in one run."""
+    from mirror.events.codec import decode, encode
+    from mirror.events.nats.sealing import DataKey
+    from mirror.harness.bench.ingest import IngestBenchConfig, workload
+
+    plain = [event for _, batch in workload(IngestBenchConfig(events=events, conversations=events // 30))
+             for event in batch]
+    records = [encode(event) for event in plain]
+    sealer = DataKey.new().sealer()
+
+    def per_record(work: Callable[[Any], object], data: list[Any]) -> float:
+        started = time.process_time()
+        for item in data:
+            work(item)
+        return round((time.process_time() - started) / len(data) * 1e6, 2)
+
+    sealed = [sealer.seal(record) for record in records]
+    return {"records": len(records), "mean_record_bytes": round(sum(map(len, records)) / len(records)),
+            "seal_us": per_record(sealer.seal, records), "open_us": per_record(sealer.open, sealed),
+            "encode_us": per_record(encode, plain),
+            "decode_us": per_record(decode, records),
+            "bus": asyncio.run(_sealed_appends(root, events, rounds))}
+
+
 def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="mirror-erasure-"))
     try:
-        print(json.dumps({"duckdb": duckdb_residue(root), "nats": nats_residue(root), "crypto": crypto_cost()},
-                         indent=1))
+        print(json.dumps({"duckdb": duckdb_residue(root), "nats": nats_residue(root), "crypto": crypto_cost(),
+                          "sealing": sealing_cost(root)}, indent=1))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

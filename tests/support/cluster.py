@@ -227,17 +227,19 @@ def _probe_main(address: str, actor_names: list[str]) -> None:
 async def stream_messages(url: str, expected: int | None = None, *, stream: str = "MIRROR",
                           timeout_s: float = 120) -> list[tuple[int, str, bytes]]:
     """Every message of the stream as the server(s) at ``url`` hold it, in stream order:
-    (stream seq, subject, data). ``expected``: how many to wait for (default: what the stream
+    (stream seq, subject, data: the codec record, its seal opened). ``expected``: how many to wait for (default: what the stream
     says it holds). JetStream's transient refusals are asked again within ``timeout_s``."""
     import asyncio
 
     from nats.js.api import DeliverPolicy
 
-    from mirror.events.nats.jetstream import connect_nats, retry_transient
+    from mirror.events.nats.jetstream import connect_nats, key_of_subject, retry_transient
+    from mirror.events.nats.sealing import DataKeys
 
     nc = await connect_nats(url, name="test-stream-reader")
     try:
         js = nc.jetstream()
+        keys = DataKeys(js, stream, replicas=1)  # only read: the key stream exists with its own replicas
         if expected is None:  # a server just back from a partition may still be rejoining: "temporarily unavailable"
             expected = (await retry_transient(js.stream_info, stream, deadline_s=timeout_s)).state.messages
         messages: list[tuple[int, str, bytes]] = []
@@ -246,7 +248,9 @@ async def stream_messages(url: str, expected: int | None = None, *, stream: str 
         done = asyncio.Event()
 
         async def collect(message: Any) -> None:
-            messages.append((message.metadata.sequence.stream, message.subject, message.data))
+            key = key_of_subject(message.subject)
+            data = await retry_transient(keys.open, key.tenant, key.conversation, message.data, deadline_s=timeout_s)
+            messages.append((message.metadata.sequence.stream, message.subject, data))
             if len(messages) >= expected:
                 done.set()
 

@@ -15,13 +15,14 @@ import pytest
 from mirror.events.bus import Head
 from mirror.events.duckdb.ingester import Ingester, IngesterSettings
 from mirror.events.envelope import Event, make_event
-from mirror.events.errors import ConversationForgotten
+from mirror.events.errors import ConversationForgotten, DataKeyErased
 from mirror.events.ids import StreamKey
-from mirror.events.nats.jetstream import JetStreamBus, connect_nats
+from mirror.events.nats.jetstream import JetStreamBus, connect_nats, subject_for
 from mirror.events.nats.log_service import LogClient
+from mirror.events.nats.sealing import is_sealed, key_id_of
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Fork, Turn
-from mirror.harness.bench.erasure_residue import scan
+from mirror.harness.bench.erasure_residue import occurrences, scan
 from tests.support.stack import ingesting as ingesting_into
 from tests.support.waits import until_async
 
@@ -105,7 +106,7 @@ async def test_forgetting_leaves_no_byte_of_the_conversation_and_keeps_the_other
         # Closed (checkpointed): every file of both stores, bytewise.
         assert found(directory, GONE_CANARY) == {}
         kept = found(directory, KEPT_CANARY)
-        assert any(name.endswith(".blk") for name in kept) and "log.duckdb" in kept
+        assert "log.duckdb" in kept and not any(name.endswith(".blk") for name in kept)  # the stream: sealed
         with duckdb.connect(str(db_path), read_only=True) as con:
             assert con.execute("SELECT count(*) FROM events WHERE conversation = 'gone'").fetchone() == (0,)
             assert con.execute("SELECT count(*) FROM events WHERE conversation = 'kept'").fetchone() == (31,)
@@ -142,23 +143,85 @@ async def test_a_sweep_cut_short_resumes_at_the_next_start(data: tuple[Path, Emb
         await bus.close()
 
 
-async def test_what_compaction_leaves_in_the_stream_block(data: tuple[Path, EmbeddedNats]) -> None:
-    """The known gap (docs/operations.md, "Forgetting and retention"): messages the ingester
-    compacted away before the forget were purged, not erased; their bytes stay in the stream's
-    active block file until nats-server retires that block. The log holds none of them."""
+async def sealed_copy(bus: JetStreamBus, key: StreamKey) -> bytes:
+    """The stream's bytes of ``key``'s newest message, as nats-server stores them."""
+    message = await bus.js.get_last_msg(bus.settings.name, subject_for(key))
+    assert message.data is not None
+    return message.data
+
+
+async def test_what_compaction_left_in_the_stream_block_is_ciphertext_whose_key_is_gone(
+        data: tuple[Path, EmbeddedNats]) -> None:
+    """The gap crypto-shredding closes (docs/operations.md, "Forgetting and retention"): messages
+    the ingester compacted away before the forget were purged, not erased, so their bytes stay in
+    the stream's block file until nats-server retires that block. They are sealed with the
+    conversation's data key, which the forget erases first: the canary's plaintext is in no file,
+    before or after more traffic, and the key's own bytes are in none either."""
     directory, server = data
     db_path = directory / "log.duckdb"
     bus = await JetStreamBus.connect(server.url)
     nc = await connect_nats(server.url, name="test-forget-client")
     try:
         async with ingesting(server.url, db_path, IngesterSettings(compact_interval_s=3600)) as ingester:
-            await write_both(bus)
+            kept_head = await write_both(bus)
+            compacted = await sealed_copy(bus, GONE)  # purged by the compaction below, never erased
             await flushed(ingester, bus)
-            await ingester.compact()
+            assert is_sealed(compacted) and GONE_CANARY.encode() not in compacted
+            secret = (await bus.keys.for_writing("acme", "gone")).key.secret
+            kept_secret = (await bus.keys.for_writing("acme", "kept")).key.secret
+            assert occurrences(directory, secret) > 0  # its one message in the key stream
+            kept_head = await bus.append(KEPT, turns(KEPT, KEPT_CANARY, 31, 1), kept_head)
+            await bus.append(GONE, turns(GONE, GONE_CANARY, 31, 1), await bus.head(GONE))
+            await flushed(ingester, bus)
+            await ingester.compact()  # seq 30 of "gone" (the copy above) is purged now
+            assert occurrences(directory, compacted) > 0  # ... and its bytes are still in the block
+
             await LogClient(nc).forget("acme", "gone")
             await forgotten(LogClient(nc))
-        left = found(directory, GONE_CANARY)
-        assert left and all(name.endswith(".blk") for name in left)
+            assert occurrences(directory, compacted) > 0  # still there: ciphertext ...
+            assert occurrences(directory, secret) == 0  # ... whose key is in no file
+            assert occurrences(directory, kept_secret) > 0
+            with pytest.raises(DataKeyErased):
+                await JetStreamBus(nc).keys.for_reading("acme", "gone", key_id_of(compacted))
+            assert found(directory, GONE_CANARY) == {}
+
+            # More traffic (new blocks written, old ones perhaps retired): still nothing readable.
+            for first in range(32, 232, 25):
+                kept_head = await bus.append(KEPT, turns(KEPT, KEPT_CANARY, first, 25), kept_head)
+            await flushed(ingester, bus)
+            await ingester.compact()
+        assert found(directory, GONE_CANARY) == {}
+        assert occurrences(directory, secret) == 0
+        assert found(directory, KEPT_CANARY)
     finally:
         await nc.close()
         await bus.close()
+
+
+async def test_a_process_without_the_key_in_its_cache_reads_it_from_the_key_stream(
+        data: tuple[Path, EmbeddedNats]) -> None:
+    """A restarted process (an empty cache) reads a conversation another process wrote: the key
+    comes from the key stream; the event stream holds only sealed bytes."""
+    directory, server = data
+    writer = await JetStreamBus.connect(server.url)
+    try:
+        events = turns(KEPT, KEPT_CANARY, 1, 5)
+        await writer.append(KEPT, events, Head(0, 0))
+        assert is_sealed(await sealed_copy(writer, KEPT))
+        assert KEPT_CANARY.encode() not in await sealed_copy(writer, KEPT)
+    finally:
+        await writer.close()
+    reader = await JetStreamBus.connect(server.url)
+    try:
+        assert reader.keys.cached("acme", "kept") is None
+        assert [event async for _, event in reader.tail(KEPT, 0)] == events
+        assert reader.keys.cached("acme", "kept") is not None
+        head = await reader.head(KEPT)
+        assert head.last_seq == 5
+        more = turns(KEPT, KEPT_CANARY, 6, 1)  # sealed with the same key: one key per conversation
+        await reader.append(KEPT, more, head)
+        assert [event async for _, event in reader.tail(KEPT, 0)] == events + more
+        assert (await reader.js.stream_info("MIRROR_KEYS")).state.messages == 1
+        assert found(directory, KEPT_CANARY) == {}  # nothing but ciphertext in the store (no log here)
+    finally:
+        await reader.close()
