@@ -330,6 +330,10 @@ class GatewayRuntime:
             raise ConversationNotLive(key, type(exc).__name__) from None
         raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
+    def cached_conversations(self, tenant: str) -> list[StreamKey]:
+        """The keys of ``tenant`` whose handles this gateway holds (a forgotten tenant's to let go)."""
+        return [key for key in self._handles if key.tenant == tenant]
+
     async def _ask_once(self, key: StreamKey, call: Callable[[ConversationHandle], Awaitable[T]]) -> T:
         await (self.bus_ready or self.connections)()  # a broker that is down: 503 now, not once the append gives up
         handle = self._handles.get(key)

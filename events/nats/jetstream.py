@@ -489,7 +489,8 @@ class JetStreamBus:
         await self._retrying(self.js.purge_stream, self.settings.name, seq=below_stream_seq, subject=subject)
 
     async def erase(self, tenant: str, conversation: str) -> int:
-        """Erase every message of the conversation (every branch) still in the stream; how many.
+        """Erase every message of the conversation (every branch; ``*``: every conversation of the
+        tenant) still in the stream; how many.
 
         Each is deleted with JetStream's secure erase (``STREAM.MSG.DELETE`` without ``no_erase``:
         the server overwrites it with random bytes) before the subjects are purged: a purge alone
