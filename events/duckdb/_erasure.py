@@ -157,7 +157,8 @@ def begin_tenant(con: duckdb.DuckDBPyConnection, tenant: str) -> tuple[TenantTom
     is deleted; the conversations' tombstones. While the tenant's tombstone is unfinished every event of the
     tenant is dropped at ingest (a conversation begun meanwhile included); once its sweep has
     finished, its conversations' tombstones refuse them for good, and a new conversation of the
-    same tenant name is a new conversation. Forgetting twice is one forgetting."""
+    same tenant name is a new conversation. Forgetting twice is one forgetting (a second one
+    sweeps only what came since). A log that holds nothing of the tenant finishes at once."""
     con.begin()
     try:
         conversations = sorted({row[0] for table in ("events", "branches", "snapshots") for row in con.execute(
@@ -165,9 +166,11 @@ def begin_tenant(con: duckdb.DuckDBPyConnection, tenant: str) -> tuple[TenantTom
         existing = tenant_tombstone(con, tenant)
         tombstones = [_begin(con, tenant, conversation) for conversation in conversations]
         if existing is None:
-            con.execute("INSERT INTO forgotten_tenants VALUES (?, ?, NULL, ?, ?)",
-                        [tenant, time.time(), len(conversations), sum(t.events for t in tombstones)])
-        elif existing.finished:  # forgotten again: whatever came since is swept too
+            # Nothing of the tenant here (another shard holds it): finished at once, no sweep, no copy.
+            finished = None if conversations else time.time()
+            con.execute("INSERT INTO forgotten_tenants VALUES (?, ?, ?, ?, ?)",
+                        [tenant, time.time(), finished, len(conversations), sum(t.events for t in tombstones)])
+        elif existing.finished and conversations:  # forgotten again, with some come since: swept too
             con.execute("UPDATE forgotten_tenants SET finished_at = NULL, conversations = conversations + ?, "
                         "events = events + ? WHERE tenant = ?",
                         [len(conversations), sum(t.events for t in tombstones), tenant])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Iterable
 
 from mirror.events.duckdb.log import DuckDBEventLog
@@ -36,6 +37,8 @@ class Sweeper:
         self._task: asyncio.Task[None] | None = None
         self.sweeps = 0
         """Sweeps finished (each one fresh copy of the database) since the start."""
+        self.last: dict[str, float] = {}
+        """The last finished sweep's parts: ``stream_messages`` erased, ``stream_s``, ``log_s`` (rows and copy)."""
 
     def add(self, keys: Iterable[tuple[str, str]] = (), tenants: Iterable[str] = ()) -> None:
         """Queue conversations (tenant, conversation) and whole tenants to sweep."""
@@ -66,15 +69,17 @@ class Sweeper:
     async def _sweep(self, keys: list[tuple[str, str]], tenants: list[str]) -> None:
         """The stream's copies securely erased and purged, then the log's rows and their bytes."""
         try:
-            erased = 0
+            erased, started = 0, time.perf_counter()
             async with self._stream_lock:  # not while a compaction purges by sequences
                 for tenant in tenants:
                     erased += await self.bus.erase(tenant, "*")
                 for tenant, conversation in keys:
                     if tenant not in tenants:
                         erased += await self.bus.erase(tenant, conversation)
+            streamed = time.perf_counter()
             await self.log.sweep_forgotten(keys, tenants)
             self.sweeps += 1
+            self.last = {"stream_messages": erased, "stream_s": streamed - started, "log_s": time.perf_counter() - streamed}
             log.info("forgot %d conversation(s) and %d tenant(s) in one sweep; %d stream message(s) erased",
                      len(keys), len(tenants), erased)
         except Exception:

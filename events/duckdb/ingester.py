@@ -171,7 +171,7 @@ class Ingester:
         self._delivered: int | None = None
         """The consumer seq of the newest delivery taken (a jump in it: a delivery went missing)."""
         self._reconsume: str | None = None
-        self._sweeper = Sweeper(self.bus, event_log, self._stream_lock)
+        self.sweeper = Sweeper(self.bus, event_log, self._stream_lock)
         """Forgotten conversations and tenants being swept (stream erased, rows deleted, file copied)."""
         """Why the consumer must be made again from the committed offset, until it has been."""
 
@@ -187,8 +187,8 @@ class Ingester:
         await self._feed.start()
         await self.service.start()
         keys, tenants = await self.log.unfinished_forgets()  # sweeps a crash cut short
-        self._sweeper.add(keys, tenants)
-        self._sweeper.start()
+        self.sweeper.add(keys, tenants)
+        self.sweeper.start()
         self._tasks = [
             asyncio.create_task(self._decode_loop(), name="ingest-decode"),
             asyncio.create_task(self._commit_loop(), name="ingest-commit"),
@@ -407,7 +407,7 @@ class Ingester:
         """Forget several conversations of ``tenant`` (the retention sweeper's entry point): their
         tombstones in one transaction, then one sweep (one fresh copy of the database) for all."""
         tombstones = await self.log.forget_conversations(tenant, conversations)
-        self._sweeper.add(keys=[(t.tenant, t.conversation) for t in tombstones if not t.finished])
+        self.sweeper.add(keys=[(t.tenant, t.conversation) for t in tombstones if not t.finished])
         return [tombstone.as_dict() for tombstone in tombstones]
 
     async def forget_tenant(self, tenant: str) -> dict[str, Any]:
@@ -415,7 +415,7 @@ class Ingester:
         one sweep for all of them. Returns the tenant's tombstone (``status`` says)."""
         tombstone, _ = await self.log.forget_tenant(tenant)
         if not tombstone.finished:
-            self._sweeper.add(tenants=[tenant])
+            self.sweeper.add(tenants=[tenant])
         return tombstone.as_dict()
 
     async def _stream_end(self) -> int:
@@ -461,7 +461,7 @@ class Ingester:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.service.stop()
-        await self._sweeper.stop()  # a sweep cut here resumes at the next start
+        await self.sweeper.stop()  # a sweep cut here resumes at the next start
         with contextlib.suppress(nats.errors.Error):
             await self._feed.stop()
         log.info("ingester %s stopped at stream seq %d", self.settings.shard, self.committed_offset)

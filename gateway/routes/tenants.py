@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from typing import Any, Protocol, cast
 
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse
 
 from mirror.events.ids import validate_identifier
-from mirror.events.log import Forgetting
+from mirror.events.log import Forgetting, LogAccess
 from mirror.gateway.limits.usage import usage_key
 from mirror.gateway.routes.transfer import Admin
 from mirror.gateway.runtime import GatewayRuntime, Runtime, Tenant
@@ -45,12 +45,16 @@ def tenant_job(tenant: str, shards: dict[str, dict[str, Any]]) -> dict[str, Any]
             "poll": f"/v1/tenants/{tenant}/forget"}
 
 
-async def _forgetting_logs(runtime: GatewayRuntime) -> dict[str, Forgetting]:
+class _ForgettingLog(Forgetting, LogAccess, Protocol):
+    """A shard's log that can forget (an ingester's, over NATS)."""
+
+
+async def _forgetting_logs(runtime: GatewayRuntime) -> dict[str, _ForgettingLog]:
     logs = (await runtime.connections()).shard_logs()
     found = {shard: log for shard, log in logs.items() if isinstance(log, Forgetting)}
     if len(found) < len(logs):
         raise TypeError("a shard's log cannot forget (it is not served by an ingester)")
-    return found
+    return cast(dict[str, _ForgettingLog], found)
 
 
 def _admin_of_another(tenant: str, owner: str, admin: bool) -> None:
@@ -61,7 +65,7 @@ def _admin_of_another(tenant: str, owner: str, admin: bool) -> None:
         raise HTTPException(409, f"the token is tenant {tenant}'s own: forget it with an admin token of another tenant")
 
 
-async def _tombstones(logs: dict[str, Forgetting], tenant: str) -> dict[str, dict[str, Any]]:
+async def _tombstones(logs: dict[str, _ForgettingLog], tenant: str) -> dict[str, dict[str, Any]]:
     found = await asyncio.gather(*(log.tenant_tombstone(tenant) for log in logs.values()))
     return {shard: tombstone for shard, tombstone in zip(logs, found, strict=True) if tombstone is not None}
 
@@ -77,6 +81,8 @@ async def forget_tenant(tenant: str, owner: Tenant, admin: Admin, runtime: Runti
         if not any(held):
             raise HTTPException(404, f"tenant {tenant} has no token and no conversation")
     runtime.registry.revoke(tenant)  # refused by every gateway from now on
+    # Each log first holds what the stream held (a shard that holds nothing of it finishes at once).
+    await asyncio.gather(*(log.wait_caught_up(runtime.settings.read_settle_timeout_s) for log in logs.values()))
     shards = await asyncio.gather(*(log.forget_tenant(tenant) for log in logs.values()))
     connections = await runtime.connections()
     await runtime.personas.erase(connections.bus, tenant)
