@@ -17,8 +17,8 @@ from typing import Any
 
 import typer
 
-from mirror.cli.logging_setup import configure_logging
 from mirror.cli.bench_lifecycle import bench_lifecycle
+from mirror.cli.logging_setup import configure_logging
 from mirror.cli.options import LLM_MODEL, MODE, QUIET_LOG_LEVEL, LogLevel, Mode, Placement, sync_interval
 
 # The commands import their benchmark (the stack, Ray, cognition) in their bodies: see app.py.
