@@ -331,7 +331,8 @@ class DuckDBEventLog(ForgettingLog):
                         rejected.extend(batch.divergent_at(row[0]) for row in clashes)
                         duplicates += len(batch) - inserted - len(clashes)
                     self._record_branches(con, [r for r in batch.first_records
-                                                if (r["tenant"], r["conversation"]) not in self._forgotten])
+                                                if (r["tenant"], r["conversation"]) not in self._forgotten
+                                                and r["tenant"] not in self._forgetting_tenants])
                 if rejected:
                     con.executemany(
                         "INSERT INTO rejected_events VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
