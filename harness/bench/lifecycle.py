@@ -15,7 +15,9 @@ Measured, in this order:
 - ``erase_tenant``: a tenant of several conversations forgotten, one sweep for all of them;
 - ``raw_fresh_copy``: the raw limit in the same run — DuckDB copying a file of the same size into
   a fresh file (``COPY FROM DATABASE``), the step no erasure here can avoid.
-Each erase is also given per 1,000 events erased, and beside the raw copy (``over_raw_copy``),
+Then ``batching``, an in-run A/B: five conversations forgotten one at a time (a copy each)
+against five asked at once (sharing copies). Each erase is also given per 1,000 events erased,
+and beside the raw copy (``over_raw_copy``),
 with its parts: the stream's messages erased (``stream_s``) and the log's rows and copy (``log_s``).
 
 Production path: the log's NATS client (``LogClient``) asking an ``Ingester`` with its default
@@ -49,6 +51,8 @@ from mirror.events.transfer import export_conversations, import_archive
 
 __all__ = ["LifecycleBenchConfig", "run_lifecycle_bench"]
 
+BATCH = 5
+"""Conversations in each half of the batching A/B."""
 TEXT = "a sentence of a conversation, about as long as a user's message and the reply to it. " * 3
 
 
@@ -147,6 +151,7 @@ async def _measure(config: LifecycleBenchConfig, server: EmbeddedNats, work: Pat
             tenant_s = time.perf_counter() - started
             tenant_parts = dict(ingester.sweeper.last)
             copies = event_log.fresh_copies - copies
+            batching = await _batching(client, event_log, config)
         finally:
             await ingester.stop()
             await event_log.close()
@@ -164,8 +169,29 @@ async def _measure(config: LifecycleBenchConfig, server: EmbeddedNats, work: Pat
                          "s_per_1000_events": round(tenant_s * 1000 / tenant_events, 4),
                          "over_raw_copy": round(tenant_s / raw["s"], 2), **_parts(tenant_parts)},
         "fresh_copies": copies,
+        "batching": batching,
         "raw_fresh_copy": raw,
     }
+
+
+async def _batching(client: LogClient, event_log: DuckDBEventLog, config: LifecycleBenchConfig) -> dict[str, Any]:
+    """The in-run A/B of sharing a copy: ``BATCH`` of the kept tenant's conversations forgotten one
+    at a time (each waited for: a copy each), then as many more asked at once (those queued while
+    a sweep runs share the next one's copy). Empty when the background holds too few."""
+    names = [f"c{n}" for n in range(max(1, config.background_events // config.conversation_events))]
+    if len(names) < 2 * BATCH:
+        return {}
+    found: dict[str, Any] = {"conversations": BATCH}
+    for label, group, together in (("one_at_a_time", names[:BATCH], False), ("asked_together", names[BATCH:2 * BATCH], True)):
+        copies, started = event_log.fresh_copies, time.perf_counter()
+        if together:
+            await asyncio.gather(*(client.forget("kept", name) for name in group))
+        for name in group:
+            if not together:
+                await client.forget("kept", name)
+            await _until(lambda name=name: _finished(client.tombstone("kept", name)))
+        found[label] = {"s": round(time.perf_counter() - started, 4), "fresh_copies": event_log.fresh_copies - copies}
+    return found
 
 
 def _parts(last: dict[str, float]) -> dict[str, Any]:
