@@ -27,8 +27,9 @@ def bench_lifecycle(
 
     Prints export and import (events, bytes, events_per_s, mb_per_s of archive), erase_conversation
     and erase_tenant (s, s_per_1000_events, over_raw_copy), fresh_copies (one per sweep: the
-    tenant's conversations share one) and raw_fresh_copy: DuckDB copying a file of the same size
-    into a fresh one in the same run, the step no erasure of the log can avoid."""
+    tenant's conversations share one), batching (five forgets one at a time against five asked at
+    once: seconds and copies) and raw_fresh_copy: DuckDB copying a file of the same size into a
+    fresh one in the same run, the step no erasure of the log can avoid."""
     from mirror.harness.bench.lifecycle import LifecycleBenchConfig, run_lifecycle_bench
 
     configure_logging(log_level.value)
