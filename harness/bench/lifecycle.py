@@ -174,6 +174,10 @@ async def _measure(config: LifecycleBenchConfig, server: EmbeddedNats, work: Pat
     }
 
 
+async def _swept(client: LogClient, tenant: str, conversation: str) -> None:
+    await _until(lambda: _finished(client.tombstone(tenant, conversation)))
+
+
 async def _batching(client: LogClient, event_log: DuckDBEventLog, config: LifecycleBenchConfig) -> dict[str, Any]:
     """The in-run A/B of sharing a copy: ``BATCH`` of the kept tenant's conversations forgotten one
     at a time (each waited for: a copy each), then as many more asked at once (those queued while
@@ -189,7 +193,7 @@ async def _batching(client: LogClient, event_log: DuckDBEventLog, config: Lifecy
         for name in group:
             if not together:
                 await client.forget("kept", name)
-            await _until(lambda name=name: _finished(client.tombstone("kept", name)))
+            await _swept(client, "kept", name)
         found[label] = {"s": round(time.perf_counter() - started, 4), "fresh_copies": event_log.fresh_copies - copies}
     return found
 
