@@ -1,14 +1,10 @@
 """``mirror bench lifecycle`` at a small size, on its real nats-server and ingester: every
 event exported is imported, each erase finishes, a tenant's conversations share one fresh copy
-of the file, and forgets asked at once share copies where one at a time pays one each."""
+of the file, and forgets asked at once share copies where one at a time pays one each (~15 s)."""
 
 from __future__ import annotations
 
-import pytest
-
 from mirror.harness.bench.lifecycle import LifecycleBenchConfig, run_lifecycle_bench
-
-pytestmark = pytest.mark.long  # a nats-server, an ingester started twice, a dozen sweeps: ~30 s here
 
 
 def test_the_lifecycle_bench_measures_the_product_path() -> None:
