@@ -5,7 +5,7 @@ the HTTP client the client commands use.
 ``options`` (the options several groups share, defined once), ``serve`` (up, node, ingest, nats,
 sim-llm), ``client`` (demo, chat, status, events tail; what they show is in ``client_commands``, and for
 the persona mind in ``persona_client``: the chat's mood line, ``demo --mind persona``),
-``replay`` (replay state|diff|verify, recompute), ``prompts`` (prompts export|diff), ``persona`` (persona show|export|push|list), ``tenants``, ``bench``, ``log``, ``evals``,
+``replay`` (replay state|diff|verify, recompute), ``prompts`` (prompts export|diff), ``persona`` (persona show|export|push|list), ``tenants`` (and ``tenants remove``: forget a whole tenant), ``bench`` (with ``bench_lifecycle``), ``log``, ``evals``,
 ``memory``, ``reflection`` (portrait, reflections, reflect), ``chaos``, ``forget`` (erase a conversation), ``lifecycle`` (export, import),
 ``top`` (a live view of a stack's metrics, drawn by ``top_view``);
 ``config_file`` (``mirror.toml`` as click's default map), ``gateway_client`` (the HTTP client

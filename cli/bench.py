@@ -1,4 +1,4 @@
-"""``mirror bench ingest|turns|tenants|timetravel|recompute|actors|recovery|pipeline|embed|codec|recall|storage|reflection|inspector|report``.
+"""``mirror bench ingest|turns|tenants|timetravel|recompute|actors|recovery|pipeline|embed|codec|recall|storage|reflection|inspector|lifecycle|report``.
 
 Each command builds its benchmark's frozen config from the options, runs it from
 :mod:`mirror.harness.bench` (one module per benchmark) and prints its one JSON object; a
@@ -17,6 +17,7 @@ from typing import Any
 
 import typer
 
+from mirror.cli.bench_lifecycle import bench_lifecycle
 from mirror.cli.logging_setup import configure_logging
 from mirror.cli.options import LLM_MODEL, MODE, QUIET_LOG_LEVEL, LogLevel, Mode, Placement, sync_interval
 
@@ -518,6 +519,9 @@ def bench_inspector(
     with contextlib.redirect_stdout(sys.stderr):  # Ray's driver may print on stdout: stdout is the JSON alone
         result = run_inspector_bench(config)
     _print_result(result, as_json)
+
+
+bench_app.command("lifecycle")(bench_lifecycle)
 
 
 @bench_app.command("report")

@@ -189,6 +189,13 @@ class GatewayClient:
     def forget_job(self, conversation: str) -> dict[str, Any]:
         return self._request("GET", conversation_path(conversation) + "/forget")
 
+    def forget_tenant(self, tenant: str) -> dict[str, Any]:
+        """Start forgetting the whole ``tenant`` (admin): its erasure job."""
+        return self._request("DELETE", f"/v1/tenants/{path_segment(tenant)}")
+
+    def forget_tenant_job(self, tenant: str) -> dict[str, Any]:
+        return self._request("GET", f"/v1/tenants/{path_segment(tenant)}/forget")
+
     def summary(self, conversation: str) -> dict[str, Any]:
         return self._request("GET", conversation_path(conversation))
 

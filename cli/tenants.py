@@ -1,8 +1,10 @@
-"""``mirror tenants [list]|add|revoke|limits|retention``: a data directory's tenants, their bearer
-tokens, limits and retention policies.
+"""``mirror tenants [list]|add|revoke|limits|retention|remove``: a data directory's tenants, their
+bearer tokens, limits and retention policies.
 
-They edit ``<data>/tenants.json`` directly (hashes only, each tenant's limits and retention), which a
-running gateway (limits) and each shard's ingester (retention, at its next round) re-read, so they work with or without a stack up. ``list`` also shows each
+``remove`` forgets a whole tenant through a running stack's API (an admin token); the others edit
+``<data>/tenants.json`` directly (hashes only, each tenant's limits and retention), which a running
+gateway (limits) and each shard's ingester (retention, at its next round) re-read, so they work with or
+without a stack up. ``list`` also shows each
 limited tenant's current use, read from the shared counters on the broker of the stack running
 for ``--data`` (the same counts every gateway enforces), or says that no stack runs.
 """
@@ -10,13 +12,15 @@ for ``--data`` (the same counts every gateway enforces), or says that no stack r
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from mirror.cli.options import DATA_DIR, TENANT
+from mirror.cli.forget import POLL_S
+from mirror.cli.options import DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, TENANT, gateway_client
 
 if TYPE_CHECKING:
     from mirror.gateway.limits import Usage
@@ -120,6 +124,37 @@ def tenants_retention(
 
 def _retention(idle_days: int | None) -> str:
     return "keep for ever" if idle_days is None else f"forget conversations idle over {idle_days} day(s)"
+@tenants_app.command("remove")
+def tenants_remove(
+    tenant: str = TENANT,
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait until every shard has swept."),
+    timeout_s: float = typer.Option(600.0, "--timeout", min=1.0, help="Seconds to wait for the sweep."),
+    as_json: bool = typer.Option(False, "--json", help="Print the job's JSON (when it ends, with --wait)."),
+    data: Path = DATA_DIR, url: str = GATEWAY_URL, token: str = GATEWAY_TOKEN,
+) -> None:
+    """Forget TENANT for good, through the running stack (an admin token of another tenant): every
+    conversation on every shard, its personas, its use of its limits, its tokens and limits.
+    Tombstones without content stay. Cannot be undone; `mirror export --tenant` first for a backup."""
+    with gateway_client(data, url, token) as client:
+        job = client.forget_tenant(tenant)
+        deadline, shown = time.monotonic() + timeout_s, None
+        while wait and job["status"] != "forgotten":
+            progress = (f"forgetting {tenant}: {job['conversations']} conversation(s), {job['events']} event(s); "
+                        f"shards swept {sum(s == 'forgotten' for s in job['shards'].values())}/{len(job['shards'])}")
+            if progress != shown and not as_json:
+                typer.echo(progress, err=True)
+                shown = progress
+            if time.monotonic() > deadline:
+                raise ValueError(f"forgetting tenant {tenant} has not finished after {timeout_s:g} s; it goes on "
+                                 f"in the ingesters: `mirror tenants remove {tenant}` again to wait")
+            time.sleep(POLL_S)
+            job = client.forget_tenant_job(tenant)
+    if as_json:
+        typer.echo(json.dumps(job))
+    elif job["status"] == "forgotten":
+        typer.echo(f"forgot tenant {tenant}: {job['conversations']} conversation(s), {job['events']} event(s) erased")
+    else:
+        typer.echo(f"forgetting tenant {tenant} ({job['conversations']} conversation(s)); poll {job['poll']}")
 
 
 def _described(limits: TenantLimits, usage: Usage | None, why_not: str) -> str:

@@ -45,6 +45,10 @@ class SharedCounters(Protocol):
         """Every key written, sorted."""
         ...
 
+    async def erase(self, key: str) -> None:
+        """Remove the key and every byte of its values (a forgotten tenant's record)."""
+        ...
+
 
 class InMemoryCounters:
     """The port on this process's dict: every change is atomic, since ``step`` never awaits."""
@@ -63,3 +67,6 @@ class InMemoryCounters:
 
     async def keys(self) -> list[str]:
         return sorted(self._values)
+
+    async def erase(self, key: str) -> None:
+        self._values.pop(key, None)

@@ -25,6 +25,8 @@ Every error carries the identifiers it is about and says how to fix the problem.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def _restored(cls: type[MirrorError], args: tuple[object, ...], fields: dict[str, object]) -> MirrorError:
     """An error as :meth:`MirrorError.__reduce__` took it apart, without calling its ``__init__``."""
@@ -192,9 +194,11 @@ class LogLocked(LogError):
 class ConversationForgotten(EventError):
     """The conversation was forgotten (erased): its tombstone refuses reads and writes for good."""
 
-    def __init__(self, tenant: str, conversation: str) -> None:
+    def __init__(self, tenant: str, conversation: str, tombstone: dict[str, Any] | None = None) -> None:
         self.tenant = tenant
         self.conversation = conversation
+        self.tombstone = tombstone
+        """What is left (tenant, conversation, requested_at, finished_at, events, status), where known."""
         super().__init__(f"conversation {conversation} of tenant {tenant} was forgotten: its events are erased "
                          "and it cannot be written again; start a new conversation under another id")
 

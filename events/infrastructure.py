@@ -33,6 +33,11 @@ class Connections(Protocol):
         """The log of the shard that holds ``tenant`` (a light handle; cached per shard)."""
         ...
 
+    def shard_logs(self) -> dict[str, LogAccess]:
+        """Every shard's log, by shard (what acts on a whole tenant asks each: a tenant's events
+        may be on a shard the map no longer names it on)."""
+        ...
+
     def counters(self) -> SharedCounters:
         """The deployment's shared counters (the gateway's per-tenant limits), on the bus's broker."""
         ...

@@ -214,6 +214,14 @@ class Forgetting(Protocol):
 
     async def tombstone(self, tenant: str, conversation: str) -> dict[str, Any] | None: ...
 
+    async def forget_tenant(self, tenant: str) -> dict[str, Any]:
+        """Every conversation of ``tenant`` in this log, and the tenant: a tombstone each at once,
+        one sweep after; the tenant's tombstone (tenant, requested_at, finished_at, conversations,
+        events, status)."""
+        ...
+
+    async def tenant_tombstone(self, tenant: str) -> dict[str, Any] | None: ...
+
     async def release(self, tenant: str, conversation: str) -> bool:
         """Lift a finished tombstone so the id can be imported again; False if none (or unfinished)."""
         ...

@@ -30,6 +30,9 @@ class InMemoryConnections:
     def log(self, tenant: str) -> LogAccess:
         return self.event_log
 
+    def shard_logs(self) -> dict[str, LogAccess]:
+        return {"memory": self.event_log}
+
     def counters(self) -> SharedCounters:
         return self.shared_counters
 

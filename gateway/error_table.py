@@ -107,6 +107,11 @@ def _no_fields(error: BaseException, request: Request | None) -> dict[str, Any]:
     return {}
 
 
+def _tombstone(error: ConversationForgotten, request: Request | None) -> dict[str, Any]:
+    """What is left of a forgotten conversation, where the log said (the inspector shows it)."""
+    return {"tombstone": error.tombstone or {"tenant": error.tenant, "conversation": error.conversation}}
+
+
 @dataclass(frozen=True)
 class Rule:
     """A row: ``status``, ``retry_after_s`` (None: no ``Retry-After``), the OpenAI ``code`` (None:
@@ -229,7 +234,7 @@ TABLE: dict[type[Exception], Rule] = {
     InvalidMindChoice: Rule(400),
     InvalidTurnRequest: Rule(400),  # e.g. a malformed Idempotency-Key
     UnknownConversation: Rule(404),
-    ConversationForgotten: Rule(410, from_actor=True),  # erased: only its tombstone is left (routes/forget.py)
+    ConversationForgotten: Rule(410, from_actor=True, fields=_tombstone),  # erased: its tombstone is in the body (routes/forget.py)
     ArchiveInvalid: Rule(400),  # an import's archive that is not one, or does not match its manifest (routes/transfer.py)
     ImportRefused: Rule(409),  # an import onto a conversation that exists, or a tombstone without force
     UnknownPersona: Rule(404, code="persona_not_found"),

@@ -84,6 +84,10 @@ class PersonaStore:
             raise AmbiguousPersona(name, [f"{stored} ({persona.name})" for stored, persona in matches])
         return matches[0]
 
+    async def erase(self, bus: EventBus, tenant: str) -> int:
+        """Erase every persona of ``tenant``, every stored revision overwritten (a forgotten tenant); how many messages."""
+        return await self._of(bus).erase(validate_identifier("tenant", tenant))
+
     async def names(self, bus: EventBus, tenant: str) -> list[str]:
         prefix = f"{tenant}."
         return [key[len(prefix):] for key in await self._of(bus).keys() if key.startswith(prefix)]

@@ -328,6 +328,10 @@ class GatewayRuntime:
             metered(result)  # a limited tenant's turn: its tokens count against its day
             return result
 
+    def cached_conversations(self, tenant: str) -> list[StreamKey]:
+        """The keys of ``tenant`` whose handles this gateway holds (a forgotten tenant's to let go)."""
+        return [key for key in self._handles if key.tenant == tenant]
+
     async def _ask_once(self, key: StreamKey, call: Callable[[ConversationHandle], Awaitable[T]]) -> T:
         await (self.bus_ready or self.connections)()  # a broker that is down: 503 now, not once the append gives up
         handle = self._handles.get(key)

@@ -162,6 +162,16 @@ class TenantRegistry:
         self._save([replace(r, revoked=r.revoked or r.tenant == tenant) for r in records])
         return active
 
+    def remove(self, tenant: str) -> int:
+        """Remove every token of ``tenant`` (active or revoked) and its limits, as if it never was
+        (a forgotten tenant); returns how many tokens there were."""
+        validate_identifier("tenant", tenant)
+        records = self._load()
+        kept = [record for record in records if record.tenant != tenant]
+        if len(kept) < len(records) or tenant in self._limits:
+            self._save(kept, {name: limits for name, limits in self._limits.items() if name != tenant})
+        return len(records) - len(kept)
+
     def list(self) -> list[TenantRecord]:
         return list(self._load())
 

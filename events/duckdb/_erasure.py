@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +30,11 @@ import pyarrow.compute as pc
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CONTENT_TABLES", "TOMBSTONE_SCHEMA", "Tombstone", "begin", "copy_into_fresh_file", "finish", "forgotten_keys", "sweep", "release", "tombstone", "unfinished", "without_forgotten"]
+__all__ = [
+    "CONTENT_TABLES", "TOMBSTONE_SCHEMA", "TenantTombstone", "Tombstone", "begin", "begin_tenant", "copy_into_fresh_file",
+    "finish", "forgetting_tenants", "forgotten", "release", "sweep", "tenant_tombstone", "tombstone", "unfinished",
+    "unfinished_tenants", "without_forgotten",
+]
 
 TOMBSTONE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS forgotten (
@@ -39,6 +44,13 @@ CREATE TABLE IF NOT EXISTS forgotten (
     finished_at DOUBLE,
     events BIGINT NOT NULL,
     PRIMARY KEY (tenant, conversation)
+);
+CREATE TABLE IF NOT EXISTS forgotten_tenants (
+    tenant VARCHAR PRIMARY KEY,
+    requested_at DOUBLE NOT NULL,
+    finished_at DOUBLE,
+    conversations BIGINT NOT NULL,
+    events BIGINT NOT NULL
 );
 """
 
@@ -67,6 +79,27 @@ class Tombstone:
                 "status": "forgotten" if self.finished else "forgetting"}
 
 
+@dataclass(frozen=True, slots=True)
+class TenantTombstone:
+    """What is left of a forgotten tenant: which, when, how many conversations and events. Each
+    of its conversations has its own :class:`Tombstone` too (written in the same transaction)."""
+
+    tenant: str
+    requested_at: float
+    finished_at: float | None
+    conversations: int
+    events: int
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"tenant": self.tenant, "requested_at": self.requested_at, "finished_at": self.finished_at,
+                "conversations": self.conversations, "events": self.events,
+                "status": "forgotten" if self.finished else "forgetting"}
+
+
 def tombstone(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str) -> Tombstone | None:
     row = con.execute("SELECT requested_at, finished_at, events FROM forgotten WHERE tenant = ? AND conversation = ?",
                       [tenant, conversation]).fetchone()
@@ -74,8 +107,26 @@ def tombstone(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str) ->
                                               None if row[1] is None else float(row[1]), int(row[2]))
 
 
-def forgotten_keys(con: duckdb.DuckDBPyConnection) -> set[tuple[str, str]]:
-    return {(row[0], row[1]) for row in con.execute("SELECT tenant, conversation FROM forgotten").fetchall()}
+def tenant_tombstone(con: duckdb.DuckDBPyConnection, tenant: str) -> TenantTombstone | None:
+    row = con.execute("SELECT requested_at, finished_at, conversations, events FROM forgotten_tenants WHERE tenant = ?",
+                      [tenant]).fetchone()
+    return None if row is None else TenantTombstone(tenant, float(row[0]), None if row[1] is None else float(row[1]),
+                                                    int(row[2]), int(row[3]))
+
+
+def unfinished_tenants(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [row[0] for row in con.execute("SELECT tenant FROM forgotten_tenants WHERE finished_at IS NULL").fetchall()]
+
+
+forgetting_tenants = unfinished_tenants
+"""The tenants whose every late event is dropped at ingest: those being swept (see :func:`begin_tenant`)."""
+
+
+def forgotten(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], Tombstone]:
+    """Every tombstone, by (tenant, conversation)."""
+    rows = con.execute("SELECT tenant, conversation, requested_at, finished_at, events FROM forgotten").fetchall()
+    return {(row[0], row[1]): Tombstone(row[0], row[1], float(row[2]), None if row[3] is None else float(row[3]),
+                                        int(row[4])) for row in rows}
 
 
 def unfinished(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
@@ -86,6 +137,53 @@ def unfinished(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
 def begin(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str) -> Tombstone:
     """The tombstone, written (unfinished) and committed before anything is deleted; an existing
     one is returned as it is (forgetting twice is one forgetting)."""
+    return begin_many(con, tenant, [conversation])[0]
+
+
+def begin_many(con: duckdb.DuckDBPyConnection, tenant: str, conversations: Sequence[str]) -> list[Tombstone]:
+    """:func:`begin` for several conversations of a tenant, in one transaction."""
+    con.begin()
+    try:
+        found = [_begin(con, tenant, conversation) for conversation in conversations]
+        con.commit()
+    except BaseException:
+        con.rollback()
+        raise
+    return found
+
+
+def begin_tenant(con: duckdb.DuckDBPyConnection, tenant: str) -> tuple[TenantTombstone, list[Tombstone]]:
+    """The tenant's tombstone and one per conversation it has, in one transaction, before anything
+    is deleted; the conversations' tombstones. While the tenant's tombstone is unfinished every event of the
+    tenant is dropped at ingest (a conversation begun meanwhile included); once its sweep has
+    finished, its conversations' tombstones refuse them for good, and a new conversation of the
+    same tenant name is a new conversation. Forgetting twice is one forgetting (a second one
+    sweeps only what came since). A log that holds nothing of the tenant finishes at once."""
+    con.begin()
+    try:
+        conversations = sorted({row[0] for table in ("events", "branches", "snapshots") for row in con.execute(
+            f"SELECT DISTINCT conversation FROM {table} WHERE tenant = ?", [tenant]).fetchall()})
+        existing = tenant_tombstone(con, tenant)
+        tombstones = [_begin(con, tenant, conversation) for conversation in conversations]
+        if existing is None:
+            # Nothing of the tenant here (another shard holds it): finished at once, no sweep, no copy.
+            finished = None if conversations else time.time()
+            con.execute("INSERT INTO forgotten_tenants VALUES (?, ?, ?, ?, ?)",
+                        [tenant, time.time(), finished, len(conversations), sum(t.events for t in tombstones)])
+        elif existing.finished and conversations:  # forgotten again, with some come since: swept too
+            con.execute("UPDATE forgotten_tenants SET finished_at = NULL, conversations = conversations + ?, "
+                        "events = events + ? WHERE tenant = ?",
+                        [len(conversations), sum(t.events for t in tombstones), tenant])
+        con.commit()
+    except BaseException:
+        con.rollback()
+        raise
+    found = tenant_tombstone(con, tenant)
+    assert found is not None, "just written"
+    return found, tombstones
+
+
+def _begin(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str) -> Tombstone:
     existing = tombstone(con, tenant, conversation)
     if existing is not None:
         return existing
@@ -98,23 +196,34 @@ def begin(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str) -> Tom
     return found
 
 
-def _subject_pattern(tenant: str, conversation: str) -> str:
+def _escaped(text: str) -> str:
     # Identifiers are [A-Za-z0-9_-]: '_' is LIKE's one-character wildcard, so it is escaped.
-    escape = lambda text: text.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%")  # noqa: E731
-    return f"%.{escape(tenant)}.{escape(conversation)}.%"
+    return text.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%")
 
 
-def sweep(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str) -> None:
-    """Delete every row of the conversation (every branch). Idempotent. The bytes stay in the
-    file's freed blocks until :func:`copy_into_fresh_file` (measured: see the module docstring)."""
+def _subject_pattern(tenant: str, conversation: str) -> str:
+    return f"%.{_escaped(tenant)}.{_escaped(conversation)}.%"
+
+
+def sweep(con: duckdb.DuckDBPyConnection, keys: Sequence[tuple[str, str]], tenants: Sequence[str] = ()) -> None:
+    """Delete every row of each conversation (every branch) and of each whole tenant, in one
+    transaction. Idempotent. The bytes stay in the file's freed blocks until
+    :func:`copy_into_fresh_file` (measured: see the module docstring)."""
     con.begin()
     try:
         for table in CONTENT_TABLES:
-            if table == "rejected_events":
-                con.execute("DELETE FROM rejected_events WHERE subject LIKE ? ESCAPE '\\'",
-                            [_subject_pattern(tenant, conversation)])
-            else:
-                con.execute(f"DELETE FROM {table} WHERE tenant = ? AND conversation = ?", [tenant, conversation])
+            for tenant, conversation in keys:
+                if table == "rejected_events":
+                    con.execute("DELETE FROM rejected_events WHERE subject LIKE ? ESCAPE '\\'",
+                                [_subject_pattern(tenant, conversation)])
+                else:
+                    con.execute(f"DELETE FROM {table} WHERE tenant = ? AND conversation = ?", [tenant, conversation])
+            for tenant in tenants:
+                if table == "rejected_events":
+                    con.execute("DELETE FROM rejected_events WHERE subject LIKE ? ESCAPE '\\'",
+                                [f"%.{_escaped(tenant)}.%"])
+                else:
+                    con.execute(f"DELETE FROM {table} WHERE tenant = ?", [tenant])
         con.commit()
     except BaseException:
         con.rollback()
@@ -142,27 +251,36 @@ def copy_into_fresh_file(path: Path) -> None:
     Path(f"{fresh}.wal").unlink(missing_ok=True)
 
 
-def finish(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str) -> Tombstone:
-    con.execute("UPDATE forgotten SET finished_at = ? WHERE tenant = ? AND conversation = ? AND finished_at IS NULL",
-                [time.time(), tenant, conversation])
+def finish(con: duckdb.DuckDBPyConnection, keys: Sequence[tuple[str, str]], tenants: Sequence[str] = ()) -> list[Tombstone]:
+    """Mark the swept tombstones finished (a tenant's finishes every conversation tombstone of it)."""
+    now = time.time()
+    for tenant, conversation in keys:
+        con.execute("UPDATE forgotten SET finished_at = ? WHERE tenant = ? AND conversation = ? AND finished_at IS NULL",
+                    [now, tenant, conversation])
+    for tenant in tenants:
+        con.execute("UPDATE forgotten SET finished_at = ? WHERE tenant = ? AND finished_at IS NULL", [now, tenant])
+        con.execute("UPDATE forgotten_tenants SET finished_at = ? WHERE tenant = ? AND finished_at IS NULL", [now, tenant])
     con.execute("FORCE CHECKPOINT")
-    found = tombstone(con, tenant, conversation)
-    assert found is not None, "a sweep follows its tombstone"
-    return found
+    found = [tombstone(con, tenant, conversation) for tenant, conversation in keys]
+    assert all(found), "a sweep follows its tombstone"
+    return [t for t in found if t is not None]
 
 
-def without_forgotten(table: pa.Table, forgotten: set[tuple[str, str]]) -> pa.Table:
-    """An ingest batch without the events of forgotten conversations (late writes): never inserted,
-    so not even an aborted transaction's blocks hold them."""
+def without_forgotten(table: pa.Table, forgotten: Collection[tuple[str, str]], tenants: Collection[str] = ()) -> pa.Table:
+    """An ingest batch without the events of forgotten conversations and of tenants being
+    forgotten (late writes): never inserted, so not even an aborted transaction's blocks hold them."""
     keys = pc.binary_join_element_wise(table["tenant"], table["conversation"], ".")
-    keep = pc.invert(pc.is_in(keys, value_set=pa.array([f"{t}.{c}" for t, c in forgotten])))
+    keep = pc.invert(pc.is_in(keys, value_set=pa.array([f"{t}.{c}" for t, c in forgotten], type=pa.string())))
+    if tenants:
+        keep = pc.and_(keep, pc.invert(pc.is_in(table["tenant"], value_set=pa.array(sorted(tenants), type=pa.string()))))
     kept = table.filter(keep)
     if kept.num_rows < table.num_rows:
         log.info("dropped %d late event(s) of forgotten conversations", table.num_rows - kept.num_rows)
     return kept
 
 
-def release(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str, forgotten: set[tuple[str, str]]) -> bool:
+def release(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str,
+            forgotten: dict[tuple[str, str], Tombstone]) -> bool:
     """Drop a *finished* tombstone, so the conversation id may be written again (an import with
     ``force``, :mod:`mirror.events.transfer`), and from ``forgotten`` (the log's refused keys);
     False when there is none or its sweep is still running (lifting it then would let the sweep
@@ -170,5 +288,5 @@ def release(con: duckdb.DuckDBPyConnection, tenant: str, conversation: str, forg
     row = con.execute("DELETE FROM forgotten WHERE tenant = ? AND conversation = ? AND finished_at IS NOT NULL "
                       "RETURNING conversation", [tenant, conversation]).fetchone()
     if row is not None:
-        forgotten.discard((tenant, conversation))
+        forgotten.pop((tenant, conversation), None)
     return row is not None

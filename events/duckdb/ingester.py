@@ -39,6 +39,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from mirror import metrics, tracing
 from mirror.events.duckdb._ingest_batch import IngestBatch
 from mirror.events.duckdb._regression import check_stream
+from mirror.events.duckdb._sweeper import Sweeper
 from mirror.events.duckdb.log import DuckDBEventLog
 from mirror.events.duckdb.retention import RetentionSettings, RetentionSweeper
 from mirror.events.errors import BusError, DataKeyErased
@@ -154,7 +155,8 @@ class Ingester:
         self.bus = JetStreamBus(nc, stream)
         self.service = LogService(nc, event_log, shard=settings.shard, progress=lambda: self.committed_offset,
                                   stream_end=self._stream_end, skipped=lambda: self.skipped_events,
-                                  forget=self.forget, wait_committed=self.wait_for_offset)
+                                  forget=self.forget, forget_tenant=self.forget_tenant,
+                                  wait_committed=self.wait_for_offset)
         self.committed_offset = 0
         self.committed_events = 0
         self.skipped_events = 0
@@ -181,8 +183,10 @@ class Ingester:
         self._reconsume: str | None = None
         self._flush_requested = False
         """A reader waits for the log: the batch lingering now is committed without waiting further."""
-        self._sweeps: dict[tuple[str, str], asyncio.Task[None]] = {}
-        """Forgotten conversations being swept (stream erased, rows deleted, tables rewritten)."""
+        self.sweeper = Sweeper(self.bus, event_log, self._stream_lock)
+        """Forgotten conversations and tenants being swept (stream erased, rows deleted, file copied)."""
+        self._late_erasures: dict[tuple[str, str], asyncio.Task[None]] = {}
+        """Late writes of forgotten conversations whose stream copies are being erased."""
         self.retention = RetentionSweeper(event_log, self.forget, self._caught_up, settings.retention, clock)
         self._retention_task: asyncio.Task[None] | None = None
         """Why the consumer must be made again from the committed offset, until it has been."""
@@ -198,8 +202,9 @@ class Ingester:
         self._feed = self._new_feed()
         await self._feed.start()
         await self.service.start()
-        for tenant, conversation in await self.log.unfinished_forgets():  # a sweep a crash cut short
-            self._start_sweep(tenant, conversation)
+        keys, tenants = await self.log.unfinished_forgets()  # sweeps a crash cut short
+        self.sweeper.add(keys, tenants)
+        self.sweeper.start()
         self._tasks = [
             asyncio.create_task(self._decode_loop(), name="ingest-decode"),
             asyncio.create_task(self._commit_loop(), name="ingest-commit"),
@@ -456,8 +461,8 @@ class Ingester:
             _, tenant, conversation, _ = subject.split(".", 3)
             if not self.log.is_forgotten(tenant, conversation):
                 kept[subject] = stream_seq
-            elif (tenant, conversation) not in self._sweeps:
-                self._sweeps[tenant, conversation] = asyncio.create_task(
+            elif (tenant, conversation) not in self._late_erasures:
+                self._late_erasures[tenant, conversation] = asyncio.create_task(
                     self._erase_late(tenant, conversation), name=f"erase-late-{tenant}-{conversation}")
         return kept
 
@@ -470,7 +475,7 @@ class Ingester:
             log.exception("erasing late messages of forgotten %s/%s failed; the next forget of it erases them",
                           tenant, conversation)
         finally:
-            self._sweeps.pop((tenant, conversation), None)
+            self._late_erasures.pop((tenant, conversation), None)
 
     async def _compact_loop(self) -> None:
         while True:
@@ -504,29 +509,22 @@ class Ingester:
     async def forget(self, tenant: str, conversation: str) -> dict[str, Any]:
         """Forget a conversation: the tombstone first (from then on its reads are refused and its
         late events dropped at ingest), then, in the background, the sweep. Returns the tombstone."""
-        tombstone = await self.log.forget(tenant, conversation)
+        return (await self.forget_conversations(tenant, [conversation]))[0]
+
+    async def forget_conversations(self, tenant: str, conversations: list[str]) -> list[dict[str, Any]]:
+        """Forget several conversations of ``tenant`` (the retention sweeper's entry point): their
+        tombstones in one transaction, then one sweep (one fresh copy of the database) for all."""
+        tombstones = await self.log.forget_conversations(tenant, conversations)
+        self.sweeper.add(keys=[(t.tenant, t.conversation) for t in tombstones if not t.finished])
+        return [tombstone.as_dict() for tombstone in tombstones]
+
+    async def forget_tenant(self, tenant: str) -> dict[str, Any]:
+        """Forget a whole tenant on this shard: its tombstone and one per conversation at once, then
+        one sweep for all of them. Returns the tenant's tombstone (``status`` says)."""
+        tombstone, _ = await self.log.forget_tenant(tenant)
         if not tombstone.finished:
-            self._start_sweep(tenant, conversation)
+            self.sweeper.add(tenants=[tenant])
         return tombstone.as_dict()
-
-    def _start_sweep(self, tenant: str, conversation: str) -> None:
-        if (tenant, conversation) not in self._sweeps:
-            task = asyncio.create_task(self._sweep(tenant, conversation), name=f"forget-{tenant}-{conversation}")
-            self._sweeps[tenant, conversation] = task
-
-    async def _sweep(self, tenant: str, conversation: str) -> None:
-        """The stream's copies securely erased and purged, then the log's rows and their bytes.
-        Idempotent: a sweep cut short (a crash) is run again whole at the next start."""
-        try:
-            async with self._stream_lock:  # not while a compaction purges by sequences
-                erased = await self.bus.erase(tenant, conversation)
-            tombstone = await self.log.sweep_forgotten(tenant, conversation)
-            log.info("forgot %s/%s: %d event(s); %d stream message(s) erased", tenant, conversation,
-                     tombstone.events, erased)
-        except Exception:
-            log.exception("forgetting %s/%s failed; it is swept again at the next start or request", tenant, conversation)
-        finally:
-            self._sweeps.pop((tenant, conversation), None)
 
     async def _stream_end(self) -> int:
         """The stream sequence this ingester must commit up to to hold everything published so far.
@@ -584,10 +582,7 @@ class Ingester:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.service.stop()
-        for sweep in list(self._sweeps.values()):  # a sweep cut here resumes at the next start
-            sweep.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweep
+        await self.sweeper.stop()  # a sweep cut here resumes at the next start
         with contextlib.suppress(nats.errors.Error):
             await self._feed.stop()
         log.info("ingester %s stopped at stream seq %d", self.settings.shard, self.committed_offset)

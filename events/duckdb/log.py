@@ -32,10 +32,10 @@ import pyarrow as pa
 
 from mirror.events.codec import decode
 from mirror.events.duckdb import _erasure, _reads
-from mirror.events.duckdb._erasure import Tombstone
+from mirror.events.duckdb._forgetting import ForgettingLog
 from mirror.events.duckdb._ingest_batch import IngestBatch, RejectedRecord
 from mirror.events.envelope import Event
-from mirror.events.errors import ConversationForgotten, LogError, LogLocked
+from mirror.events.errors import LogError, LogLocked
 from mirror.events.ids import StreamKey, validate_identifier
 from mirror.events.log import (
     ConversationSummary,
@@ -150,7 +150,7 @@ READ_THREADS = 2
 """Threads answering reads, each with its own connection (DuckDB runs them in parallel)."""
 
 
-class DuckDBEventLog:
+class DuckDBEventLog(ForgettingLog):
     """The event log in one DuckDB file. Only one process may open it for writing."""
 
     def __init__(self, path: str | Path) -> None:
@@ -179,9 +179,7 @@ class DuckDBEventLog:
     def _open(self) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect(str(self.path))
         con.execute(SCHEMA)
-        con.execute(_erasure.TOMBSTONE_SCHEMA)
-        self._forgotten = _erasure.forgotten_keys(con)
-        """Forgotten conversations (tenant, conversation): their reads refused, their late events dropped."""
+        self._load_tombstones(con)
         self._held = _reads.held_branches(con)  # a new conversation's load needs no query (load_raw)
         self._local.con = con
         # More connections to the same database, one per read thread (made here, on the thread
@@ -293,8 +291,8 @@ class DuckDBEventLog:
 
     def _commit_batch(self, consumer: str, stream: str, offset: int, batch: IngestBatch) -> CommitResult:
         table = batch.table() if len(batch) else None
-        if table is not None and self._forgotten:
-            table = _erasure.without_forgotten(table, self._forgotten)
+        if table is not None and (self._forgotten or self._forgetting_tenants):
+            table = _erasure.without_forgotten(table, self._forgotten, self._forgetting_tenants)
         try:
             return self._insert_batch(consumer, stream, offset, batch, table, redelivered=False)
         except duckdb.ConstraintException:
@@ -336,7 +334,8 @@ class DuckDBEventLog:
                         rejected.extend(batch.divergent_at(row[0]) for row in clashes)
                         duplicates += len(batch) - inserted - len(clashes)
                     self._record_branches(con, [r for r in batch.first_records
-                                                if (r["tenant"], r["conversation"]) not in self._forgotten])
+                                                if (r["tenant"], r["conversation"]) not in self._forgotten
+                                                and r["tenant"] not in self._forgetting_tenants])
                 if rejected:
                     con.executemany(
                         "INSERT INTO rejected_events VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -541,50 +540,6 @@ class DuckDBEventLog:
     async def rejected(self) -> list[tuple[int, str, str]]:
         return await self._read(lambda: self._db.execute(
             "SELECT stream_seq, subject, error FROM rejected_events ORDER BY stream_seq").fetchall())
-
-    # --------------------------------------------------------------------- forgetting (see _erasure)
-
-    def _refuse_forgotten(self, key: StreamKey) -> None:
-        if (key.tenant, key.conversation) in self._forgotten:
-            raise ConversationForgotten(key.tenant, key.conversation)
-
-    async def forget(self, tenant: str, conversation: str) -> Tombstone:
-        """Write the conversation's tombstone (unfinished) and refuse it from now on; the rows
-        stay until :meth:`sweep_forgotten`. Forgetting twice returns the first tombstone."""
-        found = await self._run(_erasure.begin, self._con, validate_identifier("tenant", tenant),
-                                validate_identifier("conversation", conversation))
-        self._forgotten.add((tenant, conversation))
-        return found
-
-    def is_forgotten(self, tenant: str, conversation: str) -> bool:  # its late events are dropped at ingest
-        return (tenant, conversation) in self._forgotten
-
-    async def sweep_forgotten(self, tenant: str, conversation: str) -> Tombstone:
-        """Delete every row of a forgotten conversation, copy the database into a fresh file (no
-        byte of it left in the file or the WAL), mark the tombstone finished. Idempotent: run again
-        for a tombstone a crash left unfinished. Ingest waits while it runs (one write thread)."""
-        await self._run(_erasure.sweep, self._con, tenant, conversation)
-        self._readable.clear()  # reads wait while the file is swapped (~0.4 s per 10,000 events)
-        try:
-            return await self._run(self._swap_fresh_file, tenant, conversation)
-        finally:
-            self._readable.set()
-
-    def _swap_fresh_file(self, tenant: str, conversation: str) -> Tombstone:
-        self._close()
-        _erasure.copy_into_fresh_file(self.path)
-        self._con = self._open()
-        return _erasure.finish(self._con, tenant, conversation)
-
-    async def tombstone(self, tenant: str, conversation: str) -> Tombstone | None:
-        return await self._read(lambda: _erasure.tombstone(self._db, tenant, conversation))
-
-    async def release(self, tenant: str, conversation: str) -> bool:  # a finished tombstone lifted: _erasure.release
-        return await self._run(_erasure.release, self._con, tenant, conversation, self._forgotten)
-
-    async def unfinished_forgets(self) -> list[tuple[str, str]]:
-        """Tombstones whose sweep has not finished (a crash cut it short): to sweep again."""
-        return await self._run(_erasure.unfinished, self._con)
 
 
 __all__ = ["CommitResult", "DuckDBEventLog", "READ_THREADS", "SCHEMA", "T"]

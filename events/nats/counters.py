@@ -29,6 +29,7 @@ from mirror.events.counters import Step
 from mirror.events.errors import BusError, CounterContended
 
 from .jetstream import TRANSIENT_ERRORS, default_replicas
+from .key_value import erase_keys, open_bucket
 
 __all__ = ["BUCKET", "CHANGE_ATTEMPTS", "JetStreamCounters"]
 
@@ -60,12 +61,8 @@ class JetStreamCounters:
         return self._kv
 
     async def _open(self) -> Any:
-        try:
-            return await self._js.key_value(self.bucket)
-        except nats.js.errors.BucketNotFoundError:
-            return await self._js.create_key_value(
-                bucket=self.bucket, history=1, storage=StorageType.FILE, replicas=default_replicas(self._servers),
-                description="Mirror: each tenant's use of its limits (requests, tokens, turns, conversations)")
+        return await open_bucket(self._js, self.bucket, replicas=default_replicas(self._servers), storage=StorageType.FILE,
+                                 description="Mirror: each tenant's use of its limits (requests, tokens, turns, conversations)")
 
     async def _fresh(self, kv: Any, key: str) -> tuple[int, bytes | None]:
         try:
@@ -116,3 +113,11 @@ class JetStreamCounters:
             return []
         except TRANSIENT_ERRORS as exc:
             raise BusError(f"listing the shared counters failed: {type(exc).__name__}: {exc}") from exc
+
+    async def erase(self, key: str) -> None:
+        await self._store()
+        self._seen.pop(key, None)
+        try:
+            await erase_keys(self._js, self.bucket, key)
+        except TRANSIENT_ERRORS as exc:
+            raise BusError(f"erasing the shared counter {key!r} failed: {type(exc).__name__}: {exc}") from exc

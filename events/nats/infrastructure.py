@@ -32,7 +32,12 @@ class NatsConnections:
     _counters: JetStreamCounters | None = None
 
     def log(self, tenant: str) -> LogAccess:
-        shard = self.infrastructure.shard_of(tenant)
+        return self._shard_log(self.infrastructure.shard_of(tenant))
+
+    def shard_logs(self) -> dict[str, LogAccess]:
+        return {shard: self._shard_log(shard) for shard in self.infrastructure.shards.shards}
+
+    def _shard_log(self, shard: str) -> LogClient:
         client = self._logs.get(shard)
         if client is None:
             client = self._logs[shard] = LogClient(self.bus.nc, shard=shard, timeout=self.infrastructure.log_timeout_s)

@@ -48,7 +48,7 @@ from mirror.events.nats._publisher import (
     ChainedAppends,
     PipelinedPublisher,
 )
-from mirror.events.nats.sealing import DataKeys
+from mirror.events.nats.sealing import DataKeys, is_sealed
 
 log = logging.getLogger(__name__)
 
@@ -518,16 +518,17 @@ class JetStreamBus:
         await self._retrying(self.js.purge_stream, self.settings.name, seq=below_stream_seq, subject=subject)
 
     async def erase(self, tenant: str, conversation: str) -> int:
-        """Erase the conversation's data key, then every message of it (every branch) still in
-        the stream; how many messages.
+        """Erase the conversation's data key (``*``: the keys of every conversation of the tenant),
+        then every message of it (every branch) still in the stream; how many messages.
 
         The key goes first (:meth:`~.sealing.DataKeys.erase`, one secure erase): from then on every
         copy of its messages is ciphertext nobody can open — those :meth:`compact` purged earlier,
         whose bytes stay in the store's block files until a block is retired, and a cluster's Raft
-        logs. The messages still addressable are then deleted with JetStream's secure erase
-        (``STREAM.MSG.DELETE`` without ``no_erase``: the server overwrites it with random bytes)
-        before the subjects are purged: a purge alone leaves the bytes in the store's block file
-        (measured: harness/bench/erasure_residue.py). See docs/operations.md, "Forgetting and retention"."""
+        logs. The messages still addressable are then purged; only one written before sealing
+        (plaintext) is first deleted with JetStream's secure erase (``STREAM.MSG.DELETE`` without
+        ``no_erase``: the server overwrites it with random bytes, ~6-100 ms a message), since a purge
+        alone leaves the bytes in the store's block file (measured: harness/bench/erasure_residue.py).
+        See docs/operations.md, "Forgetting and retention"."""
         await self._retrying(self.keys.erase, tenant, conversation)
         subjects = f"{SUBJECT_ROOT}.{tenant}.{conversation}.*"
         erased, seq = 0, 1
@@ -537,7 +538,8 @@ class JetStreamBus:
             except nats.js.errors.NotFoundError:
                 break
             assert message.seq is not None, "a stored message has its sequence"
-            await self._retrying(self.js.delete_msg, self.settings.name, message.seq)
+            if not is_sealed(message.data or b""):  # from before sealing: its bytes must go
+                await self._retrying(self.js.delete_msg, self.settings.name, message.seq)
             erased, seq = erased + 1, message.seq + 1
         await self._retrying(self.js.purge_stream, self.settings.name, subject=subjects)
         return erased

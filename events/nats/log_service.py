@@ -63,6 +63,7 @@ class LogService:
         stream_end: Callable[[], Awaitable[int]] | None = None, skipped: Callable[[], int] | None = None,
         forget: Callable[[str, str], Awaitable[dict[str, Any]]] | None = None,
         wait_committed: Callable[[int, float], Awaitable[bool]] | None = None,
+        forget_tenant: Callable[[str], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         """``progress()``: the stream sequence committed so far; ``stream_end()``: the stream's
         newest sequence now. An ingester passes both; a plain reader of a file passes neither.
@@ -77,6 +78,7 @@ class LogService:
         self._skipped = skipped
         self._forget = forget
         self._wait_committed = wait_committed
+        self._forget_whole_tenant = forget_tenant
         """The ingester's :meth:`~mirror.events.duckdb.ingester.Ingester.forget` (tombstone, then the sweep)."""
         self._subscription: Subscription | None = None
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
@@ -97,6 +99,8 @@ class LogService:
             "committed": self._committed,
             "forget": self._forget_conversation,
             "tombstone": self._tombstone,
+            "forget_tenant": self._forget_tenant,
+            "tenant_tombstone": self._tenant_tombstone,
             "release": self._release,
         }
 
@@ -136,7 +140,7 @@ class LogService:
             reply = {"error": {"type": "ValueError", "message": f"missing or unknown field {exc}"}}
         except ConversationForgotten as exc:
             reply = {"error": {"type": "ConversationForgotten", "message": str(exc), "tenant": exc.tenant,
-                               "conversation": exc.conversation}}
+                               "conversation": exc.conversation, "tombstone": exc.tombstone}}
         except InvalidIdentifier as exc:
             reply = {"error": {"type": "InvalidIdentifier", "message": str(exc)}}
         except ValueError as exc:
@@ -266,6 +270,16 @@ class LogService:
             raise LogError("this log service does not own an ingester: it cannot forget")
         return await self._forget(args["tenant"], args["conversation"])
 
+    async def _forget_tenant(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Write the tenant's tombstones and start the sweep; the tenant's tombstone as it is now."""
+        if self._forget_whole_tenant is None:
+            raise LogError("this log service does not own an ingester: it cannot forget")
+        return await self._forget_whole_tenant(args["tenant"])
+
+    async def _tenant_tombstone(self, args: dict[str, Any]) -> dict[str, Any] | None:
+        found = await self.log.tenant_tombstone(args["tenant"])
+        return None if found is None else found.as_dict()
+
     async def _tombstone(self, args: dict[str, Any]) -> dict[str, Any] | None:
         found = await self.log.tombstone(args["tenant"], args["conversation"])
         return None if found is None else found.as_dict()
@@ -329,7 +343,7 @@ class LogClient:
         if "error" in answer:
             error = answer["error"]
             if error["type"] == "ConversationForgotten":
-                raise ConversationForgotten(error["tenant"], error["conversation"])
+                raise ConversationForgotten(error["tenant"], error["conversation"], error.get("tombstone"))
             raise _ERRORS.get(error["type"], LogError)(error["message"])
         return answer["ok"]
 
@@ -342,6 +356,17 @@ class LogClient:
     async def tombstone(self, tenant: str, conversation: str) -> dict[str, Any] | None:
         """A forgotten conversation's tombstone (``None``: it was never forgotten)."""
         result: dict[str, Any] | None = await self._call("tombstone", tenant=tenant, conversation=conversation)
+        return result
+
+    async def forget_tenant(self, tenant: str) -> dict[str, Any]:
+        """Forget every conversation of ``tenant`` this shard holds: the tombstones are written before
+        this returns, the sweep runs on; poll :meth:`tenant_tombstone` until it is ``forgotten``."""
+        result: dict[str, Any] = await self._call("forget_tenant", tenant=tenant)
+        return result
+
+    async def tenant_tombstone(self, tenant: str) -> dict[str, Any] | None:
+        """A forgotten tenant's tombstone on this shard (``None``: never forgotten here)."""
+        result: dict[str, Any] | None = await self._call("tenant_tombstone", tenant=tenant)
         return result
 
     async def release(self, tenant: str, conversation: str) -> bool:

@@ -238,15 +238,29 @@ class DataKeys:
             return None
         return sealer.open(data)
 
-    async def erase(self, tenant: str, conversation: str) -> bool:
-        """Securely erase the conversation's key (its one message is overwritten by the server, then
-        deleted) and drop it from this process's cache. False: it had none."""
-        self._cache.pop((tenant, conversation), None)
-        stored = await self._stored(tenant, conversation)
-        if stored is None:
-            return False
+    async def erase(self, tenant: str, conversation: str) -> int:
+        """Securely erase the conversation's key (``*``: every key of the tenant): its one message
+        overwritten by the server, then deleted; dropped from this process's cache. How many it erased."""
+        if conversation != "*":
+            self._cache.pop((tenant, conversation), None)
+            stored = await self._stored(tenant, conversation)
+            return int(stored is not None and await self._erase_message(stored[0]))
+        for cached in [key for key in self._cache if key[0] == tenant]:
+            del self._cache[cached]
+        await self._store()
+        erased, seq = 0, 1
+        subjects = key_subject(self.event_stream, tenant, "*")
+        while True:
+            try:
+                message = await self._js.get_msg(self.key_stream, seq=seq, subject=subjects, next=True)
+            except nats.js.errors.NotFoundError:
+                return erased
+            assert message.seq is not None, "a stored message has its sequence"
+            erased, seq = erased + await self._erase_message(message.seq), message.seq + 1
+
+    async def _erase_message(self, seq: int) -> bool:
         try:
-            await self._js.delete_msg(self.key_stream, stored[0])  # no ``no_erase``: overwritten
+            await self._js.delete_msg(self.key_stream, seq)  # no ``no_erase``: overwritten
         except nats.js.errors.NotFoundError:  # erased meanwhile by another sweep
             return False
         return True

@@ -6,7 +6,7 @@
 ``memory`` (beliefs, edges, review items, and what a message recalls), ``reflection`` (the
 portrait, each reflection and what it changed, a forced reflection), ``personas`` (the persona store, a
 conversation's choice of mind, the character's state), ``why`` (what produced an event, a belief or an
-edge), ``forget`` (erase a conversation: a job to poll), ``transfer`` (export and import archives); the OpenAI-compatible routes live in a room of their own (:mod:`mirror.gateway.openai`), and so
+edge), ``forget`` (erase a conversation: a job to poll), ``transfer`` (export and import archives), ``tenants`` (forget a whole tenant: a job to poll); the OpenAI-compatible routes live in a room of their own (:mod:`mirror.gateway.openai`), and so
 does the inspector's page (:mod:`mirror.gateway.inspector`); both are listed last.
 Each route takes the tenant and the shared :class:`~mirror.gateway.runtime.GatewayRuntime`
 as dependencies (``Tenant``, ``Runtime``) and keeps no state of its own.
@@ -25,13 +25,14 @@ from mirror.gateway.routes import (
     reflection,
     replay,
     stream,
+    tenants,
     transfer,
     turns,
     why,
 )
 
 ROUTERS = (health.router, turns.router, conversations.router, replay.router, recompute.router, stream.router,
-           memory.router, reflection.router, personas.router, why.router, forget.router, transfer.router, openai.router, inspector.router,
+           memory.router, reflection.router, personas.router, why.router, forget.router, transfer.router, tenants.router, openai.router, inspector.router,
            metrics.router)
 """In the order the routes were declared (so is ``/openapi.json``); newer groups last."""
 

@@ -354,6 +354,23 @@ def test_an_unknown_conversation_shows_an_error(page, stack) -> None:
     assert "nobody-here" in message.inner_text() and "Not found" in message.inner_text()
 
 
+def test_a_forgotten_conversation_shows_its_tombstone_not_an_error(page, stack) -> None:
+    with api(stack) as http:
+        answer = http.post("/v1/conversations/forget-me/turns", params={"sync": "true"}, json={"message": "hello"})
+        assert answer.status_code == 200, answer.text
+        job = http.delete("/v1/conversations/forget-me").json()
+        until(lambda: http.get(job["poll"]).json()["status"] == "forgotten", "the sweep to finish", timeout=60)
+        gone = http.get("/v1/conversations/forget-me")
+        assert gone.status_code == 410 and gone.json()["tombstone"]["events"] == job["events"]
+    log_in(page, stack, "?conversation=forget-me")
+    page.locator("#tombstone-view").wait_for()
+    field = lambda name: page.locator(f'#tombstone dd[data-field="{name}"]').inner_text()  # noqa: E731
+    assert field("events erased") == str(job["events"]) and field("status") == "forgotten"
+    assert field("conversation") == "forget-me" and field("erasure finished") != "not yet"
+    assert page.locator("#message").is_hidden() and page.locator("#conversation-view").is_hidden()
+    shot(page, "tombstone")
+
+
 def test_a_broker_that_is_down_shows_the_503_and_the_page_recovers(page, stack) -> None:
     log_in(page, stack)
     page.locator("#conversations tr[data-conversation=trip]").wait_for()

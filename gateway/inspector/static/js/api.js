@@ -4,10 +4,11 @@
 const TOKEN_KEY = "mirror.inspector.token";
 
 export class ApiError extends Error {
-  constructor(status, message, retryAfter = null) {
+  constructor(status, message, retryAfter = null, tombstone = null) {
     super(message);
     this.status = status;
     this.retryAfter = retryAfter;
+    this.tombstone = tombstone; // a 410's: what is left of a forgotten conversation
   }
 }
 
@@ -49,20 +50,23 @@ function headers(body) {
 
 async function failure(response) {
   let detail = response.statusText || "no detail";
+  let tombstone = null;
   try {
     const body = await response.json();
     const said = body.detail ?? body.error?.message ?? body;
     detail = typeof said === "string" ? said : JSON.stringify(said);
+    if (response.status === 410) tombstone = body.tombstone ?? null;
   } catch {
     // not JSON: keep the status text
   }
   const retryAfter = response.headers.get("Retry-After");
-  return new ApiError(response.status, describe(response.status, detail, retryAfter), retryAfter);
+  return new ApiError(response.status, describe(response.status, detail, retryAfter), retryAfter, tombstone);
 }
 
 function describe(status, detail, retryAfter) {
   if (status === 401) return `The token was refused (401): ${detail}. Enter a valid tenant token above.`;
   if (status === 404) return `Not found (404): ${detail}`;
+  if (status === 410) return `Forgotten (410): ${detail}`;
   if (status === 503) {
     const wait = retryAfter ? `${retryAfter} s` : "a few seconds";
     return `A service behind the gateway is down (503): ${detail}. Try again in ${wait}.`;

@@ -10,9 +10,10 @@ import { bindList, showList } from "./list.js";
 import { current, leaveConversation, openConversation, select } from "./conversation.js";
 import { compareChoice, runCompare, setupCompare } from "./compare.js";
 import { openRecompute } from "./recompute.js";
+import { showTombstone } from "./tombstone.js";
 import { bindWhy } from "./why.js";
 
-const VIEWS = ["#welcome", "#list-view", "#conversation-view", "#compare-view"];
+const VIEWS = ["#welcome", "#list-view", "#conversation-view", "#compare-view", "#tombstone-view"];
 
 function show(view) {
   for (const id of VIEWS) $(id).hidden = id !== view;
@@ -93,6 +94,12 @@ async function route() {
       });
     }
   } catch (error) {
+    if (error.status === 410 && error.tombstone) {  // forgotten: its tombstone is the page
+      leaveConversation();
+      show("#tombstone-view");
+      showTombstone(conversation, error.tombstone);
+      return;
+    }
     showMessage(error.message);
     if (error.status === 401) {
       show("#welcome");
