@@ -59,6 +59,9 @@ class ForgettingLog:
         if tombstone is not None:
             raise ConversationForgotten(key.tenant, key.conversation, tombstone.as_dict())
 
+    def is_forgotten(self, tenant: str, conversation: str) -> bool:  # its late events are dropped at ingest
+        return (tenant, conversation) in self._forgotten
+
     async def forget(self, tenant: str, conversation: str) -> Tombstone:
         """Write the conversation's tombstone (unfinished) and refuse it from now on; the rows
         stay until :meth:`sweep_forgotten`. Forgetting twice returns the first tombstone."""

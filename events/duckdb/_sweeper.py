@@ -39,6 +39,33 @@ class Sweeper:
         """Sweeps finished (each one fresh copy of the database) since the start."""
         self.last: dict[str, float] = {}
         """The last finished sweep's parts: ``stream_messages`` erased, ``stream_s``, ``log_s`` (rows and copy)."""
+        self._late_erasures: dict[tuple[str, str], asyncio.Task[None]] = {}
+        """Late writes of forgotten conversations whose stream copies are being erased."""
+
+    def without_late_writes(self, newest_by_subject: dict[str, int]) -> dict[str, int]:
+        """The subjects to compact, but those of forgotten conversations: their events were dropped
+        at ingest (a late write: a host or a recompute that had not heard), and their stream copies
+        are erased now rather than left to compaction."""
+        kept = {}
+        for subject, stream_seq in newest_by_subject.items():
+            _, tenant, conversation, _ = subject.split(".", 3)
+            if not self.log.is_forgotten(tenant, conversation):
+                kept[subject] = stream_seq
+            elif (tenant, conversation) not in self._late_erasures:
+                self._late_erasures[tenant, conversation] = asyncio.create_task(
+                    self._erase_late(tenant, conversation), name=f"erase-late-{tenant}-{conversation}")
+        return kept
+
+    async def _erase_late(self, tenant: str, conversation: str) -> None:
+        try:
+            async with self._stream_lock:
+                erased = await self.bus.erase(tenant, conversation)
+            log.info("erased %d late stream message(s) of forgotten %s/%s", erased, tenant, conversation)
+        except Exception:
+            log.exception("erasing late messages of forgotten %s/%s failed; the next forget of it erases them",
+                          tenant, conversation)
+        finally:
+            self._late_erasures.pop((tenant, conversation), None)
 
     def add(self, keys: Iterable[tuple[str, str]] = (), tenants: Iterable[str] = ()) -> None:
         """Queue conversations (tenant, conversation) and whole tenants to sweep."""

@@ -185,8 +185,6 @@ class Ingester:
         """A reader waits for the log: the batch lingering now is committed without waiting further."""
         self.sweeper = Sweeper(self.bus, event_log, self._stream_lock)
         """Forgotten conversations and tenants being swept (stream erased, rows deleted, file copied)."""
-        self._late_erasures: dict[tuple[str, str], asyncio.Task[None]] = {}
-        """Late writes of forgotten conversations whose stream copies are being erased."""
         self.retention = RetentionSweeper(event_log, self.forget, self._caught_up, settings.retention, clock)
         self._retention_task: asyncio.Task[None] | None = None
         """Why the consumer must be made again from the committed offset, until it has been."""
@@ -445,37 +443,12 @@ class Ingester:
             if decoded.batch.anchor is not None:  # as the log now holds it: the newest message stored
                 anchor_seq, anchor_id = decoded.batch.anchor
                 self._mark = dataclasses.replace(self._mark, anchor_seq=anchor_seq, anchor_id=anchor_id)
-            self._to_compact.update(self._without_late_writes(decoded.batch.newest_by_subject))
+            self._to_compact.update(self.sweeper.without_late_writes(decoded.batch.newest_by_subject))
             async with self._progress:
                 self._progress.notify_all()
         # AckAll: acknowledging the newest message acknowledges the batch, after the commit.
         with contextlib.suppress(nats.errors.Error):
             await self.nc.publish(decoded.ack_subject.decode())
-
-    def _without_late_writes(self, newest_by_subject: dict[str, int]) -> dict[str, int]:
-        """The subjects to compact, but those of forgotten conversations: their events were dropped
-        at ingest (a late write: a host or a recompute that had not heard), and their stream copies
-        are securely erased now rather than purged (a purge would leave their bytes in the block file)."""
-        kept = {}
-        for subject, stream_seq in newest_by_subject.items():
-            _, tenant, conversation, _ = subject.split(".", 3)
-            if not self.log.is_forgotten(tenant, conversation):
-                kept[subject] = stream_seq
-            elif (tenant, conversation) not in self._late_erasures:
-                self._late_erasures[tenant, conversation] = asyncio.create_task(
-                    self._erase_late(tenant, conversation), name=f"erase-late-{tenant}-{conversation}")
-        return kept
-
-    async def _erase_late(self, tenant: str, conversation: str) -> None:
-        try:
-            async with self._stream_lock:
-                erased = await self.bus.erase(tenant, conversation)
-            log.info("erased %d late stream message(s) of forgotten %s/%s", erased, tenant, conversation)
-        except Exception:
-            log.exception("erasing late messages of forgotten %s/%s failed; the next forget of it erases them",
-                          tenant, conversation)
-        finally:
-            self._late_erasures.pop((tenant, conversation), None)
 
     async def _compact_loop(self) -> None:
         while True:
