@@ -18,7 +18,9 @@ small limit given back just before the response's last body message.
 
 Turns are ``POST /v1/conversations/{conversation}/turns`` and ``POST /v1/chat/completions``; a
 turn's tokens reach :func:`metered` from :meth:`~mirror.gateway.runtime.GatewayRuntime.ask`
-(plain and streamed turns both come back through it) through a context variable the middleware sets.
+(plain and streamed turns both come back through it), a front end's background task's (a chat
+completion answered statelessly, :mod:`mirror.gateway.openai.background`) :func:`metered_tokens`,
+through a context variable the middleware sets.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from mirror.gateway.tenants import TenantLimits
 
 from .usage import LEASE_S, Usage, charge, lease, ratelimit_headers, release, renew, usage_key
 
-__all__ = ["CONVERSATION_HEADER", "Limiter", "LimitsMiddleware", "metered"]
+__all__ = ["CONVERSATION_HEADER", "Limiter", "LimitsMiddleware", "metered", "metered_tokens"]
 
 log = logging.getLogger(__name__)
 
@@ -279,11 +281,19 @@ _METER: contextvars.ContextVar[_Meter | None] = contextvars.ContextVar("mirror_l
 
 def metered(result: object) -> None:
     """Count a turn's tokens against its tenant's day, if the request is a limited tenant's turn."""
+    if isinstance(result, TurnResult):
+        metered_tokens(result.prompt_tokens + result.completion_tokens)
+
+
+def metered_tokens(tokens: int) -> None:
+    """Count ``tokens`` of the request's model call against its tenant's day, if the request is a
+    limited tenant's turn: a turn's (:func:`metered`) or a front end's background task's
+    (:mod:`mirror.gateway.openai.background`), through the same writer; once per request."""
     meter = _METER.get()
-    if meter is None or meter.charged or not isinstance(result, TurnResult):
+    if meter is None or meter.charged:
         return
     meter.charged = True
-    meter.limiter.charge(meter.tenant, result.prompt_tokens + result.completion_tokens)
+    meter.limiter.charge(meter.tenant, tokens)
 
 
 class LimitsMiddleware:

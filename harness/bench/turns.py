@@ -278,6 +278,7 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         model_samples = await model if model is not None else []
         backlog = await asyncio.gather(*(_backlog(client, name, 2 if config.stream else 1) for name in names))
     streamed = [item for run in runs for item in run if item[1].get("streamed")]
+    limited_phases = turn_phases([[item for item in run if item[1].get("limited")] for run in runs])
     limited = [elapsed - reply["llm_ms"] for run in runs for elapsed, reply in run if reply.get("limited")]
     admissions = [reply["timings"]["limits"] for run in runs for _, reply in run
                   if reply.get("limited") and "limits" in reply["timings"]]
@@ -314,15 +315,18 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         "embedding_latency_ms": config.embedding_latency_ms,
         "turns_with_recall": len(recalls),
         "recall_p50_ms": round(statistics.median(recalls), 2) if recalls else None,
-        **({"limits": _limits_figures(limited, overheads, admissions)} if limited_token is not None else {}),
+        **({"limits": _limits_figures(limited, overheads, admissions, limited_phases, turn_phases(runs))}
+           if limited_token is not None else {}),
         **({"stream": stream_figures(streamed, [item for run in runs for item in run], model_samples, floor,
                                      config.token_delay_ms)} if config.stream else {}),
     }
 
 
-def _limits_figures(limited: list[float], plain: list[float], admissions: list[float]) -> dict[str, Any]:
+def _limits_figures(limited: list[float], plain: list[float], admissions: list[float], limited_phases: dict[str, float],
+                    plain_phases: dict[str, float]) -> dict[str, Any]:
     """The limited tenant's keyed turns against the plain ones of the same run (overheads over the model, ms),
-    and the gateway's own time deciding on the limits (Server-Timing ``limits``), which scheduling noise spares."""
+    each phase's p50 of both halves and what the limited half adds to it (``phases_added_p50_ms``), and the
+    gateway's own time deciding on the limits (Server-Timing ``limits``), which scheduling noise spares."""
     return {
         "admission_p50_ms": round(statistics.median(admissions), 3) if admissions else None,
         "admission_p99_ms": round(percentile(admissions, 0.99), 3) if admissions else None,
@@ -332,6 +336,9 @@ def _limits_figures(limited: list[float], plain: list[float], admissions: list[f
         "added_p50_ms": round(statistics.median(limited) - statistics.median(plain), 2),
         "limited_overhead_p99_ms": round(percentile(limited, 0.99), 2),
         "plain_overhead_p99_ms": round(percentile(plain, 0.99), 2),
+        "limited_phases_p50_ms": limited_phases,
+        "phases_added_p50_ms": {name: round(value - plain_phases[name], 2) for name, value in limited_phases.items()
+                                if name in plain_phases},
     }
 
 
