@@ -35,9 +35,9 @@ from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.llm import ChatMessage, ChatRequest, ChatResponse, Role
 from mirror.cognition.openai_client import OpenAIChatClient
 from mirror.cognition.pipeline import MirrorConfig
+from mirror.gateway.limits import metered_tokens
 from mirror.gateway.openai.errors import OpenAIError
 from mirror.gateway.openai.shapes import ChatCompletionIn, MessageIn, chunk, completion_id
-from mirror.gateway.limits import metered_tokens
 from mirror.gateway.runtime import GatewayRuntime
 
 __all__ = ["BACKGROUND_SUFFIX", "RECOGNISED", "TASK_HEADER", "answer", "base_model", "request_for", "task_of"]

@@ -3,15 +3,18 @@ counters: the common turn makes no round trip, and what it holds never lets the 
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import pytest
 
-from mirror.events.counters import InMemoryCounters
+from mirror.events.counters import InMemoryCounters, Step
 from mirror.gateway.errors import LimitReached
 from mirror.gateway.limits import Limiter, Usage, usage_key
 from mirror.gateway.tenants import TenantLimits
 
 NOW = 1_800_000_000.0 + 10
 WINDOW = 300.0
+T = TypeVar("T")
 
 
 class Clock:
@@ -72,7 +75,7 @@ class CountingCounters(InMemoryCounters):
         super().__init__()
         self.changes = 0
 
-    async def change(self, key, step):  # type: ignore[no-untyped-def]
+    async def change(self, key: str, step: Step[T]) -> T:
         self.changes += 1
         return await super().change(key, step)
 
