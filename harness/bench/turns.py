@@ -43,7 +43,9 @@ turn: every other turn of each user goes to its twin conversation of a second te
 (``bench-limited``) that has all four limits set (high enough never to refuse) and sends an
 ``Idempotency-Key``, the others to the stack's default tenant (no limits, no key). Under
 ``limits`` are both halves' overheads and ``added_p50_ms``, the limited half's overhead p50
-minus the plain half's (on a busy machine its noise is milliseconds), and ``admission_p50_ms``,
+minus the plain half's (on a busy machine its noise is milliseconds), each phase of both halves
+(``limited_phases_p50_ms``, ``phases_added_p50_ms``: the limits middleware is in ``client_and_http``,
+the conversation's idempotency lookup in ``gateway_to_actor``), and ``admission_p50_ms``,
 the gateway's own time deciding on the limits (Server-Timing ``limits``); the top-level figures
 are then the plain half's.
 """
