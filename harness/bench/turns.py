@@ -41,7 +41,9 @@ top-level figures are then the plain turns'.
 ``compare_limits`` measures, in the same run, what per-tenant limits and idempotency add to a
 turn: every other turn of each user goes to its twin conversation of a second tenant
 (``bench-limited``) that has all four limits set (high enough never to refuse) and sends an
-``Idempotency-Key``, the others to the stack's default tenant (no limits, no key). Under
+``Idempotency-Key``, the others to the stack's default tenant (no limits, no key); half the users
+start with a limited turn, half with a plain one, so neither half has more of the first turns,
+which meet a stack with no thinking left from the warm-up. Under
 ``limits`` are both halves' overheads and ``added_p50_ms``, the limited half's overhead p50
 minus the plain half's (on a busy machine its noise is milliseconds), each phase of both halves
 (``limited_phases_p50_ms``, ``phases_added_p50_ms``: the limits middleware is in ``client_and_http``,
@@ -130,12 +132,14 @@ def server_timing(header: str) -> dict[str, float]:
 
 async def _conversation(client: httpx.AsyncClient, name: str, turns: int, pause_ms: float = 0.0,
                         rng: random.Random | None = None, stream: bool = False,
-                        limited_token: str | None = None) -> list[tuple[float, dict[str, Any]]]:
+                        limited_token: str | None = None, limited_first: bool = False) -> list[tuple[float, dict[str, Any]]]:
     """``turns`` plain turns; with ``stream`` a streamed one beside each (marked ``streamed``), alternating which
-    goes first; with ``limited_token`` every odd turn as the limited tenant, with a key (marked ``limited``)."""
+    goes first; with ``limited_token`` every other turn as the limited tenant, with a key (marked ``limited``):
+    the odd ones, or with ``limited_first`` the even ones (half the users start with a limited turn, so
+    neither half has more of the first turns, which meet a stack whose warm-up thinking is done)."""
     results = []
     for index in range(turns):
-        if limited_token is not None and index % 2 == 1:
+        if limited_token is not None and index % 2 == (0 if limited_first else 1):
             if pause_ms and rng is not None:
                 await asyncio.sleep(rng.uniform(0.5, 1.5) * pause_ms / 1000)
             started = time.perf_counter()
@@ -271,8 +275,8 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         model = asyncio.create_task(model_first_tokens(sim_base_url, turns_done)) if config.stream else None
         try:
             runs = await asyncio.gather(*(_conversation(client, name, config.turns, config.pause_ms, rng, config.stream,
-                                                        limited_token)
-                                          for name, rng in zip(names, rngs, strict=True)))
+                                                        limited_token, limited_first=position % 2 == 1)
+                                          for position, (name, rng) in enumerate(zip(names, rngs, strict=True))))
         finally:
             turns_done.set()
         wall = time.perf_counter() - started
