@@ -6,10 +6,10 @@ tenants limits``); their use is counted in the deployment's shared counters on t
 
 - ``usage``: a tenant's record of use and the pure steps that change it (admit, release, renew, charge);
 - ``admission``: the ASGI middleware that enforces them, the ``x-ratelimit-*`` headers, and the
-  metering of a turn's tokens.
+  metering of a turn's (or a front end's background task's) tokens.
 """
 
-from .admission import Limiter, LimitsMiddleware, metered
+from .admission import Limiter, LimitsMiddleware, metered, metered_tokens
 from .usage import LEASE_S, Usage, reset_duration, usage_key
 
-__all__ = ["LEASE_S", "Limiter", "LimitsMiddleware", "Usage", "metered", "reset_duration", "usage_key"]
+__all__ = ["LEASE_S", "Limiter", "LimitsMiddleware", "Usage", "metered", "metered_tokens", "reset_duration", "usage_key"]

@@ -13,17 +13,21 @@ limited tenant's request is decided on what this gateway holds (:class:`Limiter`
 the minute leased ``rpm // 50`` at a time, freed slots kept a moment when the limit is large,
 conversations already marked live, the record as last read (re-read in the background each
 second), its own turns' tokens; only what it does not hold costs a read-modify-write of the
-record (:mod:`.usage`) on the request's path. Tokens are charged in the background, slots of a
-small limit given back just before the response's last body message.
+record (:mod:`.usage`) on the request's path. Tokens are charged in the background (the turns
+that end within :data:`CHARGE_LINGER_S` in one write), kept slots given back by one sweep, slots
+of a small limit just before the response's last body message.
 
 Turns are ``POST /v1/conversations/{conversation}/turns`` and ``POST /v1/chat/completions``; a
 turn's tokens reach :func:`metered` from :meth:`~mirror.gateway.runtime.GatewayRuntime.ask`
-(plain and streamed turns both come back through it) through a context variable the middleware sets.
+(plain and streamed turns both come back through it), a front end's background task's (a chat
+completion answered statelessly, :mod:`mirror.gateway.openai.background`) :func:`metered_tokens`,
+through a context variable the middleware sets.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import logging
@@ -48,7 +52,7 @@ from mirror.gateway.tenants import TenantLimits
 
 from .usage import LEASE_S, Usage, charge, lease, ratelimit_headers, release, renew, usage_key
 
-__all__ = ["CONVERSATION_HEADER", "Limiter", "LimitsMiddleware", "metered"]
+__all__ = ["CONVERSATION_HEADER", "Limiter", "LimitsMiddleware", "metered", "metered_tokens"]
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +67,14 @@ REQUEST_LEASE_SHARE = 50
 IDLE_SLOT_SHARE = 10
 """A gateway keeps up to ``concurrent_turns // 10`` freed slots of a tenant for its next turns (none below 10)."""
 IDLE_SLOT_S = 1.0
-"""How long a kept slot stays with its gateway unused before it is given back to the shared count."""
+"""How long a kept slot stays with its gateway unused before it is given back to the shared count
+(one sweep for all of a gateway's kept slots, not a timer per turn)."""
+CHARGE_LINGER_S = 0.25
+"""A finished turn's tokens wait this long before they are written, so the turns that finish
+meanwhile share one read-modify-write (at ten turns a second, one write for two or three turns
+rather than one each). This gateway counts them at once (its next requests are judged with
+them); other gateways see them up to this much later than they otherwise would. A budget
+they may have spent is decided on the record after writing them at once, without the wait."""
 KNOWN_FRESH_S = 1.0
 """The record a gateway decides on is read again (in the background) once it is older than this:
 what other gateways counted meanwhile (tokens above all) reaches it within about this long."""
@@ -84,6 +95,8 @@ class _Held:
     unsent_tokens: int = 0
     """Finished turns' tokens not yet written (:meth:`Limiter.charge`)."""
     charging: asyncio.Task[None] | None = None
+    flush: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set: write the unsent tokens now, not after :data:`CHARGE_LINGER_S`."""
     minute: int = -1
     requests: int = 0
     """Requests of ``minute`` leased and not yet used (the record counts them as used)."""
@@ -110,7 +123,7 @@ class Limiter:
         self._clock = clock
         self._held: dict[str, _Held] = {}
         self._renewer: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[None]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
         self.round_trips = 0
         """Read-modify-writes of the shared record made on a request's path (the bench reads it)."""
 
@@ -144,6 +157,7 @@ class Limiter:
         # a budget they would spend is decided again on the current record, once they are written.
         spent = turn and budget is not None and known.tokens + held.unsent_tokens >= budget
         if spent and held.charging is not None:
+            held.flush.set()
             await asyncio.gather(held.charging, return_exceptions=True)
         if requests or holder is not None or mark is not None or spent:
             self.round_trips += 1
@@ -195,9 +209,8 @@ class Limiter:
         slots = limits.concurrent_turns or 0
         if len(held.idle) < slots // IDLE_SLOT_SHARE:
             held.idle[holder] = self._clock()
-            task = asyncio.create_task(self._give_back_idle(tenant, holder), name=f"mirror-limits-idle-{tenant}")
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            if self._sweeper is None or self._sweeper.done():
+                self._sweeper = asyncio.create_task(self._sweep_idle(), name="mirror-limits-idle")
             return
         await self._give_back(tenant, holder)
 
@@ -205,26 +218,39 @@ class Limiter:
         held = self._held.setdefault(tenant, _Held())
         held.known = await (await self._store()).change(usage_key(tenant), lambda data: release(data, holder=holder))
 
-    async def _give_back_idle(self, tenant: str, holder: str) -> None:
-        await asyncio.sleep(IDLE_SLOT_S)
-        held = self._held.get(tenant)
-        if held is None or holder not in held.idle or self._clock() - held.idle[holder] < IDLE_SLOT_S:
-            return  # taken again by a turn (and freed since: its own give-back is scheduled)
-        del held.idle[holder]
-        try:
-            await self._give_back(tenant, holder)
-        except Exception as exc:  # its lease frees it in LEASE_S
-            log.warning("giving back an idle slot of %s failed: %r", tenant, exc)
+    async def _sweep_idle(self) -> None:
+        """While this gateway keeps idle slots: each one unused for :data:`IDLE_SLOT_S` is given back
+        (a slot taken by a turn meanwhile is no longer idle; freed again, its time starts anew)."""
+        while True:
+            oldest = min((since for held in self._held.values() for since in held.idle.values()), default=None)
+            if oldest is None:
+                return
+            await asyncio.sleep(max(0.0, oldest + IDLE_SLOT_S - self._clock()))
+            now = self._clock()
+            for tenant, held in list(self._held.items()):
+                for holder, since in list(held.idle.items()):
+                    if now - since < IDLE_SLOT_S or held.idle.get(holder) != since:
+                        continue
+                    del held.idle[holder]
+                    try:
+                        await self._give_back(tenant, holder)
+                    except Exception as exc:  # its lease frees it in LEASE_S
+                        log.warning("giving back an idle slot of %s failed: %r", tenant, exc)
 
     def charge(self, tenant: str, tokens: int) -> None:
         """Add a finished turn's tokens to the tenant's day, in the background: the turns finished
-        while one write is under way are added together by the next (one writer per tenant)."""
+        within :data:`CHARGE_LINGER_S`, or while one write is under way, are added together by one
+        write (one writer per tenant)."""
         held = self._held.setdefault(tenant, _Held())
         held.unsent_tokens += tokens
         if held.charging is None or held.charging.done():
             held.charging = asyncio.create_task(self._charge(tenant, held), name=f"mirror-limits-charge-{tenant}")
 
     async def _charge(self, tenant: str, held: _Held) -> None:
+        if not held.flush.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(held.flush.wait(), CHARGE_LINGER_S)
+        held.flush.clear()
         while held.unsent_tokens:
             tokens = held.unsent_tokens
 
@@ -279,11 +305,19 @@ _METER: contextvars.ContextVar[_Meter | None] = contextvars.ContextVar("mirror_l
 
 def metered(result: object) -> None:
     """Count a turn's tokens against its tenant's day, if the request is a limited tenant's turn."""
+    if isinstance(result, TurnResult):
+        metered_tokens(result.prompt_tokens + result.completion_tokens)
+
+
+def metered_tokens(tokens: int) -> None:
+    """Count ``tokens`` of the request's model call against its tenant's day, if the request is a
+    limited tenant's turn: a turn's (:func:`metered`) or a front end's background task's
+    (:mod:`mirror.gateway.openai.background`), through the same writer; once per request."""
     meter = _METER.get()
-    if meter is None or meter.charged or not isinstance(result, TurnResult):
+    if meter is None or meter.charged:
         return
     meter.charged = True
-    meter.limiter.charge(meter.tenant, result.prompt_tokens + result.completion_tokens)
+    meter.limiter.charge(meter.tenant, tokens)
 
 
 class LimitsMiddleware:

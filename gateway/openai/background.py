@@ -19,7 +19,8 @@ A request is a background task when (first that applies):
 
 The call is the conversation's model (the stack's), at the Talker's temperature unless the
 request sets one, and at most the Talker's reply limit of tokens; the client's messages are sent
-as they came, text only. Nothing is recorded, so nothing here needs to replay.
+as they came, text only. Nothing is recorded, so nothing here needs to replay. The call's tokens
+count against a limited tenant's daily token budget like a turn's (:mod:`mirror.gateway.limits`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from mirror.actors.settings import RuntimeSettings
 from mirror.cognition.llm import ChatMessage, ChatRequest, ChatResponse, Role
 from mirror.cognition.openai_client import OpenAIChatClient
 from mirror.cognition.pipeline import MirrorConfig
+from mirror.gateway.limits import metered_tokens
 from mirror.gateway.openai.errors import OpenAIError
 from mirror.gateway.openai.shapes import ChatCompletionIn, MessageIn, chunk, completion_id
 from mirror.gateway.runtime import GatewayRuntime
@@ -133,6 +135,8 @@ async def answer(body: ChatCompletionIn, task: str, runtime: GatewayRuntime, hea
     request = request_for(body, runtime.settings.runtime)
     async with OpenAIChatClient(runtime.settings.runtime.llm) as llm:
         response = await llm.chat(request)
+    provenance = response.provenance
+    metered_tokens(provenance.prompt_tokens + provenance.completion_tokens)  # a limited tenant's day, as its turns
     headers = {**headers, TASK_HEADER: task}
     identifier = completion_id()
     if body.stream:

@@ -41,9 +41,13 @@ top-level figures are then the plain turns'.
 ``compare_limits`` measures, in the same run, what per-tenant limits and idempotency add to a
 turn: every other turn of each user goes to its twin conversation of a second tenant
 (``bench-limited``) that has all four limits set (high enough never to refuse) and sends an
-``Idempotency-Key``, the others to the stack's default tenant (no limits, no key). Under
+``Idempotency-Key``, the others to the stack's default tenant (no limits, no key); half the users
+start with a limited turn, half with a plain one, so neither half has more of the first turns,
+which meet a stack with no thinking left from the warm-up. Under
 ``limits`` are both halves' overheads and ``added_p50_ms``, the limited half's overhead p50
-minus the plain half's (on a busy machine its noise is milliseconds), and ``admission_p50_ms``,
+minus the plain half's (on a busy machine its noise is milliseconds), each phase of both halves
+(``limited_phases_p50_ms``, ``phases_added_p50_ms``: the limits middleware is in ``client_and_http``,
+the conversation's idempotency lookup in ``gateway_to_actor``), and ``admission_p50_ms``,
 the gateway's own time deciding on the limits (Server-Timing ``limits``); the top-level figures
 are then the plain half's.
 """
@@ -128,12 +132,14 @@ def server_timing(header: str) -> dict[str, float]:
 
 async def _conversation(client: httpx.AsyncClient, name: str, turns: int, pause_ms: float = 0.0,
                         rng: random.Random | None = None, stream: bool = False,
-                        limited_token: str | None = None) -> list[tuple[float, dict[str, Any]]]:
+                        limited_token: str | None = None, limited_first: bool = False) -> list[tuple[float, dict[str, Any]]]:
     """``turns`` plain turns; with ``stream`` a streamed one beside each (marked ``streamed``), alternating which
-    goes first; with ``limited_token`` every odd turn as the limited tenant, with a key (marked ``limited``)."""
+    goes first; with ``limited_token`` every other turn as the limited tenant, with a key (marked ``limited``):
+    the odd ones, or with ``limited_first`` the even ones (half the users start with a limited turn, so
+    neither half has more of the first turns, which meet a stack whose warm-up thinking is done)."""
     results = []
     for index in range(turns):
-        if limited_token is not None and index % 2 == 1:
+        if limited_token is not None and index % 2 == (0 if limited_first else 1):
             if pause_ms and rng is not None:
                 await asyncio.sleep(rng.uniform(0.5, 1.5) * pause_ms / 1000)
             started = time.perf_counter()
@@ -269,8 +275,8 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         model = asyncio.create_task(model_first_tokens(sim_base_url, turns_done)) if config.stream else None
         try:
             runs = await asyncio.gather(*(_conversation(client, name, config.turns, config.pause_ms, rng, config.stream,
-                                                        limited_token)
-                                          for name, rng in zip(names, rngs, strict=True)))
+                                                        limited_token, limited_first=position % 2 == 1)
+                                          for position, (name, rng) in enumerate(zip(names, rngs, strict=True))))
         finally:
             turns_done.set()
         wall = time.perf_counter() - started
@@ -278,6 +284,7 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         model_samples = await model if model is not None else []
         backlog = await asyncio.gather(*(_backlog(client, name, 2 if config.stream else 1) for name in names))
     streamed = [item for run in runs for item in run if item[1].get("streamed")]
+    limited_phases = turn_phases([[item for item in run if item[1].get("limited")] for run in runs])
     limited = [elapsed - reply["llm_ms"] for run in runs for elapsed, reply in run if reply.get("limited")]
     admissions = [reply["timings"]["limits"] for run in runs for _, reply in run
                   if reply.get("limited") and "limits" in reply["timings"]]
@@ -314,15 +321,18 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         "embedding_latency_ms": config.embedding_latency_ms,
         "turns_with_recall": len(recalls),
         "recall_p50_ms": round(statistics.median(recalls), 2) if recalls else None,
-        **({"limits": _limits_figures(limited, overheads, admissions)} if limited_token is not None else {}),
+        **({"limits": _limits_figures(limited, overheads, admissions, limited_phases, turn_phases(runs))}
+           if limited_token is not None else {}),
         **({"stream": stream_figures(streamed, [item for run in runs for item in run], model_samples, floor,
                                      config.token_delay_ms)} if config.stream else {}),
     }
 
 
-def _limits_figures(limited: list[float], plain: list[float], admissions: list[float]) -> dict[str, Any]:
+def _limits_figures(limited: list[float], plain: list[float], admissions: list[float], limited_phases: dict[str, float],
+                    plain_phases: dict[str, float]) -> dict[str, Any]:
     """The limited tenant's keyed turns against the plain ones of the same run (overheads over the model, ms),
-    and the gateway's own time deciding on the limits (Server-Timing ``limits``), which scheduling noise spares."""
+    each phase's p50 of both halves and what the limited half adds to it (``phases_added_p50_ms``), and the
+    gateway's own time deciding on the limits (Server-Timing ``limits``), which scheduling noise spares."""
     return {
         "admission_p50_ms": round(statistics.median(admissions), 3) if admissions else None,
         "admission_p99_ms": round(percentile(admissions, 0.99), 3) if admissions else None,
@@ -332,6 +342,9 @@ def _limits_figures(limited: list[float], plain: list[float], admissions: list[f
         "added_p50_ms": round(statistics.median(limited) - statistics.median(plain), 2),
         "limited_overhead_p99_ms": round(percentile(limited, 0.99), 2),
         "plain_overhead_p99_ms": round(percentile(plain, 0.99), 2),
+        "limited_phases_p50_ms": limited_phases,
+        "phases_added_p50_ms": {name: round(value - plain_phases[name], 2) for name, value in limited_phases.items()
+                                if name in plain_phases},
     }
 
 

@@ -30,7 +30,7 @@ from tests.support.waits import until
 
 pytestmark = pytest.mark.long  # ~22 s: two gateways on one broker; .ci/run runs it with -m long
 
-TENANTS = ("rpm", "slots", "budget", "live", "free")
+TENANTS = ("rpm", "slots", "budget", "tasks", "live", "free")
 
 
 @dataclass(frozen=True)
@@ -165,6 +165,25 @@ def test_a_spent_token_budget_refuses_the_next_turn_on_every_gateway_and_after_a
     with deployment.client(1, "budget") as second:
         again = second.post("/v1/conversations/spend/turns", json={"message": "unlimited again"})
         assert again.status_code == 200 and "x-ratelimit-limit-tokens" not in again.headers
+
+
+def test_a_front_ends_background_task_spends_the_token_budget_its_turns_are_refused_by(
+        deployment: Deployment, monkeypatch, capsys) -> None:
+    limits(monkeypatch, capsys, deployment, "limits", "tasks", "--tokens-per-day", "1")
+    title = {"model": "mirror", "messages": [{"role": "user", "content": "Write a title for: hello"}]}
+    with deployment.client(0, "tasks") as first, deployment.client(1, "tasks") as second:
+        answered = first.post("/v1/chat/completions", json=title, headers={"X-Mirror-Task": "background"})
+        assert answered.status_code == 200, answered.text
+        assert answered.headers["x-mirror-task"] == "background"
+        assert answered.headers["x-ratelimit-remaining-tokens"] == "1"  # judged before its call, as a turn is
+        spent = answered.json()["usage"]["total_tokens"]
+        assert spent > 0
+        until(lambda: deployment.usage("tasks").tokens == spent, "the background task's tokens counted on the broker")
+        refused = second.post("/v1/conversations/after-title/turns", json={"message": "hi"})
+        assert refused.status_code == 429 and refused.json()["limit"] == "tokens_per_day"
+        again = second.post("/v1/chat/completions", json=title, headers={"X-Mirror-Task": "background"})
+        assert again.status_code == 429 and again.json()["error"]["code"] == "insufficient_quota"
+    assert deployment.usage("tasks").tokens == spent  # refusals spend nothing
 
 
 def test_live_conversations_admit_the_live_ones_and_refuse_a_new_one(deployment: Deployment, monkeypatch, capsys) -> None:

@@ -3,15 +3,18 @@ counters: the common turn makes no round trip, and what it holds never lets the 
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import pytest
 
-from mirror.events.counters import InMemoryCounters
+from mirror.events.counters import InMemoryCounters, Step
 from mirror.gateway.errors import LimitReached
 from mirror.gateway.limits import Limiter, Usage, usage_key
 from mirror.gateway.tenants import TenantLimits
 
 NOW = 1_800_000_000.0 + 10
 WINDOW = 300.0
+T = TypeVar("T")
 
 
 class Clock:
@@ -65,3 +68,34 @@ async def test_two_gateways_never_pass_the_shared_limits() -> None:
     await second.release("slots", slots, other)
     again, _ = await first.admit("slots", slots, turn=True, conversation=None)  # the other gateway's freed slot
     assert again is not None
+
+
+class CountingCounters(InMemoryCounters):
+    def __init__(self) -> None:
+        super().__init__()
+        self.changes = 0
+
+    async def change(self, key: str, step: Step[T]) -> T:
+        self.changes += 1
+        return await super().change(key, step)
+
+
+async def test_turns_that_end_together_are_charged_in_one_write_and_count_here_at_once() -> None:
+    store, clock = CountingCounters(), Clock()
+    gateway = limiter(store, clock)
+    limits = TenantLimits(tokens_per_day=1000)
+    await gateway.admit("acme", limits, turn=True, conversation=None)
+    before = store.changes
+    for _ in range(5):
+        gateway.charge("acme", 100)
+    charging = gateway._held["acme"].charging
+    assert charging is not None
+    await charging
+    assert store.changes == before + 1  # five turns, one read-modify-write
+    assert Usage.decode(await store.read(usage_key("acme"))).tokens == 500
+    # Unwritten tokens count at once; a budget they spend is decided on the record after writing them, not after the linger.
+    gateway.charge("acme", 600)
+    with pytest.raises(LimitReached) as refused:
+        await gateway.admit("acme", limits, turn=True, conversation=None)
+    assert refused.value.limit == "tokens_per_day"
+    assert Usage.decode(await store.read(usage_key("acme"))).tokens == 1100
