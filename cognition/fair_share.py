@@ -118,12 +118,21 @@ class _Tenant:
 
     weight: float
     finish: float = 0.0
-    talkers: deque[tuple[int, asyncio.Future[None]]] = field(default_factory=deque)
-    thinkers: deque[tuple[int, asyncio.Future[None]]] = field(default_factory=deque)
+    talkers: deque[tuple[int, asyncio.Future[float]]] = field(default_factory=deque)
+    thinkers: deque[tuple[int, asyncio.Future[float]]] = field(default_factory=deque)
     running: int = 0
     admitted: int = 0
     refused: int = 0
     shed: int = 0
+    held_s: dict[Priority, float] = field(default_factory=dict)
+    """Slot-seconds its calls that ended held, by priority (from admission to release)."""
+    holding: dict[Priority, tuple[int, float]] = field(default_factory=dict)
+    """Its calls holding a slot now, by priority: (how many, the sum of their admission times)."""
+
+    def slot_seconds(self, priority: Priority, now: float) -> float:
+        """Slot-seconds its calls of ``priority`` have held, the running ones up to ``now``."""
+        count, admitted_sum = self.holding.get(priority, (0, 0.0))
+        return self.held_s.get(priority, 0.0) + count * now - admitted_sum
 
     @property
     def waiting(self) -> int:
@@ -142,6 +151,8 @@ class FairShare:
         self.talker_queue, self.stack_queue, self.thinker_queue = settings.queues(slots)
         self._clock = clock
         self._free = slots
+        self._idle_s = 0.0
+        self._idle_since = clock()
         self._virtual = 0.0
         self._arrivals = itertools.count()
         self._tenants: dict[str, _Tenant] = {}
@@ -153,38 +164,45 @@ class FairShare:
     async def slot(self, tenant: str, priority: Priority) -> AsyncIterator[None]:
         """Hold one model slot for ``tenant`` while the block runs; refused or shed at once
         (:class:`AdmissionRefused`, :class:`ThinkingShed`) when its queue is full."""
-        await self._acquire(tenant, priority)
-        started = self._clock()
+        started = await self._acquire(tenant, priority)
         try:
             yield
         finally:
-            held = self._clock() - started
+            state = self._tenants[tenant]
+            now = self._clock()
+            held = now - started
             self._call_s += CALL_TIME_SMOOTHING * (held - self._call_s)
-            self._tenants[tenant].running -= 1
+            count, admitted_sum = state.holding[priority]
+            state.holding[priority] = (count - 1, admitted_sum - started)
+            state.held_s[priority] = state.held_s.get(priority, 0.0) + held
+            state.running -= 1
             self._release()
 
-    async def _acquire(self, tenant: str, priority: Priority) -> None:
+    async def _acquire(self, tenant: str, priority: Priority) -> float:
+        """Wait for a slot (or be refused); the time it was admitted at."""
         state = self._tenant(tenant)
         if not state.waiting:  # it starts a backlog now: its tag from here, no credit for time it was idle
             state.finish = max(state.finish, self._virtual)
         if self._free > 0 and not self.waiting:
-            self._free -= 1
-            self._admit(state)
-            return
+            self._take_free()
+            return self._admit(state, priority)
         self._check_room(tenant, state, priority)
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         queue = state.talkers if priority == TALKER else state.thinkers
         entry = (next(self._arrivals), future)
         queue.append(entry)
         try:
             if priority == TALKER:
-                await future
-            else:
-                async with asyncio.timeout(self.settings.thinker_wait_s):
-                    await future
+                return await future
+            async with asyncio.timeout(self.settings.thinker_wait_s):
+                return await future
         except BaseException as exc:
-            if future.done() and not future.cancelled():
-                state.running -= 1  # the slot was handed over as the wait ended: pass it on
+            if future.done() and not future.cancelled():  # the slot was handed over as the wait ended: pass it on
+                admitted = future.result()
+                count, admitted_sum = state.holding[priority]
+                state.holding[priority] = (count - 1, admitted_sum - admitted)
+                state.held_s[priority] = state.held_s.get(priority, 0.0) + self._clock() - admitted
+                state.running -= 1
                 self._release()
             else:
                 future.cancel()
@@ -221,24 +239,38 @@ class FairShare:
         if not (self._free > 0 and not self.waiting):
             self._check_room(tenant, state, priority)
 
-    def _admit(self, state: _Tenant) -> None:
+    def _admit(self, state: _Tenant, priority: Priority) -> float:
+        """``state``'s call of ``priority`` holds a slot from now; the time it was admitted at."""
         start = state.finish
         state.finish = start + 1 / state.weight
         self._virtual = max(self._virtual, start)
         state.running += 1
         state.admitted += 1
+        now = self._clock()
+        count, admitted_sum = state.holding.get(priority, (0, 0.0))
+        state.holding[priority] = (count + 1, admitted_sum + now)
+        return now
+
+    def _take_free(self) -> None:
+        self._count_idle()
+        self._free -= 1
+
+    def _count_idle(self) -> None:
+        now = self._clock()
+        self._idle_s += self._free * (now - self._idle_since)
+        self._idle_since = now
 
     def _release(self) -> None:
         """A slot came free: to the waiting call the shares say is next, else back to the pool."""
         chosen = self._next()
         if chosen is None:
+            self._count_idle()
             self._free += 1
             return
-        state, future = chosen
-        self._admit(state)
-        future.set_result(None)
+        state, priority, future = chosen
+        future.set_result(self._admit(state, priority))
 
-    def _next(self) -> tuple[_Tenant, asyncio.Future[None]] | None:
+    def _next(self) -> tuple[_Tenant, Priority, asyncio.Future[float]] | None:
         best: tuple[float, int, _Tenant] | None = None
         for state in self._tenants.values():
             queue = state.talkers or state.thinkers
@@ -250,8 +282,9 @@ class FairShare:
         if best is None:
             return None
         state = best[2]
+        priority = TALKER if state.talkers else THINKER
         _, future = (state.talkers or state.thinkers).popleft()
-        return state, future
+        return state, priority, future
 
     def _tenant(self, tenant: str) -> _Tenant:
         state = self._tenants.get(tenant)
@@ -270,13 +303,21 @@ class FairShare:
         return sum(state.waiting for state in self._tenants.values())
 
     def figures(self) -> dict[str, object]:
-        """What an operator graphs: slots, free, and per tenant running, waiting, admitted, refused, shed."""
+        """What an operator graphs: slots, free, and per tenant running, waiting, admitted, refused,
+        shed; and where the slots' time went: ``idle_s`` (slot-seconds no call held) and per tenant
+        ``talker_s`` / ``thinker_s`` (slot-seconds its calls held, by priority). Together they are
+        ``slots`` × the time since the share was made: the difference of two readings says how a
+        stretch of load was spent."""
+        now = self._clock()
         return {
             "slots": self.slots, "free": self._free, "call_s_mean": round(self._call_s, 4),
+            "idle_s": round(self._idle_s + self._free * (now - self._idle_since), 4),
             "tenants": {name: {"weight": state.weight, "running": state.running, "waiting_talker": len(state.talkers),
                                "waiting_thinker": len(state.thinkers), "admitted": state.admitted,
-                               "refused": state.refused, "shed": state.shed}
-                        for name, state in self._tenants.items()},
+                               "refused": state.refused, "shed": state.shed,
+                               "talker_s": round(state.slot_seconds(TALKER, now), 4),
+                               "thinker_s": round(state.slot_seconds(THINKER, now), 4)}
+                        for name, state in list(self._tenants.items())},
         }
 
 

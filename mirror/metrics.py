@@ -121,7 +121,12 @@ REFUSED = _Family("mirror_model_admissions_refused", "counter", "Model calls the
                   "429/503), by tenant", ("tenant",))
 SHED = _Family("mirror_thinking_shed", "counter", "Thinking calls the fair share shed (backlog full), by tenant",
                ("tenant",))
-WATCHED = (LIVE, ACTIVATED, PASSIVATED, EVICTED, ACTIVATION_FAILURES, THINKING, BACKLOG, RUNNING, SLOTS, REFUSED, SHED)
+SLOT_SECONDS = _Family("mirror_model_slot_seconds", "counter", "Slot-seconds model calls held a slot of the process's "
+                      "fair share, by tenant and priority (talker, thinker)", ("tenant", "priority"))
+IDLE_SECONDS = _Family("mirror_model_slots_idle_seconds", "counter", "Slot-seconds no model call held (free slots × "
+                       "time): with mirror_model_slot_seconds, where the slots' time went")
+WATCHED = (LIVE, ACTIVATED, PASSIVATED, EVICTED, ACTIVATION_FAILURES, THINKING, BACKLOG, RUNNING, SLOTS, REFUSED, SHED,
+           SLOT_SECONDS, IDLE_SECONDS)
 
 GENAI: Mapping[str, str] = {
     "mirror_model_call_duration_seconds": "gen_ai.client.operation.duration",
@@ -222,7 +227,7 @@ def watch(figures: Callable[[], Mapping[str, Any]]) -> None:
 def _summed(all_figures: list[Mapping[str, Any]]) -> dict[str, Any]:
     total: dict[str, Any] = {}
     tenants: dict[str, dict[str, float]] = {}
-    slots = 0.0
+    slots = idle = 0.0
     for figures in all_figures:
         for key, value in figures.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
@@ -230,11 +235,12 @@ def _summed(all_figures: list[Mapping[str, Any]]) -> dict[str, Any]:
         share = figures.get("fair_share")
         if isinstance(share, Mapping):
             slots += float(share.get("slots", 0))
+            idle += float(share.get("idle_s", 0))
             for tenant, row in share.get("tenants", {}).items():
                 into = tenants.setdefault(tenant, {})
                 for key, value in row.items():
                     into[key] = into.get(key, 0.0) + float(value)
-            total["fair_share"] = {"slots": slots, "tenants": tenants}
+            total["fair_share"] = {"slots": slots, "idle_s": idle, "tenants": tenants}
     return total
 
 
@@ -253,14 +259,21 @@ def watched_families(figures: Mapping[str, Any]) -> Iterator[Metric]:
     slots = SLOTS.family()
     slots.add_metric([], float(share.get("slots", 0)))
     yield slots
+    if "idle_s" in share:
+        idle = IDLE_SECONDS.family()
+        idle.add_metric([], float(share["idle_s"]))
+        yield idle
     backlog, running, refused, shed = BACKLOG.family(), RUNNING.family(), REFUSED.family(), SHED.family()
+    held = SLOT_SECONDS.family()
     for tenant, row in share.get("tenants", {}).items():
         backlog.add_metric([tenant, "talker"], float(row["waiting_talker"]))
         backlog.add_metric([tenant, "thinker"], float(row["waiting_thinker"]))
         running.add_metric([tenant], float(row["running"]))
         refused.add_metric([tenant], float(row["refused"]))
         shed.add_metric([tenant], float(row["shed"]))
-    yield from (backlog, running, refused, shed)
+        for priority in ("talker", "thinker"):
+            held.add_metric([tenant, priority], float(row.get(f"{priority}_s", 0.0)))
+    yield from (backlog, running, refused, shed, held)
 
 
 # ---------------------------------------------------------------------------- recording: gateways

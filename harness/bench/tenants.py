@@ -47,6 +47,7 @@ import httpx
 
 from mirror.cognition.http_transport import AiohttpTransport, pool_limits
 from mirror.gateway.tenants import TenantRegistry
+from mirror.harness.bench._slot_time import read_slot_time, slot_fractions
 from mirror.harness.bench._stats import percentile
 from mirror.harness.bench.turns import server_timing
 from mirror.processes import free_port
@@ -218,24 +219,29 @@ async def _measure(url: str, tokens: dict[str, str], config: TenantsBenchConfig,
         pause_s = config.refused_pause_ms / 1000
         short = config.phase_s * 0.75
 
+        slot_time = {"start": await read_slot_time(client)}
         capacity = Outcomes()
         await _closed_loop(client, token_a, a_names[:capacity_users] if capacity_users <= len(a_names)
                            else [f"cap-{index}" for index in range(capacity_users)],
                            time.perf_counter() + short, capacity, pause_s)
         capacity_per_s = len(capacity.admitted_ms) / short
+        slot_time["capacity"] = await read_slot_time(client)
 
         alone = Outcomes()
         await _paced(client, token_b, b_names, time.perf_counter() + config.phase_s, alone, config.b_pause_ms,
                      f"{config.seed}:alone")
+        slot_time["b_alone"] = await read_slot_time(client)
 
         b_with_a, a_flood = Outcomes(), Outcomes()
         until = time.perf_counter() + config.phase_s
         await asyncio.gather(
             _paced(client, token_b, b_names, until, b_with_a, config.b_pause_ms, f"{config.seed}:with"),
             _closed_loop(client, token_a, a_names, until, a_flood, pause_s))
+        slot_time["b_with_a"] = await read_slot_time(client)
 
         overloaded = Outcomes()
         await _open_loop(client, token_a, config.overload * capacity_per_s, short, overloaded, "over")
+        slot_time["overload"] = await read_slot_time(client)
         shed = await _shed_steps(client, token_b, b_names)
 
     alone_f, with_f = alone.figures(config.phase_s), b_with_a.figures(config.phase_s)
@@ -269,6 +275,8 @@ async def _measure(url: str, tokens: dict[str, str], config: TenantsBenchConfig,
         "a_flood": flood_f,
         "b_thinking_shed": shed,
         "overload": {"offered_multiple": config.overload, **over_f},
+        "slot_time": {phase: slot_fractions(before, slot_time[phase]) for before, phase in
+                      zip(slot_time.values(), ("capacity", "b_alone", "b_with_a", "overload"), strict=False)},
         "targets": targets,
         "all_pass": all(target["pass"] for target in targets.values()),
     }

@@ -195,6 +195,39 @@ def test_a_cancelled_waiter_leaves_its_place_and_leaks_no_slot() -> None:
     assert admitted == ["hold", "next"] and free == 1
 
 
+def test_the_slots_time_is_counted_held_by_talker_and_thinker_or_idle() -> None:
+    """Slot-seconds by tenant and priority, from admission (a handed-over slot too) to release,
+    running calls up to the reading, and idle slot-seconds: together slots × elapsed."""
+    now = [0.0]
+
+    async def main() -> list[dict[str, object]]:
+        share = FairShare(2, FairShareSettings(talker_queue=4), clock=lambda: now[0])
+        calls = Calls(share)
+        now[0] = 1.0
+        await _queued(calls, [("talk", "a", TALKER)])
+        now[0] = 2.0
+        await _queued(calls, [("think", "a", THINKER), ("b-talk", "b", TALKER)])  # b waits: both slots held
+        now[0] = 3.0
+        await calls.finish("think")  # its slot goes to b at once, at 3
+        now[0] = 4.0
+        await calls.finish("talk")
+        now[0] = 5.0
+        first = share.figures()  # b's call is still running: counted up to now
+        now[0] = 6.0
+        await calls.finish("b-talk")
+        now[0] = 8.0
+        return [first, share.figures()]
+
+    first, last = asyncio.run(main())
+    tenants = first["tenants"]
+    assert isinstance(tenants, dict)
+    assert (tenants["a"]["talker_s"], tenants["a"]["thinker_s"], tenants["b"]["talker_s"]) == (3.0, 1.0, 2.0)
+    assert first["idle_s"] == 2 * 5.0 - 6.0  # one slot free 0–2, the other 0–1 and 4–5
+    tenants = last["tenants"]
+    assert isinstance(tenants, dict) and tenants["b"]["talker_s"] == 3.0 and tenants["b"]["thinker_s"] == 0.0
+    assert last["idle_s"] == 2 * 8.0 - 7.0
+
+
 def test_weights_are_read_from_tenant_equals_weight_and_bad_ones_are_refused() -> None:
     assert parse_tenant_weights(["acme=2", "demo=0.5", "acme=3"]) == (("acme", 3.0), ("demo", 0.5))
     for bad in ("acme", "acme=0", "acme=-1", "acme=many", "bad tenant=1", "acme=inf"):
