@@ -206,7 +206,8 @@ class FairShare:
                 self._release()
             else:
                 future.cancel()
-                queue.remove(entry)
+                if entry in queue:  # not when a freed slot came for it as it was cancelled (then passed on)
+                    queue.remove(entry)
             if isinstance(exc, TimeoutError):
                 state.shed += 1
                 raise ThinkingShed(tenant, "stack", self._retry_after(len(queue)), len(queue), self.slots,
@@ -262,13 +263,13 @@ class FairShare:
 
     def _release(self) -> None:
         """A slot came free: to the waiting call the shares say is next, else back to the pool."""
-        chosen = self._next()
-        if chosen is None:
-            self._count_idle()
-            self._free += 1
-            return
-        state, priority, future = chosen
-        future.set_result(self._admit(state, priority))
+        while (chosen := self._next()) is not None:
+            state, priority, future = chosen
+            if not future.done():  # done: its waiter was cancelled just now, and leaves on its own
+                future.set_result(self._admit(state, priority))
+                return
+        self._count_idle()
+        self._free += 1
 
     def _next(self) -> tuple[_Tenant, Priority, asyncio.Future[float]] | None:
         best: tuple[float, int, _Tenant] | None = None

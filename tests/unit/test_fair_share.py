@@ -228,6 +228,21 @@ def test_the_slots_time_is_counted_held_by_talker_and_thinker_or_idle() -> None:
     assert last["idle_s"] == 2 * 8.0 - 7.0
 
 
+def test_a_waiter_cancelled_as_a_slot_is_freed_for_it_leaks_nothing() -> None:
+    """A host stopping cancels its conversations' waiting calls while others free slots: the
+    freed slot, chosen for a waiter already cancelled, goes to the next one (here: the pool)."""
+    async def main() -> tuple[bool, bool, object]:
+        share = FairShare(1)
+        calls = Calls(share)
+        await _queued(calls, [("hold", "a", TALKER), ("gone", "a", THINKER)])
+        calls._release["hold"].set()  # the holder wakes first and frees its slot …
+        calls.tasks["gone"].cancel()  # … for a waiter cancelled in the same turn of the loop
+        await calls.settle()
+        return calls.tasks["hold"].exception() is None, calls.tasks["gone"].cancelled(), share.figures()["free"]
+
+    assert asyncio.run(main()) == (True, True, 1)
+
+
 def test_weights_are_read_from_tenant_equals_weight_and_bad_ones_are_refused() -> None:
     assert parse_tenant_weights(["acme=2", "demo=0.5", "acme=3"]) == (("acme", 3.0), ("demo", 0.5))
     for bad in ("acme", "acme=0", "acme=-1", "acme=many", "bad tenant=1", "acme=inf"):
