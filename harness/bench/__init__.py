@@ -6,7 +6,8 @@ measured against taken in the same run where one exists.
 ``recompute`` (bench recompute), ``live_actors`` (bench actors), ``live_hold`` (bench actors
 --hold), ``recovery`` (bench recovery), ``storage`` (bench storage), ``recall`` (bench recall),
 ``embed`` (bench embed), ``codec`` (bench codec: the event codec against msgspec), ``pipeline`` (bench pipeline), ``inspector`` (bench inspector), ``reflection`` (bench reflection, with
-``_script``, its scripted user), ``tenants`` (bench tenants: fair share beside a flooding tenant, and overload), ``report`` (bench report: the quick ones re-run, docs/benchmarks.md's table
+``_script``, its scripted user), ``tenants`` (bench tenants: fair share beside a flooding tenant, and overload, with ``_slot_time``: where
+the model slots' time went, from the hosts' metrics), ``report`` (bench report: the quick ones re-run, docs/benchmarks.md's table
 rewritten from their JSON), ``erasure_residue`` (what DuckDB and nats-server leave in their files
 after a delete, and AES-GCM's cost: the probe behind forgetting's design), ``atomic_batch`` (JetStream's
 atomic batch publish against fenced single publishes: the probe behind one message per event), ``lifecycle`` (bench
