@@ -47,7 +47,7 @@ import httpx
 
 from mirror.cognition.http_transport import AiohttpTransport, pool_limits
 from mirror.gateway.tenants import TenantRegistry
-from mirror.harness.bench._slot_time import read_slot_time, slot_fractions
+from mirror.harness.bench._slot_time import drain_thinking, read_slot_time, slot_fractions
 from mirror.harness.bench._stats import percentile
 from mirror.harness.bench.turns import server_timing
 from mirror.processes import free_port
@@ -219,6 +219,7 @@ async def _measure(url: str, tokens: dict[str, str], config: TenantsBenchConfig,
         pause_s = config.refused_pause_ms / 1000
         short = config.phase_s * 0.75
 
+        drained = {"capacity": await drain_thinking(client)}  # both phases that are compared start drained
         slot_time = {"start": await read_slot_time(client)}
         capacity = Outcomes()
         await _closed_loop(client, token_a, a_names[:capacity_users] if capacity_users <= len(a_names)
@@ -239,6 +240,8 @@ async def _measure(url: str, tokens: dict[str, str], config: TenantsBenchConfig,
             _closed_loop(client, token_a, a_names, until, a_flood, pause_s))
         slot_time["b_with_a"] = await read_slot_time(client)
 
+        drained["overload"] = await drain_thinking(client)
+        slot_time["b_with_a_end"] = await read_slot_time(client)
         overloaded = Outcomes()
         await _open_loop(client, token_a, config.overload * capacity_per_s, short, overloaded, "over")
         slot_time["overload"] = await read_slot_time(client)
@@ -275,8 +278,10 @@ async def _measure(url: str, tokens: dict[str, str], config: TenantsBenchConfig,
         "a_flood": flood_f,
         "b_thinking_shed": shed,
         "overload": {"offered_multiple": config.overload, **over_f},
-        "slot_time": {phase: slot_fractions(before, slot_time[phase]) for before, phase in
-                      zip(slot_time.values(), ("capacity", "b_alone", "b_with_a", "overload"), strict=False)},
+        "slot_time": {phase: slot_fractions(slot_time[before], slot_time[phase]) for before, phase in
+                      (("start", "capacity"), ("capacity", "b_alone"), ("b_alone", "b_with_a"),
+                       ("b_with_a_end", "overload"))},
+        "thinking_drained_s": drained,
         "targets": targets,
         "all_pass": all(target["pass"] for target in targets.values()),
     }

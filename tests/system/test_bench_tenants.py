@@ -37,3 +37,10 @@ def test_the_tenants_bench_runs_every_phase_and_refuses_the_excess_with_retry_af
         "overload_refusals_without_retry_after", "timeouts"}
     assert all(isinstance(target["pass"], bool) for target in report["targets"].values())
     assert report["targets"]["timeouts"]["pass"]
+    # The two phases compared (capacity and overload) start with no thinking left from the last, and
+    # every phase's slot-time is all accounted for.
+    for phase in ("capacity", "overload"):
+        spent = report["slot_time"][phase]
+        assert spent["waiting_thinker_at_start"] == 0 and spent["waiting_talker_at_start"] == 0, (phase, spent)
+    for phase, spent in report["slot_time"].items():
+        assert spent["slot_s"] > 0 and abs(spent["idle"] + spent["talker"] + spent["thinker"] - 1) < 0.01, (phase, spent)
