@@ -17,7 +17,7 @@ from mirror.events.duckdb.ingester import Ingester, IngesterSettings
 from mirror.events.envelope import Event, make_event
 from mirror.events.errors import ConversationForgotten, DataKeyErased
 from mirror.events.ids import StreamKey
-from mirror.events.nats.jetstream import JetStreamBus, connect_nats, subject_for
+from mirror.events.nats.jetstream import JetStreamBus, StreamSettings, connect_nats, subject_for
 from mirror.events.nats.log_service import LogClient
 from mirror.events.nats.sealing import is_sealed, key_id_of
 from mirror.events.nats.server import EmbeddedNats
@@ -225,3 +225,36 @@ async def test_a_process_without_the_key_in_its_cache_reads_it_from_the_key_stre
         assert found(directory, KEPT_CANARY) == {}  # nothing but ciphertext in the store (no log here)
     finally:
         await reader.close()
+
+
+async def test_messages_written_before_sealing_are_securely_erased_not_only_purged(
+        data: tuple[Path, EmbeddedNats]) -> None:
+    """A forget purges sealed messages (their key is erased first: what a purge leaves is ciphertext
+    nobody can open), but a message from before sealing is plaintext: it is overwritten first."""
+    directory, server = data
+    plain_canary = "canary-3e8a-written-before-sealing"
+    plain_bus = await JetStreamBus.connect(server.url, StreamSettings(seal=False))  # an earlier release's writer
+    bus = await JetStreamBus.connect(server.url)
+    nc = await connect_nats(server.url, name="test-forget-plain")
+    client = LogClient(nc)
+    try:
+        async with ingesting(server.url, directory / "log.duckdb", IngesterSettings(compact_interval_s=3600)) as ingester:
+            head, kept = Head(0, 0), Head(0, 0)
+            for first in (1, 6):  # interleaved with a kept conversation: the block file stays
+                head = await plain_bus.append(GONE, turns(GONE, plain_canary, first, 5), head)
+                kept = await bus.append(KEPT, turns(KEPT, KEPT_CANARY, first, 5), kept)
+            await bus.append(GONE, turns(GONE, GONE_CANARY, 11, 10), head)
+            await bus.append(KEPT, turns(KEPT, KEPT_CANARY, 11, 10), kept)
+            await flushed(ingester, bus)
+            blocks = {name for name in found(directory, plain_canary) if name.endswith(".blk")}
+            assert blocks, "the plain messages are in the stream's block file as they were written"
+            assert not any(name.endswith(".blk") for name in found(directory, GONE_CANARY))  # sealed
+
+            await client.forget("acme", "gone")
+            await forgotten(client)
+        assert found(directory, plain_canary) == {}
+        assert found(directory, GONE_CANARY) == {}
+    finally:
+        await nc.close()
+        await plain_bus.close()
+        await bus.close()
