@@ -210,6 +210,8 @@ async def compose_mirror_turn(
     ``kept`` reply). ``idempotency_key``: the request's, recorded in the ``turn``; ``instructions``:
     the client's, recorded first when they differ from the state's (the Talker reads them). LLM
     errors propagate: nothing was appended."""
+    basis = _last_event(state)  # what the recall names: the logged state it saw (the instructions
+    # are appended with the turn, after whatever the Thinker appends meanwhile; replay applies them on top)
     state, changed = _instructed(state, instructions, now)
     started = time.perf_counter()
     recalled = await recaller(state, message, now) if config.memory else None
@@ -223,7 +225,7 @@ async def compose_mirror_turn(
     else:
         turn, provenance, causation = kept.turn, kept.provenance, kept.causation
     talked = time.perf_counter()
-    return ComposedTurn(turn, provenance, causation, recalled, _last_event(state), now,
+    return ComposedTurn(turn, provenance, causation, recalled, basis, now,
                         recall_ms=(remembered - started) * 1000, talk_ms=(talked - remembered) * 1000,
                         finish_reason=finish_reason, instructions=changed)
 

@@ -261,23 +261,29 @@ def talker_bases(key: StreamKey, state: ConversationState, states: dict[int, Con
     the turn), then each earlier one back to the previous turn — the Thinker's events that landed
     while the Talker waited for the model were not in its request. With a ``recall``, the state
     its causation names comes first (the Talker was asked from the recall's basis). The client's
-    ``instructions`` recorded in the turn's own append are applied on top of earlier states, as
-    the live turn applied them before asking."""
+    ``instructions`` recorded in the turn's own append are applied on top of earlier states (the
+    recall's named basis included: a recall names the logged state it saw, before the instructions
+    were applied), as the live turn applied them before asking."""
+    own = [event for event in earlier[-2:] if isinstance(event.payload, Instructions)]
+
+    def instructed(candidate: ConversationState) -> ConversationState:
+        for instruction in own:
+            if instruction.seq > candidate.last_seq:
+                candidate = apply(candidate, replace(instruction, seq=candidate.last_seq + 1))
+        return candidate
+
     bases = [state]
     if recall is not None and recall.causation is not None:
         named = basis_of(key, recall, states)
         if named is not None and named.last_seq < state.last_seq:
-            bases.insert(0, named)
-    own = [event for event in earlier[-2:] if isinstance(event.payload, Instructions)]
+            bases.insert(0, instructed(named))
     for seq in sorted(states, reverse=True):
         candidate = states[seq]
         if seq >= state.last_seq or candidate.turn_count != state.turn_count:
             if candidate.turn_count != state.turn_count:
                 break
             continue
-        for instruction in own:
-            if instruction.seq > seq:
-                candidate = apply(candidate, replace(instruction, seq=candidate.last_seq + 1))
+        candidate = instructed(candidate)
         if all(candidate is not known for known in bases):
             bases.append(candidate)
     return bases

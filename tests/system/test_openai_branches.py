@@ -22,8 +22,9 @@ from mirror.events.ids import StreamKey
 from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Fork, Instructions, Recall, Turn
 from mirror.replay import History
-from mirror.replay.compare import config_from
+from mirror.replay.compare import basis_of, config_from
 from mirror.replay.verify_log import verify_branch
+from mirror.replay.verify import talker_bases
 from tests.support.stack import conversation_runtime
 from tests.system.test_replay import log_of
 
@@ -111,6 +112,7 @@ async def test_system_messages_are_instructions_recorded_when_they_change(served
     for instructed in instructions:  # appended with its turn, right before that turn's recall (if any) and the turn
         between = [event for event in events if instructed.seq < event.seq < turns[instructed.turn].seq]
         assert all(isinstance(event.payload, Recall) for event in between)
+    await verified(served[2], "reed")
     # The Talker's recorded request is the one the state with the instructions makes: same fingerprint
     async with log_of(served[2], StreamKey("acme", "reed")) as (_, log):
         for instructed in instructions:
@@ -119,13 +121,21 @@ async def test_system_messages_are_instructions_recorded_when_they_change(served
             assert state.instructions == instructed.payload.text
             recall = next((event for event in events if event.seq == turn.seq - 1 and isinstance(event.payload, Recall)),
                           None)
-            recalled = "" if recall is None else replay_recall(
-                await History(log).state_at(StreamKey("acme", "reed"), recall.seq - 1), recall.payload,
-                recall.timestamp).block
-            request = talker_request(state, turn.payload.user_message, default_prompt_set(),
-                                     config_from(turn.provenance, turn.payload.mode, talker=True), recalled)
-            assert instructed.payload.text in request.messages[0].content
-            assert request.fingerprint() == turn.provenance.request_fingerprint
+            # The Thinker may have appended while the Talker waited for the model: the request was
+            # made from one of the states since the previous turn (what replay verify tries too), and
+            # the recall from the logged state it names.
+            key, since = StreamKey("acme", "reed"), turns[instructed.turn - 1].seq if instructed.turn else 1
+            states = {seq: await History(log).state_at(key, seq) for seq in range(since, turn.seq)}
+            recall_basis = None if recall is None else basis_of(key, recall, states)
+            assert recall is None or recall_basis is not None
+            recalled = "" if recall is None or recall_basis is None else replay_recall(
+                recall_basis, recall.payload, recall.timestamp).block
+            bases = talker_bases(key, state, states, recall, [event for event in events if event.seq < turn.seq])
+            requests = [talker_request(base, turn.payload.user_message, default_prompt_set(),
+                                       config_from(turn.provenance, turn.payload.mode, talker=True), recalled)
+                        for base in bases]
+            asked = [request for request in requests if request.fingerprint() == turn.provenance.request_fingerprint]
+            assert asked and all(instructed.payload.text in request.messages[0].content for request in asked)
     await verified(served[2], "reed")
 
 
