@@ -161,6 +161,7 @@ def test_log_commands_read_through_the_ingester(nats_server: EmbeddedNats, tmp_p
         ingester.stop()
 
 
+@pytest.mark.long  # ~15-26 s: kept out of the default run for its 15-minute budget
 def test_bench_turns_mind_persona_prints_overhead_steps_and_background() -> None:
     result = mirror("bench", "turns", "--mind", "persona", "-c", "2", "-t", "2", "--llm-latency-ms", "5", "--json")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -176,6 +177,7 @@ def test_bench_turns_mind_persona_prints_overhead_steps_and_background() -> None
     assert refused.returncode == 2 and "--mind persona" in refused.stderr
 
 
+@pytest.mark.long  # ~15-26 s: kept out of the default run for its 15-minute budget
 def test_bench_turns_stream_prints_first_token_and_streamed_beside_plain() -> None:
     result = mirror("bench", "turns", "--stream", "-c", "2", "-t", "2", "--llm-latency-ms", "20",
                     "--token-delay-ms", "2", "--no-memory", "--json")

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.system.test_client_commands import mirror
 
 
+@pytest.mark.long  # ~15-26 s: kept out of the default run for its 15-minute budget
 def test_persona_order_runs_both_orders_and_judges_every_turn(tmp_path) -> None:
     result = mirror("eval", "persona-order", "--llm", "sim", "--conversations", "2", "--turns", "3",
                     "--stack-data", str(tmp_path / "stack"), "--json", timeout=300)

@@ -129,6 +129,7 @@ def logged(log: Path, pattern: str, within_s: float = 30.0) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.long  # ~15-26 s: kept out of the default run for its 15-minute budget
 def test_up_brings_back_a_killed_nats_server_and_simulator(tmp_path: Path) -> None:
     """kill -9 of the broker, then of the simulator: `mirror up` starts each again by itself (same
     port, same store, same --nats-sync), says so in its log, and the conversation goes on with

@@ -75,6 +75,7 @@ def turn(stack: dict, message: str, conversation: str = "first") -> httpx.Respon
                       headers={"Authorization": f"Bearer {stack['token']}"}, timeout=60)
 
 
+@pytest.mark.long  # ~15-26 s: kept out of the default run for its 15-minute budget
 def test_a_port_another_stack_serves_is_refused_in_one_line_and_the_first_answers_every_request(tmp_path: Path) -> None:
     """Before the fix the second stack said "Mirror is up" on the same port, both stacks' gateways
     listened (SO_REUSEPORT), and of 20 requests with the first stack's token 14 got 401."""
@@ -142,6 +143,7 @@ def test_a_model_server_that_cannot_be_reached_is_a_warning_then_a_prompt_503_wh
     assert (data / "warnings.log").read_text().count("answered 503") == 2
 
 
+@pytest.mark.long  # ~15-26 s: kept out of the default run for its 15-minute budget
 def test_a_model_that_answers_garbage_500s_or_429s_is_a_502_or_503_and_turns_resume_when_it_heals(tmp_path: Path) -> None:
     """The simulator's scripted faults, for the Talker's calls (baseline mode, no memory, no
     reflection: the Talker is the only caller of the model, so each fault meets it)."""
