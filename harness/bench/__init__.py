@@ -8,7 +8,7 @@ measured against taken in the same run where one exists.
 ``embed`` (bench embed), ``codec`` (bench codec: the event codec against msgspec), ``pipeline`` (bench pipeline), ``inspector`` (bench inspector), ``reflection`` (bench reflection, with
 ``_script``, its scripted user), ``tenants`` (bench tenants: fair share beside a flooding tenant, and overload), ``report`` (bench report: the quick ones re-run, docs/benchmarks.md's table
 rewritten from their JSON), ``erasure_residue`` (what DuckDB and nats-server leave in their files
-after a delete, and AES-GCM's cost: the probe behind forgetting's design), ``atomic_batch`` (JetStream's atomic batch publish against fenced single publishes: the probe behind one message per event); ``_stacks`` (the stacks they start), ``_hosts`` (conversation
+after a delete, and AES-GCM's cost: the probe behind forgetting's design), ``atomic_batch`` (JetStream's atomic batch publish against fenced single publishes: the probe behind one message per event), ``model_client`` (the model client's own CPU per chat, streamed chat and embedding call); ``_stacks`` (the stacks they start), ``_hosts`` (conversation
 hosts' figures and the progress line), ``_cpu`` (CPU time by process role, waiting for a quiet
 machine) and ``_stats`` (percentiles) are theirs to share.
 
