@@ -48,7 +48,9 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import weakref
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from typing import Any
 
 import aiohttp
@@ -119,7 +121,7 @@ _DIED_UNANSWERED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 
 
 class _Attempt:
-    """One request's connection as aiohttp's tracing reports it: taken from the pool, or new."""
+    """One request's connection, as the pool gave it: one that served before, or new."""
 
     __slots__ = ("reused",)
 
@@ -127,20 +129,32 @@ class _Attempt:
         self.reused = False
 
 
-async def _on_reused(_session: aiohttp.ClientSession, context: Any, _params: Any) -> None:
-    context.trace_request_ctx.reused = True
+_ATTEMPT: ContextVar[_Attempt | None] = ContextVar("mirror_http_attempt", default=None)
+"""The request this task is sending, for :class:`_PoolConnector` to mark."""
 
 
-async def _on_created(_session: aiohttp.ClientSession, context: Any, _params: Any) -> None:
-    # aiohttp retries an idempotent request itself, maybe on a new connection: the last one counts.
-    context.trace_request_ctx.reused = False
+class _PoolConnector(aiohttp.TCPConnector):
+    """aiohttp's TCP connector, telling the request being sent whether its connection served before.
 
+    aiohttp's tracing says so too (``on_connection_reuseconn``), but a session with any trace
+    config builds a record and awaits a signal at every step of every request and at every piece
+    of a streamed body: a few per cent of a model call's CPU. A connection that served before is
+    one this connector has handed out before (aiohttp retrying an idempotent request itself, maybe
+    on a new connection, asks again: the last one counts).
+    """
 
-def _tracing() -> aiohttp.TraceConfig:
-    config = aiohttp.TraceConfig()
-    config.on_connection_reuseconn.append(_on_reused)
-    config.on_connection_create_end.append(_on_created)
-    return config
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._served: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
+        connection = await super().connect(req, traces, timeout)
+        attempt = _ATTEMPT.get()
+        protocol = connection.protocol
+        if attempt is not None and protocol is not None:
+            attempt.reused = protocol in self._served
+            self._served.add(protocol)
+        return connection
 
 
 def _client_timeout(extensions: dict[str, Any]) -> aiohttp.ClientTimeout:
@@ -176,13 +190,13 @@ class KeepAliveSession:
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=self.idle_keepalive_s,
-                                             ssl=self._ssl)
+            connector = _PoolConnector(limit=self._max_connections, keepalive_timeout=self.idle_keepalive_s,
+                                       ssl=self._ssl)
             options: dict[str, Any] = {"auto_decompress": False, "skip_auto_headers": ("User-Agent", "Accept-Encoding", "Accept")} if self._raw else {}
             if self._timeout is not None:
                 options["timeout"] = self._timeout
             self._session = aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
-                                                  headers=self._headers, trace_configs=[_tracing()], **options)
+                                                  headers=self._headers, **options)
         return self._session
 
     async def request(self, method: str, url: URL, *, headers: Any = None, data: bytes | None = None,
@@ -203,8 +217,11 @@ class KeepAliveSession:
     async def _send(session: aiohttp.ClientSession, method: str, url: URL, headers: Any, data: bytes | None,
                     timeout: aiohttp.ClientTimeout | None, attempt: _Attempt) -> aiohttp.ClientResponse:
         options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-        return await session.request(method, url, headers=headers, data=data, allow_redirects=False,
-                                     trace_request_ctx=attempt, **options)
+        sending = _ATTEMPT.set(attempt)
+        try:
+            return await session.request(method, url, headers=headers, data=data, allow_redirects=False, **options)
+        finally:
+            _ATTEMPT.reset(sending)
 
     async def aclose(self) -> None:
         if self._session is not None:

@@ -176,10 +176,11 @@ class OpenAIChatClient:
         headers = {HEADER_CONTENT_TYPE: JSON}
         if settings.api_key:
             headers[HEADER_AUTHORIZATION] = f"Bearer {settings.api_key}"
-        # A connection within connect_timeout_s, each read within timeout_s (and the whole attempt
-        # within timeout_s: each attempt runs under asyncio.timeout); a pooled connection within timeout_s.
+        # A connection within connect_timeout_s (a pooled one within timeout_s); the whole attempt
+        # within timeout_s (asyncio.timeout around each), so no timer per read: a streamed answer
+        # would reset one at every piece.
         timeout = aiohttp.ClientTimeout(total=None, connect=settings.timeout_s, sock_connect=settings.connect_timeout_s,
-                                        sock_read=settings.timeout_s)
+                                        sock_read=None)
         self._http = KeepAliveSession(max_connections=settings.max_concurrency,
                                       ssl_context=_tls_context(settings.base_url.startswith("http://")),
                                       timeout=timeout, headers=headers)
