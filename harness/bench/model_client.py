@@ -13,8 +13,11 @@ Production path: :class:`~mirror.cognition.openai_client.OpenAIChatClient` with 
 stack gives it (only ``base_url`` and ``model`` set), the requests shaped like the Talker's (a long
 system prompt, a user message, ``max_tokens`` 200) and the embedder's (two short texts).
 
-Run: ``python -m mirror.harness.bench.model_client [calls]`` (JSON on stdout: per kind,
-``cpu_us_per_call`` and ``calls_per_s``). It imports nothing newer than the client's port, so
+Run: ``python -m mirror.harness.bench.model_client [calls] [token_delay_ms]`` (JSON on stdout:
+per kind, ``cpu_us_per_call`` and ``calls_per_s``). ``token_delay_ms`` paces a streamed answer's
+tokens as a real model does (the simulator's ``--token-delay``; 0, the default, sends them at
+once, so they arrive in a few reads): each piece that arrives on its own costs the client a read,
+a wake-up and a chunk to parse. It imports nothing newer than the client's port, so
 the same file run by an older checkout's Python measures that checkout's client.
 """
 
@@ -70,12 +73,13 @@ async def measure(base_url: str, calls: int) -> dict[str, dict[str, float]]:
 
 def main(argv: list[str]) -> None:
     calls = int(argv[0]) if argv else 500
-    sim = SimProcess().start()
+    token_delay_ms = float(argv[1]) if len(argv) > 1 else 0.0
+    sim = SimProcess(token_delay_ms=token_delay_ms).start()
     try:
         figures = asyncio.run(measure(sim.base_url, calls))
     finally:
         sim.stop()
-    print(json.dumps({"calls": calls, **figures}))
+    print(json.dumps({"calls": calls, "token_delay_ms": token_delay_ms, **figures}))
 
 
 __all__ = ["KINDS", "main", "measure"]
