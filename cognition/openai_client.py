@@ -1,10 +1,14 @@
-"""httpx adapter of the LLM port for OpenAI-compatible APIs (vLLM, Ollama, llama.cpp, hosted).
+"""aiohttp adapter of the LLM port for OpenAI-compatible APIs (vLLM, Ollama, llama.cpp, hosted).
 
-One :class:`httpx.AsyncClient` per adapter, its connection pool sized to ``max_concurrency``,
-and a semaphore of the same size held around each HTTP attempt (not around backoff sleeps), so
-no more than ``max_concurrency`` requests are ever in flight to the provider.
+One :class:`~mirror.cognition.http_transport.KeepAliveSession` per adapter (aiohttp, idle
+connections kept under servers' keep-alive, a request that died unanswered on a reused connection
+sent once more), its pool sized to ``max_concurrency``, and a semaphore of the same size held
+around each HTTP attempt (not around backoff sleeps), so no more than ``max_concurrency``
+requests are ever in flight to the provider. No httpx and no retry library in between: a model
+call is the hot path of every thinking step, and their layers cost more CPU than the call itself
+(see docs/benchmarks.md's model client figures).
 
-Retries (tenacity, exponential backoff with jitter) cover what may succeed later: 429, 5xx,
+Retries (exponential backoff with jitter) cover what may succeed later: 429, 5xx,
 timeouts and connection errors. A 429's ``Retry-After`` is honoured, capped at
 ``backoff_max_s``. Any other 4xx is the request's fault and is raised at once as
 :class:`LLMRequestRejected`. When the retries are spent the last failure is raised as
@@ -28,17 +32,17 @@ import email.utils
 import functools
 import json
 import logging
+import random
 import ssl
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any, Literal, TypeVar
 
-import httpx
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
+import aiohttp
+from yarl import URL
 
 from mirror import tracing
 from mirror.events.payloads import Provenance
@@ -53,7 +57,7 @@ from .errors import (
     excerpt,
     redact,
 )
-from .http_transport import STREAM_EXTENSION, AiohttpTransport, pool_limits
+from .http_transport import KeepAliveSession
 from .llm import ChatRequest, ChatResponse, TokenSink, estimate_tokens
 from .structured import chat_json
 
@@ -65,6 +69,8 @@ CHAT_PATH = "chat/completions"
 EMBEDDINGS_PATH = "embeddings"
 HEADER_AUTHORIZATION = "Authorization"
 HEADER_RETRY_AFTER = "Retry-After"
+HEADER_CONTENT_TYPE = "Content-Type"
+JSON = "application/json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,17 +100,12 @@ class LLMSettings:
     backoff_max_s: float = 5
     max_concurrency: int = 16
     structured_output: StructuredOutputMode = "json_schema"
-    http_transport: Literal["aiohttp", "httpcore"] = "aiohttp"
-    """The transport under httpx: aiohttp (a whole model call ~1.4 ms of CPU here) or httpx's own
-    httpcore (~3–4.6 ms)."""
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url {self.base_url!r} must start with http:// or https://")
         if min(self.max_retries, self.unreachable_retries, self.timeout_retries) < 0 or self.max_concurrency < 1:
             raise ValueError("max_retries, unreachable_retries and timeout_retries must be >= 0 and max_concurrency >= 1")
-        if self.http_transport not in ("aiohttp", "httpcore"):
-            raise ValueError(f"http_transport {self.http_transport!r} is not aiohttp or httpcore")
         if self.structured_output not in ("json_schema", "json_object_schema", "json_object", "none"):
             raise ValueError(
                 f"structured_output {self.structured_output!r} is not json_schema, json_object_schema, json_object or none"
@@ -154,7 +155,11 @@ def _tls_context(plain_http: bool) -> ssl.SSLContext:
     conversation actor and per recompute task. A plain-HTTP endpoint (the simulator, a local
     model) never uses one, so it gets a context without CAs: it would refuse any certificate.
     """
-    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT) if plain_http else httpx.create_ssl_context()
+    if plain_http:
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    import httpx  # its context: certifi's CAs, SSL_CERT_FILE / SSL_CERT_DIR honoured
+
+    return httpx.create_ssl_context()
 
 
 class OpenAIChatClient:
@@ -168,21 +173,20 @@ class OpenAIChatClient:
 
     def __init__(self, settings: LLMSettings) -> None:
         self.settings = settings
-        headers = {HEADER_AUTHORIZATION: f"Bearer {settings.api_key}"} if settings.api_key else {}
-        tls = _tls_context(settings.base_url.startswith("http://"))
-        limits = pool_limits(settings.max_concurrency)  # idle under model servers' 5 s keep-alive (see http_transport)
-        self._http = httpx.AsyncClient(
-            base_url=settings.base_url,
-            headers=headers,
-            verify=tls,
-            timeout=httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
-            limits=limits,
-            transport=AiohttpTransport(limits=limits, ssl_context=tls) if settings.http_transport == "aiohttp" else None,
-        )
+        headers = {HEADER_CONTENT_TYPE: JSON}
+        if settings.api_key:
+            headers[HEADER_AUTHORIZATION] = f"Bearer {settings.api_key}"
+        # A connection within connect_timeout_s (a pooled one within timeout_s); the whole attempt
+        # within timeout_s (asyncio.timeout around each), so no timer per read: a streamed answer
+        # would reset one at every piece.
+        timeout = aiohttp.ClientTimeout(total=None, connect=settings.timeout_s, sock_connect=settings.connect_timeout_s,
+                                        sock_read=None)
+        self._http = KeepAliveSession(max_connections=settings.max_concurrency,
+                                      ssl_context=_tls_context(settings.base_url.startswith("http://")),
+                                      timeout=timeout, headers=headers)
+        root = settings.base_url.rstrip("/")
+        self._urls = {path: URL(f"{root}/{path}") for path in (CHAT_PATH, EMBEDDINGS_PATH)}
         self._slots = asyncio.Semaphore(settings.max_concurrency)
-        self._backoff = wait_exponential_jitter(
-            multiplier=settings.backoff_initial_s, max=settings.backoff_max_s, jitter=settings.backoff_initial_s
-        )
         self.calls = 0
         self.retries = 0
         self.prompt_tokens = 0
@@ -197,6 +201,12 @@ class OpenAIChatClient:
     @property
     def model(self) -> str:
         return self.settings.model
+
+    @property
+    def reused_retries(self) -> int:
+        """Requests sent once more because a reused connection died unanswered (a server that closed
+        it idle; see :mod:`mirror.cognition.http_transport`): not retries, and not counted in ``retries``."""
+        return self._http.reused_retries
 
     async def __aenter__(self) -> OpenAIChatClient:
         return self
@@ -357,48 +367,56 @@ class OpenAIChatClient:
     # --- transport, retries, translation --------------------------------------------------
 
     async def _retried(self, attempt: Callable[..., Awaitable[T]], *args: Any) -> T:
-        """``attempt(*args)``, retried on transient failures (backoff, ``Retry-After``), then the typed error."""
-        retrying = AsyncRetrying(
-            stop=self._stop(),
-            wait=self._wait,
-            retry=retry_if_exception_type(_Transient),
-            before_sleep=self._before_sleep,
-            reraise=True,
-        )
-        try:
-            return await retrying(attempt, *args)
-        except _Transient as failure:
-            raise self._exhausted(failure, retrying.statistics.get("attempt_number", 1)) from failure
+        """``attempt(*args)``, retried on transient failures (backoff, ``Retry-After``), then the typed error.
+
+        Stops after ``max_retries`` retries, or sooner for failures that rarely pass by retrying
+        (``unreachable_retries``, ``timeout_retries``, counted per kind within this call; see the
+        module docstring).
+        """
+        settings = self.settings
+        failures: dict[str, int] = {}
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                return await attempt(*args)
+            except _Transient as failure:
+                failures[failure.kind] = failures.get(failure.kind, 0) + 1
+                kind_limit = self._kind_retries().get(failure.kind)
+                if attempts > settings.max_retries or (kind_limit is not None and failures[failure.kind] > kind_limit):
+                    raise self._exhausted(failure, attempts) from failure
+                delay = self._backoff_s(failure, attempts)
+                self.retries += 1
+                log.warning("LLM %s attempt %d/%d failed (%s: %s); retrying in %.2fs", settings.base_url, attempts,
+                            self._most_attempts(failure.kind), failure.kind, failure.detail, delay)
+            await asyncio.sleep(delay)
+
+    def _backoff_s(self, failure: _Transient, attempts: int) -> float:
+        """The wait before the next attempt: a 429's ``Retry-After`` (capped at ``backoff_max_s``), else
+        ``backoff_initial_s`` doubled per attempt so far, plus up to ``backoff_initial_s`` of jitter, capped."""
+        settings = self.settings
+        if failure.retry_after_s is not None:
+            return min(failure.retry_after_s, settings.backoff_max_s)
+        exponential = settings.backoff_initial_s * 2.0 ** min(attempts - 1, 64)
+        return max(0.0, min(exponential + random.uniform(0, settings.backoff_initial_s), settings.backoff_max_s))
 
     async def _post_with_retries(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._retried(self._post_once, path, body)
+        return await self._retried(self._post_once, path, _encoded(body))
 
-    async def _post_once(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post_once(self, path: str, data: bytes) -> dict[str, Any]:
         settings = self.settings
         async with self._slots:
             try:
                 async with asyncio.timeout(settings.timeout_s):
-                    response = await self._http.post(path, json=body)
-            except httpx.ConnectTimeout as exc:
-                raise _Transient("unreachable", f"no connection within {settings.connect_timeout_s:g}s") from exc
-            except (httpx.TimeoutException, TimeoutError) as exc:
-                raise _Transient("timeout", f"no answer within {settings.timeout_s:g}s") from exc
-            except httpx.ConnectError as exc:
-                raise _Transient("unreachable", f"{type(exc).__name__}: {redact(str(exc), settings.api_key)}") from exc
-            except httpx.TransportError as exc:
-                raise _Transient("connection", f"{type(exc).__name__}: {redact(str(exc), settings.api_key)}") from exc
-        status = response.status_code
-        if status == HTTPStatus.TOO_MANY_REQUESTS:
-            retry_after = parse_retry_after(response.headers.get(HEADER_RETRY_AFTER))
-            raise _Transient("rate_limited", self._provider_message(response), retry_after)
-        if status >= HTTPStatus.INTERNAL_SERVER_ERROR:
-            raise _Transient("server", f"{status}: {self._provider_message(response)}", status=status)
-        if not response.is_success:
-            raise LLMRequestRejected(settings.base_url, status, self._provider_message(response))
+                    async with await self._http.request("POST", self._urls[path], data=data) as response:
+                        raw = await response.read()
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                raise self._transient(exc) from exc
+        self._check_status(response, raw)
         try:
-            envelope = response.json()
+            envelope = json.loads(raw)
         except ValueError as exc:
-            raise LLMBadResponse(f"body is not JSON: {excerpt(response.text)!r}", base_url=settings.base_url) from exc
+            raise LLMBadResponse(f"body is not JSON: {excerpt(_text(raw))!r}", base_url=settings.base_url) from exc
         if not isinstance(envelope, dict):
             raise LLMBadResponse(f"body is JSON {type(envelope).__name__}, not an object", base_url=settings.base_url)
         return envelope
@@ -406,48 +424,50 @@ class OpenAIChatClient:
     async def _stream_with_retries(self, body: dict[str, Any], on_token: TokenSink) -> ChunkReader:
         """The streamed answer, read whole; attempts are retried as :meth:`_post_with_retries`'
         until a piece has reached ``on_token``, never after."""
-        return await self._retried(self._stream_once, body, on_token)
+        return await self._retried(self._stream_once, _encoded(body), on_token)
 
-    async def _stream_once(self, body: dict[str, Any], on_token: TokenSink) -> ChunkReader:
+    async def _stream_once(self, data: bytes, on_token: TokenSink) -> ChunkReader:
         settings = self.settings
         reader, decoder = ChunkReader(), SSEDecoder()
         async with self._slots:
             try:
                 async with asyncio.timeout(settings.timeout_s):
-                    request = self._http.build_request("POST", CHAT_PATH, json=body, extensions={STREAM_EXTENSION: True})
-                    response = await self._http.send(request, stream=True)
-                    try:
-                        await self._check_stream_status(response)
-                        if response.headers.get("content-type", "").startswith("application/json"):
-                            return self._whole_answer(await response.aread(), reader, on_token)
-                        async for piece in response.aiter_raw():
+                    async with await self._http.request("POST", self._urls[CHAT_PATH], data=data) as response:
+                        if not _succeeded(response.status):
+                            self._check_status(response, await response.read())
+                        if response.headers.get(HEADER_CONTENT_TYPE, "").startswith(JSON):
+                            return self._whole_answer(await response.read(), reader, on_token)
+                        async for piece in response.content.iter_any():
                             for payload in decoder.feed(piece):
                                 self._read_chunk(reader, payload, on_token)
                         for payload in decoder.close():
                             self._read_chunk(reader, payload, on_token)
-                    finally:
-                        await response.aclose()
             except _Transient as failure:
                 raise self._given_up(failure, reader) from failure
-            except httpx.ConnectTimeout as exc:
-                raise _Transient("unreachable", f"no connection within {settings.connect_timeout_s:g}s") from exc
-            except (httpx.TimeoutException, TimeoutError) as exc:
-                raise self._given_up(_Transient("timeout", f"no answer within {settings.timeout_s:g}s"), reader) from exc
-            except httpx.ConnectError as exc:
-                raise _Transient("unreachable", f"{type(exc).__name__}: {redact(str(exc), settings.api_key)}") from exc
-            except httpx.TransportError as exc:
-                detail = f"{type(exc).__name__}: {redact(str(exc), settings.api_key)}"
-                raise self._given_up(_Transient("connection", detail), reader) from exc
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                raise self._given_up(self._transient(exc), reader) from exc
         if not reader.done and not reader.finish_reason:
             raise LLMBadResponse("the streamed answer ended without a finish_reason or [DONE]", base_url=settings.base_url)
         return reader
+
+    def _transient(self, exc: BaseException) -> _Transient:
+        """An attempt's failure to get an answer, by kind (see :meth:`_retried`)."""
+        settings = self.settings
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):  # also a TimeoutError: first
+            return _Transient("unreachable", f"no connection within {settings.connect_timeout_s:g}s")
+        if isinstance(exc, TimeoutError):
+            return _Transient("timeout", f"no answer within {settings.timeout_s:g}s")
+        said = redact(str(exc), settings.api_key)
+        if isinstance(exc, aiohttp.ClientConnectorError):  # refused, no route, DNS
+            return _Transient("unreachable", f"ConnectError: {said}")
+        return _Transient("connection", f"{type(exc).__name__}: {said}" if said else type(exc).__name__)
 
     def _whole_answer(self, body: bytes, reader: ChunkReader, on_token: TokenSink) -> ChunkReader:
         """A server that ignored ``stream: true`` and answered one JSON completion: read whole, one piece."""
         try:
             envelope = json.loads(body)
         except ValueError as exc:
-            raise LLMBadResponse(f"body is not JSON: {excerpt(body.decode('utf-8', 'replace'))!r}",
+            raise LLMBadResponse(f"body is not JSON: {excerpt(_text(body))!r}",
                                  base_url=self.settings.base_url) from exc
         if not isinstance(envelope, dict):
             raise LLMBadResponse(f"body is JSON {type(envelope).__name__}, not an object", base_url=self.settings.base_url)
@@ -474,48 +494,30 @@ class OpenAIChatClient:
             return failure
         return self._exhausted(failure, 1)
 
-    async def _check_stream_status(self, response: httpx.Response) -> None:
-        """:meth:`_post_once`'s reading of the status, for a response whose body is not read yet."""
-        status = response.status_code
-        if response.is_success:
+    def _check_status(self, response: aiohttp.ClientResponse, body: bytes) -> None:
+        """A 429 or 5xx is transient, any other status but 2xx the request's fault (:class:`LLMRequestRejected`)."""
+        status = response.status
+        if _succeeded(status):
             return
-        await response.aread()
+        message = self._provider_message(body, response.reason)
         if status == HTTPStatus.TOO_MANY_REQUESTS:
-            retry_after = parse_retry_after(response.headers.get(HEADER_RETRY_AFTER))
-            raise _Transient("rate_limited", self._provider_message(response), retry_after)
+            raise _Transient("rate_limited", message, parse_retry_after(response.headers.get(HEADER_RETRY_AFTER)))
         if status >= HTTPStatus.INTERNAL_SERVER_ERROR:
-            raise _Transient("server", f"{status}: {self._provider_message(response)}", status=status)
-        raise LLMRequestRejected(self.settings.base_url, status, self._provider_message(response))
+            raise _Transient("server", f"{status}: {message}", status=status)
+        raise LLMRequestRejected(self.settings.base_url, status, message)
 
-    def _provider_message(self, response: httpx.Response) -> str:
+    def _provider_message(self, body: bytes, reason: str | None) -> str:
         """The provider's own words (OpenAI ``error.message`` or the body), with the key redacted."""
-        message = response.text
+        message = _text(body)
         try:
-            error = response.json().get("error")
+            error = json.loads(body).get("error")
         except (ValueError, AttributeError):
             error = None
         if isinstance(error, Mapping) and isinstance(error.get("message"), str):
             message = error["message"]
         elif isinstance(error, str):
             message = error
-        return excerpt(redact(message.strip() or response.reason_phrase, self.settings.api_key))
-
-    def _stop(self) -> Callable[[RetryCallState], bool]:
-        """Stop after ``max_retries`` retries, or sooner for failures that rarely pass by retrying
-        (``unreachable_retries``, ``timeout_retries``; see the module docstring). One per call:
-        it counts that call's failures of each kind."""
-        settings = self.settings
-        limits = self._kind_retries()
-        failures: Counter[str] = Counter()
-
-        def stop(state: RetryCallState) -> bool:
-            if state.attempt_number > settings.max_retries:
-                return True
-            kind = getattr(state.outcome.exception() if state.outcome else None, "kind", "")
-            failures[kind] += 1
-            return kind in limits and failures[kind] > limits[kind]
-
-        return stop
+        return excerpt(redact(message.strip() or reason or "", self.settings.api_key))
 
     def _kind_retries(self) -> dict[str, int]:
         return {"unreachable": self.settings.unreachable_retries, "timeout": self.settings.timeout_retries}
@@ -523,25 +525,6 @@ class OpenAIChatClient:
     def _most_attempts(self, kind: str) -> int:
         """The most attempts a call makes when every one fails with ``kind``."""
         return min(self.settings.max_retries, self._kind_retries().get(kind, self.settings.max_retries)) + 1
-
-    def _wait(self, state: RetryCallState) -> float:
-        failure = state.outcome.exception() if state.outcome else None
-        if isinstance(failure, _Transient) and failure.retry_after_s is not None:
-            return min(failure.retry_after_s, self.settings.backoff_max_s)
-        return self._backoff(state)
-
-    def _before_sleep(self, state: RetryCallState) -> None:
-        self.retries += 1
-        failure = state.outcome.exception() if state.outcome else None
-        log.warning(
-            "LLM %s attempt %d/%d failed (%s: %s); retrying in %.2fs",
-            self.settings.base_url,
-            state.attempt_number,
-            self._most_attempts(getattr(failure, "kind", "")),
-            getattr(failure, "kind", "error"),
-            getattr(failure, "detail", failure),
-            state.upcoming_sleep,
-        )
 
     def _exhausted(self, failure: _Transient, attempts: int) -> LLMUnavailable:
         base_url = self.settings.base_url
@@ -554,6 +537,18 @@ class OpenAIChatClient:
                                   "check that the model server is running and listens at that address")
         return LLMUnavailable(base_url, attempts, failure.detail, status=failure.status)
 
+
+def _encoded(body: dict[str, Any]) -> bytes:
+    """A request's JSON body, encoded once for all its attempts."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _text(body: bytes) -> str:
+    return body.decode("utf-8", "replace")
+
+
+def _succeeded(status: int) -> bool:
+    return HTTPStatus.OK <= status < HTTPStatus.MULTIPLE_CHOICES
 
 
 def _finish_reason(choices: object) -> str:

@@ -12,7 +12,8 @@ rewritten from their JSON), ``erasure_residue`` (what DuckDB and nats-server lea
 after a delete, and AES-GCM's cost: the probe behind forgetting's design), ``atomic_batch`` (JetStream's
 atomic batch publish against fenced single publishes: the probe behind one message per event), ``lifecycle`` (bench
 lifecycle: export and import throughput, erase time per 1,000 events against a fresh copy of
-the same file); ``_stacks`` (the stacks they start), ``_hosts`` (conversation
+the same file), ``model_client`` (the model client's own CPU per chat, streamed chat and embedding
+call); ``_stacks`` (the stacks they start), ``_hosts`` (conversation
 hosts' figures and the progress line), ``_cpu`` (CPU time by process role, waiting for a quiet
 machine) and ``_stats`` (percentiles) are theirs to share.
 

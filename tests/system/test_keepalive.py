@@ -1,14 +1,16 @@
-"""A server that closes idle connections, and Mirror's HTTP transport reusing one at that moment.
+"""A server that closes idle connections, and Mirror's HTTP clients reusing one at that moment.
 
 uvicorn closes a connection idle for ``timeout_keep_alive``; a client whose loop is busy has not
 yet read that close when it reuses the connection, so its request dies unanswered. These tests
-make that moment on purpose against a real uvicorn (1 s keep-alive, the transport's 4 s): they
-block the client's loop until the server has closed the connection, then send.
+make that moment on purpose against a real uvicorn (1 s keep-alive, the clients' 4 s): they
+block the client's loop until the server has closed the connection, then send. Both clients are
+covered: the httpx transport the benches use, and the model client (aiohttp without httpx).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +21,8 @@ import pytest
 import uvicorn
 
 from mirror.cognition.http_transport import IDLE_KEEPALIVE_S, STREAM_EXTENSION, AiohttpTransport, pool_limits
+from mirror.cognition.llm import ChatMessage, ChatRequest
+from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.serving import bind_socket
 
 
@@ -36,11 +40,33 @@ async def _echo(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": body or b"{}"})
 
 
-@pytest.fixture
-def idle_closing_server() -> Iterator[tuple[uvicorn.Server, str]]:
-    """uvicorn closing connections idle for 1 s, on a thread of its own."""
+async def _model(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A chat completion whose content is the last message's (streamed when asked: one chunk, then [DONE])."""
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    request = json.loads(body)
+    content = request["messages"][-1]["content"]
+    if request.get("stream"):
+        chunk = {"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": "stop"}]}
+        answer, kind = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode(), b"text/event-stream"
+    else:
+        answer = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                          "finish_reason": "stop"}]}).encode()
+        kind = b"application/json"
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]})
+    await send({"type": "http.response.body", "body": answer})
+
+
+def _serve(app: Any) -> Iterator[tuple[uvicorn.Server, str]]:
+    """uvicorn serving ``app``, closing connections idle for 1 s, on a thread of its own."""
     sock = bind_socket("127.0.0.1", 0, "keep-alive test server")
-    server = uvicorn.Server(uvicorn.Config(_echo, log_config=None, log_level="warning", access_log=False,
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning", access_log=False,
                                            timeout_keep_alive=1, lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -48,6 +74,18 @@ def idle_closing_server() -> Iterator[tuple[uvicorn.Server, str]]:
     yield server, f"http://127.0.0.1:{sock.getsockname()[1]}"
     server.should_exit = True
     thread.join(10)
+
+
+@pytest.fixture
+def idle_closing_server() -> Iterator[tuple[uvicorn.Server, str]]:
+    """An echo server closing connections idle for 1 s."""
+    yield from _serve(_echo)
+
+
+@pytest.fixture
+def idle_closing_model() -> Iterator[tuple[uvicorn.Server, str]]:
+    """A model server (OpenAI chat completions) closing connections idle for 1 s."""
+    yield from _serve(_model)
 
 
 def _block_until(condition: Callable[[], bool], what: str, timeout_s: float = 15.0) -> None:
@@ -79,6 +117,30 @@ async def test_a_request_on_a_connection_the_server_closed_idle_is_sent_again_on
         _block_until(lambda: not server.server_state.connections, "the server closed the idle connection")
         assert await post({"n": 2}) == {"n": 2}  # a POST: aiohttp itself retries only idempotent methods
     assert transport.reused_retries == 1
+    assert server.server_state.total_requests == requests_before + 1  # the dead attempt never reached the app
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_the_model_client_sends_a_call_again_once_when_the_server_closed_its_idle_connection(
+        idle_closing_model: tuple[uvicorn.Server, str], streamed: bool) -> None:
+    server, url = idle_closing_model
+    settings = LLMSettings(base_url=f"{url}/v1", model="m", max_retries=0)  # no retry would save the call
+
+    def ask(words: str) -> ChatRequest:
+        return ChatRequest(model="m", messages=(ChatMessage("user", words),))
+
+    async with OpenAIChatClient(settings) as client:
+        async def call(words: str) -> str:
+            if streamed:
+                pieces: list[str] = []
+                return (await client.chat_streamed(ask(words), pieces.append)).content
+            return (await client.chat(ask(words))).content
+
+        assert await call("first") == "first"
+        requests_before = server.server_state.total_requests
+        _block_until(lambda: not server.server_state.connections, "the server closed the idle connection")
+        assert await call("second") == "second"
+        assert client.reused_retries == 1 and client.retries == 0
     assert server.server_state.total_requests == requests_before + 1  # the dead attempt never reached the app
 
 
