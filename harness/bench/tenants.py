@@ -250,7 +250,12 @@ async def _measure(url: str, tokens: dict[str, str], config: TenantsBenchConfig,
     alone_f, with_f = alone.figures(config.phase_s), b_with_a.figures(config.phase_s)
     flood_f, over_f = a_flood.figures(config.phase_s), overloaded.figures(short)
     b_rate = with_f["goodput_per_s"]
-    a_share = max(capacity_per_s - b_rate, 1e-9)
+    # B's share is what B used of the model slots beside A's flood: its turns and its thinking (both
+    # run on B's fair share); A's due is the capacity less that share. B's turns alone, the earlier
+    # reading, leave B's thinking in A's due: reported beside it.
+    beside = slot_fractions(slot_time["b_alone"], slot_time["b_with_a"])
+    b_slots = beside.get(f"talker:{TENANT_B}", 0.0) + beside.get(f"thinker:{TENANT_B}", 0.0)
+    a_share = max(capacity_per_s * (1 - b_slots), 1e-9)
     ratio = (round(with_f["p99_ms"] / alone_f["p99_ms"], 2) if with_f["p99_ms"] and alone_f["p99_ms"] else None)
     targets = {
         "b_p99_with_a_over_alone": _target(ratio, 1.5, at_most=True),
@@ -283,6 +288,8 @@ async def _measure(url: str, tokens: dict[str, str], config: TenantsBenchConfig,
                        ("b_with_a_end", "overload"))},
         "thinking_drained_s": drained,
         "targets": targets,
+        "b_slot_share_beside_a": round(b_slots, 3),
+        "a_goodput_over_capacity_minus_b_turns": round(flood_f["goodput_per_s"] / max(capacity_per_s - b_rate, 1e-9), 3),
         "all_pass": all(target["pass"] for target in targets.values()),
     }
 
