@@ -10,16 +10,35 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from mirror.cli.options import CONVERSATION, DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, gateway_client
 
-__all__ = ["POLL_S", "forget"]
+__all__ = ["POLL_S", "forget", "waited"]
 
 POLL_S = 0.2
 """Between polls of the erasure job."""
+
+
+def waited(job: dict[str, Any], again: Callable[[], dict[str, Any]], *, timeout_s: float, stalled: str,
+           progress: Callable[[dict[str, Any]], str] | None = None) -> dict[str, Any]:
+    """Poll an erasure job (``again``) until it is ``forgotten``; each change of ``progress(job)``
+    on standard error; ``stalled`` is the error's words after ``timeout_s``."""
+    deadline, shown = time.monotonic() + timeout_s, None
+    while job["status"] != "forgotten":
+        line = progress(job) if progress is not None else None
+        if line is not None and line != shown:
+            typer.echo(line, err=True)
+            shown = line
+        if time.monotonic() > deadline:
+            raise ValueError(stalled)
+        time.sleep(POLL_S)
+        job = again()
+    return job
 
 
 def forget(
@@ -34,13 +53,10 @@ def forget(
     it are refused with 410 Gone). Cannot be undone."""
     with gateway_client(data, url, token) as client:
         job = client.forget(conversation)
-        deadline = time.monotonic() + timeout_s
-        while wait and job["status"] != "forgotten":
-            if time.monotonic() > deadline:
-                raise ValueError(f"forgetting {conversation} has not finished after {timeout_s:g} s; "
-                                 f"it goes on in the ingester: `mirror forget {conversation}` again to wait")
-            time.sleep(POLL_S)
-            job = client.forget_job(conversation)
+        if wait:
+            job = waited(job, lambda: client.forget_job(conversation), timeout_s=timeout_s,
+                         stalled=f"forgetting {conversation} has not finished after {timeout_s:g} s; it goes on "
+                                 f"in the ingester: `mirror forget {conversation}` again to wait")
     if as_json:
         typer.echo(json.dumps(job))
     elif job["status"] == "forgotten":

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from mirror.cli.forget import POLL_S
+from mirror.cli.forget import waited
 from mirror.cli.options import DATA_DIR, GATEWAY_TOKEN, GATEWAY_URL, TENANT, gateway_client
 
 if TYPE_CHECKING:
@@ -137,18 +137,13 @@ def tenants_remove(
     Tombstones without content stay. Cannot be undone; `mirror export --tenant` first for a backup."""
     with gateway_client(data, url, token) as client:
         job = client.forget_tenant(tenant)
-        deadline, shown = time.monotonic() + timeout_s, None
-        while wait and job["status"] != "forgotten":
-            progress = (f"forgetting {tenant}: {job['conversations']} conversation(s), {job['events']} event(s); "
-                        f"shards swept {sum(s == 'forgotten' for s in job['shards'].values())}/{len(job['shards'])}")
-            if progress != shown and not as_json:
-                typer.echo(progress, err=True)
-                shown = progress
-            if time.monotonic() > deadline:
-                raise ValueError(f"forgetting tenant {tenant} has not finished after {timeout_s:g} s; it goes on "
-                                 f"in the ingesters: `mirror tenants remove {tenant}` again to wait")
-            time.sleep(POLL_S)
-            job = client.forget_tenant_job(tenant)
+        if wait:
+            job = waited(job, lambda: client.forget_tenant_job(tenant), timeout_s=timeout_s,
+                         stalled=f"forgetting tenant {tenant} has not finished after {timeout_s:g} s; it goes on in "
+                                 f"the ingesters: `mirror tenants remove {tenant}` again to wait",
+                         progress=None if as_json else lambda job: (
+                             f"forgetting {tenant}: {job['conversations']} conversation(s), {job['events']} event(s); "
+                             f"shards swept {sum(s == 'forgotten' for s in job['shards'].values())}/{len(job['shards'])}"))
     if as_json:
         typer.echo(json.dumps(job))
     elif job["status"] == "forgotten":

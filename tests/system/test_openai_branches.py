@@ -23,8 +23,8 @@ from mirror.events.nats.server import EmbeddedNats
 from mirror.events.payloads import Fork, Instructions, Recall, Turn
 from mirror.replay import History
 from mirror.replay.compare import basis_of, config_from
-from mirror.replay.verify_log import verify_branch
 from mirror.replay.verify import talker_bases
+from mirror.replay.verify_log import verify_branch
 from tests.support.stack import conversation_runtime
 from tests.system.test_replay import log_of
 
