@@ -26,16 +26,20 @@ from mirror.cognition.openai_client import LLMSettings, OpenAIChatClient
 from mirror.serving import bind_socket
 
 
-async def _echo(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """The request's body back (``/healthz``: empty)."""
-    if scope["type"] != "http":
-        return
+async def _body(receive: Any) -> bytes:
     body = b""
     while True:
         message = await receive()
         body += message.get("body", b"")
         if not message.get("more_body"):
-            break
+            return body
+
+
+async def _echo(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The request's body back (``/healthz``: empty)."""
+    if scope["type"] != "http":
+        return
+    body = await _body(receive)
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": body or b"{}"})
 
@@ -44,12 +48,7 @@ async def _model(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """A chat completion whose content is the last message's (streamed when asked: one chunk, then [DONE])."""
     if scope["type"] != "http":
         return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
+    body = await _body(receive)
     request = json.loads(body)
     content = request["messages"][-1]["content"]
     if request.get("stream"):
