@@ -18,7 +18,12 @@ model's slots are the scarce resource, as a GPU's are). Two tenants, each with a
 3. **B with A** — the same B again while A floods in a closed loop of ``a_users`` conversations
    that retry a refused turn after ``refused_pause_ms`` (an aggressive client: it ignores
    ``Retry-After``). Targets: B's p99 with A ≤ 1.5 × alone; A's goodput ≥ 80 % of capacity minus
-   B's throughput; A's offered rate ≥ 10 × B's.
+   B's share — B's share of the model slots in this phase (its turns and its thinking, both on
+   B's fair share, read from the hosts' slot-time metrics); A's offered rate ≥ 10 × B's. The
+   reading with B's turns alone subtracted is reported beside it
+   (``a_goodput_over_capacity_minus_b_turns``).
+   Capacity and overload, the two phases compared, each start with no thinking left from the
+   phase before (``thinking_drained_s``); ``slot_time`` says where each phase's slot-time went.
 4. **overload** — turns offered open loop at ``overload`` × capacity (evenly spaced, each on a
    conversation not waiting for a reply). Targets: goodput ≥ 0.9 × capacity; admitted turns'
    p99 ≤ 2 × the unloaded p99 (phase 2's); refusals answered within 50 ms (p99), each with a
