@@ -81,7 +81,7 @@ def ingest(
     ),
     batch_size: int = typer.Option(5000, "--batch-size", min=1, help="Messages per fetch and per DuckDB transaction."),
     linger_ms: float = typer.Option(
-        500.0, "--linger-ms", min=0, max=1000,
+        50.0, "--linger-ms", min=0, max=1000,
         help="How long a small batch waits for more before its commit (0: commit at once); a read waiting "
              "for the log ends the wait.",
     ),
