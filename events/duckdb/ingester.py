@@ -78,9 +78,8 @@ class IngesterSettings:
     events share one or two commits. Nothing waits out the linger: acks and actors do not wait
     for commits (they fold the stream's tail), and a reader waiting for the log
     (:meth:`Ingester.wait_for_offset`, the log service's ``committed``/``caught_up``) ends it at
-    once. Kept at 50 ms: while an acknowledged event is not committed it lives on the broker's
-    disk alone, and a broker whose disk comes back older loses it; at 500 ms
-    ``tests/system/test_broker_rollback.py`` lost an acknowledged turn in 3 runs of 4."""
+    once. 50 ms: an acknowledged event not yet committed lives on the broker's disk alone (one that
+    comes back older loses it); at 500 ms test_broker_rollback lost an acknowledged turn 3 in 4."""
     linger_below: int = 256
     """Only batches smaller than this linger: a larger one already amortises its commit."""
     compact_interval_s: float = 10.0
