@@ -317,11 +317,16 @@ class JetStreamBus:
         reads the key from the key stream, not the cache: a forget may have erased it since."""
         if not self.settings.seal:
             return encoded
-        sealer = await self._retrying(self.keys.for_writing, key.tenant, key.conversation, fresh=head.fence == 0)
+        sealer = self.keys.cached(key.tenant, key.conversation) if head.fence else None  # the common case: no await
+        if sealer is None:
+            sealer = await self._retrying(self.keys.for_writing, key.tenant, key.conversation, fresh=head.fence == 0)
         return [sealer.seal(data) for data in encoded]
 
     async def _open(self, key: StreamKey, data: bytes) -> bytes:
         """A message's data as the codec record it sealed (:class:`DataKeyErased` if its key is gone)."""
+        opened = self.keys.open_cached(key.tenant, key.conversation, data)  # the common case: no await
+        if opened is not None:
+            return opened
         return await self._retrying(self.keys.open, key.tenant, key.conversation, data)
 
     # ------------------------------------------------------------------------- reading
