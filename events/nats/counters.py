@@ -12,6 +12,11 @@ the write on them without a read: with one gateway writing a tenant's key (the c
 change is one round trip, and a stale guess costs one refused write and one read. A step that
 writes nothing is only trusted on a fresh read (a stale value could refuse what the current one allows).
 
+Changes of one key from one process take turns (a lock per key): racing itself would only make
+all but one of its own writers lose each round, so a burst of N changes could need N rounds for
+its last one. Across processes a loss is followed by a short random pause, so two gateways that
+lost to each other do not retry in step.
+
 The bucket (:data:`BUCKET`) is on file storage, with one revision kept per key and replicated as
 the event stream is, so counts survive the broker's and every gateway's restart.
 """
@@ -19,6 +24,7 @@ the event stream is, so counts survive the broker's and every gateway's restart.
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any, TypeVar
 
 import nats.errors
@@ -38,7 +44,10 @@ T = TypeVar("T")
 BUCKET = "mirror_limits"
 CHANGE_ATTEMPTS = 64
 """Compare-and-set tries of one change before :class:`CounterContended`: each loss means another
-writer's change landed, so running out takes that many concurrent writers of one key."""
+writer's change landed (one process's own changes of a key take turns), so running out takes that
+many other gateways writing the key at once."""
+LOST_PAUSE_S = 0.002
+"""The upper bound of the random pause after a lost write, times the number of losses so far."""
 
 
 class JetStreamCounters:
@@ -50,6 +59,8 @@ class JetStreamCounters:
         self._servers = servers
         self._kv: Any = None
         self._opening = asyncio.Lock()
+        self._turns: dict[str, asyncio.Lock] = {}
+        """One lock per key changed from this process (keys are tenants × limits: bounded)."""
         self._seen: dict[str, tuple[int, bytes]] = {}
         """Each key's last value and revision as this process saw them: a guess, checked by the write."""
 
@@ -82,12 +93,14 @@ class JetStreamCounters:
 
     async def change(self, key: str, step: Step[T]) -> T:
         try:
-            return await self._change(await self._store(), key, step)
+            kv = await self._store()
+            async with self._turns.setdefault(key, asyncio.Lock()):
+                return await self._change(kv, key, step)
         except TRANSIENT_ERRORS as exc:
             raise BusError(f"changing the shared counter {key!r} failed: {type(exc).__name__}: {exc}") from exc
 
     async def _change(self, kv: Any, key: str, step: Step[T]) -> T:
-        for _ in range(CHANGE_ATTEMPTS):
+        for attempt in range(CHANGE_ATTEMPTS):
             guessed = self._seen.get(key)
             revision, current = guessed if guessed is not None else await self._fresh(kv, key)
             new, outcome = step(current)
@@ -100,6 +113,7 @@ class JetStreamCounters:
                 written = await kv.update(key, new, last=revision)
             except nats.js.errors.KeyWrongLastSequenceError:
                 self._seen.pop(key, None)  # another writer moved it on: read and step again
+                await asyncio.sleep(random.uniform(0, LOST_PAUSE_S * (attempt + 1)))
                 continue
             self._seen[key] = (written, new)
             return outcome

@@ -10,6 +10,7 @@ recompute with one of them edited is accepted and re-thinks with it.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -18,6 +19,7 @@ from mirror.cognition.persona.prompting import PERSONA_TEMPLATES, default_person
 from mirror.cognition.prompts import TEMPLATES, default_prompt_set
 from mirror.events.nats.server import EmbeddedNats
 from tests.support.stack import gateway_stack
+from tests.support.waits import until
 
 FACT = "I have a severe peanut allergy."
 LATER = "Could you suggest a peanut snack for my hike?"
@@ -103,14 +105,24 @@ def test_the_timeline_the_events_by_type_and_range_and_vectors_only_when_asked(s
         assert http.get("/v1/conversations/lined/timeline", params={"branch": "nowhere"}).json()["seq"] == []
 
 
+def settled(http: httpx.Client, conversation: str, turn: int) -> list[dict[str, Any]]:
+    """The conversation's events once ``turn``'s memory stage is logged (nothing more will touch its beliefs)."""
+    def done() -> list[dict[str, Any]]:
+        events = http.get(f"/v1/conversations/{conversation}/events", params={"limit": 1000}).json()["events"]
+        return events if any(e["type"] == "memory_step" and e["turn"] == turn for e in events) else []
+    return until(done, f"{conversation}'s memory stage after turn {turn}")
+
+
 def test_why_a_belief_pages_its_recalls(stack) -> None:
     url, tokens = stack
     with client(url, tokens["acme"]) as http:
         answer = http.post("/v1/conversations/paged/turns", json={"message": FACT, "memory": True}, params={"sync": True})
         assert answer.status_code == 200, answer.text
         for _ in range(4):  # each recalls the allergy
-            assert http.post("/v1/conversations/paged/turns", json={"message": LATER}, params={"sync": True}).status_code == 200
-        events = http.get("/v1/conversations/paged/events", params={"limit": 1000}).json()["events"]
+            last = http.post("/v1/conversations/paged/turns", json={"message": LATER}, params={"sync": True})
+            assert last.status_code == 200, last.text
+        # The last turn's memory stage may still reinforce the belief: read once it has.
+        events = settled(http, "paged", last.json()["turn"])
         recalls = [event for event in events if event["type"] == "recall" and event["payload"]["belief_ids"]]
         belief_id = recalls[-1]["payload"]["belief_ids"][0]
         expected = [event["seq"] for event in recalls if belief_id in event["payload"]["belief_ids"]]
