@@ -41,7 +41,8 @@ the difference). An unchanged prompt set reproduces the parent's reflections exa
 
 Resumable: the branch is written with fenced appends, and a run that finds a half-done branch
 rebuilds its state and carries on from the first recorded turn it does not hold yet — nothing
-is duplicated, nothing skipped. Two runs on one branch at once cannot fork it: the second
+is duplicated, nothing skipped; an append it finds cut short (the previous run killed between
+its publishes) is finished, not made again (:mod:`.interrupted`). Two runs on one branch at once cannot fork it: the second
 writer gets ``AppendConflict``.
 """
 
