@@ -53,7 +53,7 @@ from mirror.events.nats._publisher import (
     ChainedAppends,
     PipelinedPublisher,
 )
-from mirror.events.nats.sealing import DataKeys, is_sealed
+from mirror.events.nats.sealing import DataKeys, KeyInProcess, is_sealed
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,7 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     asyncio.TimeoutError,
     DuplicateInProcess,
     PlacementPending,
+    KeyInProcess,
 )
 
 
