@@ -12,7 +12,9 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
+import nats.js.errors
 import pytest
+from nats.js.api import StorageType, StreamConfig
 
 from mirror.events.bus import Head
 from mirror.events.codec import encode
@@ -38,11 +40,12 @@ def events(first: int, count: int, *, tag: str = "") -> list[Event]:
 
 async def stored(bus: JetStreamBus) -> list[tuple[bytes, str | None]]:
     """Every message of KEY's subject: (data, its batch id)."""
-    found, seq = [], 0
+    found: list[tuple[bytes, str | None]] = []
+    seq = 0
     while True:
         try:
             message = await bus.js.get_msg(bus.settings.name, seq=seq + 1, subject=subject_for(KEY), next=True)
-        except Exception:  # NotFoundError: past the last
+        except nats.js.errors.NotFoundError:  # past the last
             return found
         assert message.seq is not None and message.data is not None
         found.append((message.data, (message.headers or {}).get(HEADER_BATCH_ID)))
@@ -115,8 +118,6 @@ async def test_connecting_turns_batches_on_for_an_existing_stream(nats_server: E
     await reset_stream(nats_server.url)
     nc = await connect_nats(nats_server.url)
     try:
-        from nats.js.api import StorageType, StreamConfig
-
         await nc.jetstream().add_stream(StreamConfig(name="MIRROR", subjects=["mirror.*.*.*"], storage=StorageType.FILE))
         bus = await JetStreamBus.connect(nats_server.url)
         try:
