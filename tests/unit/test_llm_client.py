@@ -5,6 +5,7 @@ HTTP is in ``tests/system/test_llm_client.py``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import string
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from mirror.cognition import (
     parse_json_object,
 )
 from mirror.cognition.errors import redact
+from mirror.cognition.llm import canonical_json
 from mirror.cognition.openai_client import parse_retry_after
 from tests.support.requests import API_KEY, THREADS_SCHEMA, request
 
@@ -83,6 +85,27 @@ def test_fingerprint_ignores_prompt_set_and_later_schema_mutation() -> None:
     before = mutable.fingerprint()
     schema["required"].append("extra")
     assert mutable.fingerprint() == before == request().fingerprint()
+
+
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=40)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    messages=st.lists(st.tuples(st.sampled_from(["system", "user", "assistant"]), _TEXT), min_size=1, max_size=4),
+    model=_TEXT.filter(bool), temperature=st.floats(0, 2), max_tokens=st.integers(1, 10**6),
+    seed=st.none() | st.integers(-(2**63), 2**63 - 1), schema=st.sampled_from([None, SIMPLE_SCHEMA, THREADS_SCHEMA]),
+)
+def test_fingerprint_is_the_sha256_of_the_sorted_canonical_identity(
+    messages: list[tuple[str, str]], model: str, temperature: float, max_tokens: int, seed: int | None,
+    schema: dict[str, Any] | None,
+) -> None:
+    """The fingerprint is built without sorting (the host's hot path): it must stay exactly the
+    sha256 of ``canonical_json(identity())``, which every recorded provenance holds."""
+    chat = request(messages=tuple(ChatMessage(role, content) for role, content in messages),  # type: ignore[arg-type]  # roles drawn from ROLES
+                   model=model, temperature=temperature, max_tokens=max_tokens, seed=seed,
+                   json_schema=None if schema is None else JsonSchema("s", schema))
+    assert chat.fingerprint() == hashlib.sha256(canonical_json(chat.identity()).encode()).hexdigest()
 
 
 def test_request_validation() -> None:
