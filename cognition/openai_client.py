@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
+from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
 import aiohttp
@@ -333,10 +334,10 @@ class OpenAIChatClient:
         if request.json_schema is not None and mode == "json_schema":
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": request.json_schema.name, "schema": request.json_schema.as_dict(), "strict": True},
+                "json_schema": {"name": request.json_schema.name, "schema": request.json_schema.schema, "strict": True},
             }
         elif request.json_schema is not None and mode == "json_object_schema":
-            body["response_format"] = {"type": "json_object", "schema": request.json_schema.as_dict()}
+            body["response_format"] = {"type": "json_object", "schema": request.json_schema.schema}
         elif request.json_schema is not None and mode == "json_object":
             body["response_format"] = {"type": "json_object"}
         return body
@@ -539,8 +540,18 @@ class OpenAIChatClient:
 
 
 def _encoded(body: dict[str, Any]) -> bytes:
-    """A request's JSON body, encoded once for all its attempts."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    """A request's JSON body, encoded once for all its attempts.
+
+    A schema goes in as the request holds it (a read-only view of plain JSON values, see
+    :class:`~mirror.cognition.llm.JsonSchema`), not thawed into a copy per call: the view is
+    written as the dict it shows."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_read_only).encode()
+
+
+def _read_only(value: object) -> dict[str, Any]:
+    if isinstance(value, MappingProxyType):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def _text(body: bytes) -> str:
