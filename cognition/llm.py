@@ -12,10 +12,12 @@ the answer travels back changes neither the question nor the answer recorded.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring  # type: ignore[attr-defined]  # typeshed omits it
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -29,6 +31,26 @@ ROLES: frozenset[str] = frozenset({"system", "user", "assistant"})
 def canonical_json(value: object) -> str:
     """Sorted keys, no whitespace, unicode kept: one text per value, for hashing."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@functools.lru_cache(maxsize=4096)
+def json_string(text: str) -> str:
+    """``text`` as a JSON string, exactly as :func:`json.dumps` writes it with ``ensure_ascii=False``.
+
+    Remembered: each request sends the conversation's recent messages again (every Thinker step
+    of every turn), and encoding them afresh, twice a request (the fingerprint and the body), was
+    most of a long request's CPU in the host."""
+    return encode_basestring(text)
+
+
+def messages_json(messages: Sequence[ChatMessage], *, content_first: bool) -> str:
+    """The JSON array of ``messages`` as :func:`json.dumps` writes ``[m.as_dict() ...]`` compactly
+    (``content_first``: with each object's keys sorted, as :func:`canonical_json` writes them)."""
+    if content_first:
+        return "[" + ",".join(['{"content":' + json_string(message.content) + ',"role":"' + message.role + '"}'
+                               for message in messages]) + "]"
+    return "[" + ",".join(['{"role":"' + message.role + '","content":' + json_string(message.content) + "}"
+                           for message in messages]) + "]"
 
 
 def _thaw(value: Any) -> Any:
@@ -122,18 +144,16 @@ class ChatRequest:
     def fingerprint(self) -> str:
         """sha256 hex of the canonical JSON of :meth:`identity`; what replay looks responses up by.
 
-        The text is ``canonical_json(self.identity())`` to the byte, built without sorting: the
-        keys are written in their sorted order and the schema's part is the one
-        :attr:`JsonSchema.canonical` made once (a test holds the two equal)."""
-        rest = json.dumps({
-            "max_tokens": int(self.max_tokens),
-            "messages": [{"content": message.content, "role": message.role} for message in self.messages],
-            "model": self.model,
-            "seed": self.seed,
-            "temperature": float(self.temperature),
-        }, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        The text is ``canonical_json(self.identity())`` to the byte, built without sorting or
+        re-encoding: the keys are written in their sorted order, the schema's part is the one
+        :attr:`JsonSchema.canonical` made once and the messages' texts are :func:`json_string`'s
+        (a test holds the two equal)."""
+        rest = json.dumps({"model": self.model, "seed": self.seed, "temperature": float(self.temperature)},
+                          separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         schema = "null" if self.json_schema is None else self.json_schema.canonical
-        return hashlib.sha256(f'{{"json_schema":{schema},{rest[1:]}'.encode()).hexdigest()
+        text = (f'{{"json_schema":{schema},"max_tokens":{int(self.max_tokens)},'
+                f'"messages":{messages_json(self.messages, content_first=True)},{rest[1:]}')
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def prompt_text(self) -> str:
         return "\n".join(message.content for message in self.messages)

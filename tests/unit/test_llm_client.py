@@ -23,7 +23,7 @@ from mirror.cognition import (
 )
 from mirror.cognition.errors import redact
 from mirror.cognition.llm import canonical_json
-from mirror.cognition.openai_client import parse_retry_after
+from mirror.cognition.openai_client import OpenAIChatClient, _chat_encoded, parse_retry_after
 from tests.support.requests import API_KEY, THREADS_SCHEMA, request
 
 SIMPLE_SCHEMA = {
@@ -106,6 +106,21 @@ def test_fingerprint_is_the_sha256_of_the_sorted_canonical_identity(
                    model=model, temperature=temperature, max_tokens=max_tokens, seed=seed,
                    json_schema=None if schema is None else JsonSchema("s", schema))
     assert chat.fingerprint() == hashlib.sha256(canonical_json(chat.identity()).encode()).hexdigest()
+
+
+@settings(max_examples=100)
+@given(messages=st.lists(st.tuples(st.sampled_from(["system", "user", "assistant"]), _TEXT), min_size=1, max_size=4),
+       mode=st.sampled_from(["json_schema", "json_object_schema", "json_object", "none"]), stream=st.booleans())
+def test_a_chat_body_is_encoded_as_json_dumps_writes_it(messages: list[tuple[str, str]], mode: str, stream: bool) -> None:
+    """The model client writes a chat body from remembered message texts: the bytes must be the
+    ones ``json.dumps`` writes for the body's dict (what was sent before)."""
+    chat = request(messages=tuple(ChatMessage(role, content) for role, content in messages),  # type: ignore[arg-type]  # roles drawn from ROLES
+                   json_schema=JsonSchema("s", SIMPLE_SCHEMA))
+    body = OpenAIChatClient._chat_body(chat, mode)  # type: ignore[arg-type]  # modes drawn from StructuredOutputMode
+    if stream:
+        body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    plain = json.loads(json.dumps(body, default=dict))  # the schema's read-only view as a dict
+    assert _chat_encoded(chat, body) == json.dumps(plain, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def test_request_validation() -> None:
