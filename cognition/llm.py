@@ -17,7 +17,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from json.encoder import encode_basestring  # type: ignore[attr-defined]  # typeshed omits it
+from json.encoder import encode_basestring
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
 
