@@ -33,13 +33,14 @@ def canonical_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)
 def json_string(text: str) -> str:
     """``text`` as a JSON string, exactly as :func:`json.dumps` writes it with ``ensure_ascii=False``.
 
     Remembered: each request sends the conversation's recent messages again (every Thinker step
     of every turn), and encoding them afresh, twice a request (the fingerprint and the body), was
-    most of a long request's CPU in the host."""
+    most of a long request's CPU in the host. 1,024 texts (a few MB at most) hold the recent
+    turns of the conversations thinking at once; one that fell out is encoded again, as before."""
     return encode_basestring(text)
 
 
