@@ -13,7 +13,7 @@ after a delete, and AES-GCM's cost: the probe behind forgetting's design), ``ato
 one JetStream atomic batch against one fenced publish each, on R1 and R3: why batches go to replicated streams only), ``lifecycle`` (bench
 lifecycle: export and import throughput, erase time per 1,000 events against a fresh copy of
 the same file), ``model_client`` (the model client's own CPU per chat, streamed chat and embedding
-call); ``_stacks`` (the stacks they start), ``_hosts`` (conversation
+call), ``host_turn`` (a conversation's own CPU per thought-through turn, in one process); ``_stacks`` (the stacks they start), ``_hosts`` (conversation
 hosts' figures and the progress line), ``_cpu`` (CPU time by process role, waiting for a quiet
 machine) and ``_stats`` (percentiles) are theirs to share.
 
