@@ -53,20 +53,20 @@ class TalkerFirst:
         self.busy = 0
         """Turns in their busy part now."""
         self.waited = 0
-        """Times a thinking step waited for the turns (read by tests and the host's figures)."""
-        self._quiet = asyncio.Event()
-        self._quiet.set()
+        """Times a thinking step waited for the turns (read by tests)."""
+        self._waiters: list[asyncio.Future[None]] = []
 
     def _enter(self, turn: _Turn) -> None:
         turn.busy = True
         self.busy += 1
-        self._quiet.clear()
 
     def _leave(self, turn: _Turn) -> None:
         turn.busy = False
         self.busy -= 1
-        if not self.busy:
-            self._quiet.set()
+        if not self.busy and self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                _wake(waiter)
 
     @contextlib.contextmanager
     def turn(self) -> Iterator[None]:
@@ -96,12 +96,28 @@ class TalkerFirst:
             self._enter(turn)
 
     async def quiet(self) -> None:
-        """Return once no turn is busy (at once when none is; after ``max_wait_s`` at most)."""
+        """Return once no turn is busy (at once when none is; after ``max_wait_s`` at most).
+
+        A future and a timer, not ``asyncio.wait_for`` (a task per wait): a host's thinking
+        steps wait here many times a second."""
         if not self.busy:
             return
         self.waited += 1
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._quiet.wait(), self.max_wait_s)
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(waiter)
+        timer = loop.call_later(self.max_wait_s, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            if waiter in self._waiters:  # timed out (or cancelled) while the turns were still busy
+                self._waiters.remove(waiter)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 async def no_wait() -> None:

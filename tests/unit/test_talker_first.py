@@ -139,7 +139,7 @@ async def test_the_think_loop_starts_no_step_and_appends_nothing_while_a_turn_is
     assert writer.state.last_seq == seq  # the answer waits: nothing parsed into events, nothing appended
     release.set()
     await asyncio.gather(held, thinking)
-    assert writer.state.last_seq > seq and writer.state.thought_turn > thought
+    assert writer.state.last_seq > seq and writer.state.thought_turn != thought and writer.state.thought_turn is not None
 
 
 async def test_a_talker_call_is_not_busy_so_thinking_fills_its_wait() -> None:
@@ -161,3 +161,22 @@ async def test_a_talker_call_is_not_busy_so_thinking_fills_its_wait() -> None:
     model.open.set()
     await answering
     assert first.busy == 0
+
+
+async def test_the_wait_is_bounded_and_leaves_nothing_behind() -> None:
+    """A host whose turns never pause still thinks: past ``max_wait_s`` (here none) a step goes ahead."""
+    first = TalkerFirst(max_wait_s=0.0)
+    release, busy = asyncio.Event(), asyncio.Event()
+
+    async def turn() -> None:
+        with first.turn():
+            busy.set()
+            await release.wait()
+
+    held = asyncio.create_task(turn())
+    await busy.wait()
+    for _ in range(3):
+        await first.quiet()  # returns although the turn is still busy
+    assert first.busy == 1 and first.waited == 3 and not first._waiters  # no waiter kept for the next quiet moment
+    release.set()
+    await held
