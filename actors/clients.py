@@ -13,11 +13,12 @@ The chat model is reached through the process's :class:`~mirror.cognition.fair_s
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from mirror.cognition.embeddings import Embedder, MiniLMEmbedder, OpenAIEmbedder
 from mirror.cognition.fair_share import TALKER, THINKER, AdmittedLLM, FairShare
 from mirror.cognition.openai_client import OpenAIChatClient
+from mirror.cognition.talker_first import TalkerFirst
 from mirror.events.infrastructure import Connections
 
 from .settings import RuntimeSettings
@@ -26,13 +27,15 @@ from .settings import RuntimeSettings
 @dataclass(frozen=True)
 class ConversationClients:
     """What a conversation talks through (``owned=False``: shared by a host, so a conversation
-    that stops leaves them open)."""
+    that stops leaves them open), and the process's :class:`TalkerFirst`: its conversations'
+    thinking gives way to all their turns, as their model calls do in the fair share."""
 
     connections: Connections
     llm: OpenAIChatClient
     embedder: Embedder | None
     share: FairShare
     owned: bool = True
+    talker_first: TalkerFirst = field(default_factory=TalkerFirst)
 
     @classmethod
     async def open(cls, settings: RuntimeSettings, *, name: str, owned: bool = True) -> ConversationClients:
@@ -42,11 +45,11 @@ class ConversationClients:
 
     def talker(self, tenant: str) -> AdmittedLLM:
         """The chat model for ``tenant``'s Talker: a user waits, so it goes first in the tenant's share."""
-        return AdmittedLLM(self.llm, self.share, tenant, TALKER)
+        return AdmittedLLM(self.llm, self.share, tenant, TALKER, self.talker_first)
 
     def thinker(self, tenant: str) -> AdmittedLLM:
         """The chat model for ``tenant``'s thinking stages: queued after its Talker calls, shed when its backlog is full."""
-        return AdmittedLLM(self.llm, self.share, tenant, THINKER)
+        return AdmittedLLM(self.llm, self.share, tenant, THINKER, self.talker_first)
 
     async def close(self) -> None:
         await self.llm.aclose()

@@ -286,7 +286,8 @@ class Conversation:
         """:meth:`_turn`, counted (:mod:`mirror.metrics`): its time and the model's, its first token, its failure."""
         tenant = self.key.tenant
         try:
-            with tracing.turn(self.key, request):  # the turn's span, its trace carried across Ray in the request
+            # Busy until it returns (its model calls excepted): the host's thinking steps wait (TalkerFirst).
+            with tracing.turn(self.key, request), self.clients.talker_first.turn():
                 result = await self._turn(request, metrics.first_token_sink(on_token, tenant))
         except Exception as exc:
             metrics.turn_failed(tenant, exc)
@@ -321,7 +322,8 @@ class Conversation:
         if self.passivating:
             raise Passivated(self.key)
         if request.sync:
-            await self._idle.wait()
+            with self.clients.talker_first.waiting():  # the thinking it waits for waits for busy turns
+                await self._idle.wait()
         self.llm.check()  # the fair share's refusal (429/503) before any work, not after the recall
         writer = self._writer()
         if request.continuation is not None:  # placed by the client's transcript (issue 35)
@@ -499,6 +501,7 @@ class Conversation:
                 await self._writer().think_until_current(
                     self.thinker_llm, self.prompts, self.config, attempts=self.settings.thinking_attempts,
                     embedder=self.embedder, policy=self.policy, persona_prompts=self.persona_prompts,
+                    yield_to=self.clients.talker_first.quiet,
                 )
         except AppendConflict as conflict:
             self._fenced_off(conflict)
@@ -537,7 +540,7 @@ class Conversation:
 
     async def _reflect(self, writer: ConversationWriter) -> ReflectionResult:
         event = await writer.reflect_now(self.thinker_llm, self.prompts, self.config, attempts=self.settings.thinking_attempts,
-                                         embedder=self.embedder, policy=self.policy)
+                                         embedder=self.embedder, policy=self.policy, yield_to=self.clients.talker_first.quiet)
         payload = event.payload
         assert isinstance(payload, Reflection)  # reflect_now returns the reflection event
         provenance = event.provenance

@@ -11,7 +11,8 @@ and the decay of old beliefs: the slow loop between turns), ``persona/`` (person
 character cards V2/V3 as JSON or PNG, and native TOML, read, validated and written back), ``turn`` (the turn written once: its
 ``TurnRequest`` and the code that makes a turn's events, for the live conversation, recompute
 and replay verify), ``stages`` (the thinking stages between turns as one table), ``instructions`` (the client's system text: when a turn records it, how a prompt carries it), ``transcript_digest`` (a transcript's exchanges as one chained digest: a chat completion placed on ``main`` without reading the log), ``fair_share`` (each
-process's model slots shared between tenants by weight, the Talker first, bounded queues), ``writer`` (the
+process's model slots shared between tenants by weight, the Talker first, bounded queues), ``talker_first``
+(a process's thinking steps start only while none of its turns is busy), ``writer`` (the
 one writer: fenced appends, the turn and the think loop, for the live conversation and
 recompute), ``responses`` (parsing
 what the models answer), ``errors``.

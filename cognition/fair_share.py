@@ -34,6 +34,7 @@ stack's share is the sum of its hosts'.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import math
 import time
@@ -45,6 +46,7 @@ from typing import Literal
 
 from .errors import AdmissionRefused, ThinkingShed
 from .llm import LLM, ChatRequest, ChatResponse, TokenSink, chat_to
+from .talker_first import TalkerFirst
 
 Priority = Literal["talker", "thinker"]
 TALKER: Priority = "talker"
@@ -325,21 +327,44 @@ class FairShare:
 class AdmittedLLM:
     """The LLM port through a :class:`FairShare`: each chat call holds a slot of ``tenant`` at
     ``priority`` while it runs (embeddings go straight through: they are the embedder's, not the
-    chat model's, and cost the model no slot here)."""
+    chat model's, and cost the model no slot here).
 
-    def __init__(self, llm: LLM, share: FairShare, tenant: str, priority: Priority) -> None:
+    With the process's :class:`~mirror.cognition.talker_first.TalkerFirst`, a Talker call is the
+    turn waiting (not busy: thinking may run meanwhile), and a Thinker call that has answered
+    returns once no turn is busy (its answer is parsed and written after theirs)."""
+
+    def __init__(self, llm: LLM, share: FairShare, tenant: str, priority: Priority,
+                 talker_first: TalkerFirst | None = None) -> None:
         self.llm, self.share, self.tenant, self.priority = llm, share, tenant, priority
+        self.talker_first = talker_first
 
     def __repr__(self) -> str:
         return f"AdmittedLLM({self.llm!r}, tenant={self.tenant!r}, priority={self.priority!r})"
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        async with self.share.slot(self.tenant, self.priority):
-            return await self.llm.chat(request)
+        with self._waiting():
+            async with self.share.slot(self.tenant, self.priority):
+                response = await self.llm.chat(request)
+        await self._after()
+        return response
 
     async def chat_streamed(self, request: ChatRequest, on_token: TokenSink) -> ChatResponse:
-        async with self.share.slot(self.tenant, self.priority):
-            return await chat_to(self.llm, request, on_token)  # streamed when the model streams
+        with self._waiting():
+            async with self.share.slot(self.tenant, self.priority):
+                response = await chat_to(self.llm, request, on_token)  # streamed when the model streams
+        await self._after()
+        return response
+
+    def _waiting(self) -> contextlib.AbstractContextManager[None]:
+        """A Talker call: its turn waits, not busy."""
+        if self.talker_first is None or self.priority != TALKER:
+            return contextlib.nullcontext()
+        return self.talker_first.waiting()
+
+    async def _after(self) -> None:
+        """A Thinker call answered: the busy turns first."""
+        if self.talker_first is not None and self.priority == THINKER:
+            await self.talker_first.quiet()
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.llm.embed(texts)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from mirror import metrics, tracing
@@ -49,6 +49,7 @@ from mirror.cognition.prompts import PromptSet
 from mirror.cognition.reflection.policy import DEFAULT_POLICY, ReflectionPolicy
 from mirror.cognition.reflection.triggers import forced_triggers, refusal
 from mirror.cognition.stages import STAGE, STAGES, StageContext, stages_behind
+from mirror.cognition.talker_first import no_wait
 from mirror.cognition.turn import (
     ComposedPersonaTurn,
     ComposedTurn,
@@ -67,6 +68,9 @@ from mirror.projections.state import ConversationState
 
 Build = Callable[[ConversationState], Sequence[Event]]
 """Events to append, built from the state they will follow (their first seq: ``last_seq + 1``)."""
+YieldTo = Callable[[], Awaitable[None]]
+"""Awaited by the think loop before each step and each append: the live conversation's
+:meth:`~mirror.cognition.talker_first.TalkerFirst.quiet` (turns first), else nothing."""
 
 
 class ConversationWriter:
@@ -208,6 +212,7 @@ class ConversationWriter:
     async def think_until_current(
         self, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempts: int, embedder: Embedder | None = None,
         overlap_memory: bool = False, policy: ReflectionPolicy = DEFAULT_POLICY, persona_prompts: PromptSet | None = None,
+        yield_to: YieldTo = no_wait,
     ) -> None:
         """Run the thinking stages (:data:`~mirror.cognition.stages.STAGES`, in the table's order)
         for the newest turn until none is behind: a persona's background steps; or thinking, then
@@ -230,17 +235,23 @@ class ConversationWriter:
         Recompute overlaps (one writer, the model's calls are its critical path); the live
         conversation does not: a turn arriving mid-thought would waste the early step's calls,
         and the calls reach the model in the one order a scripted simulator expects.
+
+        ``yield_to`` is awaited before each step and each append (the live conversation's: let
+        the process's busy turns go first, :mod:`~mirror.cognition.talker_first`); it moves when
+        a step starts, never what it writes.
         """
         context = StageContext(llm, prompts, config, embedder, policy, persona_prompts)
         async with self.stages:
-            await self._think_until_current(context, attempts=attempts, overlap_memory=overlap_memory)
+            await self._think_until_current(context, attempts=attempts, overlap_memory=overlap_memory, yield_to=yield_to)
 
-    async def _think_until_current(self, context: StageContext, *, attempts: int, overlap_memory: bool) -> None:
+    async def _think_until_current(self, context: StageContext, *, attempts: int, overlap_memory: bool,
+                                   yield_to: YieldTo = no_wait) -> None:
         tried: dict[str, int] = {}  # stage -> failed steps in a row
         gave_up: dict[str, int] = {}  # stage -> the turn count it was given up at
         early: _EarlyStep | None = None  # the memory step started beside the thinking
         memory = STAGE["memory"]
         try:
+            yielded = False
             while True:
                 self.check()
                 target = self.state.turn_count
@@ -251,6 +262,11 @@ class ConversationWriter:
                               if gave_up.get(stage.name) != target and stage.behind(basis, context)), None)
                 if stage is None:
                     return
+                if not yielded:  # the busy turns first; then look again, the state may have moved meanwhile
+                    await yield_to()
+                    yielded = True
+                    continue
+                yielded = False
                 attempt = tried[stage.name] = tried.get(stage.name, 0) + 1
                 if stage is memory and early is not None and early.serves(basis, attempt):
                     step = await early.task
@@ -266,6 +282,7 @@ class ConversationWriter:
                             memory.run(basis, context, next_attempt)))
                     with tracing.span(f"think {stage.name}", {"mirror.stage": stage.name, "mirror.attempt": attempt}):
                         step = await stage.run(basis, context, attempt)
+                await yield_to()
                 await self.append(_after(step, self.key, cause))
                 if step.ok:
                     tried[stage.name] = 0
@@ -284,7 +301,7 @@ class ConversationWriter:
 
     async def reflect_now(
         self, llm: LLM, prompts: PromptSet, config: MirrorConfig, *, attempts: int, embedder: Embedder | None = None,
-        policy: ReflectionPolicy = DEFAULT_POLICY,
+        policy: ReflectionPolicy = DEFAULT_POLICY, yield_to: YieldTo = no_wait,
     ) -> Event:
         """Force a reflection now; returns its ``reflection`` event.
 
@@ -297,7 +314,7 @@ class ConversationWriter:
         :class:`ReflectionFailed`."""
         context = StageContext(llm, prompts, config, embedder, policy)
         async with self.stages:
-            await self._think_until_current(context, attempts=attempts, overlap_memory=False)
+            await self._think_until_current(context, attempts=attempts, overlap_memory=False, yield_to=yield_to)
             conversation = str(self.key)
             if not config.reflection:
                 raise ReflectionRefused(conversation, "off", "reflection is off for this conversation")
@@ -347,4 +364,4 @@ def _after(thinking: Thinking, key: StreamKey, cause: str) -> Build:
     return lambda state: thinking.events(key, state.last_seq + 1, causation=cause)
 
 
-__all__ = ["Build", "ConversationWriter"]
+__all__ = ["Build", "ConversationWriter", "YieldTo"]

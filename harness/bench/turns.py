@@ -172,14 +172,8 @@ async def _conversation(client: httpx.AsyncClient, name: str, turns: int, pause_
     return results
 
 
-def turn_phases(runs: list[list[tuple[float, dict[str, Any]]]]) -> dict[str, float]:
-    """Median of each phase of a turn, from the client's clock and the Server-Timing header.
-
-    client_and_http: the client, HTTP and uvicorn; gateway_to_actor: the handler's own work and
-    the Ray hop both ways; embed: the message's embedding call, recall_without_embed: the rest of
-    recall (both 0 without memory); talker_without_llm: prompt building and reply parsing around the LLM
-    call; append: the fenced append until JetStream acknowledged it.
-    """
+def _phase_samples(runs: list[list[tuple[float, dict[str, Any]]]]) -> dict[str, list[float]]:
+    """Each phase of every timed turn (see :func:`turn_phases`), in the turns' order."""
     phases: dict[str, list[float]] = {"client_and_http": [], "gateway_to_actor": [], "embed": [], "recall_without_embed": [],
                                       "talker_without_llm": [], "append": []}
     for run in runs:
@@ -193,7 +187,38 @@ def turn_phases(runs: list[list[tuple[float, dict[str, Any]]]]) -> dict[str, flo
             phases["recall_without_embed"].append(timing.get("recall", 0.0) - timing.get("embed", 0.0))
             phases["talker_without_llm"].append(timing["talk"] - timing["llm"])
             phases["append"].append(timing["append"])
-    return {name: round(statistics.median(values), 2) for name, values in phases.items() if values}
+    return phases
+
+
+def turn_phases(runs: list[list[tuple[float, dict[str, Any]]]], share: float = 0.5) -> dict[str, float]:
+    """Each phase of a turn at ``share`` (the median by default; 0.99: its p99), from the client's
+    clock and the Server-Timing header.
+
+    client_and_http: the client, HTTP and uvicorn; gateway_to_actor: the handler's own work and
+    the Ray hop both ways (and the wait for the conversation's mailbox); embed: the message's
+    embedding call, recall_without_embed: the rest of recall (both 0 without memory);
+    talker_without_llm: prompt building and reply parsing around the LLM call; append: the fenced
+    append until JetStream acknowledged it (after any thinking append already under way).
+    """
+    phases = _phase_samples(runs)
+    if share == 0.5:
+        return {name: round(statistics.median(values), 2) for name, values in phases.items() if values}
+    return {name: round(percentile(values, share), 2) for name, values in phases.items() if values}
+
+
+def tail_phases(runs: list[list[tuple[float, dict[str, Any]]]], share: float = 0.95) -> dict[str, float]:
+    """The phases' means over the turns whose overhead is at or above its ``share`` percentile:
+    which phase the slowest turns spent their extra time in (beside the medians, it names the tail)."""
+    timed = [(elapsed, reply) for run in runs for elapsed, reply in run
+             if {"gateway", "actor", "talk", "llm", "append"} <= reply["timings"].keys()]
+    if not timed:
+        return {}
+    overheads = [elapsed - reply["llm_ms"] for elapsed, reply in timed]
+    cut = percentile(overheads, share)
+    slow = [item for item, overhead in zip(timed, overheads, strict=True) if overhead >= cut]
+    phases = _phase_samples([slow])
+    return {"turns": len(slow), "overhead_from_ms": round(cut, 2),
+            **{name: round(statistics.fmean(values), 2) for name, values in phases.items() if values}}
 
 
 async def _backlog(client: httpx.AsyncClient, name: str, warm_up: int = 1) -> tuple[int, int]:
@@ -317,6 +342,8 @@ async def _measure(url: str, token: str, config: TurnsBenchConfig, nats_url: str
         "placement": config.placement,
         "pause_ms": config.pause_ms,
         "phases_p50_ms": turn_phases(runs),
+        "phases_p99_ms": turn_phases(runs, 0.99),
+        "slowest_5_percent_phases_mean_ms": tail_phases(runs),
         "memory": config.memory,
         "embedding_latency_ms": config.embedding_latency_ms,
         "turns_with_recall": len(recalls),
@@ -435,4 +462,4 @@ def run_turns_bench(config: TurnsBenchConfig) -> dict[str, Any]:
     }
 
 
-__all__ = ["BENCH_LIMITS", "LIMITED_TENANT", "TurnsBenchConfig", "run_turns_bench", "server_timing", "turn_phases"]
+__all__ = ["BENCH_LIMITS", "LIMITED_TENANT", "TurnsBenchConfig", "run_turns_bench", "server_timing", "tail_phases", "turn_phases"]
