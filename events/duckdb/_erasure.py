@@ -23,6 +23,7 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "CONTENT_TABLES", "TOMBSTONE_SCHEMA", "TenantTombstone", "Tombstone", "begin", "begin_tenant", "copy_into_fresh_file",
     "finish", "forgetting_tenants", "forgotten", "release", "sweep", "tenant_tombstone", "tombstone", "unfinished",
-    "unfinished_tenants", "without_forgotten",
+    "unfinished_tenants", "without_forgotten", "without_forgotten_rows",
 ]
 
 TOMBSTONE_SCHEMA = """
@@ -276,6 +277,15 @@ def without_forgotten(table: pa.Table, forgotten: Collection[tuple[str, str]], t
     kept = table.filter(keep)
     if kept.num_rows < table.num_rows:
         log.info("dropped %d late event(s) of forgotten conversations", table.num_rows - kept.num_rows)
+    return kept
+
+
+def without_forgotten_rows(rows: list[tuple[Any, ...]], forgotten: Collection[tuple[str, str]],
+                           tenants: Collection[str] = ()) -> list[tuple[Any, ...]]:
+    """:func:`without_forgotten` for a small batch's rows (tenant and conversation first)."""
+    kept = [row for row in rows if (row[0], row[1]) not in forgotten and row[0] not in tenants]
+    if len(kept) < len(rows):
+        log.info("dropped %d late event(s) of forgotten conversations", len(rows) - len(kept))
     return kept
 
 

@@ -57,6 +57,7 @@ class IngestBatch:
         self.conversation: list[str] = []
         self.branch: list[str] = []
         self.seq: list[int] = []
+        self.event_id: list[str] = []
         self.type: list[str] = []
         self.schema_version: list[int] = []
         self.ts: list[float] = []
@@ -92,7 +93,8 @@ class IngestBatch:
             return
         self.newest_by_subject[subject] = stream_seq
         tenant, conversation, branch, seq = record["tenant"], record["conversation"], record["branch"], record["seq"]
-        self.anchor = (stream_seq, event_id(tenant, conversation, branch, seq))
+        identity = event_id(tenant, conversation, branch, seq)
+        self.anchor = (stream_seq, identity)
         key = (tenant, conversation, branch, seq)
         row = self._rows.get(key)
         if row is not None:
@@ -106,6 +108,7 @@ class IngestBatch:
         self.conversation.append(conversation)
         self.branch.append(branch)
         self.seq.append(seq)
+        self.event_id.append(identity)
         self.type.append(record["type"])
         self.schema_version.append(record["schema"])
         self.ts.append(float(record["ts"]))
@@ -116,16 +119,21 @@ class IngestBatch:
         if seq == 1 or record["type"] == "fork":
             self.first_records.append(record)
 
-    def table(self) -> pa.Table:
-        ids = list(map(event_id, self.tenant, self.conversation, self.branch, self.seq))
-        columns = [
-            self.tenant, self.conversation, self.branch, self.seq, ids, self.type,
+    def _columns(self) -> list[list[Any]]:
+        return [
+            self.tenant, self.conversation, self.branch, self.seq, self.event_id, self.type,
             self.schema_version, self.ts, self.turn, self.stream_seq, self.data,
         ]
+
+    def table(self) -> pa.Table:
         return pa.Table.from_arrays(
-            [pa.array(column, type=field.type) for column, field in zip(columns, EVENT_COLUMNS, strict=True)],
+            [pa.array(column, type=field.type) for column, field in zip(self._columns(), EVENT_COLUMNS, strict=True)],
             schema=EVENT_COLUMNS,
         )
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """The events as rows of the ``events`` table (what a small batch inserts as ``VALUES``)."""
+        return list(zip(*self._columns(), strict=True))
 
     def divergent_at(self, stream_seq: int) -> RejectedRecord:
         """The row of ``stream_seq`` as a divergent duplicate of what the log already holds."""

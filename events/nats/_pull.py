@@ -86,7 +86,8 @@ class PullFeed:
         if not self._buffer:
             self._arrived.clear()
             try:
-                await asyncio.wait_for(self._arrived.wait(), timeout)
+                async with asyncio.timeout(timeout):  # a timer, not a task per wait as wait_for makes
+                    await self._arrived.wait()
             except TimeoutError:
                 return []
         buffer = self._buffer
