@@ -12,10 +12,12 @@ the answer travels back changes neither the question nor the answer recorded.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -29,6 +31,27 @@ ROLES: frozenset[str] = frozenset({"system", "user", "assistant"})
 def canonical_json(value: object) -> str:
     """Sorted keys, no whitespace, unicode kept: one text per value, for hashing."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@functools.lru_cache(maxsize=1024)
+def json_string(text: str) -> str:
+    """``text`` as a JSON string, exactly as :func:`json.dumps` writes it with ``ensure_ascii=False``.
+
+    Remembered: each request sends the conversation's recent messages again (every Thinker step
+    of every turn), and encoding them afresh, twice a request (the fingerprint and the body), was
+    most of a long request's CPU in the host. 1,024 texts (a few MB at most) hold the recent
+    turns of the conversations thinking at once; one that fell out is encoded again, as before."""
+    return encode_basestring(text)
+
+
+def messages_json(messages: Sequence[ChatMessage], *, content_first: bool) -> str:
+    """The JSON array of ``messages`` as :func:`json.dumps` writes ``[m.as_dict() ...]`` compactly
+    (``content_first``: with each object's keys sorted, as :func:`canonical_json` writes them)."""
+    if content_first:
+        return "[" + ",".join(['{"content":' + json_string(message.content) + ',"role":"' + message.role + '"}'
+                               for message in messages]) + "]"
+    return "[" + ",".join(['{"role":"' + message.role + '","content":' + json_string(message.content) + "}"
+                           for message in messages]) + "]"
 
 
 def _thaw(value: Any) -> Any:
@@ -65,12 +88,17 @@ class JsonSchema:
 
     name: str
     schema: Mapping[str, Any] = field(hash=False)
+    canonical: str = field(init=False, repr=False, compare=False, hash=False)
+    """``canonical_json({"name": name, "schema": schema})``, made once: every request's
+    fingerprint holds it, and sorting and thawing the schema again per model call was a few per
+    cent of a conversation host's CPU."""
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("a JSON schema needs a name (OpenAI requires one)")
         copied = _thaw(self.schema)
-        canonical_json(copied)  # fails early on values JSON cannot carry
+        # Made here, it also fails early on values JSON cannot carry.
+        object.__setattr__(self, "canonical", canonical_json({"name": self.name, "schema": copied}))
         object.__setattr__(self, "schema", MappingProxyType(copied))
 
     def as_dict(self) -> dict[str, Any]:
@@ -115,8 +143,18 @@ class ChatRequest:
         }
 
     def fingerprint(self) -> str:
-        """sha256 hex of the canonical JSON of :meth:`identity`; what replay looks responses up by."""
-        return hashlib.sha256(canonical_json(self.identity()).encode("utf-8")).hexdigest()
+        """sha256 hex of the canonical JSON of :meth:`identity`; what replay looks responses up by.
+
+        The text is ``canonical_json(self.identity())`` to the byte, built without sorting or
+        re-encoding: the keys are written in their sorted order, the schema's part is the one
+        :attr:`JsonSchema.canonical` made once and the messages' texts are :func:`json_string`'s
+        (a test holds the two equal)."""
+        rest = json.dumps({"model": self.model, "seed": self.seed, "temperature": float(self.temperature)},
+                          separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        schema = "null" if self.json_schema is None else self.json_schema.canonical
+        text = (f'{{"json_schema":{schema},"max_tokens":{int(self.max_tokens)},'
+                f'"messages":{messages_json(self.messages, content_first=True)},{rest[1:]}')
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def prompt_text(self) -> str:
         return "\n".join(message.content for message in self.messages)

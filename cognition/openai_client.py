@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
+from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
 import aiohttp
@@ -58,7 +59,7 @@ from .errors import (
     redact,
 )
 from .http_transport import KeepAliveSession
-from .llm import ChatRequest, ChatResponse, TokenSink, estimate_tokens
+from .llm import ChatRequest, ChatResponse, TokenSink, estimate_tokens, json_string, messages_json
 from .structured import chat_json
 
 T = TypeVar("T")
@@ -223,7 +224,7 @@ class OpenAIChatClient:
         self.calls += 1
         mode = self._structured_mode(request)
         started = time.perf_counter()
-        envelope = await self._post_with_retries(CHAT_PATH, self._chat_body(request, mode))
+        envelope = await self._retried(self._post_once, CHAT_PATH, _chat_encoded(request, self._chat_body(request, mode)))
         content = self._content_of(envelope)
         return self._response(request, mode, content, envelope.get("usage"), started,
                               _finish_reason(envelope.get("choices")))
@@ -240,7 +241,7 @@ class OpenAIChatClient:
         mode = self._structured_mode(request)
         started = time.perf_counter()
         body = {**self._chat_body(request, mode), "stream": True, "stream_options": {"include_usage": True}}
-        reader = await self._stream_with_retries(body, on_token)
+        reader = await self._stream_with_retries(_chat_encoded(request, body), on_token)
         content = reader.content
         if not content.strip():
             raise LLMBadResponse("the model returned empty content (is max_tokens too small?)",
@@ -333,10 +334,10 @@ class OpenAIChatClient:
         if request.json_schema is not None and mode == "json_schema":
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": request.json_schema.name, "schema": request.json_schema.as_dict(), "strict": True},
+                "json_schema": {"name": request.json_schema.name, "schema": request.json_schema.schema, "strict": True},
             }
         elif request.json_schema is not None and mode == "json_object_schema":
-            body["response_format"] = {"type": "json_object", "schema": request.json_schema.as_dict()}
+            body["response_format"] = {"type": "json_object", "schema": request.json_schema.schema}
         elif request.json_schema is not None and mode == "json_object":
             body["response_format"] = {"type": "json_object"}
         return body
@@ -421,10 +422,10 @@ class OpenAIChatClient:
             raise LLMBadResponse(f"body is JSON {type(envelope).__name__}, not an object", base_url=settings.base_url)
         return envelope
 
-    async def _stream_with_retries(self, body: dict[str, Any], on_token: TokenSink) -> ChunkReader:
+    async def _stream_with_retries(self, data: bytes, on_token: TokenSink) -> ChunkReader:
         """The streamed answer, read whole; attempts are retried as :meth:`_post_with_retries`'
         until a piece has reached ``on_token``, never after."""
-        return await self._retried(self._stream_once, _encoded(body), on_token)
+        return await self._retried(self._stream_once, data, on_token)
 
     async def _stream_once(self, data: bytes, on_token: TokenSink) -> ChunkReader:
         settings = self.settings
@@ -539,8 +540,33 @@ class OpenAIChatClient:
 
 
 def _encoded(body: dict[str, Any]) -> bytes:
-    """A request's JSON body, encoded once for all its attempts."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    """A request's JSON body, encoded once for all its attempts.
+
+    A schema goes in as the request holds it (a read-only view of plain JSON values, see
+    :class:`~mirror.cognition.llm.JsonSchema`), not thawed into a copy per call: the view is
+    written as the dict it shows."""
+    return _BODY.encode(body).encode()
+
+
+def _read_only(value: object) -> dict[str, Any]:
+    if isinstance(value, MappingProxyType):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+_BODY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_read_only)
+
+
+def _chat_encoded(request: ChatRequest, body: dict[str, Any]) -> bytes:
+    """``_encoded(body)`` to the byte for a chat body of ``request`` (its ``messages`` are the
+    request's), with the messages' texts written by :func:`~mirror.cognition.llm.json_string`,
+    which remembers them: the history a request repeats is not encoded again."""
+    parts = [
+        f'"messages":{messages_json(request.messages, content_first=False)}' if key == "messages"
+        else f"{json_string(key)}:{_BODY.encode(value)}"
+        for key, value in body.items()
+    ]
+    return ("{" + ",".join(parts) + "}").encode()
 
 
 def _text(body: bytes) -> str:

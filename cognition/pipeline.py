@@ -25,6 +25,7 @@ Each result's provenance keeps the model's raw answer only when the payload cann
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -186,14 +187,18 @@ def monologue_request(state: ConversationState, prompts: PromptSet, config: Mirr
     conversation = bound_history(
         [ChatMessage("system", prompts.render("monologue.md")), *conversation_messages(state)], config.history_tokens
     )
-    own_thoughts = [
-        ChatMessage("assistant", json.dumps({"reasoning": e.threads.reasoning, "memory": e.threads.memory,
-                                             "goal": e.threads.goal}, ensure_ascii=False))
-        for e in state.monologue_history
-    ]
+    own_thoughts = [ChatMessage("assistant", _thought_text(entry.threads)) for entry in state.monologue_history]
     instruction = prompts.render("monologue_continue.md", user_message=latest.user_message, reply=latest.reply)
     return _request([*conversation, *own_thoughts, ChatMessage("user", instruction)], config, prompts,
                     config.thinker_max_tokens, MONOLOGUE_SCHEMA)
+
+
+@functools.lru_cache(maxsize=4096)
+def _thought_text(threads: Threads) -> str:
+    """One monologue entry as the Thinker is shown it again. Every step of every turn shows the
+    whole history, and the entries never change: each is written as JSON once, not per request."""
+    return json.dumps({"reasoning": threads.reasoning, "memory": threads.memory, "goal": threads.goal},
+                      ensure_ascii=False)
 
 
 def _max_words(config: MirrorConfig) -> int:

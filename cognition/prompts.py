@@ -9,6 +9,7 @@ Templates use ``string.Template`` (``$name``), so JSON braces in the text need n
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,9 +41,14 @@ class PromptSet:
     name: str
     templates: Mapping[str, str] = field(repr=False)
 
-    @property
+    def __post_init__(self) -> None:
+        # Its own copy: the caller's dict changed later changes neither the texts nor the version.
+        object.__setattr__(self, "templates", dict(self.templates))
+
+    @functools.cached_property
     def version(self) -> str:
-        """``<name>-<12 hex>``: a hash over every template's name and text."""
+        """``<name>-<12 hex>``: a hash over every template's name and text (made once: every
+        model call's request carries it)."""
         digest = hashlib.sha256()
         for template in sorted(self.templates):
             digest.update(template.encode())

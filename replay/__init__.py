@@ -26,6 +26,8 @@ May import ``mirror.cognition``, ``mirror.projections`` and ``mirror.events``; t
   rebuilding it (:func:`prompts_of_fork`), and prompt sets compared (:class:`PromptComparison`);
 - ``recompute``: :func:`recompute_conversation` — re-think a conversation on a branch with a new
   prompt set;
+- ``interrupted``: what a killed recompute left at its branch's end (a recall without its turn, a
+  memory step without its ``memory_step``), for the next run to finish rather than redo;
 - ``why``: :func:`~mirror.replay.why.why_event`, ``why_belief``, ``why_edge`` — what produced an
   event, a belief or an edge (its causes, each with its model call) and every event that touched
   a belief or an edge, read from a branch's events (pure);

@@ -41,7 +41,8 @@ the difference). An unchanged prompt set reproduces the parent's reflections exa
 
 Resumable: the branch is written with fenced appends, and a run that finds a half-done branch
 rebuilds its state and carries on from the first recorded turn it does not hold yet — nothing
-is duplicated, nothing skipped. Two runs on one branch at once cannot fork it: the second
+is duplicated, nothing skipped; an append it finds cut short (the previous run killed between
+its publishes) is finished, not made again (:mod:`.interrupted`). Two runs on one branch at once cannot fork it: the second
 writer gets ``AppendConflict``.
 """
 
@@ -74,6 +75,7 @@ from mirror.projections.state import ConversationState, initial_state
 from .diff import diff
 from .errors import RecomputeError, UnknownBranch
 from .history import History
+from .interrupted import CutMemoryStep, Orphan, cut_memory_step, finish_memory_step, orphan_recall
 from .persona import BACKGROUND_STAGES, rethink_persona
 from .prompt_record import recorded_fork
 from .recorded import RecordedLLM
@@ -181,7 +183,8 @@ async def recompute_conversation(
     if (recorded_events[-1].seq if recorded_events else 0) < parent_last:
         recorded_events = await history.events(parent)  # read before the log caught up: again
     writer = await _open_branch(branch, branch_head, parent, fork_seq, plan, history, bus, recorded_events)
-    orphan = await _orphan_recall(branch, writer.state, history) if branch_head.last_seq is not None else None
+    orphan, cut = (None, None) if branch_head.last_seq is None else await _together(
+        orphan_recall(branch, writer.state, history), cut_memory_step(branch, writer.state, history))
 
     async def not_forgotten() -> None:
         # The log raises ConversationForgotten once the parent's tombstone stands: the job stops
@@ -191,7 +194,7 @@ async def recompute_conversation(
 
     try:
         rethought = await _rethink(writer, recorded_events, fork_seq, plan, live=live, embedder=embedder,
-                                   orphan=orphan, not_forgotten=not_forgotten)
+                                   orphan=orphan, cut=cut, not_forgotten=not_forgotten)
     except BaseException:
         await writer.abandon()
         raise
@@ -205,33 +208,18 @@ async def recompute_conversation(
     )
 
 
-@dataclass(frozen=True)
-class _Orphan:
-    event: Event
-    state_before: ConversationState
-
-
-async def _orphan_recall(branch: StreamKey, state: ConversationState, history: History) -> _Orphan | None:
-    """A ``recall`` the previous run appended without its ``turn`` (it stopped between the two
-    publishes of one append), with the state it was made from; None when the branch ends otherwise."""
-    if state.last_seq < 1:
-        return None
-    (last,) = await history.events(branch, after_seq=state.last_seq - 1, until_seq=state.last_seq)
-    if not isinstance(last.payload, Recall):
-        return None
-    return _Orphan(last, await history.state_at(branch, last.seq - 1))
-
-
 async def _rethink(
     writer: ConversationWriter, recorded_events: list[Event], fork_seq: int, plan: RecomputePlan, *, live: LLM,
-    embedder: Embedder | None = None, orphan: _Orphan | None = None,
+    embedder: Embedder | None = None, orphan: Orphan | None = None, cut: CutMemoryStep | None = None,
     not_forgotten: Callable[[], Awaitable[None]] | None = None,
 ) -> _Rethought:
     """The recorded turns after the fork, re-thought one by one (appended through ``writer``).
 
     A resumed run whose branch ends in an ``orphan`` recall finishes that turn from it: the turn
     is appended after the recall already there (made again from the state before it, at its
-    timestamp, for the Talker's block), so a resumed branch equals one recomputed in one go.
+    timestamp, for the Talker's block), so a resumed branch equals one recomputed in one go. One
+    that ends in a ``cut`` memory step appends the rest of that step first
+    (:func:`~mirror.replay.interrupted.finish_memory_step`).
 
     While a turn is thought about, its memory step runs beside its thinking (``overlap_memory``)
     and the next turn's message is embedded for that turn's recall (:class:`_VectorsAhead`): the
@@ -264,13 +252,16 @@ async def _rethink(
         return _Rethought(len(turns), done, llm.live_calls, 0 if vectors is None else vectors.calls, llm.recorded_calls,
                           replies if plan.counterfactual else None)
 
+    def thinking_config() -> MirrorConfig:
+        return replace(config_from(thinker_provenance, plan.mode or writer.state.mode or "full", talker=False),
+                       reflection=bool(writer.state.reflection))
+
     async def think_until_current(upcoming: int) -> None:
         """Think about the newest turn; meanwhile embed the message of turn ``upcoming`` for its
         recall, when there will be a vector to compare it with (one now, or a memory step to come)."""
         if ahead is not None and upcoming < len(turns) and (wants_vector(writer.state) or writer.memory_behind()):
             ahead.start(messages[upcoming])
-        config = replace(config_from(thinker_provenance, plan.mode or writer.state.mode or "full", talker=False),
-                         reflection=bool(writer.state.reflection))
+        config = thinking_config()
         await writer.think_until_current(llm, plan.prompts, config, attempts=plan.thinking_attempts, embedder=vectors,
                                          overlap_memory=True)
         turn = writer.state.turn_count - 1
@@ -288,6 +279,8 @@ async def _rethink(
         return await recall_for_turn(state, message, recall_vectors, now)
 
     try:
+        if cut is not None:  # the previous run stopped inside a memory step: its rest first
+            await finish_memory_step(writer, cut, llm, plan.prompts, thinking_config(), vectors)
         await think_until_current(done)
         for index in range(done, len(turns)):
             if not_forgotten is not None:  # before each turn: a forget mid-way ends the job there

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mirror.events.bus import EventBus, InMemoryBus
-from mirror.events.nats.jetstream import JetStreamBus
+from mirror.events.nats.jetstream import JetStreamBus, StreamSettings
 from mirror.events.nats.server import EmbeddedNats
 from mirror.sim.server import SimLLMServer, SimSettings
 from tests.support.logs import ADAPTERS, WritableLog, writable_log
@@ -30,14 +30,17 @@ async def nats_url(nats_server: EmbeddedNats) -> str:
     return nats_server.url
 
 
-@pytest.fixture(params=["memory", "jetstream"])
+@pytest.fixture(params=["memory", "jetstream", "jetstream-atomic"])
 async def bus(request: pytest.FixtureRequest, nats_server: EmbeddedNats) -> AsyncIterator[EventBus]:
-    """Every adapter of the bus port; the contract suite runs against each."""
+    """Every adapter of the bus port; the contract suite runs against each. ``jetstream-atomic``
+    appends several events as one atomic batch even on this single server (by default only a
+    replicated stream does), so the suite holds for both ways of appending."""
     if request.param == "memory":
         adapter: EventBus = InMemoryBus()
     else:
         await reset_stream(nats_server.url)
-        adapter = await JetStreamBus.connect(nats_server.url)
+        settings = StreamSettings(atomic_appends=True) if request.param == "jetstream-atomic" else StreamSettings()
+        adapter = await JetStreamBus.connect(nats_server.url, settings)
     yield adapter
     await adapter.close()
 

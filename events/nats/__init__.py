@@ -3,7 +3,8 @@
 ``jetstream`` (``JetStreamBus``: fenced, deduplicated appends; stream settings), ``sealing``
 (each message sealed with its conversation's data key, kept in a key-value bucket and erased
 on a forget: crypto-shredding of the stream's copy), ``_publisher``
-(pipelined publishes behind the fence), ``_pull`` (a pull consumer's batches), ``_client``
+(pipelined publishes behind the fence), ``_atomic`` (a step's events as one atomic batch, on a
+replicated stream), ``_pull`` (a pull consumer's batches), ``_client``
 (Mirror's NATS client: raw handlers, reconnect waits), ``log_service`` (the log's read API over
 NATS request-reply: ``LogService`` in the ingester, ``LogClient`` elsewhere), ``infrastructure``
 (``NatsInfrastructure``: how a process opens the bus and its shards' logs), ``key_value``

@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import nats.errors
 import nats.js.errors
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -119,6 +120,13 @@ class Sealer:
 ERR_WRONG_LAST_SEQUENCE = (10071, 10164)
 """JetStream's refusals of a publish whose expected-last-subject-sequence does not match
 (:data:`.jetstream.FENCE_REFUSALS`, which imports this module)."""
+ERR_SUBJECT_IN_PROCESS = 10164
+"""The refusal a clustered stream gives while another publish to the subject is proposed but not yet
+stored: a racing writer's key, which a read a moment later finds."""
+
+
+class KeyInProcess(nats.errors.Error):
+    """Another writer's new key is being replicated and cannot be read yet: retried as transient."""
 
 
 class PreparedKey:
@@ -275,6 +283,8 @@ class DataKeys:
             if exc.err_code not in ERR_WRONG_LAST_SEQUENCE:
                 raise
             loaded = await self._load(tenant, conversation)  # another writer made it first: theirs
+            if loaded is None and exc.err_code == ERR_SUBJECT_IN_PROCESS:
+                raise KeyInProcess(f"the data key of {tenant}/{conversation} is being made by another writer") from exc
             if loaded is None:
                 raise BusError(f"the data key of {tenant}/{conversation} was made and erased at once; "
                                "the conversation is being forgotten") from None
@@ -333,5 +343,5 @@ class DataKeys:
         return True
 
 
-__all__ = ["DEFAULT_CACHE", "HEADER_BYTES", "SEALED", "SEAL_FORMAT", "DataKey", "DataKeys", "PreparedKey", "Sealer",
-           "key_subject", "is_sealed", "key_id_of"]
+__all__ = ["DEFAULT_CACHE", "HEADER_BYTES", "SEALED", "SEAL_FORMAT", "DataKey", "DataKeys", "KeyInProcess", "PreparedKey",
+           "Sealer", "key_subject", "is_sealed", "key_id_of"]

@@ -9,11 +9,11 @@ measured against taken in the same run where one exists.
 ``_script``, its scripted user), ``tenants`` (bench tenants: fair share beside a flooding tenant, and overload, with ``_slot_time``: where
 the model slots' time went, from the hosts' metrics), ``report`` (bench report: the quick ones re-run, docs/benchmarks.md's table
 rewritten from their JSON), ``erasure_residue`` (what DuckDB and nats-server leave in their files
-after a delete, and AES-GCM's cost: the probe behind forgetting's design), ``atomic_batch`` (JetStream's
-atomic batch publish against fenced single publishes: the probe behind one message per event), ``lifecycle`` (bench
+after a delete, and AES-GCM's cost: the probe behind forgetting's design), ``atomic_batch`` (a step's events as
+one JetStream atomic batch against one fenced publish each, on R1 and R3: why batches go to replicated streams only), ``lifecycle`` (bench
 lifecycle: export and import throughput, erase time per 1,000 events against a fresh copy of
 the same file), ``model_client`` (the model client's own CPU per chat, streamed chat and embedding
-call); ``_stacks`` (the stacks they start), ``_hosts`` (conversation
+call), ``host_turn`` (a conversation's own CPU per thought-through turn, in one process); ``_stacks`` (the stacks they start), ``_hosts`` (conversation
 hosts' figures and the progress line), ``_refusals`` (a turn refused for overload waited out as the
 ``openai`` SDK does, counted apart from errors), ``_cpu`` (CPU time by process role, waiting for a quiet
 machine) and ``_stats`` (percentiles) are theirs to share.

@@ -396,6 +396,43 @@ async def test_a_resumed_recompute_finishes_a_turn_whose_recall_landed_alone(
     assert sum(isinstance(e.payload, Recall) for e in finished) == sum(isinstance(e.payload, Recall) for e in complete)
 
 
+async def test_a_resumed_recompute_finishes_a_memory_step_cut_after_its_first_belief(
+    runtime: RuntimeSettings, tmp_path: Path
+) -> None:
+    """A run stopped between the publishes of a memory step leaves its first belief without the
+    ``memory_step`` that marks the turn remembered; the next run appends the rest of that step
+    instead of remembering the turn again (which would reinforce the belief that landed)."""
+    from mirror.actors.clients import memory_embedder
+
+    key = StreamKey("replay", "cut-memory")
+    await talk_through(runtime, key, MESSAGES[:3])
+    prompts = edited_prompts(tmp_path, "monologue.md", "I think in short sentences.")
+    embedder = memory_embedder(runtime)
+    async with log_of(runtime, key) as (bus, log):
+        llm = OpenAIChatClient(runtime.llm)
+        whole = await recompute_conversation(key, RecomputePlan(prompts, branch="whole-memory"),
+                                             history=History(log), bus=bus, live=llm, embedder=embedder)
+        branch = replace(key, branch=whole.branch)
+        assert await log.wait_committed((await bus.head(branch)).fence, timeout=30)
+        complete = await log.read(branch)
+        # The same branch cut just after the first belief of a memory step, before its memory_step.
+        cut = next(e.seq for e in complete if isinstance(e.payload, (Belief, Edge)))
+        assert isinstance(complete[cut].payload, (Belief, Edge, MemoryStep))  # the step goes on after it
+        halted = replace(key, branch="halted-memory")
+        await bus.append(halted, [replace(e, branch=halted.branch) for e in complete[:cut]], Head(0, 0))
+        assert await log.wait_committed((await bus.head(halted)).fence, timeout=30)
+        resumed = await recompute_conversation(key, RecomputePlan(prompts, branch=halted.branch),
+                                               history=History(log), bus=bus, live=llm, embedder=embedder)
+        await llm.aclose()
+        if embedder is not None:
+            await embedder.aclose()
+        assert await log.wait_committed((await bus.head(halted)).fence, timeout=30)
+        finished = await log.read(halted)
+    assert resumed.resumed_at_turn >= 1
+    assert [(e.seq, e.type, e.turn) for e in finished] == [(e.seq, e.type, e.turn) for e in complete]
+    assert [e.payload for e in finished] == [e.payload for e in complete]  # no belief reinforced by a second step
+
+
 async def test_a_recompute_of_recorded_turns_alone_embeds_each_text_once(runtime: RuntimeSettings) -> None:
     """Turns recorded without thinking or memory (as ``mirror bench recompute`` seeds them): the
     branch remembers every turn and recalls from the second on, each turn's memory step beside its

@@ -5,6 +5,7 @@ HTTP is in ``tests/system/test_llm_client.py``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import string
 from datetime import UTC, datetime
@@ -21,7 +22,8 @@ from mirror.cognition import (
     parse_json_object,
 )
 from mirror.cognition.errors import redact
-from mirror.cognition.openai_client import parse_retry_after
+from mirror.cognition.llm import canonical_json
+from mirror.cognition.openai_client import OpenAIChatClient, _chat_encoded, parse_retry_after
 from tests.support.requests import API_KEY, THREADS_SCHEMA, request
 
 SIMPLE_SCHEMA = {
@@ -83,6 +85,42 @@ def test_fingerprint_ignores_prompt_set_and_later_schema_mutation() -> None:
     before = mutable.fingerprint()
     schema["required"].append("extra")
     assert mutable.fingerprint() == before == request().fingerprint()
+
+
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=40)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    messages=st.lists(st.tuples(st.sampled_from(["system", "user", "assistant"]), _TEXT), min_size=1, max_size=4),
+    model=_TEXT.filter(bool), temperature=st.floats(0, 2), max_tokens=st.integers(1, 10**6),
+    seed=st.none() | st.integers(-(2**63), 2**63 - 1), schema=st.sampled_from([None, SIMPLE_SCHEMA, THREADS_SCHEMA]),
+)
+def test_fingerprint_is_the_sha256_of_the_sorted_canonical_identity(
+    messages: list[tuple[str, str]], model: str, temperature: float, max_tokens: int, seed: int | None,
+    schema: dict[str, Any] | None,
+) -> None:
+    """The fingerprint is built without sorting (the host's hot path): it must stay exactly the
+    sha256 of ``canonical_json(identity())``, which every recorded provenance holds."""
+    chat = request(messages=tuple(ChatMessage(role, content) for role, content in messages),  # type: ignore[arg-type]  # roles drawn from ROLES
+                   model=model, temperature=temperature, max_tokens=max_tokens, seed=seed,
+                   json_schema=None if schema is None else JsonSchema("s", schema))
+    assert chat.fingerprint() == hashlib.sha256(canonical_json(chat.identity()).encode()).hexdigest()
+
+
+@settings(max_examples=100)
+@given(messages=st.lists(st.tuples(st.sampled_from(["system", "user", "assistant"]), _TEXT), min_size=1, max_size=4),
+       mode=st.sampled_from(["json_schema", "json_object_schema", "json_object", "none"]), stream=st.booleans())
+def test_a_chat_body_is_encoded_as_json_dumps_writes_it(messages: list[tuple[str, str]], mode: str, stream: bool) -> None:
+    """The model client writes a chat body from remembered message texts: the bytes must be the
+    ones ``json.dumps`` writes for the body's dict (what was sent before)."""
+    chat = request(messages=tuple(ChatMessage(role, content) for role, content in messages),  # type: ignore[arg-type]  # roles drawn from ROLES
+                   json_schema=JsonSchema("s", SIMPLE_SCHEMA))
+    body = OpenAIChatClient._chat_body(chat, mode)  # type: ignore[arg-type]  # modes drawn from StructuredOutputMode
+    if stream:
+        body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    plain = json.loads(json.dumps(body, default=dict))  # the schema's read-only view as a dict
+    assert _chat_encoded(chat, body) == json.dumps(plain, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def test_request_validation() -> None:
