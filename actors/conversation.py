@@ -326,6 +326,7 @@ class Conversation:
                 await self._idle.wait()
         self.llm.check()  # the fair share's refusal (429/503) before any work, not after the recall
         writer = self._writer()
+        self.bus.prepare_append(self.key, writer.head)  # a new conversation's data key made while the Talker answers
         if request.continuation is not None:  # placed by the client's transcript (issue 35)
             placed = request.continuation
             if request.mind is not None and request.mind.mind == "persona" and writer.state.persona is None:

@@ -156,6 +156,12 @@ class EventBus(Protocol):
         """
         ...
 
+    def prepare_append(self, key: StreamKey, head: Head) -> None:
+        """Start, in the background, what an append after ``head`` would first wait for (JetStream:
+        the conversation's data key, made for a new one), so the append does not; returns at once.
+        A writer calls it before the work that precedes its append (a turn: before the Talker)."""
+        ...
+
     def tail(self, key: StreamKey, after_position: int) -> AsyncIterator[tuple[int, Event]]:
         """The events of ``key`` the bus still holds after ``after_position``, oldest first.
 
@@ -192,6 +198,9 @@ class InMemoryBus:
         self.on_stored: list[Callable[[int, Event], None]] = []
         self._subscriptions: dict[StreamKey, set[Subscription]] = {}
         self._lock = asyncio.Lock()
+
+    def prepare_append(self, key: StreamKey, head: Head) -> None:
+        """Nothing to prepare: an append here waits for nothing."""
 
     async def head(self, key: StreamKey) -> Head:
         records = self.records.get(key, [])

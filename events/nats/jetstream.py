@@ -342,6 +342,11 @@ class JetStreamBus:
             sealer = await self._retrying(self.keys.for_writing, key.tenant, key.conversation, fresh=head.fence == 0)
         return [sealer.seal(data) for data in encoded]
 
+    def prepare_append(self, key: StreamKey, head: Head) -> None:
+        """The key the append will seal with, read or made meanwhile (:meth:`~.sealing.DataKeys.prepare`)."""
+        if self.settings.seal:
+            self.keys.prepare(key.tenant, key.conversation, head.fence, self._retrying)
+
     async def _open(self, key: StreamKey, data: bytes) -> bytes:
         """A message's data as the codec record it sealed (:class:`DataKeyErased` if its key is gone)."""
         opened = self.keys.open_cached(key.tenant, key.conversation, data)  # the common case: no await

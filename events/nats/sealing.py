@@ -26,9 +26,12 @@ every such copy unreadable, wherever it lies (docs/operations.md, "Forgetting an
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,6 +129,47 @@ class KeyInProcess(nats.errors.Error):
     """Another writer's new key is being replicated and cannot be read yet: retried as transient."""
 
 
+class PreparedKey:
+    """A conversation's data key being read or made ahead of its append (:meth:`JetStreamBus.prepare_append`).
+
+    It stands in for the read the append would make only while it is young (:data:`PREPARED_FOR_S`):
+    a first append reads its key fresh because a forget may have erased the one a process holds,
+    and a key read longer ago than a turn takes is no longer fresh."""
+
+    KEPT = 1_024
+    """Prepared keys kept before the stale ones (turns that never appended) are dropped."""
+    PREPARED_FOR_S = 5.0
+
+    def __init__(self, task: asyncio.Future[Sealer], fresh: bool) -> None:
+        self.task, self.fresh, self.started = task, fresh, time.monotonic()
+
+    @classmethod
+    def start(cls, making: Awaitable[Sealer], fresh: bool) -> PreparedKey:
+        task = asyncio.ensure_future(making)
+        task.add_done_callback(_retrieved)
+        return cls(task, fresh)
+
+    def usable(self, *, fresh: bool) -> bool:
+        """Whether it may seal an append (``fresh``: one that must read its key afresh)."""
+        return (self.fresh or not fresh) and time.monotonic() - self.started <= self.PREPARED_FOR_S
+
+    async def sealer(self, *, fresh: bool) -> Sealer | None:
+        """The key (waited for if still coming), or None: not usable, or reading it failed (the
+        append then reads it itself, and meets the failure there)."""
+        if not self.usable(fresh=fresh):
+            return None
+        try:
+            return await self.task
+        except Exception:
+            return None
+
+
+def _retrieved(task: asyncio.Future[Sealer]) -> None:
+    """A prepared key that failed is read again by its append: the failure is not logged at collection."""
+    if not task.cancelled():
+        task.exception()
+
+
 def key_subject(stream: str, tenant: str, conversation: str) -> str:
     """The subject of a conversation's data key (ids are ``[A-Za-z0-9_-]``: valid subject tokens)."""
     return f"mirror-keys.{stream}.{tenant}.{conversation}"
@@ -148,6 +192,8 @@ class DataKeys:
         self._js, self._replicas, self._cache_size = js, replicas, cache
         self._ready = False
         self._cache: OrderedDict[tuple[str, str], Sealer] = OrderedDict()
+        self._prepared: dict[tuple[str, str], PreparedKey] = {}
+        """Keys being read or made ahead of an append (:meth:`prepare`), by conversation."""
 
     async def _store(self) -> None:
         if self._ready:
@@ -164,6 +210,21 @@ class DataKeys:
             except nats.js.errors.BadRequestError:  # made meanwhile by another process
                 await self._js.stream_info(self.key_stream)
         self._ready = True
+
+    def prepare(self, tenant: str, conversation: str, fence: int, retrying: Callable[..., Awaitable[Sealer]]) -> None:
+        """Start reading (or making) the key :meth:`for_writing` will be asked for by an append after
+        stream seq ``fence``, in the background (through the bus's ``retrying``), so that the append
+        does not wait for it: a new conversation's first turn makes its key while the Talker answers,
+        one fsynced publish off the turn's path. Nothing to do when the key is cached and that append
+        reads none (``fence`` > 0), or one is being prepared already."""
+        named = (tenant, conversation)
+        if named in self._prepared or (fence and self.cached(tenant, conversation) is not None):
+            return
+        self._prepared[named] = PreparedKey.start(retrying(self._for_writing, tenant, conversation, fresh=fence == 0),
+                                                  fence == 0)
+        if len(self._prepared) > PreparedKey.KEPT:  # turns that never appended: their keys are stale by now
+            for stale in [name for name, prepared in self._prepared.items() if not prepared.usable(fresh=False)]:
+                del self._prepared[stale]
 
     def cached(self, tenant: str, conversation: str) -> Sealer | None:
         sealer = self._cache.get((tenant, conversation))
@@ -199,7 +260,13 @@ class DataKeys:
         """The conversation's key, made now if it has none (create-if-absent: racing writers agree).
 
         ``fresh``: read the stream even if the key is cached — for the first message of a subject,
-        which may follow a forget (and an import) that erased the key this process still holds."""
+        which may follow a forget (and an import) that erased the key this process still holds.
+        A key :meth:`prepare` read or made for this append stands in for the read while it is young."""
+        prepared = self._prepared.pop((tenant, conversation), None)
+        sealer = None if prepared is None else await prepared.sealer(fresh=fresh)
+        return sealer or await self._for_writing(tenant, conversation, fresh=fresh)
+
+    async def _for_writing(self, tenant: str, conversation: str, *, fresh: bool) -> Sealer:
         cached = self.cached(tenant, conversation)
         if cached is not None and not fresh:
             return cached
@@ -276,5 +343,5 @@ class DataKeys:
         return True
 
 
-__all__ = ["DEFAULT_CACHE", "HEADER_BYTES", "SEALED", "SEAL_FORMAT", "DataKey", "DataKeys", "KeyInProcess", "Sealer", "key_subject",
-           "is_sealed", "key_id_of"]
+__all__ = ["DEFAULT_CACHE", "HEADER_BYTES", "SEALED", "SEAL_FORMAT", "DataKey", "DataKeys", "KeyInProcess", "PreparedKey",
+           "Sealer", "key_subject", "is_sealed", "key_id_of"]

@@ -14,7 +14,8 @@ one JetStream atomic batch against one fenced publish each, on R1 and R3: why ba
 lifecycle: export and import throughput, erase time per 1,000 events against a fresh copy of
 the same file), ``model_client`` (the model client's own CPU per chat, streamed chat and embedding
 call), ``host_turn`` (a conversation's own CPU per thought-through turn, in one process); ``_stacks`` (the stacks they start), ``_hosts`` (conversation
-hosts' figures and the progress line), ``_cpu`` (CPU time by process role, waiting for a quiet
+hosts' figures and the progress line), ``_refusals`` (a turn refused for overload waited out as the
+``openai`` SDK does, counted apart from errors), ``_cpu`` (CPU time by process role, waiting for a quiet
 machine) and ``_stats`` (percentiles) are theirs to share.
 
 Each module's docstring says the production path it exercises ("Production path: …").

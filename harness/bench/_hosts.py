@@ -35,7 +35,17 @@ def hosts_figures(stats: list[dict[str, Any]]) -> dict[str, Any]:
         "failed_activations": sum(host["failed_activations"] for host in stats),
         "activation_ms_mean_per_host": [host["activation_ms_mean"] for host in stats],
         "activation_phases_ms_mean_per_host": [host.get("activation_phases_ms_mean") for host in stats],
+        # The hosts' fair shares: Talker calls refused (the rest of a bench's refusals were the
+        # gateway's view of them, :mod:`mirror.gateway.slots`) and thinking steps shed.
+        "refused_by_hosts": sum(_share_counts(host, "refused") for host in stats),
+        "thinking_shed": sum(_share_counts(host, "shed") for host in stats),
     }
+
+
+def _share_counts(host: dict[str, Any], count: str) -> int:
+    """A host's fair-share ``count`` (refused, shed) summed over its tenants (0 before its first conversation)."""
+    share = host.get("model_slots") or {}
+    return sum(int(tenant[count]) for tenant in share.get("tenants", {}).values())
 
 
 @contextmanager

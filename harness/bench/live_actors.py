@@ -15,7 +15,8 @@ them) and committed by the ingester: most conversations get a short history, a f
 (10 and 10,000 events by default).
 
 1. Every conversation gets one turn through the HTTP gateway; ``errors`` counts turns that got
-   no reply. The measured conversations go first, so the other activations crowd them out and
+   no reply (a 429/503 with ``Retry-After`` is waited out and sent again, as the ``openai`` SDK
+   does, and counted in ``refusals`` / ``unavailable``: :mod:`._refusals`). The measured conversations go first, so the other activations crowd them out and
    they passivate (finish thinking, snapshot, let go). Hosted, the bench then calls each
    measured conversation's ``passivate(key)`` on its host, which waits for an eviction still
    in progress (and passivates one the cap did not reach); dedicated, it waits until their
@@ -59,6 +60,7 @@ from mirror.events.nats.jetstream import JetStreamBus
 from mirror.events.nats.log_service import LogClient
 from mirror.events.payloads import Monologue, Narrative, Provenance, Turn
 from mirror.harness.bench._hosts import host_stats, hosts_figures, progress_line
+from mirror.harness.bench._refusals import Refusals, post_retrying
 from mirror.harness.bench._stacks import sim_stack
 from mirror.harness.bench._stats import percentile
 from mirror.harness.bench.turns import server_timing, turn_phases
@@ -181,6 +183,8 @@ class _Tally:
 
     turns: int = 0
     errors: list[str] = field(default_factory=list)
+    refusals: Refusals = field(default_factory=Refusals)
+    """Refusals waited out as the ``openai`` SDK does (:mod:`._refusals`): not errors."""
 
 
 @dataclass(slots=True)
@@ -206,9 +210,9 @@ def _gateway(stack: EmbeddedStack, concurrency: int) -> httpx.AsyncClient:
                              limits=httpx.Limits(max_connections=concurrency + 4))
 
 
-async def _turn(client: httpx.AsyncClient, name: str, message: str) -> tuple[float, dict[str, Any]]:
+async def _turn(client: httpx.AsyncClient, name: str, message: str, refusals: Refusals) -> tuple[float, dict[str, Any]]:
     started = time.perf_counter()
-    response = await client.post(f"/v1/conversations/{name}/turns", json={"message": message})
+    response = await post_retrying(client, f"/v1/conversations/{name}/turns", {"message": message}, refusals)
     elapsed = (time.perf_counter() - started) * 1000
     response.raise_for_status()
     reply: dict[str, Any] = response.json()
@@ -220,7 +224,7 @@ async def _counted_turn(client: httpx.AsyncClient, name: str, message: str,
                         tally: _Tally) -> tuple[float, dict[str, Any]] | None:
     """:func:`_turn`, counted in ``tally``: None (and the error recorded) when it got no reply."""
     try:
-        answered = await _turn(client, name, message)
+        answered = await _turn(client, name, message, tally.refusals)
     except Exception as exc:
         tally.errors.append(f"{name}: {exc!r}")
         return None
@@ -340,6 +344,7 @@ def _activation_figures(config: ActorsBenchConfig, tally: _Tally, samples: _Samp
         "conversations": config.conversations,
         "turns": tally.turns,
         "errors": len(tally.errors),
+        **tally.refusals.figures(),
         "seeded_events": seeded,
         "activate_new_p50_ms": _p(samples.latencies["new"], 0.5),
         "activate_new_p90_ms": _p(samples.latencies["new"], 0.9),

@@ -9,7 +9,10 @@ beyond the run, so every conversation activated stays live. First each host serv
 warm-up conversation (its connections, prompt set and imports paid), and the hosts' resident
 memory is read (``rss_mb_idle``). Then N brand-new conversations get one turn each through the
 HTTP gateway, ``concurrency`` in flight; ``errors`` counts turns without a reply (the target:
-none). The bench then waits until every conversation's background thinking is done
+none). A turn refused for overload (429/503 with ``Retry-After``: the hosts' fair share, or the
+gateway's view of it) is waited out and sent again as the ``openai`` SDK does, at most twice,
+and counted apart (``refusals``; ``unavailable`` for a dependency that was behind;
+``refused_by_hosts`` of them the hosts', the rest the gateway's view; :mod:`._refusals`). The bench then waits until every conversation's background thinking is done
 (``wait_idle`` on each; ``thinking_unfinished`` counts those that were not within
 ``idle_timeout_s``), so the memory read afterwards holds each conversation's whole state, and
 reports the hosts' resident memory: in all, per host, per live conversation
@@ -29,6 +32,7 @@ import httpx
 from mirror.actors.placement import HostedConversation, conversation_handle, placement_of
 from mirror.events.ids import StreamKey
 from mirror.harness.bench._hosts import host_stats, hosts_figures, progress_line
+from mirror.harness.bench._refusals import Refusals, post_retrying
 from mirror.harness.bench._stacks import sim_stack
 from mirror.stack.embedded import DEFAULT_TENANT, EmbeddedStack
 
@@ -82,9 +86,12 @@ def _gateway(stack: EmbeddedStack, concurrency: int) -> httpx.AsyncClient:
                              limits=httpx.Limits(max_connections=concurrency + 4))
 
 
-async def _turn(client: httpx.AsyncClient, name: str, errors: list[str]) -> None:
+async def _turn(client: httpx.AsyncClient, name: str, errors: list[str], refusals: Refusals) -> None:
+    """A first turn; a refusal for overload waited out and sent again, as the ``openai`` SDK does
+    (:mod:`._refusals`), and counted apart from the errors."""
     try:
-        response = await client.post(f"/v1/conversations/{name}/turns", json={"message": "hello, I am new here"})
+        response = await post_retrying(client, f"/v1/conversations/{name}/turns", {"message": "hello, I am new here"},
+                                       refusals)
         response.raise_for_status()
     except Exception as exc:
         errors.append(f"{name}: {exc!r}")
@@ -103,18 +110,19 @@ def _warm_up_names(stack: EmbeddedStack) -> list[str]:
     return list(warmed.values())
 
 
-async def _warm_up(client: httpx.AsyncClient, stack: EmbeddedStack, errors: list[str]) -> int:
+async def _warm_up(client: httpx.AsyncClient, stack: EmbeddedStack, errors: list[str], refusals: Refusals) -> int:
     """A turn in each host, its thinking finished, so the memory read next is the hosts' idle cost; how many."""
     names = _warm_up_names(stack)
-    await asyncio.gather(*(_turn(client, name, errors) for name in names))
+    await asyncio.gather(*(_turn(client, name, errors, refusals) for name in names))
     await asyncio.gather(*(_wait_idle(stack, name, 60) for name in names))
     return len(names)
 
 
-async def _activate(client: httpx.AsyncClient, names: list[str], config: HoldBenchConfig, errors: list[str]) -> float:
+async def _activate(client: httpx.AsyncClient, names: list[str], config: HoldBenchConfig, errors: list[str],
+                    refusals: Refusals) -> float:
     """A first turn for each of ``names``, ``concurrency`` at once; returns the seconds."""
     started = time.perf_counter()
-    await _bounded(len(names), config.concurrency, lambda index: _turn(client, names[index], errors), "activating",
+    await _bounded(len(names), config.concurrency, lambda index: _turn(client, names[index], errors, refusals), "activating",
                    config.show_progress)
     return time.perf_counter() - started
 
@@ -131,7 +139,7 @@ async def _wait_thinking(stack: EmbeddedStack, names: list[str], config: HoldBen
     return sum(not idle for idle in outcomes), time.perf_counter() - started
 
 
-def _summarise(config: HoldBenchConfig, errors: list[str], *, warmed: int, idle: list[dict[str, Any]],
+def _summarise(config: HoldBenchConfig, errors: list[str], refusals: Refusals, *, warmed: int, idle: list[dict[str, Any]],
                held: dict[str, Any], activate_s: float, unfinished: int, thinking_s: float) -> dict[str, Any]:
     """The figures: ``idle`` is the hosts' stats after the warm-up, ``held`` (:func:`hosts_figures`) with all live."""
     idle_mb = sum(host["rss_mb"] for host in idle)
@@ -143,6 +151,7 @@ def _summarise(config: HoldBenchConfig, errors: list[str], *, warmed: int, idle:
         "llm_latency_ms": config.llm_latency_ms,
         "conversations": config.conversations,
         "errors": len(errors),
+        **refusals.figures(),
         "live": live,
         "all_live": live == config.conversations + warmed,
         "rss_mb_idle": round(idle_mb, 1),
@@ -162,13 +171,14 @@ def _summarise(config: HoldBenchConfig, errors: list[str], *, warmed: int, idle:
 
 async def _measure(stack: EmbeddedStack, config: HoldBenchConfig) -> dict[str, Any]:
     errors: list[str] = []
+    refusals = Refusals()
     names = [f"hold-{index}" for index in range(config.conversations)]
     async with _gateway(stack, config.concurrency) as client:
-        warmed = await _warm_up(client, stack, errors)
+        warmed = await _warm_up(client, stack, errors, refusals)
         idle = host_stats(stack.runtime)
-        activate_s = await _activate(client, names, config, errors)
+        activate_s = await _activate(client, names, config, errors, refusals)
     unfinished, thinking_s = await _wait_thinking(stack, names, config)
-    return _summarise(config, errors, warmed=warmed, idle=idle, held=hosts_figures(host_stats(stack.runtime)),
+    return _summarise(config, errors, refusals, warmed=warmed, idle=idle, held=hosts_figures(host_stats(stack.runtime)),
                       activate_s=activate_s, unfinished=unfinished, thinking_s=thinking_s)
 
 

@@ -12,6 +12,7 @@ import asyncio
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,6 +78,40 @@ async def test_a_cleanly_passivated_conversation_comes_back_with_the_same_two(ru
         assert report is not None and report.snapshot_seq == report.last_seq >= reply.seq
         assert report.log_tail_events == 0 and report.stream_messages_read == 0
         assert await table.state_bytes(key) == before
+    finally:
+        await table.close()
+
+
+@pytest.fixture
+def slow_model(nats_server: EmbeddedNats, tmp_path: Path) -> Iterator[RuntimeSettings]:
+    """The Talker alone (no thinking), against a model that takes seconds to answer."""
+    with conversation_runtime(nats_server.url, tmp_path, shard="slowmodel", latency="fixed:3000", mode="baseline",
+                              memory=False) as settings:
+        yield settings
+
+
+async def test_a_new_conversations_data_key_is_made_while_the_talker_answers(slow_model: RuntimeSettings) -> None:
+    """The first turn's one fsynced publish that is not its events (the conversation's data key) is
+    sent while the Talker's model call still holds its slot, and the append reads no key again."""
+    table = HostedConversations(slow_model)
+    key = StreamKey("acme", "new-and-keyed")
+    try:
+        clients = await table.clients()
+        connections = clients.connections
+        assert isinstance(connections, NatsConnections)
+        stats = connections.bus.nc.stats
+        await table.turn(StreamKey("acme", "first"), TurnRequest("hello"))  # the key stream checked, once a process
+        await table.summary(key)  # activated: the two reads are done
+        before = stats["out_msgs"]
+        turn = asyncio.create_task(table.turn(key, TurnRequest("hello, I am new here")))
+        while stats["out_msgs"] == before:  # the key's publish, the first message after activation
+            assert not turn.done()
+            await asyncio.sleep(0.005)
+        tenants: Any = clients.share.figures()["tenants"]
+        assert tenants["acme"]["running"] == 1  # the Talker still waits on the model
+        assert stats["out_msgs"] == before + 1
+        await turn
+        assert stats["out_msgs"] == before + 2  # the events' publish: the key was not read again
     finally:
         await table.close()
 
