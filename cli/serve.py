@@ -216,6 +216,9 @@ def up(
     passivate_after_s: float = typer.Option(
         300.0, "--passivate-after-s", min=1.0, envvar="MIRROR_PASSIVATE_AFTER_S",
         help="Seconds a conversation actor may sit idle before it snapshots and exits."),
+    idempotency_window_h: float = typer.Option(
+        24.0, "--idempotency-window-h", min=0.0, envvar="MIRROR_IDEMPOTENCY_WINDOW_H",
+        help="Hours an Idempotency-Key answers retries with its turn; after that the same key starts a new turn."),
     placement: Placement = typer.Option(
         "hosted", "--placement", envvar="MIRROR_PLACEMENT", case_sensitive=False,
         help="Where live conversations run: 'hosted' (many per conversation host, a few hosts per node) "
@@ -301,7 +304,8 @@ def up(
         gateway_port=port, nats_port=nats_port, nats_cluster=nats_cluster, nats_sync=nats_sync, mode=mode, memory=memory,
         reflection=reflection, reflection_policy=policy, sim_latency=sim_latency,
         sim_token_delay_ms=sim_token_delay,
-        passivate_after_s=passivate_after_s, max_live_actors=max_live_actors, placement=placement.value,
+        passivate_after_s=passivate_after_s, idempotency_window_s=idempotency_window_h * 3600.0,
+        max_live_actors=max_live_actors, placement=placement.value,
         hosts=hosts, max_live_per_host=max_live_per_host,
         max_message_bytes=max_message_bytes, snapshot_every=snapshot_every, ray_address=ray_address,
         shard_map=ShardMap.parse(shard_map).assignments, strict=strict,

@@ -127,6 +127,8 @@ class StackSettings:
     sim_token_delay_ms: float = 0.0
     """Between the tokens of the simulator's streamed answers (``llm="sim"``)."""
     passivate_after_s: float = 300.0
+    idempotency_window_s: float = 86_400.0
+    """How long an ``Idempotency-Key`` answers retries with its turn (``mirror up --idempotency-window-h``)."""
     placement: str = "hosted"
     """Where live conversations run: ``hosted`` (many per conversation host) or ``dedicated`` (an actor each)."""
     hosts: int = 0
@@ -279,6 +281,7 @@ class EmbeddedStack:
                                       embedder="minilm" if settings.llm == "local" else "endpoint",
                                       talker_max_tokens=self._talker_tokens(), thinker_max_tokens=self._thinker_tokens(),
                                       snapshot_every=settings.snapshot_every, passivate_after_s=settings.passivate_after_s,
+                                      idempotency_window_s=settings.idempotency_window_s,
                                       max_live_actors=settings.max_live_actors, placement=settings.placement,  # type: ignore[arg-type]  # a str setting; RuntimeSettings refuses one outside PLACEMENTS
                                       hosts=settings.hosts or default_host_count(),
                                       max_live_per_host=settings.max_live_per_host,

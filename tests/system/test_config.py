@@ -46,6 +46,8 @@ def test_flag_beats_environment_beats_file_beats_default(tmp_path: Path) -> None
     assert settings["llm"] == "http://127.0.0.1:9/v1"  # environment over file
     assert settings["snapshot_every"] == 70 and settings["mode"] == "full"  # flag over environment and file
     assert settings["passivate_after_s"] == 300.0 and settings["gateway_port"] == 8080  # set nowhere: built in
+    hours = shown(mirror("up", "--show-config", "--idempotency-window-h", "1.5", cwd=tmp_path))
+    assert hours["idempotency_window_s"] == 5400.0  # given in hours, kept in seconds
 
 
 def test_a_command_table_beats_the_shared_key_and_reaches_other_commands(tmp_path: Path) -> None:
@@ -77,6 +79,7 @@ def test_without_a_file_the_cli_defaults_are_the_runtime_defaults(tmp_path: Path
     runtime = RuntimeSettings(infrastructure=NatsInfrastructure(""), llm=None)  # type: ignore[arg-type]  # no LLM: only the defaults are compared
     stack = StackSettings()
     assert settings["passivate_after_s"] == runtime.passivate_after_s == stack.passivate_after_s
+    assert settings["idempotency_window_s"] == runtime.idempotency_window_s == stack.idempotency_window_s == 86_400.0
     assert settings["max_live_actors"] == runtime.max_live_actors == stack.max_live_actors
     assert settings["snapshot_every"] == runtime.snapshot_every == stack.snapshot_every
     assert settings["max_message_bytes"] == stack.max_message_bytes
