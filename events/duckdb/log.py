@@ -171,7 +171,6 @@ _Events: TypeAlias = pa.Table | list[tuple[Any, ...]] | None
 def _insert_values(rows: int) -> str:
     """``INSERT INTO events VALUES (?, …), …`` for ``rows`` rows."""
     return "INSERT INTO events VALUES " + ", ".join([f"({', '.join('?' * len(EVENT_COLUMNS))})"] * rows)
-"""Threads answering reads, each with its own connection (DuckDB runs them in parallel)."""
 
 
 class DuckDBEventLog(ForgettingLog):
