@@ -94,7 +94,10 @@ class JetStreamCounters:
     async def change(self, key: str, step: Step[T]) -> T:
         try:
             kv = await self._store()
-            async with self._turns.setdefault(key, asyncio.Lock()):
+            turn = self._turns.get(key)
+            if turn is None:  # not setdefault: that would make a lock on every change
+                turn = self._turns[key] = asyncio.Lock()
+            async with turn:
                 return await self._change(kv, key, step)
         except TRANSIENT_ERRORS as exc:
             raise BusError(f"changing the shared counter {key!r} failed: {type(exc).__name__}: {exc}") from exc
